@@ -1,0 +1,48 @@
+//! The agents crate's error type.
+
+use atelier_messages::{ErrorBody, ErrorCode};
+
+/// Everything that can go wrong while talking to a model or running the agent loop.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("no model provider is configured: {0}")]
+    NotConfigured(String),
+    #[error("invalid model spec `{spec}`: {reason}")]
+    InvalidSpec { spec: String, reason: String },
+    #[error("the provider rejected the credentials: {0}")]
+    AuthFailed(String),
+    #[error("the provider is rate limiting: {0}")]
+    RateLimited(String),
+    #[error("the provider is unavailable: {0}")]
+    Unavailable(String),
+    #[error("the provider answered something this client cannot use: {0}")]
+    BadResponse(String),
+    #[error("replay script: {0}")]
+    Replay(String),
+    #[error(transparent)]
+    Job(#[from] ErrorBody),
+}
+
+impl AgentError {
+    /// The stable code this error maps to when it ends a job.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AgentError::NotConfigured(_) | AgentError::InvalidSpec { .. } => {
+                ErrorCode::ProviderNotConfigured
+            }
+            AgentError::AuthFailed(_) => ErrorCode::ProviderAuthFailed,
+            AgentError::RateLimited(_) => ErrorCode::ProviderRateLimited,
+            AgentError::Unavailable(_) | AgentError::BadResponse(_) => ErrorCode::ProviderUnavailable,
+            AgentError::Replay(_) => ErrorCode::ProviderUnavailable,
+            AgentError::Job(body) => body.code,
+        }
+    }
+
+    /// The error as a wire body.
+    pub fn to_body(&self) -> ErrorBody {
+        match self {
+            AgentError::Job(body) => body.clone(),
+            other => ErrorBody::new(other.code(), other.to_string()),
+        }
+    }
+}

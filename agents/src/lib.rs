@@ -1,0 +1,24 @@
+//! The agent side of Atelier: model providers, the tool catalog, and the RPI loop.
+//!
+//! A job runs Research → Plan → Implement (one plan item at a time) → Summary. This crate
+//! holds that logic independent of transport: the coordinator supplies an [`rpi::AgentHost`]
+//! that executes tool calls over NATS, checkpoints state in sled and publishes events.
+//!
+//! # Layout
+//! - [`provider`]: the [`provider::ModelProvider`] trait, chat types, `provider_from_spec`.
+//! - [`openai`]: Chat Completions (OpenAI and compatible servers) with streaming and tool calls.
+//! - [`replay`]: a deterministic scripted provider for demos and tests.
+//! - [`catalog`]: tool specs (JSON schemas, pool, capability, action class) and phase subsets.
+//! - [`plan`]: parsing and rendering the plan checklist.
+//! - [`rpi`]: the Research → Plan → Implement → Summary driver.
+//! - [`error`]: [`AgentError`].
+
+pub mod catalog;
+pub mod error;
+pub mod openai;
+pub mod plan;
+pub mod provider;
+pub mod replay;
+pub mod rpi;
+
+pub use error::AgentError;

@@ -1,0 +1,197 @@
+//! The model-provider abstraction: a chat request with tools in, text and tool calls out.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::AgentError;
+use crate::catalog::ToolSpec;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call (echoed back with the result).
+    pub id: String,
+    pub name: String,
+    /// The arguments as the JSON text the model wrote.
+    pub arguments: String,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    #[serde(default)]
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::text(Role::System, content)
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::text(Role::User, content)
+    }
+
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+            tool_calls,
+            tool_call_id: None,
+        }
+    }
+
+    pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Tool,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(tool_call_id.into()),
+        }
+    }
+
+    fn text(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// Whether the model must, may or must not call tools on this turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    Auto,
+    Required,
+    None,
+}
+
+/// One model turn to run.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// Which RPI phase asks (`research`, `plan`, `implement`, `summary`); providers may log it.
+    pub phase: String,
+    /// The plan item being implemented (1-based), in the implement phase.
+    pub item_index: Option<u32>,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub tool_choice: ToolChoice,
+}
+
+/// Token accounting of one turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// What the model answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// Receives streamed text as it arrives.
+pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// A chat model with native tool calls.
+#[async_trait::async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// A stable label for logs, job views and metrics (e.g. `openai:gpt-4o-mini`).
+    fn label(&self) -> String;
+
+    /// Runs one turn, streaming text deltas to `on_delta`.
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, AgentError>;
+}
+
+/// Settings the providers read (API keys never appear in logs or job views).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProviderSettings {
+    /// API key for `openai:` and `openai-compat:` (falls back to `OPENAI_API_KEY`).
+    #[serde(default)]
+    pub openai_api_key: Option<String>,
+    /// Base URL for `openai:` (default `https://api.openai.com/v1`).
+    #[serde(default)]
+    pub openai_base_url: Option<String>,
+    /// Per-request timeout in seconds (default 120).
+    #[serde(default)]
+    pub request_timeout_secs: Option<u64>,
+    /// Retries on 429/5xx/connection errors before giving up (default 3).
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+}
+
+/// Builds a provider from a model spec:
+/// `openai:MODEL`, `openai-compat:BASE_URL#MODEL`, `replay:FILE`.
+pub fn provider_from_spec(
+    spec: &str,
+    settings: &ProviderSettings,
+) -> Result<Arc<dyn ModelProvider>, AgentError> {
+    let invalid = |reason: &str| AgentError::InvalidSpec {
+        spec: spec.to_string(),
+        reason: reason.to_string(),
+    };
+    let (scheme, rest) = spec
+        .split_once(':')
+        .ok_or_else(|| invalid("expected `openai:MODEL`, `openai-compat:BASE_URL#MODEL` or `replay:FILE`"))?;
+    match scheme {
+        "openai" => {
+            if rest.is_empty() {
+                return Err(invalid("missing model name after `openai:`"));
+            }
+            let base_url = settings
+                .openai_base_url
+                .clone()
+                .unwrap_or_else(|| crate::openai::DEFAULT_BASE_URL.to_string());
+            Ok(Arc::new(crate::openai::OpenAiProvider::new(
+                "openai", &base_url, rest, settings,
+            )?))
+        }
+        "openai-compat" => {
+            let (base_url, model) = rest
+                .rsplit_once('#')
+                .ok_or_else(|| invalid("expected `openai-compat:BASE_URL#MODEL`"))?;
+            if base_url.is_empty() || model.is_empty() {
+                return Err(invalid("both BASE_URL and MODEL are required"));
+            }
+            Ok(Arc::new(crate::openai::OpenAiProvider::new(
+                "openai-compat",
+                base_url,
+                model,
+                settings,
+            )?))
+        }
+        "replay" => Ok(Arc::new(crate::replay::ReplayProvider::load(
+            std::path::Path::new(rest),
+        )?)),
+        _ => Err(invalid("unknown provider; use openai, openai-compat or replay")),
+    }
+}

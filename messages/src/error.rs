@@ -1,0 +1,114 @@
+//! Stable error codes and the error body carried by every failed reply.
+
+use serde::{Deserialize, Serialize};
+
+/// A stable, machine-readable error code. The string form never changes once released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    ValidationFailed,
+    SandboxViolation,
+    FileReadFailed,
+    FileWriteFailed,
+    ToolWorkerUnavailable,
+    ToolTimeout,
+    DraftExists,
+    NoDraft,
+    NotFound,
+    ProviderNotConfigured,
+    ProviderAuthFailed,
+    ProviderRateLimited,
+    ProviderUnavailable,
+    AgentLoopDetected,
+    BudgetExceeded,
+    UserCanceled,
+    ApprovalRejected,
+    UnsupportedVersion,
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in declaration order (for docs and exhaustive tests).
+    pub const ALL: [ErrorCode; 19] = [
+        ErrorCode::ValidationFailed,
+        ErrorCode::SandboxViolation,
+        ErrorCode::FileReadFailed,
+        ErrorCode::FileWriteFailed,
+        ErrorCode::ToolWorkerUnavailable,
+        ErrorCode::ToolTimeout,
+        ErrorCode::DraftExists,
+        ErrorCode::NoDraft,
+        ErrorCode::NotFound,
+        ErrorCode::ProviderNotConfigured,
+        ErrorCode::ProviderAuthFailed,
+        ErrorCode::ProviderRateLimited,
+        ErrorCode::ProviderUnavailable,
+        ErrorCode::AgentLoopDetected,
+        ErrorCode::BudgetExceeded,
+        ErrorCode::UserCanceled,
+        ErrorCode::ApprovalRejected,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::Internal,
+    ];
+
+    /// The stable string form, e.g. `SANDBOX_VIOLATION`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ValidationFailed => "VALIDATION_FAILED",
+            ErrorCode::SandboxViolation => "SANDBOX_VIOLATION",
+            ErrorCode::FileReadFailed => "FILE_READ_FAILED",
+            ErrorCode::FileWriteFailed => "FILE_WRITE_FAILED",
+            ErrorCode::ToolWorkerUnavailable => "TOOL_WORKER_UNAVAILABLE",
+            ErrorCode::ToolTimeout => "TOOL_TIMEOUT",
+            ErrorCode::DraftExists => "DRAFT_EXISTS",
+            ErrorCode::NoDraft => "NO_DRAFT",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::ProviderNotConfigured => "PROVIDER_NOT_CONFIGURED",
+            ErrorCode::ProviderAuthFailed => "PROVIDER_AUTH_FAILED",
+            ErrorCode::ProviderRateLimited => "PROVIDER_RATE_LIMITED",
+            ErrorCode::ProviderUnavailable => "PROVIDER_UNAVAILABLE",
+            ErrorCode::AgentLoopDetected => "AGENT_LOOP_DETECTED",
+            ErrorCode::BudgetExceeded => "BUDGET_EXCEEDED",
+            ErrorCode::UserCanceled => "USER_CANCELED",
+            ErrorCode::ApprovalRejected => "APPROVAL_REJECTED",
+            ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The body of a failed reply or a failed job: a stable code and a human sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_form_matches_as_str_for_every_code() {
+        for code in ErrorCode::ALL {
+            let json = serde_json::to_string(&code).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Jobs: submission, state, events and the control-plane views of them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ErrorBody;
+
+/// `atelier.job.submit` (JetStream, `Nats-Msg-Id` = `job_id` for de-duplication).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobSubmit {
+    pub v: u16,
+    /// Client-chosen id (a UUID v7 from the CLI); re-submitting the same id is a no-op.
+    pub job_id: String,
+    pub workbench: String,
+    pub message: String,
+    /// Model spec (`openai:MODEL`, `openai-compat:URL#MODEL`, `replay:FILE`); the coordinator's
+    /// default when absent.
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub submitted_at_ms: u64,
+}
+
+/// Lifecycle state of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Running,
+    AwaitingApproval,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 6] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::AwaitingApproval,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::AwaitingApproval => "awaiting_approval",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Cancelled)
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// RPI phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Research,
+    Plan,
+    Implement,
+    Summary,
+    Done,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Research => "research",
+            Phase::Plan => "plan",
+            Phase::Implement => "implement",
+            Phase::Summary => "summary",
+            Phase::Done => "done",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Status of one plan item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemStatus {
+    Pending,
+    Done,
+    Failed,
+}
+
+/// One checklist item of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanItem {
+    pub index: u32,
+    pub label: String,
+    #[serde(default)]
+    pub description: String,
+    pub status: ItemStatus,
+    #[serde(default)]
+    pub attempts: u32,
+    #[serde(default)]
+    pub failure: Option<String>,
+}
+
+/// What the control plane tells about a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobView {
+    pub job_id: String,
+    pub workbench: String,
+    pub message: String,
+    pub model: String,
+    pub state: JobState,
+    pub phase: Phase,
+    pub items: Vec<PlanItem>,
+    #[serde(default)]
+    pub error: Option<ErrorBody>,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+    #[serde(default)]
+    pub summary: Option<String>,
+    #[serde(default)]
+    pub model_turns: u64,
+    #[serde(default)]
+    pub tool_calls: u64,
+}
+
+impl JobView {
+    pub fn items_done(&self) -> usize {
+        self.count_items(ItemStatus::Done)
+    }
+
+    pub fn items_failed(&self) -> usize {
+        self.count_items(ItemStatus::Failed)
+    }
+
+    fn count_items(&self, status: ItemStatus) -> usize {
+        self.items.iter().filter(|item| item.status == status).count()
+    }
+}
+
+/// `atelier.ctl.jobs`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListJobs {
+    pub v: u16,
+    #[serde(default)]
+    pub state: Option<JobState>,
+    #[serde(default)]
+    pub workbench: Option<String>,
+}
+
+/// `atelier.ctl.job`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GetJob {
+    pub v: u16,
+    pub job_id: String,
+}
+
+/// `atelier.ctl.ping`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ping {
+    pub v: u16,
+}
+
+/// Answer to a ping.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pong {
+    pub coordinator: String,
+    pub protocol_version: u16,
+    pub running_jobs: u64,
+}
+
+/// An event of a job, published on `atelier.evt.<job>.<kind>` into the EVENTS stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobEvent {
+    pub v: u16,
+    pub job_id: String,
+    pub at_ms: u64,
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    JobAccepted,
+    PhaseStarted {
+        phase: Phase,
+    },
+    PhaseCompleted {
+        phase: Phase,
+    },
+    ItemStarted {
+        index: u32,
+        total: u32,
+        label: String,
+        attempt: u32,
+    },
+    ItemFinished {
+        index: u32,
+        status: ItemStatus,
+    },
+    ToolExecuting {
+        call_id: String,
+        tool: String,
+        #[serde(default)]
+        path: Option<String>,
+    },
+    ToolComplete {
+        call_id: String,
+        tool: String,
+        ok: bool,
+        #[serde(default)]
+        error: Option<ErrorBody>,
+        elapsed_ms: u64,
+        #[serde(default)]
+        worker: Option<String>,
+    },
+    AssistantDelta {
+        text: String,
+    },
+    JobFinished {
+        state: JobState,
+        #[serde(default)]
+        error: Option<ErrorBody>,
+    },
+}
+
+impl EventKind {
+    /// The last token of the event's subject.
+    pub fn subject_token(&self) -> &'static str {
+        match self {
+            EventKind::JobAccepted => "accepted",
+            EventKind::PhaseStarted { .. } => "phase_started",
+            EventKind::PhaseCompleted { .. } => "phase_completed",
+            EventKind::ItemStarted { .. } => "item_started",
+            EventKind::ItemFinished { .. } => "item_finished",
+            EventKind::ToolExecuting { .. } => "tool_executing",
+            EventKind::ToolComplete { .. } => "tool_complete",
+            EventKind::AssistantDelta { .. } => "delta",
+            EventKind::JobFinished { .. } => "finished",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Format, PROTOCOL_VERSION, decode, encode};
+
+    #[test]
+    fn tagged_events_round_trip_through_messagepack() {
+        let event = JobEvent {
+            v: PROTOCOL_VERSION,
+            job_id: "j1".into(),
+            at_ms: 7,
+            kind: EventKind::ItemStarted {
+                index: 2,
+                total: 3,
+                label: "Export".into(),
+                attempt: 1,
+            },
+        };
+        let bytes = encode(&event, Format::MessagePack).unwrap_or_default();
+        let back: JobEvent = decode(&bytes, Format::MessagePack).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, event);
+    }
+}

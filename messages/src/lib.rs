@@ -1,0 +1,38 @@
+//! Wire types of Atelier: everything that crosses NATS, and nothing else.
+//!
+//! Every payload is a struct with a protocol version field `v`; new fields are added with
+//! `#[serde(default)]` so older peers keep working. Payloads are MessagePack (with field names)
+//! by default and JSON when the `Content-Type: application/json` header is set; replies come
+//! back in the request's format as a [`Reply`] holding either `ok` or an [`ErrorBody`] with a
+//! stable [`ErrorCode`].
+//!
+//! # Layout
+//! - [`subjects`]: subject names, streams, queue groups.
+//! - [`codec`]: formats, versioned decoding, the reply envelope.
+//! - [`error`]: stable error codes.
+//! - [`job`]: job submission, state, events, control-plane views.
+//! - [`tool`]: tool requests and results for worker pools.
+//! - [`store`]: DraftStore requests and results.
+//! - [`path`]: workbench path normalization and file kinds.
+
+pub mod codec;
+pub mod error;
+pub mod job;
+pub mod path;
+pub mod store;
+pub mod subjects;
+pub mod tool;
+
+pub use codec::{Format, Reply, decode, decode_reply, encode, encode_reply};
+pub use error::{ErrorBody, ErrorCode};
+
+/// The protocol version every payload carries in its `v` field.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

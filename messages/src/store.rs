@@ -1,0 +1,163 @@
+//! DraftStore requests and results (`atelier.store.<verb>`).
+
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+
+/// One file of a manifest: a path bound to a content-addressed blob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    pub path: String,
+    /// Lower-case hex sha256 of the content.
+    pub digest: String,
+    pub size: u64,
+    /// Coarse file kind from the extension (`csv`, `xlsx`, `docx`, `pptx`, `pdf`, `text`, `binary`).
+    pub kind: String,
+}
+
+/// File content inside a request or reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileContent {
+    pub path: String,
+    pub content: ByteBuf,
+}
+
+/// Which state of a workbench a read addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum View {
+    #[default]
+    Published,
+    Draft,
+    /// The draft when one exists, else published: what an agent sees.
+    Current,
+}
+
+/// `atelier.store.create`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateWorkbench {
+    pub v: u16,
+    pub workbench: String,
+}
+
+/// `atelier.store.workbenches`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListWorkbenches {
+    pub v: u16,
+}
+
+/// `atelier.store.add`: the user adds files to the published state (refused while a draft exists).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AddFiles {
+    pub v: u16,
+    pub workbench: String,
+    pub files: Vec<FileContent>,
+}
+
+/// `atelier.store.ls`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListFiles {
+    pub v: u16,
+    pub workbench: String,
+    #[serde(default)]
+    pub view: View,
+}
+
+/// `atelier.store.cat`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReadFile {
+    pub v: u16,
+    pub workbench: String,
+    pub path: String,
+    #[serde(default)]
+    pub view: View,
+}
+
+/// `atelier.store.diff`, `atelier.store.publish`, `atelier.store.discard`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DraftAction {
+    pub v: u16,
+    pub workbench: String,
+}
+
+/// `atelier.store.write`: an agent's write into the draft, idempotent per `call_id`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WriteDraft {
+    pub v: u16,
+    pub workbench: String,
+    pub call_id: String,
+    pub files: Vec<FileContent>,
+}
+
+/// `atelier.store.blob`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GetBlob {
+    pub v: u16,
+    pub digest: String,
+}
+
+/// A workbench as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkbenchInfo {
+    pub name: String,
+    pub created_at_ms: u64,
+    pub file_count: u64,
+    pub has_draft: bool,
+    #[serde(default)]
+    pub checkpoints: u64,
+}
+
+/// The files of one view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listing {
+    pub workbench: String,
+    pub view: View,
+    pub has_draft: bool,
+    pub files: Vec<ManifestEntry>,
+}
+
+/// A file's content.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileBytes {
+    pub path: String,
+    pub digest: String,
+    pub content: ByteBuf,
+}
+
+/// A blob's content.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BlobBytes {
+    pub digest: String,
+    pub content: ByteBuf,
+}
+
+/// Differences of the draft against published.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftDiff {
+    pub workbench: String,
+    pub has_draft: bool,
+    pub added: Vec<String>,
+    pub modified: Vec<String>,
+    pub deleted: Vec<String>,
+}
+
+/// Result of a publish.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Published {
+    pub workbench: String,
+    /// The checkpoint holding the published state from before this publish.
+    pub checkpoint_id: String,
+    pub files: Vec<ManifestEntry>,
+}
+
+/// Result of a draft write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Written {
+    pub files: Vec<ManifestEntry>,
+    /// True when this call id had already been applied and the original result is returned.
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+/// An empty success.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Done {}

