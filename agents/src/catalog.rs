@@ -149,7 +149,10 @@ pub fn find(name: &str) -> Option<ToolSpec> {
 
 /// Tools the Research phase may use (read-only).
 pub fn research_tools() -> Vec<ToolSpec> {
-    catalog().into_iter().filter(ToolSpec::is_read_only).collect()
+    catalog()
+        .into_iter()
+        .filter(ToolSpec::is_read_only)
+        .collect()
 }
 
 /// Tools the Plan phase may use.
@@ -180,8 +183,15 @@ mod tests {
     #[test]
     fn every_schema_is_an_object_with_known_required_fields() {
         for spec in catalog() {
-            let properties = spec.parameters["properties"].as_object().cloned().unwrap_or_default();
-            for required in spec.parameters["required"].as_array().cloned().unwrap_or_default() {
+            let properties = spec.parameters["properties"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            for required in spec.parameters["required"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+            {
                 let key = required.as_str().unwrap_or_default();
                 assert!(properties.contains_key(key), "{}: {key}", spec.name);
             }

@@ -32,7 +32,9 @@ impl AgentError {
             }
             AgentError::AuthFailed(_) => ErrorCode::ProviderAuthFailed,
             AgentError::RateLimited(_) => ErrorCode::ProviderRateLimited,
-            AgentError::Unavailable(_) | AgentError::BadResponse(_) => ErrorCode::ProviderUnavailable,
+            AgentError::Unavailable(_) | AgentError::BadResponse(_) => {
+                ErrorCode::ProviderUnavailable
+            }
             AgentError::Replay(_) => ErrorCode::ProviderUnavailable,
             AgentError::Job(body) => body.code,
         }

@@ -11,7 +11,7 @@
 //! - [`catalog`]: tool specs (JSON schemas, pool, capability, action class) and phase subsets.
 //! - [`plan`]: parsing and rendering the plan checklist.
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
-//! - [`error`]: [`AgentError`].
+//! - [`error`]: the crate error type, [`AgentError`].
 
 pub mod catalog;
 pub mod error;

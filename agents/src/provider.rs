@@ -159,9 +159,9 @@ pub fn provider_from_spec(
         spec: spec.to_string(),
         reason: reason.to_string(),
     };
-    let (scheme, rest) = spec
-        .split_once(':')
-        .ok_or_else(|| invalid("expected `openai:MODEL`, `openai-compat:BASE_URL#MODEL` or `replay:FILE`"))?;
+    let (scheme, rest) = spec.split_once(':').ok_or_else(|| {
+        invalid("expected `openai:MODEL`, `openai-compat:BASE_URL#MODEL` or `replay:FILE`")
+    })?;
     match scheme {
         "openai" => {
             if rest.is_empty() {
@@ -192,6 +192,8 @@ pub fn provider_from_spec(
         "replay" => Ok(Arc::new(crate::replay::ReplayProvider::load(
             std::path::Path::new(rest),
         )?)),
-        _ => Err(invalid("unknown provider; use openai, openai-compat or replay")),
+        _ => Err(invalid(
+            "unknown provider; use openai, openai-compat or replay",
+        )),
     }
 }

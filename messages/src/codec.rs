@@ -45,7 +45,8 @@ pub fn encode<T: Serialize>(value: &T, format: Format) -> Result<Vec<u8>, ErrorB
         Format::MessagePack => rmp_serde::to_vec_named(value).map_err(|e| e.to_string()),
         Format::Json => serde_json::to_vec(value).map_err(|e| e.to_string()),
     };
-    encoded.map_err(|reason| ErrorBody::new(ErrorCode::Internal, format!("encode failed: {reason}")))
+    encoded
+        .map_err(|reason| ErrorBody::new(ErrorCode::Internal, format!("encode failed: {reason}")))
 }
 
 #[derive(Deserialize)]
@@ -74,13 +75,17 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], format: Format) -> Result<T, Er
         None => {
             return Err(ErrorBody::new(
                 ErrorCode::ValidationFailed,
-                format!("payload has no protocol version field `v` (this server speaks v{PROTOCOL_VERSION})"),
+                format!(
+                    "payload has no protocol version field `v` (this server speaks v{PROTOCOL_VERSION})"
+                ),
             ));
         }
         Some(v) if v != u64::from(PROTOCOL_VERSION) => {
             return Err(ErrorBody::new(
                 ErrorCode::UnsupportedVersion,
-                format!("protocol version {v} is not supported; this server speaks v{PROTOCOL_VERSION}"),
+                format!(
+                    "protocol version {v} is not supported; this server speaks v{PROTOCOL_VERSION}"
+                ),
             ));
         }
         Some(_) => {}
@@ -203,7 +208,11 @@ mod tests {
         for format in [Format::MessagePack, Format::Json] {
             for bytes in [&b"\xc1\xff\x00"[..], b"{not json", b"", b"[1,2,3]"] {
                 let err = decode::<Sample>(bytes, format).err();
-                assert_eq!(err.map(|e| e.code), Some(ErrorCode::ValidationFailed), "{bytes:?}");
+                assert_eq!(
+                    err.map(|e| e.code),
+                    Some(ErrorCode::ValidationFailed),
+                    "{bytes:?}"
+                );
             }
         }
     }
@@ -216,8 +225,14 @@ mod tests {
 
     #[test]
     fn content_type_selects_format() {
-        assert_eq!(Format::from_content_type(Some("application/json")), Format::Json);
-        assert_eq!(Format::from_content_type(Some("text/plain")), Format::MessagePack);
+        assert_eq!(
+            Format::from_content_type(Some("application/json")),
+            Format::Json
+        );
+        assert_eq!(
+            Format::from_content_type(Some("text/plain")),
+            Format::MessagePack
+        );
         assert_eq!(Format::from_content_type(None), Format::MessagePack);
     }
 }

@@ -54,7 +54,10 @@ impl JobState {
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Cancelled)
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
     }
 }
 
@@ -148,7 +151,10 @@ impl JobView {
     }
 
     fn count_items(&self, status: ItemStatus) -> usize {
-        self.items.iter().filter(|item| item.status == status).count()
+        self.items
+            .iter()
+            .filter(|item| item.status == status)
+            .count()
     }
 }
 

@@ -14,7 +14,9 @@ pub fn normalize(raw: &str) -> Result<String, ErrorBody> {
     let violation = |why: &str| {
         ErrorBody::new(
             ErrorCode::SandboxViolation,
-            format!("path {raw:?} {why}; use a relative path inside the workbench such as `reports/q3.xlsx`"),
+            format!(
+                "path {raw:?} {why}; use a relative path inside the workbench such as `reports/q3.xlsx`"
+            ),
         )
     };
     if raw.len() > MAX_PATH_BYTES {
@@ -58,7 +60,8 @@ pub fn kind_of(path: &str) -> &'static str {
         "docx" => "docx",
         "pptx" => "pptx",
         "pdf" => "pdf",
-        "txt" | "md" | "json" | "xml" | "html" | "htm" | "yaml" | "yml" | "toml" | "log" | "ini" => "text",
+        "txt" | "md" | "json" | "xml" | "html" | "htm" | "yaml" | "yml" | "toml" | "log"
+        | "ini" => "text",
         _ => "binary",
     }
 }
@@ -70,12 +73,25 @@ mod tests {
     #[test]
     fn normalizes_harmless_forms() {
         assert_eq!(normalize("a/./b//c.csv").ok().as_deref(), Some("a/b/c.csv"));
-        assert_eq!(normalize("report.xlsx").ok().as_deref(), Some("report.xlsx"));
+        assert_eq!(
+            normalize("report.xlsx").ok().as_deref(),
+            Some("report.xlsx")
+        );
     }
 
     #[test]
     fn refuses_escapes_with_sandbox_violation() {
-        for bad in ["../x", "a/../../x", "/etc/passwd", "C:/x", "a\\b", "a\u{0}b", "a\nb", "..", "x/.."] {
+        for bad in [
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "C:/x",
+            "a\\b",
+            "a\u{0}b",
+            "a\nb",
+            "..",
+            "x/..",
+        ] {
             let code = normalize(bad).err().map(|e| e.code);
             assert_eq!(code, Some(ErrorCode::SandboxViolation), "{bad:?}");
         }
@@ -83,7 +99,10 @@ mod tests {
 
     #[test]
     fn empty_is_validation_failed() {
-        assert_eq!(normalize("./").err().map(|e| e.code), Some(ErrorCode::ValidationFailed));
+        assert_eq!(
+            normalize("./").err().map(|e| e.code),
+            Some(ErrorCode::ValidationFailed)
+        );
     }
 
     #[test]

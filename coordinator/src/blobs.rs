@@ -1,0 +1,98 @@
+//! Content-addressed blobs on disk: `<dir>/<first two hex>/<sha256>`, written durably.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{CoordinatorError, io_error};
+
+/// The blob directory.
+#[derive(Debug, Clone)]
+pub struct BlobDir {
+    root: PathBuf,
+}
+
+/// Lower-case hex sha256 of `bytes`.
+pub fn digest_of(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Whether `digest` looks like a sha256 hex digest (guards paths built from it).
+pub fn is_digest(digest: &str) -> bool {
+    digest.len() == 64
+        && digest
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl BlobDir {
+    pub fn open(root: PathBuf) -> Result<Self, CoordinatorError> {
+        std::fs::create_dir_all(&root).map_err(io_error(&root))?;
+        Ok(Self { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path_of(&self, digest: &str) -> PathBuf {
+        self.root.join(&digest[..2]).join(digest)
+    }
+
+    /// Stores `bytes` (temp file, fsync, rename, fsync dir) and returns the digest.
+    pub fn put(&self, bytes: &[u8]) -> Result<String, CoordinatorError> {
+        let digest = digest_of(bytes);
+        let target = self.path_of(&digest);
+        if target.exists() {
+            return Ok(digest);
+        }
+        let dir = self.root.join(&digest[..2]);
+        std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        let temp = dir.join(format!(".{digest}.{}.tmp", std::process::id()));
+        let mut file = std::fs::File::create(&temp).map_err(io_error(&temp))?;
+        file.write_all(bytes).map_err(io_error(&temp))?;
+        file.sync_all().map_err(io_error(&temp))?;
+        std::fs::rename(&temp, &target).map_err(io_error(&target))?;
+        std::fs::File::open(&dir)
+            .and_then(|handle| handle.sync_all())
+            .map_err(io_error(&dir))?;
+        Ok(digest)
+    }
+
+    /// Reads a blob; `None` when absent or the digest is malformed.
+    pub fn get(&self, digest: &str) -> Result<Option<Vec<u8>>, CoordinatorError> {
+        if !is_digest(digest) {
+            return Ok(None);
+        }
+        let path = self.path_of(digest);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(io_error(&path)(error)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_is_content_addressed_and_idempotent() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let blobs = BlobDir::open(dir.path().join("blobs")).unwrap_or_else(|e| panic!("{e}"));
+        let first = blobs.put(b"hello").unwrap_or_default();
+        let second = blobs.put(b"hello").unwrap_or_default();
+        assert_eq!(first, second);
+        assert_eq!(
+            first,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        assert_eq!(
+            blobs.get(&first).ok().flatten().as_deref(),
+            Some(&b"hello"[..])
+        );
+        assert_eq!(blobs.get("../../etc/passwd").ok().flatten(), None);
+    }
+}

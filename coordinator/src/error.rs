@@ -1,0 +1,51 @@
+//! The coordinator crate's error type.
+
+use atelier_messages::{ErrorBody, ErrorCode};
+
+/// Everything that can go wrong in the coordinator.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    #[error("storage: {0}")]
+    Storage(#[from] sled::Error),
+    #[error("storage transaction: {0}")]
+    Transaction(String),
+    #[error("i/o on {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("stored record is corrupt: {0}")]
+    Corrupt(String),
+    #[error("nats: {0}")]
+    Nats(String),
+    #[error("actor: {0}")]
+    Actor(String),
+    #[error(transparent)]
+    Rejected(#[from] ErrorBody),
+}
+
+impl CoordinatorError {
+    /// The wire form: rejections keep their code, everything else is `INTERNAL`.
+    pub fn to_body(&self) -> ErrorBody {
+        match self {
+            CoordinatorError::Rejected(body) => body.clone(),
+            other => ErrorBody::new(ErrorCode::Internal, other.to_string()),
+        }
+    }
+}
+
+impl From<CoordinatorError> for ErrorBody {
+    fn from(error: CoordinatorError) -> Self {
+        error.to_body()
+    }
+}
+
+pub(crate) fn io_error(
+    path: &std::path::Path,
+) -> impl FnOnce(std::io::Error) -> CoordinatorError + '_ {
+    move |source| CoordinatorError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}

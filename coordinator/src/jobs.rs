@@ -1,0 +1,210 @@
+//! Job records and RPI checkpoints in sled.
+
+use atelier_agents::rpi::RpiState;
+use atelier_messages::job::{JobState, JobSubmit, JobView};
+use atelier_messages::{ErrorBody, ErrorCode, now_ms};
+use serde::{Deserialize, Serialize};
+
+use crate::error::CoordinatorError;
+use crate::storage::{self, Storage, trees};
+
+/// The durable record of a job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub job_id: String,
+    pub workbench: String,
+    pub message: String,
+    /// The resolved model spec.
+    pub model: String,
+    pub state: JobState,
+    #[serde(default)]
+    pub error: Option<ErrorBody>,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+}
+
+/// Job records and their RPI state.
+#[derive(Debug, Clone)]
+pub struct Jobs {
+    storage: Storage,
+}
+
+/// Longest accepted job id.
+pub const MAX_JOB_ID_LEN: usize = 64;
+
+/// Checks a submitted job before it is recorded.
+pub fn validate_submit(submit: &JobSubmit) -> Result<(), ErrorBody> {
+    let id_ok = !submit.job_id.is_empty()
+        && submit.job_id.len() <= MAX_JOB_ID_LEN
+        && submit
+            .job_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !id_ok {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "job_id {:?} must be 1-{MAX_JOB_ID_LEN} characters of A-Z a-z 0-9 - _",
+                submit.job_id
+            ),
+        ));
+    }
+    if submit.message.trim().is_empty() {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            "the job message is empty",
+        ));
+    }
+    Ok(())
+}
+
+impl Jobs {
+    pub fn new(storage: Storage) -> Self {
+        Self { storage }
+    }
+
+    /// Records a job unless one with the same id exists; returns the record and whether it is new.
+    /// The record is fsynced before this returns.
+    pub fn record_if_new(
+        &self,
+        submit: &JobSubmit,
+        model: &str,
+    ) -> Result<(JobRecord, bool), CoordinatorError> {
+        let tree = self.storage.tree(trees::JOBS)?;
+        let now = now_ms();
+        let record = JobRecord {
+            job_id: submit.job_id.clone(),
+            workbench: submit.workbench.clone(),
+            message: submit.message.clone(),
+            model: model.to_string(),
+            state: JobState::Queued,
+            error: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        let swapped = tree.compare_and_swap(
+            submit.job_id.as_bytes(),
+            None as Option<&[u8]>,
+            Some(storage::encode(&record)?),
+        )?;
+        if let Err(existing) = swapped {
+            let current = existing
+                .current
+                .map(|bytes| storage::decode(&bytes))
+                .transpose()?
+                .unwrap_or(record);
+            return Ok((current, false));
+        }
+        self.storage.flush()?;
+        Ok((record, true))
+    }
+
+    pub fn get(&self, job_id: &str) -> Result<Option<JobRecord>, CoordinatorError> {
+        storage::get(&self.storage.tree(trees::JOBS)?, job_id.as_bytes())
+    }
+
+    /// Sets a job's state (and error), durably.
+    pub fn set_state(
+        &self,
+        job_id: &str,
+        state: JobState,
+        error: Option<ErrorBody>,
+    ) -> Result<(), CoordinatorError> {
+        let tree = self.storage.tree(trees::JOBS)?;
+        let Some(mut record) = storage::get::<JobRecord>(&tree, job_id.as_bytes())? else {
+            return Err(ErrorBody::new(ErrorCode::NotFound, format!("no job `{job_id}`")).into());
+        };
+        record.state = state;
+        record.error = error;
+        record.updated_at_ms = now_ms();
+        tree.insert(job_id.as_bytes(), storage::encode(&record)?)?;
+        self.storage.flush()
+    }
+
+    /// Checkpoints the RPI state, durably.
+    pub fn save_rpi(&self, job_id: &str, state: &RpiState) -> Result<(), CoordinatorError> {
+        self.storage
+            .tree(trees::RPI)?
+            .insert(job_id.as_bytes(), storage::encode(state)?)?;
+        let jobs = self.storage.tree(trees::JOBS)?;
+        if let Some(mut record) = storage::get::<JobRecord>(&jobs, job_id.as_bytes())? {
+            record.updated_at_ms = now_ms();
+            jobs.insert(job_id.as_bytes(), storage::encode(&record)?)?;
+        }
+        self.storage.flush()
+    }
+
+    pub fn load_rpi(&self, job_id: &str) -> Result<Option<RpiState>, CoordinatorError> {
+        storage::get(&self.storage.tree(trees::RPI)?, job_id.as_bytes())
+    }
+
+    pub fn view(&self, job_id: &str) -> Result<Option<JobView>, CoordinatorError> {
+        let Some(record) = self.get(job_id)? else {
+            return Ok(None);
+        };
+        let rpi = self.load_rpi(job_id)?.unwrap_or_default();
+        Ok(Some(to_view(record, rpi)))
+    }
+
+    /// Every job, newest first, optionally filtered.
+    pub fn list(
+        &self,
+        state: Option<JobState>,
+        workbench: Option<&str>,
+    ) -> Result<Vec<JobView>, CoordinatorError> {
+        let mut views = Vec::new();
+        for record in self.records()? {
+            if state.is_some_and(|wanted| wanted != record.state) {
+                continue;
+            }
+            if workbench.is_some_and(|wanted| wanted != record.workbench) {
+                continue;
+            }
+            let rpi = self.load_rpi(&record.job_id)?.unwrap_or_default();
+            views.push(to_view(record, rpi));
+        }
+        views.sort_by(|a, b| {
+            b.created_at_ms
+                .cmp(&a.created_at_ms)
+                .then_with(|| b.job_id.cmp(&a.job_id))
+        });
+        Ok(views)
+    }
+
+    /// Jobs that were queued or running when the coordinator stopped.
+    pub fn unfinished(&self) -> Result<Vec<JobRecord>, CoordinatorError> {
+        Ok(self
+            .records()?
+            .into_iter()
+            .filter(|record| !record.state.is_terminal())
+            .collect())
+    }
+
+    fn records(&self) -> Result<Vec<JobRecord>, CoordinatorError> {
+        let tree = self.storage.tree(trees::JOBS)?;
+        tree.iter()
+            .map(|entry| {
+                let (_, bytes) = entry?;
+                storage::decode(&bytes)
+            })
+            .collect()
+    }
+}
+
+fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
+    JobView {
+        job_id: record.job_id,
+        workbench: record.workbench,
+        message: record.message,
+        model: record.model,
+        state: record.state,
+        phase: rpi.phase,
+        items: rpi.items,
+        error: record.error,
+        created_at_ms: record.created_at_ms,
+        updated_at_ms: record.updated_at_ms,
+        summary: rpi.summary,
+        model_turns: rpi.model_turns,
+        tool_calls: rpi.tool_calls,
+    }
+}

@@ -1,0 +1,65 @@
+//! The sled database: one place that opens it, names its trees and encodes records.
+//!
+//! Records are JSON (readable with any sled tool); every mutation that must survive a crash is
+//! followed by [`Storage::flush`] (an fsync) before the caller acknowledges it.
+
+use std::path::Path;
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::error::CoordinatorError;
+
+/// Tree names.
+pub(crate) mod trees {
+    pub const WORKBENCHES: &str = "workbenches";
+    pub const MANIFESTS: &str = "manifests";
+    pub const APPLIED_CALLS: &str = "applied_calls";
+    pub const JOBS: &str = "jobs";
+    pub const RPI: &str = "rpi";
+}
+
+/// The coordinator's durable state.
+#[derive(Debug, Clone)]
+pub struct Storage {
+    db: sled::Db,
+}
+
+impl Storage {
+    pub fn open(path: &Path) -> Result<Self, CoordinatorError> {
+        let db = sled::Config::new()
+            .path(path)
+            .mode(sled::Mode::HighThroughput)
+            .open()?;
+        Ok(Self { db })
+    }
+
+    pub(crate) fn tree(&self, name: &str) -> Result<sled::Tree, CoordinatorError> {
+        Ok(self.db.open_tree(name)?)
+    }
+
+    /// Makes every write so far durable (fsync).
+    pub fn flush(&self) -> Result<(), CoordinatorError> {
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Bytes on disk.
+    pub fn size_on_disk(&self) -> u64 {
+        self.db.size_on_disk().unwrap_or(0)
+    }
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CoordinatorError> {
+    serde_json::to_vec(value).map_err(|error| CoordinatorError::Corrupt(error.to_string()))
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CoordinatorError> {
+    serde_json::from_slice(bytes).map_err(|error| CoordinatorError::Corrupt(error.to_string()))
+}
+
+pub(crate) fn get<T: DeserializeOwned>(
+    tree: &sled::Tree,
+    key: &[u8],
+) -> Result<Option<T>, CoordinatorError> {
+    tree.get(key)?.map(|bytes| decode(&bytes)).transpose()
+}

@@ -1,0 +1,523 @@
+//! Workbench state as manifests in sled over content-addressed blobs.
+//!
+//! Published, draft and checkpoints are manifests (`path → entry`). Publish, discard and draft
+//! writes are single sled transactions followed by a flush, so each is atomic and durable.
+
+use std::collections::BTreeMap;
+
+use atelier_messages::path::{kind_of, normalize};
+use atelier_messages::store::{
+    DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo, Written,
+};
+use atelier_messages::{ErrorBody, ErrorCode, now_ms};
+use serde::{Deserialize, Serialize};
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+
+use crate::blobs::BlobDir;
+use crate::error::CoordinatorError;
+use crate::storage::{self, Storage, trees};
+
+/// A manifest: path → entry, ordered by path.
+pub type Manifest = BTreeMap<String, ManifestEntry>;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct WorkbenchRecord {
+    name: String,
+    created_at_ms: u64,
+    #[serde(default)]
+    checkpoints: u64,
+}
+
+/// Longest workbench name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// The workbench and draft operations behind the DraftStore actor (all blocking).
+#[derive(Debug, Clone)]
+pub struct Workbenches {
+    storage: Storage,
+    blobs: BlobDir,
+}
+
+fn key(workbench: &str, slot: &str) -> Vec<u8> {
+    format!("{workbench}\u{0}{slot}").into_bytes()
+}
+
+fn checkpoint_slot(id: u64) -> String {
+    format!("ckpt\u{0}{id:012}")
+}
+
+fn not_found(workbench: &str) -> CoordinatorError {
+    ErrorBody::new(
+        ErrorCode::NotFound,
+        format!("no workbench named `{workbench}`; create it with `atelier wb create {workbench}`"),
+    )
+    .into()
+}
+
+fn validate_name(name: &str) -> Result<(), CoordinatorError> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if valid {
+        return Ok(());
+    }
+    Err(ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!("workbench name {name:?} must be 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 . _ - and not start with a dot"),
+    )
+    .into())
+}
+
+fn abort(error: CoordinatorError) -> ConflictableTransactionError<CoordinatorError> {
+    ConflictableTransactionError::Abort(error)
+}
+
+fn tx_get(
+    tree: &TransactionalTree,
+    key: &[u8],
+) -> Result<Option<Manifest>, ConflictableTransactionError<CoordinatorError>> {
+    tree.get(key)?
+        .map(|bytes| storage::decode(&bytes).map_err(abort))
+        .transpose()
+}
+
+fn tx_put<T: Serialize>(
+    tree: &TransactionalTree,
+    key: &[u8],
+    value: &T,
+) -> Result<(), ConflictableTransactionError<CoordinatorError>> {
+    tree.insert(key, storage::encode(value).map_err(abort)?)?;
+    Ok(())
+}
+
+fn flatten(error: TransactionError<CoordinatorError>) -> CoordinatorError {
+    match error {
+        TransactionError::Abort(inner) => inner,
+        TransactionError::Storage(inner) => CoordinatorError::Storage(inner),
+    }
+}
+
+impl Workbenches {
+    pub fn new(storage: Storage, blobs: BlobDir) -> Self {
+        Self { storage, blobs }
+    }
+
+    pub fn blobs(&self) -> &BlobDir {
+        &self.blobs
+    }
+
+    fn record(&self, name: &str) -> Result<WorkbenchRecord, CoordinatorError> {
+        validate_name(name)?;
+        storage::get(&self.storage.tree(trees::WORKBENCHES)?, name.as_bytes())?
+            .ok_or_else(|| not_found(name))
+    }
+
+    fn manifest(&self, workbench: &str, slot: &str) -> Result<Option<Manifest>, CoordinatorError> {
+        storage::get(&self.storage.tree(trees::MANIFESTS)?, &key(workbench, slot))
+    }
+
+    pub fn create(&self, name: &str) -> Result<WorkbenchInfo, CoordinatorError> {
+        validate_name(name)?;
+        let tree = self.storage.tree(trees::WORKBENCHES)?;
+        let record = WorkbenchRecord {
+            name: name.to_string(),
+            created_at_ms: now_ms(),
+            checkpoints: 0,
+        };
+        let inserted = tree.compare_and_swap(
+            name.as_bytes(),
+            None as Option<&[u8]>,
+            Some(storage::encode(&record)?),
+        )?;
+        if inserted.is_err() {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!("workbench `{name}` already exists"),
+            )
+            .into());
+        }
+        self.storage
+            .tree(trees::MANIFESTS)?
+            .insert(key(name, "published"), storage::encode(&Manifest::new())?)?;
+        self.storage.flush()?;
+        self.info(name)
+    }
+
+    pub fn info(&self, name: &str) -> Result<WorkbenchInfo, CoordinatorError> {
+        let record = self.record(name)?;
+        let published = self.manifest(name, "published")?.unwrap_or_default();
+        Ok(WorkbenchInfo {
+            name: record.name,
+            created_at_ms: record.created_at_ms,
+            file_count: published.len() as u64,
+            has_draft: self.manifest(name, "draft")?.is_some(),
+            checkpoints: record.checkpoints,
+        })
+    }
+
+    pub fn list(&self) -> Result<Vec<WorkbenchInfo>, CoordinatorError> {
+        let tree = self.storage.tree(trees::WORKBENCHES)?;
+        let mut out = Vec::new();
+        for entry in tree.iter() {
+            let (name, _) = entry?;
+            out.push(self.info(&String::from_utf8_lossy(&name))?);
+        }
+        Ok(out)
+    }
+
+    /// Adds files to the published state (a user action; refused while a draft exists).
+    pub fn add(
+        &self,
+        workbench: &str,
+        files: Vec<FileContent>,
+    ) -> Result<Listing, CoordinatorError> {
+        self.record(workbench)?;
+        if self.manifest(workbench, "draft")?.is_some() {
+            return Err(ErrorBody::new(
+                ErrorCode::DraftExists,
+                format!(
+                    "workbench `{workbench}` has a draft; publish or discard it before adding files"
+                ),
+            )
+            .into());
+        }
+        let entries = self.store_files(files)?;
+        let manifests = self.storage.tree(trees::MANIFESTS)?;
+        manifests
+            .transaction(|tree| {
+                let mut published = tx_get(tree, &key(workbench, "published"))?.unwrap_or_default();
+                for entry in &entries {
+                    published.insert(entry.path.clone(), entry.clone());
+                }
+                tx_put(tree, &key(workbench, "published"), &published)
+            })
+            .map_err(flatten)?;
+        self.storage.flush()?;
+        self.list_files(workbench, View::Published)
+    }
+
+    /// Validates paths and stores contents as blobs.
+    fn store_files(&self, files: Vec<FileContent>) -> Result<Vec<ManifestEntry>, CoordinatorError> {
+        if files.is_empty() {
+            return Err(ErrorBody::new(ErrorCode::ValidationFailed, "no files given").into());
+        }
+        let mut entries = Vec::with_capacity(files.len());
+        for file in files {
+            let path = normalize(&file.path)?;
+            let digest = self.blobs.put(&file.content)?;
+            entries.push(ManifestEntry {
+                kind: kind_of(&path).to_string(),
+                size: file.content.len() as u64,
+                path,
+                digest,
+            });
+        }
+        Ok(entries)
+    }
+
+    fn resolve(&self, workbench: &str, view: View) -> Result<(View, Manifest), CoordinatorError> {
+        self.record(workbench)?;
+        let draft = self.manifest(workbench, "draft")?;
+        match (view, draft) {
+            (View::Draft | View::Current, Some(draft)) => Ok((View::Draft, draft)),
+            (View::Draft, None) => Err(ErrorBody::new(
+                ErrorCode::NoDraft,
+                format!("workbench `{workbench}` has no draft"),
+            )
+            .into()),
+            _ => Ok((
+                View::Published,
+                self.manifest(workbench, "published")?.unwrap_or_default(),
+            )),
+        }
+    }
+
+    pub fn list_files(&self, workbench: &str, view: View) -> Result<Listing, CoordinatorError> {
+        let (resolved, manifest) = self.resolve(workbench, view)?;
+        Ok(Listing {
+            workbench: workbench.to_string(),
+            view: resolved,
+            has_draft: self.manifest(workbench, "draft")?.is_some(),
+            files: manifest.into_values().collect(),
+        })
+    }
+
+    pub fn read(
+        &self,
+        workbench: &str,
+        path: &str,
+        view: View,
+    ) -> Result<(ManifestEntry, Vec<u8>), CoordinatorError> {
+        let path = normalize(path)?;
+        let (_, manifest) = self.resolve(workbench, view)?;
+        let entry = manifest.get(&path).cloned().ok_or_else(|| {
+            CoordinatorError::from(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("no file `{path}` in workbench `{workbench}`"),
+            ))
+        })?;
+        let bytes = self.blob(&entry.digest)?;
+        Ok((entry, bytes))
+    }
+
+    pub fn blob(&self, digest: &str) -> Result<Vec<u8>, CoordinatorError> {
+        self.blobs.get(digest)?.ok_or_else(|| {
+            ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("no blob with digest `{digest}`"),
+            )
+            .into()
+        })
+    }
+
+    pub fn diff(&self, workbench: &str) -> Result<DraftDiff, CoordinatorError> {
+        self.record(workbench)?;
+        let published = self.manifest(workbench, "published")?.unwrap_or_default();
+        let Some(draft) = self.manifest(workbench, "draft")? else {
+            return Ok(DraftDiff {
+                workbench: workbench.to_string(),
+                ..DraftDiff::default()
+            });
+        };
+        let mut diff = DraftDiff {
+            workbench: workbench.to_string(),
+            has_draft: true,
+            ..DraftDiff::default()
+        };
+        for (path, entry) in &draft {
+            match published.get(path) {
+                None => diff.added.push(path.clone()),
+                Some(old) if old.digest != entry.digest => diff.modified.push(path.clone()),
+                Some(_) => {}
+            }
+        }
+        diff.deleted = published
+            .keys()
+            .filter(|path| !draft.contains_key(*path))
+            .cloned()
+            .collect();
+        Ok(diff)
+    }
+
+    /// Checkpoints the published state, then makes the draft published: one transaction.
+    pub fn publish(&self, workbench: &str) -> Result<Published, CoordinatorError> {
+        let mut record = self.record(workbench)?;
+        record.checkpoints += 1;
+        let checkpoint = record.checkpoints;
+        let manifests = self.storage.tree(trees::MANIFESTS)?;
+        let records = self.storage.tree(trees::WORKBENCHES)?;
+        let files = (&manifests, &records)
+            .transaction(|(manifests, records)| {
+                let Some(draft) = tx_get(manifests, &key(workbench, "draft"))? else {
+                    return Err(abort(
+                        ErrorBody::new(
+                            ErrorCode::NoDraft,
+                            format!("workbench `{workbench}` has no draft to publish"),
+                        )
+                        .into(),
+                    ));
+                };
+                let published =
+                    tx_get(manifests, &key(workbench, "published"))?.unwrap_or_default();
+                tx_put(
+                    manifests,
+                    &key(workbench, &checkpoint_slot(checkpoint)),
+                    &published,
+                )?;
+                tx_put(manifests, &key(workbench, "published"), &draft)?;
+                manifests.remove(key(workbench, "draft"))?;
+                tx_put(records, workbench.as_bytes(), &record)?;
+                Ok(draft.into_values().collect::<Vec<_>>())
+            })
+            .map_err(flatten)?;
+        self.storage.flush()?;
+        Ok(Published {
+            workbench: workbench.to_string(),
+            checkpoint_id: format!("{checkpoint}"),
+            files,
+        })
+    }
+
+    pub fn discard(&self, workbench: &str) -> Result<(), CoordinatorError> {
+        self.record(workbench)?;
+        let removed = self
+            .storage
+            .tree(trees::MANIFESTS)?
+            .remove(key(workbench, "draft"))?;
+        if removed.is_none() {
+            return Err(ErrorBody::new(
+                ErrorCode::NoDraft,
+                format!("workbench `{workbench}` has no draft to discard"),
+            )
+            .into());
+        }
+        self.storage.flush()?;
+        Ok(())
+    }
+
+    /// Applies an agent's write to the draft (creating it from published), once per call id.
+    pub fn write(
+        &self,
+        workbench: &str,
+        call_id: &str,
+        files: Vec<FileContent>,
+    ) -> Result<Written, CoordinatorError> {
+        self.record(workbench)?;
+        if call_id.is_empty() {
+            return Err(ErrorBody::new(ErrorCode::ValidationFailed, "call_id is required").into());
+        }
+        let applied_key = key(workbench, call_id);
+        let applied = self.storage.tree(trees::APPLIED_CALLS)?;
+        if let Some(mut previous) = storage::get::<Written>(&applied, &applied_key)? {
+            previous.replayed = true;
+            return Ok(previous);
+        }
+        let entries = self.store_files(files)?;
+        let manifests = self.storage.tree(trees::MANIFESTS)?;
+        let written = (&manifests, &applied)
+            .transaction(|(manifests, applied)| {
+                if let Some(bytes) = applied.get(&applied_key)? {
+                    let mut previous: Written = storage::decode(&bytes).map_err(abort)?;
+                    previous.replayed = true;
+                    return Ok(previous);
+                }
+                let mut draft = match tx_get(manifests, &key(workbench, "draft"))? {
+                    Some(draft) => draft,
+                    None => tx_get(manifests, &key(workbench, "published"))?.unwrap_or_default(),
+                };
+                for entry in &entries {
+                    draft.insert(entry.path.clone(), entry.clone());
+                }
+                tx_put(manifests, &key(workbench, "draft"), &draft)?;
+                let written = Written {
+                    files: entries.clone(),
+                    replayed: false,
+                };
+                tx_put(applied, &applied_key, &written)?;
+                Ok(written)
+            })
+            .map_err(flatten)?;
+        self.storage.flush()?;
+        Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_bytes::ByteBuf;
+
+    fn fixture() -> (tempfile::TempDir, Workbenches) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let storage = Storage::open(&dir.path().join("db")).unwrap_or_else(|e| panic!("{e}"));
+        let blobs = BlobDir::open(dir.path().join("blobs")).unwrap_or_else(|e| panic!("{e}"));
+        (dir, Workbenches::new(storage, blobs))
+    }
+
+    fn file(path: &str, content: &str) -> FileContent {
+        FileContent {
+            path: path.into(),
+            content: ByteBuf::from(content.as_bytes().to_vec()),
+        }
+    }
+
+    fn code(result: Result<impl std::fmt::Debug, CoordinatorError>) -> Option<ErrorCode> {
+        result.err().map(|e| e.to_body().code)
+    }
+
+    #[test]
+    fn draft_lifecycle_diff_publish_checkpoint() {
+        let (_dir, wb) = fixture();
+        wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
+        wb.add("q3", vec![file("a.csv", "x\n1\n"), file("b.txt", "keep")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        wb.write(
+            "q3",
+            "call-1",
+            vec![file("a.csv", "x\n2\n"), file("out/c.md", "new")],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let diff = wb.diff("q3").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(diff.added, vec!["out/c.md"]);
+        assert_eq!(diff.modified, vec!["a.csv"]);
+        assert!(diff.deleted.is_empty());
+        let published_before = wb
+            .read("q3", "a.csv", View::Published)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .1;
+        assert_eq!(published_before, b"x\n1\n");
+        let published = wb.publish("q3").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(published.checkpoint_id, "1");
+        assert_eq!(
+            wb.read("q3", "a.csv", View::Published)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .1,
+            b"x\n2\n"
+        );
+        assert_eq!(code(wb.publish("q3")), Some(ErrorCode::NoDraft));
+        assert_eq!(
+            wb.info("q3")
+                .map(|i| (i.file_count, i.has_draft, i.checkpoints))
+                .ok(),
+            Some((3, false, 1))
+        );
+    }
+
+    #[test]
+    fn writes_are_idempotent_per_call_id() {
+        let (_dir, wb) = fixture();
+        wb.create("w").unwrap_or_else(|e| panic!("{e}"));
+        let first = wb
+            .write("w", "c1", vec![file("a.txt", "one")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let again = wb
+            .write("w", "c1", vec![file("a.txt", "two")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!first.replayed);
+        assert!(again.replayed);
+        assert_eq!(again.files, first.files);
+        assert_eq!(
+            wb.read("w", "a.txt", View::Draft)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .1,
+            b"one"
+        );
+    }
+
+    #[test]
+    fn bad_names_paths_and_states_get_codes() {
+        let (_dir, wb) = fixture();
+        assert_eq!(code(wb.create("../x")), Some(ErrorCode::ValidationFailed));
+        assert_eq!(
+            code(wb.list_files("nope", View::Published)),
+            Some(ErrorCode::NotFound)
+        );
+        wb.create("w").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(code(wb.create("w")), Some(ErrorCode::ValidationFailed));
+        assert_eq!(
+            code(wb.write("w", "c", vec![file("../evil", "x")])),
+            Some(ErrorCode::SandboxViolation)
+        );
+        assert_eq!(code(wb.discard("w")), Some(ErrorCode::NoDraft));
+        assert_eq!(
+            code(wb.list_files("w", View::Draft)),
+            Some(ErrorCode::NoDraft)
+        );
+        wb.write("w", "c", vec![file("a", "x")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            code(wb.add("w", vec![file("b", "y")])),
+            Some(ErrorCode::DraftExists)
+        );
+        wb.discard("w").unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            wb.list_files("w", View::Current)
+                .map(|l| l.files.is_empty())
+                .unwrap_or(false)
+        );
+    }
+}
