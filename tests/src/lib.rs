@@ -1,1 +1,336 @@
-//! placeholder
+//! Test harness for end-to-end tests: a real `nats-server` with JetStream, real `atelier`
+//! processes, the `atelier` CLI, and a local HTTP server speaking the OpenAI Chat Completions
+//! protocol with scripted replies (the only stand-in: for the remote model).
+//!
+//! # Layout
+//! - [`NatsServer`]: a throwaway JetStream server on a free port.
+//! - [`Process`]: an `atelier` child process, SIGKILLed on drop.
+//! - [`Cluster`]: nats-server + coordinator + workers in one temp dir, plus CLI helpers.
+//! - [`scripted`]: the scripted OpenAI-protocol server.
+//! - [`nats_request`]: raw request/reply for protocol-level tests.
+
+pub mod scripted;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde::de::DeserializeOwned;
+
+/// The `atelier` binary next to this test executable (built by the README's test command).
+pub fn atelier_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let bin = dir.join("atelier");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --bin atelier` first (scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+/// The shared corpora folder (`../shared/corpora` beside the repository).
+pub fn corpora() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpora")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or(0)
+}
+
+/// A throwaway nats-server with JetStream, killed on drop.
+pub struct NatsServer {
+    child: Option<Child>,
+    pub url: String,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl NatsServer {
+    pub fn start(dir: &Path) -> anyhow::Result<Self> {
+        let mut server = Self {
+            child: None,
+            url: String::new(),
+            port: free_port(),
+            dir: dir.join("nats"),
+        };
+        server.url = format!("nats://127.0.0.1:{}", server.port);
+        server.spawn()?;
+        Ok(server)
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let config = self.dir.join("nats.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "host: 127.0.0.1\nport: {}\nmax_payload: 67108864\njetstream {{ store_dir: {:?} }}\n",
+                self.port,
+                self.dir.join("js").display().to_string()
+            ),
+        )?;
+        let child = Command::new("nats-server")
+            .arg("-c")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("nats-server not found: run scripts/setup.sh")?;
+        self.child = Some(child);
+        wait_until(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+        })
+        .context("nats-server did not start")
+    }
+
+    /// SIGKILLs the server.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and store.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill();
+        self.spawn()
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `condition` every 50 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if condition() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("condition not met within {timeout:?}")
+}
+
+/// An `atelier` child process, SIGKILLed on drop.
+pub struct Process {
+    child: Option<Child>,
+    pub name: String,
+}
+
+impl Process {
+    pub fn spawn(name: &str, args: &[&str], log_dir: &Path) -> anyhow::Result<Self> {
+        let log = std::fs::File::create(log_dir.join(format!("{name}.log")))?;
+        let child = Command::new(atelier_bin())
+            .args(args)
+            .env("ATELIER_LOG", "info,atelier=debug")
+            .env_remove("ATELIER_DEFAULT_MODEL")
+            .env_remove("OPENAI_API_KEY")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()?;
+        Ok(Self {
+            child: Some(child),
+            name: name.to_string(),
+        })
+    }
+
+    /// SIGKILL, as a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A whole system in a temp dir: nats-server, a coordinator, workers.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub nats: NatsServer,
+    pub coordinator: Option<Process>,
+    pub workers: Vec<Process>,
+}
+
+/// Output of a CLI run.
+#[derive(Debug)]
+pub struct CliOutput {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliOutput {
+    pub fn json<T: DeserializeOwned>(&self) -> anyhow::Result<T> {
+        serde_json::from_str(&self.stdout).with_context(|| {
+            format!(
+                "stdout is not the expected JSON: {}\nstderr: {}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+impl Cluster {
+    /// nats-server + coordinator + one worker per pool.
+    pub fn start() -> anyhow::Result<Self> {
+        Self::start_with(&["tabular", "office"])
+    }
+
+    /// nats-server + coordinator + one worker per listed pool (repeat a pool for more).
+    pub fn start_with(pools: &[&str]) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let nats = NatsServer::start(dir.path())?;
+        let mut cluster = Self {
+            dir,
+            nats,
+            coordinator: None,
+            workers: Vec::new(),
+        };
+        cluster.start_coordinator()?;
+        for pool in pools {
+            cluster.start_worker(pool)?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn start_coordinator(&mut self) -> anyhow::Result<()> {
+        let data = self.data_dir();
+        let data = data.to_string_lossy().to_string();
+        let process = Process::spawn(
+            "coordinator",
+            &["coordinator", "--nats", &self.nats.url, "--data", &data],
+            self.dir.path(),
+        )?;
+        self.coordinator = Some(process);
+        wait_until(Duration::from_secs(20), || {
+            self.cli(&["jobs", "--json"])
+                .map(|out| out.success)
+                .unwrap_or(false)
+        })
+        .context("coordinator did not answer")
+    }
+
+    pub fn kill_coordinator(&mut self) {
+        if let Some(mut process) = self.coordinator.take() {
+            process.kill();
+        }
+    }
+
+    pub fn start_worker(&mut self, pool: &str) -> anyhow::Result<()> {
+        let data = self.data_dir();
+        let data = data.to_string_lossy().to_string();
+        let name = format!("worker-{pool}-{}", self.workers.len());
+        let process = Process::spawn(
+            &name,
+            &[
+                "worker",
+                "--pool",
+                pool,
+                "--nats",
+                &self.nats.url,
+                "--data",
+                &data,
+            ],
+            self.dir.path(),
+        )?;
+        self.workers.push(process);
+        // A worker is ready when its queue subscription exists; give it a moment.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(())
+    }
+
+    /// Runs the CLI against this cluster.
+    pub fn cli(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
+        let output = Command::new(atelier_bin())
+            .args(args)
+            .arg("--nats")
+            .arg(&self.nats.url)
+            .env_remove("ATELIER_DEFAULT_MODEL")
+            .output()?;
+        Ok(CliOutput {
+            success: output.status.success(),
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+        })
+    }
+
+    /// Runs the CLI and fails unless it succeeds.
+    pub fn cli_ok(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
+        let output = self.cli(args)?;
+        if !output.success {
+            bail!(
+                "`atelier {}` failed: {}\n{}",
+                args.join(" "),
+                output.stderr,
+                self.logs()
+            );
+        }
+        Ok(output)
+    }
+
+    /// Every process log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|ext| ext == "log") {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    let tail: Vec<_> = text.lines().rev().take(40).collect();
+                    out.push_str(&format!("--- {} (last lines)\n", path.display()));
+                    for line in tail.into_iter().rev() {
+                        out.push_str(line);
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Sends raw bytes to a subject (with an optional Content-Type) and returns the reply payload.
+pub async fn nats_request(
+    client: &async_nats::Client,
+    subject: &str,
+    payload: Vec<u8>,
+    json: bool,
+) -> anyhow::Result<bytes::Bytes> {
+    let mut headers = async_nats::HeaderMap::new();
+    if json {
+        headers.insert("Content-Type", "application/json");
+    }
+    let request = async_nats::Request::new()
+        .payload(payload.into())
+        .headers(headers)
+        .timeout(Some(Duration::from_secs(30)));
+    let reply = client.send_request(subject.to_string(), request).await?;
+    Ok(reply.payload)
+}

@@ -1,0 +1,369 @@
+//! Client commands: workbenches, drafts, jobs, over NATS request/reply and JetStream.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use async_nats::jetstream::{self, consumer};
+use atelier_coordinator::rpc;
+use atelier_messages::job::{EventKind, GetJob, JobEvent, JobState, JobSubmit, JobView, ListJobs};
+use atelier_messages::store::{
+    AddFiles, CreateWorkbench, Done, DraftAction, DraftDiff, FileBytes, FileContent, ListFiles,
+    ListWorkbenches, Listing, Published, ReadFile, View, WorkbenchInfo,
+};
+use atelier_messages::{ErrorBody, Format, PROTOCOL_VERSION, decode, encode, now_ms, subjects};
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_bytes::ByteBuf;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A connected client.
+pub struct Client {
+    pub nats: async_nats::Client,
+}
+
+fn coded(error: ErrorBody) -> anyhow::Error {
+    anyhow::anyhow!("{}: {}", error.code, error.message)
+}
+
+impl Client {
+    async fn call<Req: Serialize, Res: DeserializeOwned>(
+        &self,
+        subject: &str,
+        request: &Req,
+    ) -> anyhow::Result<Res> {
+        rpc::request(&self.nats, subject.to_string(), request, TIMEOUT)
+            .await
+            .map_err(coded)
+    }
+
+    pub async fn create(&self, workbench: &str) -> anyhow::Result<WorkbenchInfo> {
+        self.call(
+            subjects::store::CREATE,
+            &CreateWorkbench {
+                v: PROTOCOL_VERSION,
+                workbench: workbench.into(),
+            },
+        )
+        .await
+    }
+
+    pub async fn workbenches(&self) -> anyhow::Result<Vec<WorkbenchInfo>> {
+        self.call(
+            subjects::store::LIST_WORKBENCHES,
+            &ListWorkbenches {
+                v: PROTOCOL_VERSION,
+            },
+        )
+        .await
+    }
+
+    pub async fn add(
+        &self,
+        workbench: &str,
+        files: &[PathBuf],
+        rename: Option<&str>,
+    ) -> anyhow::Result<Listing> {
+        if rename.is_some() && files.len() != 1 {
+            bail!("--as names one file; give exactly one FILE with it");
+        }
+        let mut contents = Vec::with_capacity(files.len());
+        for file in files {
+            let content =
+                std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+            let path = match rename {
+                Some(name) => name.to_string(),
+                None => file_name(file)?,
+            };
+            contents.push(FileContent {
+                path,
+                content: ByteBuf::from(content),
+            });
+        }
+        self.call(
+            subjects::store::ADD,
+            &AddFiles {
+                v: PROTOCOL_VERSION,
+                workbench: workbench.into(),
+                files: contents,
+            },
+        )
+        .await
+    }
+
+    pub async fn ls(&self, workbench: &str, draft: bool) -> anyhow::Result<Listing> {
+        let view = if draft { View::Draft } else { View::Published };
+        self.call(
+            subjects::store::LS,
+            &ListFiles {
+                v: PROTOCOL_VERSION,
+                workbench: workbench.into(),
+                view,
+            },
+        )
+        .await
+    }
+
+    pub async fn cat(&self, workbench: &str, path: &str, draft: bool) -> anyhow::Result<FileBytes> {
+        let view = if draft { View::Draft } else { View::Published };
+        self.call(
+            subjects::store::CAT,
+            &ReadFile {
+                v: PROTOCOL_VERSION,
+                workbench: workbench.into(),
+                path: path.into(),
+                view,
+            },
+        )
+        .await
+    }
+
+    /// Writes every file of a view under `dir`; returns the paths written.
+    pub async fn export(
+        &self,
+        workbench: &str,
+        dir: &Path,
+        draft: bool,
+    ) -> anyhow::Result<Vec<PathBuf>> {
+        let listing = self.ls(workbench, draft).await?;
+        let mut written = Vec::new();
+        for entry in listing.files {
+            let file = self.cat(workbench, &entry.path, draft).await?;
+            let target = dir.join(&entry.path);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+            std::fs::write(&target, &file.content)
+                .with_context(|| format!("cannot write {}", target.display()))?;
+            written.push(target);
+        }
+        Ok(written)
+    }
+
+    pub async fn diff(&self, workbench: &str) -> anyhow::Result<DraftDiff> {
+        self.call(subjects::store::DIFF, &draft_action(workbench))
+            .await
+    }
+
+    pub async fn publish(&self, workbench: &str) -> anyhow::Result<Published> {
+        self.call(subjects::store::PUBLISH, &draft_action(workbench))
+            .await
+    }
+
+    pub async fn discard(&self, workbench: &str) -> anyhow::Result<Done> {
+        self.call(subjects::store::DISCARD, &draft_action(workbench))
+            .await
+    }
+
+    /// Publishes a job to the JOBS stream (de-duplicated by job id) and returns its id.
+    pub async fn submit(
+        &self,
+        workbench: &str,
+        message: &str,
+        model: Option<String>,
+        job_id: Option<String>,
+    ) -> anyhow::Result<String> {
+        let job_id = job_id.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+        let submit = JobSubmit {
+            v: PROTOCOL_VERSION,
+            job_id: job_id.clone(),
+            workbench: workbench.into(),
+            message: message.into(),
+            model,
+            submitted_at_ms: now_ms(),
+        };
+        let payload = encode(&submit, Format::MessagePack).map_err(coded)?;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", job_id.as_str());
+        let js = jetstream::new(self.nats.clone());
+        js.publish_with_headers(subjects::JOB_SUBMIT, headers, payload.into())
+            .await
+            .context("cannot submit the job (is `atelier up` or a coordinator running?)")?
+            .await
+            .context("JetStream did not confirm the submission")?;
+        Ok(job_id)
+    }
+
+    pub async fn jobs(
+        &self,
+        state: Option<JobState>,
+        workbench: Option<String>,
+    ) -> anyhow::Result<Vec<JobView>> {
+        self.call(
+            subjects::ctl::JOBS,
+            &ListJobs {
+                v: PROTOCOL_VERSION,
+                state,
+                workbench,
+            },
+        )
+        .await
+    }
+
+    pub async fn job(&self, job_id: &str) -> anyhow::Result<JobView> {
+        self.call(
+            subjects::ctl::JOB,
+            &GetJob {
+                v: PROTOCOL_VERSION,
+                job_id: job_id.into(),
+            },
+        )
+        .await
+    }
+
+    /// Follows a job's events from the start until it finishes; returns its final state.
+    pub async fn watch(&self, job_id: &str, output: WatchOutput) -> anyhow::Result<JobState> {
+        let js = jetstream::new(self.nats.clone());
+        let stream = js
+            .get_stream(subjects::EVENTS_STREAM)
+            .await
+            .context("no EVENTS stream: is a coordinator running?")?;
+        let consumer = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: subjects::job_events(job_id),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .context("cannot follow the job's events")?;
+        let mut messages = consumer
+            .messages()
+            .await
+            .context("cannot follow the job's events")?;
+        let progress = Progress::new(output);
+        while let Some(message) = messages.next().await {
+            let message = message.context("event stream interrupted")?;
+            let event: JobEvent = match decode(&message.payload, Format::MessagePack) {
+                Ok(event) => event,
+                Err(error) => {
+                    tracing::warn!(%error, "skipping an undecodable event");
+                    continue;
+                }
+            };
+            progress.show(&event);
+            if let EventKind::JobFinished { state, .. } = event.kind {
+                progress.finish();
+                return Ok(state);
+            }
+        }
+        bail!("the event stream ended before the job finished")
+    }
+}
+
+fn draft_action(workbench: &str) -> DraftAction {
+    DraftAction {
+        v: PROTOCOL_VERSION,
+        workbench: workbench.into(),
+    }
+}
+
+fn file_name(path: &Path) -> anyhow::Result<String> {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .map(str::to_string)
+        .with_context(|| format!("{} has no usable file name; use --as PATH", path.display()))
+}
+
+/// How `watch` shows events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchOutput {
+    /// A progress line (phase, item, tool) and the streamed summary.
+    Human,
+    /// One JSON event per line.
+    Json,
+    /// Nothing.
+    Quiet,
+}
+
+struct Progress {
+    output: WatchOutput,
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    fn new(output: WatchOutput) -> Self {
+        let bar = (output == WatchOutput::Human).then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Self { output, bar }
+    }
+
+    #[allow(clippy::print_stdout)]
+    fn show(&self, event: &JobEvent) {
+        match self.output {
+            WatchOutput::Quiet => {}
+            WatchOutput::Json => {
+                if let Ok(line) = serde_json::to_string(event) {
+                    println!("{line}");
+                }
+            }
+            WatchOutput::Human => {
+                let Some(bar) = &self.bar else { return };
+                match &event.kind {
+                    EventKind::PhaseStarted { phase } => bar.set_message(format!("{phase}")),
+                    EventKind::ItemStarted {
+                        index,
+                        total,
+                        label,
+                        attempt,
+                    } => {
+                        let retry = if *attempt > 1 {
+                            format!(" (attempt {attempt})")
+                        } else {
+                            String::new()
+                        };
+                        bar.set_message(format!("implement: item {index}/{total} {label}{retry}"));
+                    }
+                    EventKind::ToolExecuting { tool, path, .. } => {
+                        bar.set_message(format!(
+                            "{} · {tool} {}",
+                            bar.message().split(" · ").next().unwrap_or(""),
+                            path.as_deref().unwrap_or("")
+                        ));
+                    }
+                    EventKind::ToolComplete {
+                        tool,
+                        ok: false,
+                        error,
+                        ..
+                    } => {
+                        let reason = error.as_ref().map(|e| e.to_string()).unwrap_or_default();
+                        bar.println(format!("  ! {tool} failed: {reason}"));
+                    }
+                    EventKind::ItemFinished { index, status } => {
+                        bar.println(format!("  item {index}: {status:?}"))
+                    }
+                    EventKind::AssistantDelta { text } => bar.suspend(|| {
+                        use std::io::Write;
+                        let mut out = std::io::stdout();
+                        let _ = write!(out, "{text}");
+                        let _ = out.flush();
+                    }),
+                    EventKind::JobFinished { state, error } => {
+                        let reason = error
+                            .as_ref()
+                            .map(|e| format!(" — {e}"))
+                            .unwrap_or_default();
+                        bar.println(format!("\njob {}: {state}{reason}", event.job_id));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

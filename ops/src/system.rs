@@ -1,0 +1,159 @@
+//! Starting the server-side pieces: coordinator, workers, or all of them (`up`).
+
+use std::path::Path;
+
+use anyhow::Context;
+use atelier_agents::provider::ProviderSettings;
+use atelier_coordinator::{CoordinatorConfig, CoordinatorHandle, start_coordinator};
+use atelier_messages::tool::Pool;
+use atelier_workers::{WorkerConfig, WorkerHandle, start_worker};
+
+use crate::config::Settings;
+
+/// A stable id for a process's piece: `<role>-<host>-<pid>`.
+pub fn instance_id(role: &str) -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    format!("{role}-{host}-{}", std::process::id())
+}
+
+pub async fn connect(url: &str) -> anyhow::Result<async_nats::Client> {
+    async_nats::ConnectOptions::new()
+        .name("atelier")
+        .retry_on_initial_connect()
+        .connect(url)
+        .await
+        .with_context(|| format!("cannot connect to NATS at {url}"))
+}
+
+pub async fn coordinator(
+    client: async_nats::Client,
+    settings: &Settings,
+) -> anyhow::Result<CoordinatorHandle> {
+    let data_dir = absolute(&settings.data_dir)?;
+    let config = CoordinatorConfig {
+        data_dir,
+        coordinator_id: instance_id("coordinator"),
+        default_model: settings.default_model.clone(),
+        provider_settings: ProviderSettings {
+            openai_api_key: settings.openai_api_key.clone(),
+            openai_base_url: settings.openai_base_url.clone(),
+            ..ProviderSettings::default()
+        },
+        budgets: Default::default(),
+    };
+    start_coordinator(client, config)
+        .await
+        .context("cannot start the coordinator")
+}
+
+pub async fn worker(
+    client: async_nats::Client,
+    settings: &Settings,
+    pool: Pool,
+) -> anyhow::Result<WorkerHandle> {
+    let data_dir = absolute(&settings.data_dir)?;
+    let blob_dir = data_dir.join("blobs");
+    let config = WorkerConfig {
+        pool,
+        worker_id: instance_id(pool.as_str()),
+        blob_dir: blob_dir.exists().then_some(blob_dir),
+        cache_dir: data_dir.join("cache"),
+        max_concurrency: settings.worker_concurrency.max(1),
+    };
+    start_worker(client, config)
+        .await
+        .with_context(|| format!("cannot start the {pool} worker"))
+}
+
+pub fn absolute(path: &Path) -> anyhow::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(path).with_context(|| format!("cannot create {}", path.display()))?;
+    std::fs::canonicalize(path).with_context(|| format!("cannot resolve {}", path.display()))
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+/// Everything `up` runs in one process.
+pub struct System {
+    nats: Option<crate::embedded::EmbeddedNats>,
+    url: String,
+    url_file: Option<std::path::PathBuf>,
+    coordinator: CoordinatorHandle,
+    workers: Vec<WorkerHandle>,
+}
+
+impl System {
+    /// Starts nats-server (unless a URL is configured), the coordinator and one worker per pool.
+    pub async fn start(settings: &Settings) -> anyhow::Result<System> {
+        let data_dir = absolute(&settings.data_dir)?;
+        let (nats, url) = match &settings.nats_url {
+            Some(url) => (None, url.clone()),
+            None => {
+                let server = crate::embedded::EmbeddedNats::start(
+                    &settings.nats_server_bin,
+                    &data_dir,
+                    settings.nats_port,
+                )
+                .await?;
+                let url = server.url().to_string();
+                (Some(server), url)
+            }
+        };
+        let client = connect(&url).await?;
+        let coordinator = coordinator(client.clone(), settings).await?;
+        let mut workers = Vec::new();
+        for pool in Pool::ALL {
+            workers.push(worker(client.clone(), settings, pool).await?);
+        }
+        let url_file = if nats.is_some() {
+            let path = settings.url_file();
+            std::fs::write(&path, &url)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Some(path)
+        } else {
+            None
+        };
+        Ok(System {
+            nats,
+            url,
+            url_file,
+            coordinator,
+            workers,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Stops every piece, then the child server; removes the recorded URL.
+    pub async fn stop(self) {
+        for worker in self.workers {
+            worker.shutdown().await;
+        }
+        self.coordinator.shutdown().await;
+        if let Some(path) = self.url_file {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(nats) = self.nats {
+            nats.stop().await;
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! A local HTTP server speaking OpenAI Chat Completions (streaming SSE, native tool calls)
+//! with scripted replies, keyed by phase, plan item and turn so that a resumed job gets the
+//! same answer for the same step. Every request is logged for assertions.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// One scripted model turn.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Turn {
+    #[serde(default)]
+    pub content: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptedCall>,
+    /// Delay before answering, to leave room for a crash.
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ScriptedCall {
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// The whole script.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Script {
+    #[serde(default)]
+    pub research: Vec<Turn>,
+    #[serde(default)]
+    pub plan: Vec<Turn>,
+    #[serde(default)]
+    pub implement: BTreeMap<String, Vec<Turn>>,
+    #[serde(default)]
+    pub summary: Vec<Turn>,
+}
+
+/// One logged request.
+#[derive(Debug, Clone)]
+pub struct LoggedRequest {
+    pub phase: String,
+    pub item: Option<u32>,
+    pub turn: usize,
+    pub body: Value,
+}
+
+#[derive(Clone)]
+struct Shared {
+    script: Arc<Script>,
+    log: Arc<Mutex<Vec<LoggedRequest>>>,
+}
+
+/// A running scripted server.
+pub struct ScriptedModel {
+    pub base_url: String,
+    log: Arc<Mutex<Vec<LoggedRequest>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ScriptedModel {
+    /// Starts the server on a free local port.
+    pub async fn start(script: Script) -> anyhow::Result<Self> {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let shared = Shared {
+            script: Arc::new(script),
+            log: Arc::clone(&log),
+        };
+        let app = Router::new()
+            .route("/v1/chat/completions", post(complete))
+            .with_state(shared);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base_url = format!("http://{}/v1", listener.local_addr()?);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            base_url,
+            log,
+            task,
+        })
+    }
+
+    /// The model spec that points a job at this server.
+    pub fn model_spec(&self) -> String {
+        format!("openai-compat:{}#scripted-model", self.base_url)
+    }
+
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        self.log.lock().map(|log| log.clone()).unwrap_or_default()
+    }
+
+    /// How many requests asked for (phase, item, turn).
+    pub fn count(&self, phase: &str, item: Option<u32>, turn: usize) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.phase == phase && r.item == item && r.turn == turn)
+            .count()
+    }
+}
+
+impl Drop for ScriptedModel {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads (phase, item) from the system prompt the RPI driver writes.
+fn phase_of(body: &Value) -> (String, Option<u32>) {
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    if system.contains("Research phase") {
+        return ("research".into(), None);
+    }
+    if system.contains("Plan phase") {
+        return ("plan".into(), None);
+    }
+    if let Some(rest) = system.split("working on plan item ").nth(1) {
+        let item = rest.split_whitespace().next().and_then(|n| n.parse().ok());
+        return ("implement".into(), item);
+    }
+    ("summary".into(), None)
+}
+
+async fn complete(State(shared): State<Shared>, body: axum::Json<Value>) -> impl IntoResponse {
+    let body = body.0;
+    let (phase, item) = phase_of(&body);
+    let turn = body["messages"]
+        .as_array()
+        .map(|messages| messages.iter().filter(|m| m["role"] == "assistant").count())
+        .unwrap_or(0);
+    if let Ok(mut log) = shared.log.lock() {
+        log.push(LoggedRequest {
+            phase: phase.clone(),
+            item,
+            turn,
+            body: body.clone(),
+        });
+    }
+    let turns = match phase.as_str() {
+        "research" => shared.script.research.clone(),
+        "plan" => shared.script.plan.clone(),
+        "implement" => shared
+            .script
+            .implement
+            .get(&item.unwrap_or(0).to_string())
+            .cloned()
+            .unwrap_or_default(),
+        _ => shared.script.summary.clone(),
+    };
+    let answer = turns.get(turn).cloned().unwrap_or_else(|| Turn {
+        content: "Done.".into(),
+        ..Turn::default()
+    });
+    if answer.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(answer.delay_ms)).await;
+    }
+    (
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        sse_body(&answer, &format!("{phase}-{}-{turn}", item.unwrap_or(0))),
+    )
+}
+
+fn sse_body(turn: &Turn, id: &str) -> String {
+    let mut events = Vec::new();
+    for word in turn.content.split_inclusive(' ') {
+        events.push(json!({"choices": [{"index": 0, "delta": {"content": word}}]}));
+    }
+    for (index, call) in turn.tool_calls.iter().enumerate() {
+        let arguments = call.arguments.to_string();
+        let (head, tail) = arguments.split_at(arguments.len() / 2);
+        events.push(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{
+            "index": index, "id": format!("call-{id}-{index}"), "type": "function",
+            "function": {"name": call.name, "arguments": head}}]}}]}));
+        events.push(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{
+            "index": index, "function": {"arguments": tail}}]}}]}));
+    }
+    let finish = if turn.tool_calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    events.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}));
+    events.push(json!({"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 20}}));
+    let mut out = String::new();
+    for event in events {
+        out.push_str(&format!("data: {event}\n\n"));
+    }
+    out.push_str("data: [DONE]\n\n");
+    out
+}
