@@ -1,1 +1,60 @@
-//! placeholder
+//! Atelier's tool workers: the engines behind the model's file tools, and the actor that serves
+//! them to a pool over NATS.
+//!
+//! A worker process runs one [`ToolExecutor`](executor) per pool. It joins the pool's queue
+//! group on `atelier.tool.<pool>`, decodes each [`ToolRequest`](atelier_messages::tool::ToolRequest),
+//! runs the tool with bounded concurrency (blocking work on Tokio's blocking threads) and replies
+//! with a [`ToolOutput`](atelier_messages::tool::ToolOutput) or an
+//! [`ErrorBody`](atelier_messages::ErrorBody) in the request's format. Workers never write files:
+//! reads come from the shared blob directory or the DraftStore (`atelier.store.blob`), writes go
+//! to the draft through `atelier.store.write`, idempotent per call id.
+//!
+//! # Layout
+//! - [`executor`]: the ToolExecutor actor (subscription, concurrency, replies).
+//! - [`error`]: [`WorkerError`], the crate's start-up error.
+//! - `tools`: the tool names of each pool and the dispatch from a request to an engine.
+//! - `args`: typed access to a tool's JSON arguments (`VALIDATION_FAILED` naming the field).
+//! - `files`: the request's manifest, local blob paths, blob fetches and draft writes via the store.
+//! - `tabular`: DuckDB engine for CSV (`table_get_map`, `table_query`, `table_export`):
+//!   `ingest` (one cached database per CSV digest), `query` (guardrails, windows),
+//!   `cells` (DuckDB values to JSON and cells), `export` (CSV and XLSX writers).
+//! - `office`: text and CSV files (`list_files`, `get_file_info`, `read_file`, `write_text_file`).
+
+pub mod error;
+pub mod executor;
+
+mod args;
+mod files;
+mod office;
+mod tabular;
+mod tools;
+
+use std::path::PathBuf;
+
+use atelier_messages::tool::Pool;
+
+pub use error::WorkerError;
+pub use executor::WorkerHandle;
+
+/// How one worker process serves one pool.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The pool this worker serves (its tools and queue group).
+    pub pool: Pool,
+    /// This worker's name in replies and traces, e.g. `tabular-host-1234`.
+    pub worker_id: String,
+    /// The shared blob directory on this host (`<blob_dir>/<digest[0..2]>/<digest>`), if any.
+    pub blob_dir: Option<PathBuf>,
+    /// Worker-local cache: DuckDB databases by CSV digest and fetched blobs.
+    pub cache_dir: PathBuf,
+    /// Concurrent tool calls in this process.
+    pub max_concurrency: usize,
+}
+
+/// Starts a worker: subscribes to the pool's queue group and serves calls until shut down.
+pub async fn start_worker(
+    client: async_nats::Client,
+    config: WorkerConfig,
+) -> Result<WorkerHandle, WorkerError> {
+    executor::start(client, config).await
+}

@@ -1,0 +1,286 @@
+//! Workbench files as a worker sees them: the request's manifest, local blob paths (shared blob
+//! directory, else fetched from the DraftStore and cached), and draft writes through the store.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use atelier_messages::store::{
+    BlobBytes, FileContent, GetBlob, ManifestEntry, WriteDraft, Written,
+};
+use atelier_messages::tool::ToolRequest;
+use atelier_messages::{
+    ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode, path, subjects,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_bytes::ByteBuf;
+use sha2::{Digest, Sha256};
+
+/// How long a store request may take (blobs can be tens of MiB).
+const STORE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Finds a workbench file by path (normalized first: `SANDBOX_VIOLATION` on escapes).
+pub(crate) fn find<'a>(
+    files: &'a [ManifestEntry],
+    raw_path: &str,
+) -> Result<&'a ManifestEntry, ErrorBody> {
+    let wanted = path::normalize(raw_path)?;
+    files
+        .iter()
+        .find(|entry| entry.path == wanted)
+        .ok_or_else(|| {
+            ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!("no such file in the workbench: {wanted}; call list_files"),
+            )
+        })
+}
+
+/// Lower-case hex sha256.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// A path beside `target` that no other writer uses, for write-then-rename.
+pub(crate) fn temp_path_for(target: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let serial = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut name = target
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(format!(".tmp-{}-{serial}", std::process::id()));
+    target.with_file_name(name)
+}
+
+/// Refuses a digest that is not 64 lower-case hex digits (digests become file names).
+pub(crate) fn check_digest(digest: &str) -> Result<(), ErrorBody> {
+    let valid = digest.len() == 64
+        && digest
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if valid {
+        return Ok(());
+    }
+    Err(ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!("manifest digest {digest:?} is not a lower-case hex sha256"),
+    ))
+}
+
+/// `<digest[0..2]>/<digest>`.
+fn blob_relative(digest: &str) -> Result<PathBuf, ErrorBody> {
+    check_digest(digest)?;
+    Ok(Path::new(&digest[..2]).join(digest))
+}
+
+/// Reads and writes workbench content for tool calls.
+pub(crate) struct FileAccess {
+    client: async_nats::Client,
+    blob_dir: Option<PathBuf>,
+    blob_cache: PathBuf,
+}
+
+impl FileAccess {
+    pub(crate) fn new(
+        client: async_nats::Client,
+        blob_dir: Option<PathBuf>,
+        cache_dir: &Path,
+    ) -> Self {
+        Self {
+            client,
+            blob_dir,
+            blob_cache: cache_dir.join("blobs"),
+        }
+    }
+
+    /// A local file holding the entry's content.
+    pub(crate) async fn local_path(&self, entry: &ManifestEntry) -> Result<PathBuf, ErrorBody> {
+        let relative = blob_relative(&entry.digest)?;
+        if let Some(shared) = self.blob_dir.as_ref().map(|dir| dir.join(&relative))
+            && exists(&shared).await
+        {
+            return Ok(shared);
+        }
+        let cached = self.blob_cache.join(&relative);
+        if !exists(&cached).await {
+            self.fetch_blob(&entry.digest, cached.clone()).await?;
+        }
+        Ok(cached)
+    }
+
+    /// The entry's content.
+    pub(crate) async fn read(&self, entry: &ManifestEntry) -> Result<Vec<u8>, ErrorBody> {
+        let local = self.local_path(entry).await?;
+        tokio::fs::read(&local).await.map_err(|e| {
+            ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!("cannot read {}: {e}", entry.path),
+            )
+        })
+    }
+
+    /// Writes one file into the request's draft (idempotent per call id).
+    pub(crate) async fn write_draft(
+        &self,
+        request: &ToolRequest,
+        path: &str,
+        content: Vec<u8>,
+    ) -> Result<Written, ErrorBody> {
+        let write = WriteDraft {
+            v: PROTOCOL_VERSION,
+            workbench: request.workbench.clone(),
+            call_id: request.call_id.clone(),
+            files: vec![FileContent {
+                path: path.to_string(),
+                content: ByteBuf::from(content),
+            }],
+        };
+        self.request(subjects::store::WRITE, &write, ErrorCode::FileWriteFailed)
+            .await
+    }
+
+    async fn fetch_blob(&self, digest: &str, target: PathBuf) -> Result<(), ErrorBody> {
+        let get = GetBlob {
+            v: PROTOCOL_VERSION,
+            digest: digest.to_string(),
+        };
+        let blob: BlobBytes = self
+            .request(subjects::store::BLOB, &get, ErrorCode::FileReadFailed)
+            .await?;
+        let digest = digest.to_string();
+        tokio::task::spawn_blocking(move || store_verified(&blob.content, &digest, &target))
+            .await
+            .map_err(|e| {
+                ErrorBody::new(ErrorCode::Internal, format!("blob cache task failed: {e}"))
+            })?
+    }
+
+    async fn request<Q: Serialize, R: DeserializeOwned>(
+        &self,
+        subject: &str,
+        payload: &Q,
+        failure: ErrorCode,
+    ) -> Result<R, ErrorBody> {
+        let bytes = encode(payload, Format::MessagePack)?;
+        let request = async_nats::Request::new()
+            .payload(bytes.into())
+            .timeout(Some(STORE_TIMEOUT));
+        let reply = self
+            .client
+            .send_request(subject.to_string(), request)
+            .await
+            .map_err(|e| {
+                ErrorBody::new(
+                    failure,
+                    format!("the DraftStore did not answer {subject}: {e}"),
+                )
+            })?;
+        decode_reply(&reply.payload, Format::MessagePack)
+    }
+}
+
+async fn exists(path: &Path) -> bool {
+    tokio::fs::try_exists(path).await.unwrap_or(false)
+}
+
+/// Checks a fetched blob against its digest and caches it atomically.
+fn store_verified(content: &[u8], digest: &str, target: &Path) -> Result<(), ErrorBody> {
+    let actual = sha256_hex(content);
+    if actual != digest {
+        return Err(ErrorBody::new(
+            ErrorCode::FileReadFailed,
+            format!("blob {digest} from the store has digest {actual}; refusing corrupt content"),
+        ));
+    }
+    let cache_error = |e: std::io::Error| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("cannot cache blob {digest}: {e}"),
+        )
+    };
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent).map_err(cache_error)?;
+    }
+    let temp = temp_path_for(target);
+    std::fs::write(&temp, content).map_err(cache_error)?;
+    std::fs::rename(&temp, target).map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        cache_error(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str) -> ManifestEntry {
+        ManifestEntry {
+            path: path.into(),
+            digest: "ab".repeat(32),
+            size: 3,
+            kind: path::kind_of(path).into(),
+        }
+    }
+
+    #[test]
+    fn finds_normalized_paths_and_refuses_escapes() {
+        let files = vec![entry("data/a.csv")];
+        assert_eq!(
+            find(&files, "./data//a.csv").map(|e| e.path.as_str()),
+            Ok("data/a.csv")
+        );
+        let missing = find(&files, "b.csv").unwrap_err();
+        assert_eq!(missing.code, ErrorCode::FileReadFailed);
+        assert!(
+            missing
+                .message
+                .contains("no such file in the workbench: b.csv; call list_files")
+        );
+        assert_eq!(
+            find(&files, "../a.csv").unwrap_err().code,
+            ErrorCode::SandboxViolation
+        );
+        assert_eq!(
+            find(&files, "/etc/passwd").unwrap_err().code,
+            ErrorCode::SandboxViolation
+        );
+    }
+
+    #[test]
+    fn digests_must_be_hex_before_becoming_paths() {
+        let digest = sha256_hex(b"abc");
+        assert_eq!(
+            blob_relative(&digest).unwrap(),
+            Path::new(&digest[..2]).join(&digest)
+        );
+        for bad in [
+            "../../etc/passwd",
+            "AB",
+            &"G".repeat(64),
+            &digest.to_uppercase(),
+        ] {
+            assert_eq!(
+                blob_relative(bad).unwrap_err().code,
+                ErrorCode::ValidationFailed,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn verified_store_refuses_wrong_content_and_caches_right_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let digest = sha256_hex(b"hello");
+        let target = dir
+            .path()
+            .join("blobs")
+            .join(blob_relative(&digest).unwrap());
+        let err = store_verified(b"other", &digest, &target).unwrap_err();
+        assert_eq!(err.code, ErrorCode::FileReadFailed);
+        assert!(!target.exists());
+        store_verified(b"hello", &digest, &target).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"hello");
+    }
+}

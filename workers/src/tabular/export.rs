@@ -1,0 +1,395 @@
+//! `table_export`: a query result (or the whole table) as CSV or XLSX bytes.
+//!
+//! XLSX cells keep their types: numbers are numbers, booleans booleans, dates and timestamps real
+//! Excel dates with a date format, text text, NULL an empty cell. Anything Excel cannot hold
+//! exactly is written as well as it can be and reported in `warnings`.
+
+use atelier_messages::{ErrorBody, ErrorCode};
+use duckdb::Connection;
+use rust_xlsxwriter::{Format, Workbook, Worksheet, XlsxError};
+use serde::Serialize;
+
+use super::cells::{Cell, Column, days_of_micros, excel_serial_of_days};
+use super::query::{CheckedQuery, scan};
+
+/// The sheet name when the caller gives none.
+pub(crate) const DEFAULT_SHEET: &str = "Sheet1";
+/// Excel's last row (1-based), header included.
+const EXCEL_MAX_ROWS: u64 = 1_048_576;
+/// Excel's last column.
+const EXCEL_MAX_COLUMNS: usize = 16_384;
+/// Excel's longest cell text, in characters.
+const EXCEL_MAX_TEXT: usize = 32_767;
+/// Integers beyond this lose precision as Excel numbers (2^53).
+const EXACT_INTEGER: i64 = 9_007_199_254_740_992;
+/// Excel's serial of 1900-03-01: earlier dates fall into its 1900 leap-year bug.
+const FIRST_SAFE_SERIAL: f64 = 61.0;
+
+/// An export target format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExportFormat {
+    Csv,
+    Xlsx,
+}
+
+impl ExportFormat {
+    /// The format named by `format`, which must match `target_path`'s extension.
+    pub(crate) fn parse(format: &str, target_path: &str) -> Result<Self, ErrorBody> {
+        let parsed = match format {
+            "csv" => ExportFormat::Csv,
+            "xlsx" => ExportFormat::Xlsx,
+            other => {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    format!("table_export: `format` must be \"csv\" or \"xlsx\", got {other:?}"),
+                ));
+            }
+        };
+        let extension = target_path
+            .rsplit_once('.')
+            .map(|(_, ext)| ext.to_ascii_lowercase());
+        if extension.as_deref() != Some(parsed.as_str()) {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "table_export: `target_path` {target_path:?} must end in .{} to match format {:?}",
+                    parsed.as_str(),
+                    parsed.as_str()
+                ),
+            ));
+        }
+        Ok(parsed)
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ExportFormat::Csv => "csv",
+            ExportFormat::Xlsx => "xlsx",
+        }
+    }
+}
+
+/// The `table_export` response.
+#[derive(Debug, Serialize)]
+pub(crate) struct ExportSummary {
+    pub(crate) target_path: String,
+    pub(crate) format: &'static str,
+    pub(crate) sheet: Option<String>,
+    pub(crate) row_count: u64,
+    pub(crate) column_count: usize,
+    pub(crate) warnings: Vec<String>,
+}
+
+/// An export's file content and summary.
+#[derive(Debug)]
+pub(crate) struct Exported {
+    pub(crate) content: Vec<u8>,
+    pub(crate) summary: ExportSummary,
+}
+
+/// Exports a checked query's full result.
+pub(crate) fn export(
+    conn: &Connection,
+    query: &CheckedQuery,
+    columns: &[Column],
+    format: ExportFormat,
+    sheet: Option<&str>,
+    target_path: &str,
+) -> Result<Exported, ErrorBody> {
+    let mut warnings = Vec::new();
+    if !query.ordered {
+        warnings.push(
+            "the query has no ORDER BY: rows are in DuckDB's order (file order for plain scans, \
+             unspecified after GROUP BY, DISTINCT or joins); add ORDER BY for a stable export"
+                .to_string(),
+        );
+    }
+    let (content, row_count, sheet) = match format {
+        ExportFormat::Csv => {
+            if sheet.is_some() {
+                warnings.push("`sheet` applies to xlsx only and was ignored".to_string());
+            }
+            let (content, rows) = csv_bytes(conn, query, columns)?;
+            (content, rows, None)
+        }
+        ExportFormat::Xlsx => {
+            let sheet = sheet.unwrap_or(DEFAULT_SHEET);
+            let (content, rows) = xlsx_bytes(conn, query, columns, sheet, &mut warnings)?;
+            (content, rows, Some(sheet.to_string()))
+        }
+    };
+    Ok(Exported {
+        content,
+        summary: ExportSummary {
+            target_path: target_path.to_string(),
+            format: format.as_str(),
+            sheet,
+            row_count,
+            column_count: columns.len(),
+            warnings,
+        },
+    })
+}
+
+fn csv_bytes(
+    conn: &Connection,
+    query: &CheckedQuery,
+    columns: &[Column],
+) -> Result<(Vec<u8>, u64), ErrorBody> {
+    let mut out = Vec::new();
+    push_csv_record(&mut out, columns.iter().map(|c| Some(c.name.clone())));
+    let mut rows = 0u64;
+    scan(conn, query, columns, None, |cells| {
+        push_csv_record(&mut out, cells.iter().map(Cell::to_text));
+        rows += 1;
+        Ok(())
+    })?;
+    Ok((out, rows))
+}
+
+/// One RFC 4180 record: fields quoted when they hold a comma, quote or line break; NULL empty.
+fn push_csv_record(out: &mut Vec<u8>, fields: impl Iterator<Item = Option<String>>) {
+    for (index, field) in fields.enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        let field = field.unwrap_or_default();
+        if field.contains([',', '"', '\n', '\r']) {
+            out.push(b'"');
+            out.extend_from_slice(field.replace('"', "\"\"").as_bytes());
+            out.push(b'"');
+        } else {
+            out.extend_from_slice(field.as_bytes());
+        }
+    }
+    out.push(b'\n');
+}
+
+fn xlsx_failed(e: XlsxError) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::FileWriteFailed,
+        format!("cannot write the workbook: {e}"),
+    )
+}
+
+fn xlsx_bytes(
+    conn: &Connection,
+    query: &CheckedQuery,
+    columns: &[Column],
+    sheet: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<u8>, u64), ErrorBody> {
+    if columns.len() > EXCEL_MAX_COLUMNS {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "the result has {} columns; Excel holds at most {EXCEL_MAX_COLUMNS}",
+                columns.len()
+            ),
+        ));
+    }
+    let mut writer = SheetWriter::new(sheet)?;
+    writer.header(columns)?;
+    scan(conn, query, columns, None, |cells| writer.row(&cells))?;
+    let rows = writer.rows;
+    warnings.extend(writer.notes.messages());
+    let mut workbook = Workbook::new();
+    workbook.push_worksheet(writer.worksheet);
+    let content = workbook.save_to_buffer().map_err(xlsx_failed)?;
+    Ok((content, rows))
+}
+
+/// Counts of values Excel could not hold exactly.
+#[derive(Default)]
+struct Notes {
+    truncated_text: u64,
+    non_finite: u64,
+    inexact_integers: u64,
+    early_dates: u64,
+}
+
+impl Notes {
+    fn messages(&self) -> Vec<String> {
+        let mut messages = Vec::new();
+        let mut note = |count: u64, what: &str| {
+            if count > 0 {
+                messages.push(format!("{count} {what}"));
+            }
+        };
+        note(
+            self.truncated_text,
+            "text cell(s) longer than 32767 characters were truncated",
+        );
+        note(
+            self.non_finite,
+            "NaN or infinite number(s) were written as empty cells",
+        );
+        note(
+            self.inexact_integers,
+            "integer(s) beyond 2^53 lost precision as Excel numbers",
+        );
+        note(
+            self.early_dates,
+            "date(s) before 1900-03-01 were written as text",
+        );
+        messages
+    }
+}
+
+/// Writes one worksheet, row by row.
+struct SheetWriter {
+    worksheet: Worksheet,
+    date: Format,
+    timestamp: Format,
+    rows: u64,
+    notes: Notes,
+}
+
+impl SheetWriter {
+    fn new(sheet: &str) -> Result<Self, ErrorBody> {
+        let mut worksheet = Worksheet::new();
+        worksheet.set_name(sheet).map_err(|e| {
+            ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!("table_export: invalid `sheet` {sheet:?}: {e}"),
+            )
+        })?;
+        Ok(Self {
+            worksheet,
+            date: Format::new().set_num_format("yyyy-mm-dd"),
+            timestamp: Format::new().set_num_format("yyyy-mm-dd hh:mm:ss"),
+            rows: 0,
+            notes: Notes::default(),
+        })
+    }
+
+    fn header(&mut self, columns: &[Column]) -> Result<(), ErrorBody> {
+        let bold = Format::new().set_bold();
+        for (col, column) in (0u16..).zip(columns) {
+            self.worksheet
+                .write_string_with_format(0, col, &column.name, &bold)
+                .map_err(xlsx_failed)?;
+        }
+        Ok(())
+    }
+
+    fn row(&mut self, cells: &[Cell]) -> Result<(), ErrorBody> {
+        if self.rows + 1 >= EXCEL_MAX_ROWS {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "the result has more rows than an Excel sheet holds ({}); filter it or export csv",
+                    EXCEL_MAX_ROWS - 1
+                ),
+            ));
+        }
+        self.rows += 1;
+        let row = u32::try_from(self.rows)
+            .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
+        for (col, cell) in (0u16..).zip(cells) {
+            self.cell(row, col, cell)?;
+        }
+        Ok(())
+    }
+
+    fn cell(&mut self, row: u32, col: u16, cell: &Cell) -> Result<(), ErrorBody> {
+        let sheet = &mut self.worksheet;
+        let written = match cell {
+            Cell::Null => return Ok(()),
+            Cell::Bool(b) => sheet.write_boolean(row, col, *b),
+            Cell::Int(i) => {
+                if i.unsigned_abs() > EXACT_INTEGER.unsigned_abs() {
+                    self.notes.inexact_integers += 1;
+                }
+                sheet.write_number(row, col, *i as f64)
+            }
+            Cell::Float(f) if !f.is_finite() => {
+                self.notes.non_finite += 1;
+                return Ok(());
+            }
+            Cell::Float(f) => sheet.write_number(row, col, *f),
+            Cell::Text(text) => {
+                let kept = truncate_chars(text, EXCEL_MAX_TEXT);
+                if kept.len() < text.len() {
+                    self.notes.truncated_text += 1;
+                }
+                sheet.write_string(row, col, kept)
+            }
+            Cell::Date(days) => return self.date_cell(row, col, f64::from(*days), cell, false),
+            Cell::Timestamp(micros) => {
+                return self.date_cell(row, col, days_of_micros(*micros), cell, true);
+            }
+        };
+        written.map(|_| ()).map_err(xlsx_failed)
+    }
+
+    fn date_cell(
+        &mut self,
+        row: u32,
+        col: u16,
+        days: f64,
+        cell: &Cell,
+        with_time: bool,
+    ) -> Result<(), ErrorBody> {
+        let serial = excel_serial_of_days(days);
+        let written = if serial < FIRST_SAFE_SERIAL {
+            self.notes.early_dates += 1;
+            let text = cell.to_text().unwrap_or_default();
+            self.worksheet.write_string(row, col, text)
+        } else {
+            let format = if with_time {
+                &self.timestamp
+            } else {
+                &self.date
+            };
+            self.worksheet
+                .write_number_with_format(row, col, serial, format)
+        };
+        written.map(|_| ()).map_err(xlsx_failed)
+    }
+}
+
+/// The longest prefix of `text` with at most `max` characters.
+fn truncate_chars(text: &str, max: usize) -> &str {
+    text.char_indices()
+        .nth(max)
+        .map_or(text, |(end, _)| &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_must_match_target_extension() {
+        assert_eq!(
+            ExportFormat::parse("xlsx", "out/r.XLSX").unwrap(),
+            ExportFormat::Xlsx
+        );
+        assert_eq!(
+            ExportFormat::parse("csv", "r.csv").unwrap(),
+            ExportFormat::Csv
+        );
+        for (format, target) in [("xlsx", "r.csv"), ("csv", "r"), ("parquet", "r.parquet")] {
+            let err = ExportFormat::parse(format, target).unwrap_err();
+            assert_eq!(err.code, ErrorCode::ValidationFailed, "{format} {target}");
+        }
+    }
+
+    #[test]
+    fn csv_records_quote_only_when_needed() {
+        let mut out = Vec::new();
+        let fields = ["plain", "a,b", "say \"hi\"", "two\nlines"].map(|s| Some(s.to_string()));
+        push_csv_record(&mut out, fields.into_iter().chain([None]));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "plain,\"a,b\",\"say \"\"hi\"\"\",\"two\nlines\",\n"
+        );
+    }
+
+    #[test]
+    fn truncates_on_character_boundaries() {
+        assert_eq!(truncate_chars("héllo", 2), "hé");
+        assert_eq!(truncate_chars("hi", 5), "hi");
+    }
+}

@@ -1,0 +1,256 @@
+//! Read-only queries over table `data`, with guardrails enforced by DuckDB itself.
+//!
+//! 1. The query is parsed by DuckDB: `json_serialize_sql` only serializes `SELECT` statements,
+//!    so anything else (DML, DDL, COPY, ATTACH, PRAGMA, SET, INSTALL/LOAD…) and any syntax error
+//!    is refused, and so is more than one statement.
+//! 2. The connection is read-only with external access disabled and the configuration locked
+//!    (see [`super::open_read_only`]), so table functions reading files (`read_csv`, `read_text`,
+//!    `glob`…) fail even inside a `SELECT`.
+//! 3. Every statement runs under a watchdog that interrupts it after the query timeout.
+//!
+//! The user's query always runs as a subquery: `SELECT … FROM (<q>) AS q LIMIT ? OFFSET ?`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use atelier_messages::{ErrorBody, ErrorCode};
+use duckdb::Connection;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::cells::{Cell, Column, ColumnType};
+
+/// Rows per window when the caller does not say.
+pub(crate) const DEFAULT_WINDOW_ROWS: u64 = 100;
+/// The largest window a caller may ask for.
+pub(crate) const MAX_WINDOW_ROWS: u64 = 10_000;
+
+/// A checked query: exactly one `SELECT`, trailing `;` removed.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckedQuery {
+    sql: String,
+    /// Whether the top-level query has an `ORDER BY`.
+    pub(crate) ordered: bool,
+}
+
+impl CheckedQuery {
+    /// The whole table, in insertion (file) order.
+    pub(crate) fn whole_table() -> Self {
+        Self {
+            sql: "SELECT * FROM data".to_string(),
+            ordered: true,
+        }
+    }
+}
+
+/// Which rows of a result to return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub(crate) rows: u64,
+    pub(crate) offset: u64,
+}
+
+/// The `table_query` response.
+#[derive(Debug, Serialize)]
+pub(crate) struct QueryWindow {
+    pub(crate) columns: Vec<String>,
+    pub(crate) column_types: Vec<ColumnType>,
+    pub(crate) rows: Vec<Vec<Value>>,
+    pub(crate) row_count: u64,
+    pub(crate) total_row_count: u64,
+    pub(crate) window_rows: u64,
+    pub(crate) window_offset: u64,
+    pub(crate) has_more: bool,
+    pub(crate) query_elapsed_ms: u64,
+}
+
+fn refused(message: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(ErrorCode::ValidationFailed, message)
+}
+
+/// DuckDB's errors on the user's query are the user's to fix.
+fn query_failed(e: duckdb::Error) -> ErrorBody {
+    refused(format!("query failed: {e}"))
+}
+
+/// The answer of `json_serialize_sql`.
+#[derive(Deserialize)]
+struct Serialized {
+    error: bool,
+    #[serde(default)]
+    error_message: Option<String>,
+    #[serde(default)]
+    statements: Vec<Value>,
+}
+
+/// Parses the query with DuckDB and accepts exactly one `SELECT` statement.
+pub(crate) fn check(conn: &Connection, query: &str) -> Result<CheckedQuery, ErrorBody> {
+    let trimmed = query.trim();
+    let sql = trimmed
+        .strip_suffix(';')
+        .unwrap_or(trimmed)
+        .trim_end()
+        .to_string();
+    if sql.is_empty() {
+        return Err(refused(
+            "query is empty; write one SELECT over table `data`",
+        ));
+    }
+    let json: String = conn
+        .query_row("SELECT json_serialize_sql(?::VARCHAR)", [&sql], |row| {
+            row.get(0)
+        })
+        .map_err(query_failed)?;
+    let parsed: Serialized = serde_json::from_str(&json).map_err(|e| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("unreadable parse of the query: {e}"),
+        )
+    })?;
+    if parsed.error {
+        let reason = parsed
+            .error_message
+            .unwrap_or_else(|| "unknown parse error".into());
+        return Err(refused(format!(
+            "query refused: {reason} (only a single read-only SELECT over table `data` is allowed)"
+        )));
+    }
+    match parsed.statements.as_slice() {
+        [statement] => Ok(CheckedQuery {
+            ordered: has_order_by(statement),
+            sql,
+        }),
+        many => Err(refused(format!(
+            "query refused: expected exactly one SELECT statement, found {}",
+            many.len()
+        ))),
+    }
+}
+
+fn has_order_by(statement: &Value) -> bool {
+    statement["node"]["modifiers"]
+        .as_array()
+        .is_some_and(|modifiers| modifiers.iter().any(|m| m["type"] == "ORDER_MODIFIER"))
+}
+
+/// The query as a subquery; the newlines keep a trailing `--` comment from eating the `)`.
+fn subquery(query: &CheckedQuery) -> String {
+    format!("(\n{}\n) AS q", query.sql)
+}
+
+/// The result columns of a query, from DuckDB's `DESCRIBE`.
+pub(crate) fn describe(conn: &Connection, query: &CheckedQuery) -> Result<Vec<Column>, ErrorBody> {
+    let sql = format!("DESCRIBE SELECT * FROM {}", subquery(query));
+    let mut statement = conn.prepare(&sql).map_err(query_failed)?;
+    let columns = statement
+        .query_map([], |row| Ok(Column::new(row.get(0)?, row.get(1)?)))
+        .map_err(query_failed)?;
+    columns.collect::<Result<_, _>>().map_err(query_failed)
+}
+
+/// The number of rows the query returns.
+pub(crate) fn count(conn: &Connection, query: &CheckedQuery) -> Result<u64, ErrorBody> {
+    let sql = format!("SELECT count(*) FROM {}", subquery(query));
+    let total: i64 = conn
+        .query_row(&sql, [], |row| row.get(0))
+        .map_err(query_failed)?;
+    Ok(u64::try_from(total).unwrap_or(0))
+}
+
+/// Feeds each row of the query (optionally windowed) to `sink`, in result order.
+pub(crate) fn scan(
+    conn: &Connection,
+    query: &CheckedQuery,
+    columns: &[Column],
+    window: Option<Window>,
+    mut sink: impl FnMut(Vec<Cell>) -> Result<(), ErrorBody>,
+) -> Result<(), ErrorBody> {
+    let select: Vec<String> = columns.iter().map(Column::projection).collect();
+    let mut sql = format!("SELECT {} FROM {}", select.join(", "), subquery(query));
+    let mut params = Vec::new();
+    if let Some(window) = window {
+        sql.push_str(" LIMIT ? OFFSET ?");
+        params = vec![to_i64(window.rows), to_i64(window.offset)];
+    }
+    let mut statement = conn.prepare(&sql).map_err(query_failed)?;
+    let mut rows = statement
+        .query(duckdb::params_from_iter(params))
+        .map_err(query_failed)?;
+    while let Some(row) = rows.next().map_err(query_failed)? {
+        let cells = (0..columns.len())
+            .map(|index| row.get_ref(index).map(Cell::from_value))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(query_failed)?;
+        sink(cells)?;
+    }
+    Ok(())
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// Runs `table_query`: checks the query, counts its rows and returns one window of them.
+pub(crate) fn run_window(
+    conn: &Connection,
+    query: &str,
+    window: Window,
+    timeout: Duration,
+) -> Result<QueryWindow, ErrorBody> {
+    let started = Instant::now();
+    let checked = check(conn, query)?;
+    let (columns, total, rows) = with_deadline(conn, timeout, || {
+        let columns = describe(conn, &checked)?;
+        let total = count(conn, &checked)?;
+        let mut rows = Vec::new();
+        scan(conn, &checked, &columns, Some(window), |cells| {
+            rows.push(cells.iter().map(Cell::to_json).collect());
+            Ok(())
+        })?;
+        Ok((columns, total, rows))
+    })?;
+    let returned = rows.len() as u64;
+    Ok(QueryWindow {
+        columns: columns.iter().map(|c| c.name.clone()).collect(),
+        column_types: columns.iter().map(|c| c.kind).collect(),
+        rows,
+        row_count: returned,
+        total_row_count: total,
+        window_rows: window.rows,
+        window_offset: window.offset,
+        has_more: window.offset.saturating_add(returned) < total,
+        query_elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// Runs `work` on `conn`, interrupting DuckDB if it takes longer than `timeout`
+/// (then the error is `TOOL_TIMEOUT`).
+pub(crate) fn with_deadline<T>(
+    conn: &Connection,
+    timeout: Duration,
+    work: impl FnOnce() -> Result<T, ErrorBody>,
+) -> Result<T, ErrorBody> {
+    let interrupt = conn.interrupt_handle();
+    let fired = Arc::new(AtomicBool::new(false));
+    let (done, wait) = mpsc::channel::<()>();
+    let flag = fired.clone();
+    std::thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
+            flag.store(true, Ordering::SeqCst);
+            interrupt.interrupt();
+        }
+    });
+    let result = work();
+    drop(done);
+    result.map_err(|error| match fired.load(Ordering::SeqCst) {
+        true => ErrorBody::new(
+            ErrorCode::ToolTimeout,
+            format!(
+                "query interrupted after {} s; narrow it (filters, LIMIT, fewer joins)",
+                timeout.as_secs()
+            ),
+        ),
+        false => error,
+    })
+}
