@@ -206,5 +206,9 @@ fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
         summary: rpi.summary,
         model_turns: rpi.model_turns,
         tool_calls: rpi.tool_calls,
+        prompt_tokens: rpi.prompt_tokens,
+        completion_tokens: rpi.completion_tokens,
+        pending_approval: None,
+        plan_md: rpi.plan_md,
     }
 }

@@ -139,6 +139,26 @@ pub struct JobView {
     pub model_turns: u64,
     #[serde(default)]
     pub tool_calls: u64,
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// A destructive call waiting for `atelier approve` (state `awaiting_approval`).
+    #[serde(default)]
+    pub pending_approval: Option<PendingApproval>,
+    /// The plan as markdown with `[x]`/`[!]` marks.
+    #[serde(default)]
+    pub plan_md: Option<String>,
+}
+
+/// A tool call paused until a person approves or rejects it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    pub call_id: String,
+    pub tool: String,
+    /// The call's arguments as JSON text.
+    pub arguments: String,
+    pub requested_at_ms: u64,
 }
 
 impl JobView {
@@ -173,6 +193,46 @@ pub struct ListJobs {
 pub struct GetJob {
     pub v: u16,
     pub job_id: String,
+}
+
+/// `atelier.ctl.cancel`: stop a job at its next step boundary (`USER_CANCELED`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CancelJob {
+    pub v: u16,
+    pub job_id: String,
+}
+
+/// `atelier.ctl.approve`: approve (or reject) the job's pending destructive call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApproveCall {
+    pub v: u16,
+    pub job_id: String,
+    #[serde(default)]
+    pub reject: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `atelier.ctl.resume`: continue a failed job from its journal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResumeJob {
+    pub v: u16,
+    pub job_id: String,
+}
+
+/// `atelier.ctl.stats`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GetStats {
+    pub v: u16,
+}
+
+/// Storage and job counts of a coordinator.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordinatorStats {
+    pub coordinator: String,
+    pub storage_bytes: u64,
+    pub jobs_by_state: std::collections::BTreeMap<String, u64>,
+    pub journal_entries: u64,
 }
 
 /// `atelier.ctl.ping`
@@ -238,6 +298,21 @@ pub enum EventKind {
     AssistantDelta {
         text: String,
     },
+    /// A destructive call is waiting for approval.
+    ApprovalRequested {
+        call_id: String,
+        tool: String,
+        arguments: String,
+    },
+    ApprovalResolved {
+        call_id: String,
+        approved: bool,
+    },
+    /// The model repeats itself; it was told so.
+    LoopWarning {
+        tool: String,
+        repeats: u32,
+    },
     JobFinished {
         state: JobState,
         #[serde(default)]
@@ -257,6 +332,9 @@ impl EventKind {
             EventKind::ToolExecuting { .. } => "tool_executing",
             EventKind::ToolComplete { .. } => "tool_complete",
             EventKind::AssistantDelta { .. } => "delta",
+            EventKind::ApprovalRequested { .. } => "approval_requested",
+            EventKind::ApprovalResolved { .. } => "approval_resolved",
+            EventKind::LoopWarning { .. } => "loop_warning",
             EventKind::JobFinished { .. } => "finished",
         }
     }

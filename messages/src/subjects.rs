@@ -26,6 +26,10 @@ pub mod ctl {
     pub const JOBS: &str = "atelier.ctl.jobs";
     pub const JOB: &str = "atelier.ctl.job";
     pub const PING: &str = "atelier.ctl.ping";
+    pub const CANCEL: &str = "atelier.ctl.cancel";
+    pub const APPROVE: &str = "atelier.ctl.approve";
+    pub const RESUME: &str = "atelier.ctl.resume";
+    pub const STATS: &str = "atelier.ctl.stats";
     /// Queue group shared by coordinators answering control requests.
     pub const QUEUE: &str = "atelier-ctl";
 }

@@ -1,0 +1,100 @@
+//! The tools of each pool and the dispatch from a [`ToolRequest`] to an engine.
+//!
+//! Arguments are checked here (types, ranges, paths) before any file is touched; engine work
+//! runs on Tokio's blocking threads. Each pool's tools live in their own module.
+
+mod office;
+mod tabular;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use atelier_messages::tool::{Pool, ToolRequest};
+use atelier_messages::{ErrorBody, ErrorCode};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::args::Args;
+use crate::files::FileAccess;
+use crate::tabular::TabularEngine;
+
+pub(crate) use office::OfficeTool;
+pub(crate) use tabular::TabularTool;
+
+/// The error for a tool name a pool does not serve.
+fn unknown_tool(pool: Pool, name: &str, served: &[&str]) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!(
+            "unknown tool {name:?} for the {pool} pool; it serves: {}",
+            served.join(", ")
+        ),
+    )
+}
+
+/// Runs blocking engine work on Tokio's blocking threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ErrorBody> + Send + 'static,
+) -> Result<T, ErrorBody> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("tool task failed: {e}")))?
+}
+
+fn to_value<T: Serialize>(value: &T) -> Result<Value, ErrorBody> {
+    serde_json::to_value(value).map_err(|e| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("cannot encode the tool result: {e}"),
+        )
+    })
+}
+
+/// An optional non-negative count argument with a default.
+fn count_arg(
+    args: &Args<'_>,
+    name: &str,
+    range: std::ops::RangeInclusive<i64>,
+    default: i64,
+) -> Result<u64, ErrorBody> {
+    let value = args.optional_integer(name, range)?.unwrap_or(default);
+    Ok(u64::try_from(value).unwrap_or(0))
+}
+
+/// Everything a worker needs to run its pool's tools.
+pub(crate) struct Toolbox {
+    pool: Pool,
+    files: FileAccess,
+    tabular: Arc<TabularEngine>,
+}
+
+impl Toolbox {
+    pub(crate) fn new(
+        pool: Pool,
+        client: async_nats::Client,
+        blob_dir: Option<PathBuf>,
+        cache_dir: &Path,
+    ) -> Self {
+        Self {
+            pool,
+            files: FileAccess::new(client, blob_dir, cache_dir),
+            tabular: Arc::new(TabularEngine::new(cache_dir)),
+        }
+    }
+
+    /// Runs one tool call and returns the tool's response object.
+    pub(crate) async fn run(&self, request: &ToolRequest) -> Result<Value, ErrorBody> {
+        match self.pool {
+            Pool::Tabular => {
+                let tool = TabularTool::resolve(&request.tool)?;
+                let args = Args::new(tool.name(), &request.args)?;
+                self.run_tabular(tool, request, &args).await
+            }
+            Pool::Office => {
+                let tool = OfficeTool::resolve(&request.tool)?;
+                let args = Args::new(tool.name(), &request.args)?;
+                self.run_office(tool, request, &args).await
+            }
+        }
+    }
+}
