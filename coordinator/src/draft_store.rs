@@ -48,6 +48,7 @@ pub enum StoreCall {
         workbench: String,
         call_id: String,
         files: Vec<FileContent>,
+        delete: Vec<String>,
     },
     Blob {
         digest: String,
@@ -159,7 +160,8 @@ fn execute(workbenches: &Workbenches, call: StoreCall) -> Result<StoreAnswer, Co
             workbench,
             call_id,
             files,
-        } => StoreAnswer::Written(workbenches.write(&workbench, &call_id, files)?),
+            delete,
+        } => StoreAnswer::Written(workbenches.write(&workbench, &call_id, files, &delete)?),
         StoreCall::Blob { digest } => StoreAnswer::Blob(BlobBytes {
             content: ByteBuf::from(workbenches.blob(&digest)?),
             digest,

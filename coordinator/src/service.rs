@@ -127,6 +127,7 @@ pub(crate) fn store_call(
                 workbench: request.workbench,
                 call_id: request.call_id,
                 files: request.files,
+                delete: request.delete,
             }
         }
         store::BLOB => {

@@ -359,12 +359,14 @@ impl Workbenches {
         Ok(())
     }
 
-    /// Applies an agent's write to the draft (creating it from published), once per call id.
+    /// Applies an agent's change to the draft (creating it from published), once per call id:
+    /// `files` are written, then `delete` paths removed, in one transaction.
     pub fn write(
         &self,
         workbench: &str,
         call_id: &str,
         files: Vec<FileContent>,
+        delete: &[String],
     ) -> Result<Written, CoordinatorError> {
         self.record(workbench)?;
         if call_id.is_empty() {
@@ -376,7 +378,22 @@ impl Workbenches {
             previous.replayed = true;
             return Ok(previous);
         }
-        let entries = self.store_files(files)?;
+        if files.is_empty() && delete.is_empty() {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                "a draft write needs files or paths to delete",
+            )
+            .into());
+        }
+        let entries = if files.is_empty() {
+            Vec::new()
+        } else {
+            self.store_files(files)?
+        };
+        let deleted = delete
+            .iter()
+            .map(|path| normalize(path))
+            .collect::<Result<Vec<_>, _>>()?;
         let manifests = self.storage.tree(trees::MANIFESTS)?;
         let written = (&manifests, &applied)
             .transaction(|(manifests, applied)| {
@@ -392,9 +409,21 @@ impl Workbenches {
                 for entry in &entries {
                     draft.insert(entry.path.clone(), entry.clone());
                 }
+                for path in &deleted {
+                    if draft.remove(path).is_none() {
+                        return Err(abort(
+                            ErrorBody::new(
+                                ErrorCode::NotFound,
+                                format!("cannot delete `{path}`: no such file in the draft"),
+                            )
+                            .into(),
+                        ));
+                    }
+                }
                 tx_put(manifests, &key(workbench, "draft"), &draft)?;
                 let written = Written {
                     files: entries.clone(),
+                    deleted: deleted.clone(),
                     replayed: false,
                 };
                 tx_put(applied, &applied_key, &written)?;
@@ -439,12 +468,13 @@ mod tests {
             "q3",
             "call-1",
             vec![file("a.csv", "x\n2\n"), file("out/c.md", "new")],
+            &["b.txt".into()],
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let diff = wb.diff("q3").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(diff.added, vec!["out/c.md"]);
         assert_eq!(diff.modified, vec!["a.csv"]);
-        assert!(diff.deleted.is_empty());
+        assert_eq!(diff.deleted, vec!["b.txt"]);
         let published_before = wb
             .read("q3", "a.csv", View::Published)
             .unwrap_or_else(|e| panic!("{e}"))
@@ -463,7 +493,7 @@ mod tests {
             wb.info("q3")
                 .map(|i| (i.file_count, i.has_draft, i.checkpoints))
                 .ok(),
-            Some((3, false, 1))
+            Some((2, false, 1))
         );
     }
 
@@ -472,10 +502,10 @@ mod tests {
         let (_dir, wb) = fixture();
         wb.create("w").unwrap_or_else(|e| panic!("{e}"));
         let first = wb
-            .write("w", "c1", vec![file("a.txt", "one")])
+            .write("w", "c1", vec![file("a.txt", "one")], &[])
             .unwrap_or_else(|e| panic!("{e}"));
         let again = wb
-            .write("w", "c1", vec![file("a.txt", "two")])
+            .write("w", "c1", vec![file("a.txt", "two")], &[])
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!first.replayed);
         assert!(again.replayed);
@@ -499,7 +529,7 @@ mod tests {
         wb.create("w").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(code(wb.create("w")), Some(ErrorCode::ValidationFailed));
         assert_eq!(
-            code(wb.write("w", "c", vec![file("../evil", "x")])),
+            code(wb.write("w", "c", vec![file("../evil", "x")], &[])),
             Some(ErrorCode::SandboxViolation)
         );
         assert_eq!(code(wb.discard("w")), Some(ErrorCode::NoDraft));
@@ -507,11 +537,19 @@ mod tests {
             code(wb.list_files("w", View::Draft)),
             Some(ErrorCode::NoDraft)
         );
-        wb.write("w", "c", vec![file("a", "x")])
+        wb.write("w", "c", vec![file("a", "x")], &[])
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             code(wb.add("w", vec![file("b", "y")])),
             Some(ErrorCode::DraftExists)
+        );
+        assert_eq!(
+            code(wb.write("w", "d", vec![], &["missing".into()])),
+            Some(ErrorCode::NotFound)
+        );
+        assert_eq!(
+            code(wb.write("w", "e", vec![], &[])),
+            Some(ErrorCode::ValidationFailed)
         );
         wb.discard("w").unwrap_or_else(|e| panic!("{e}"));
         assert!(

@@ -79,13 +79,19 @@ pub struct DraftAction {
     pub workbench: String,
 }
 
-/// `atelier.store.write`: an agent's write into the draft, idempotent per `call_id`.
+/// `atelier.store.write`: an agent's change to the draft, applied atomically and once per
+/// `call_id` (a repeat returns the original result with `replayed: true`). `delete` paths are
+/// removed after `files` are written, so a rename is one call: the new path in `files`, the
+/// old one in `delete`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WriteDraft {
     pub v: u16,
     pub workbench: String,
     pub call_id: String,
+    #[serde(default)]
     pub files: Vec<FileContent>,
+    #[serde(default)]
+    pub delete: Vec<String>,
 }
 
 /// `atelier.store.blob`
@@ -153,6 +159,9 @@ pub struct Published {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Written {
     pub files: Vec<ManifestEntry>,
+    /// Paths removed from the draft.
+    #[serde(default)]
+    pub deleted: Vec<String>,
     /// True when this call id had already been applied and the original result is returned.
     #[serde(default)]
     pub replayed: bool,

@@ -136,6 +136,7 @@ impl FileAccess {
                 path: path.to_string(),
                 content: ByteBuf::from(content),
             }],
+            delete: Vec::new(),
         };
         self.request(subjects::store::WRITE, &write, ErrorCode::FileWriteFailed)
             .await
