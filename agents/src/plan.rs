@@ -16,6 +16,7 @@ pub fn parse(text: &str) -> Vec<PlanItem> {
             status,
             attempts: 0,
             failure: None,
+            failure_code: None,
         })
         .collect()
 }

@@ -2,6 +2,8 @@
 
 use atelier_messages::job::{EventKind, JobEvent};
 use atelier_messages::{Format, PROTOCOL_VERSION, encode, now_ms, subjects};
+use std::time::{Duration, Instant};
+
 use tokio::sync::mpsc;
 
 /// Publishes one job's events in emission order from a background task.
@@ -45,18 +47,51 @@ impl EventSink {
     }
 }
 
+/// Tries to publish an event for this long across NATS outages before giving up on it.
+const PUBLISH_PATIENCE: Duration = Duration::from_secs(60);
+
 async fn publish(jetstream: &async_nats::jetstream::Context, event: &JobEvent) {
     let subject = subjects::event(&event.job_id, event.kind.subject_token());
     let Ok(payload) = encode(event, Format::MessagePack) else {
         tracing::warn!(%subject, "event could not be encoded");
         return;
     };
-    match jetstream.publish(subject.clone(), payload.into()).await {
-        Ok(ack) => {
-            if let Err(error) = ack.await {
-                tracing::warn!(%subject, %error, "event not acknowledged by JetStream");
+    let payload = bytes::Bytes::from(payload);
+    let deadline = Instant::now() + PUBLISH_PATIENCE;
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match try_publish(jetstream, &subject, event, payload.clone()).await {
+            Ok(()) => return,
+            Err(error) if Instant::now() < deadline => {
+                tracing::debug!(%subject, %error, "event publish failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            Err(error) => {
+                tracing::warn!(%subject, %error, "event dropped after retrying");
+                return;
             }
         }
-        Err(error) => tracing::warn!(%subject, %error, "event publish failed"),
     }
+}
+
+async fn try_publish(
+    jetstream: &async_nats::jetstream::Context,
+    subject: &str,
+    event: &JobEvent,
+    payload: bytes::Bytes,
+) -> Result<(), String> {
+    let mut headers = async_nats::HeaderMap::new();
+    // A job's end is published at least once; the stream's duplicate window keeps one copy.
+    if let EventKind::JobFinished { state, .. } = &event.kind {
+        headers.insert(
+            "Nats-Msg-Id",
+            format!("{}.finished.{state}", event.job_id).as_str(),
+        );
+    }
+    let ack = jetstream
+        .publish_with_headers(subject.to_string(), headers, payload)
+        .await
+        .map_err(|error| error.to_string())?;
+    ack.await.map(|_| ()).map_err(|error| error.to_string())
 }

@@ -3,8 +3,6 @@
 //! A job is recorded in sled (fsynced) before its message is acknowledged, so a crash before
 //! the record leaves the message to be redelivered, and a duplicate submit is a no-op.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer, stream};
@@ -14,8 +12,10 @@ use atelier_messages::{Format, decode, subjects};
 use futures::StreamExt;
 
 use crate::error::CoordinatorError;
+use crate::failpoint;
 use crate::jobs::{self, JobRecord};
 use crate::orchestrator::{self, OrchestratorConfig};
+use crate::registry::Registry;
 use crate::service::blocking;
 
 /// Creates (or updates) the JOBS and EVENTS streams.
@@ -49,7 +49,6 @@ pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorEr
 #[derive(Clone)]
 pub struct JobStarter {
     pub template: OrchestratorTemplate,
-    active: Arc<Mutex<HashSet<String>>>,
 }
 
 /// Everything an orchestrator needs except the job record.
@@ -60,15 +59,12 @@ pub struct OrchestratorTemplate {
     pub jobs: jobs::Jobs,
     pub provider_settings: atelier_agents::provider::ProviderSettings,
     pub budgets: atelier_agents::rpi::Budgets,
-    pub running: Arc<std::sync::atomic::AtomicU64>,
+    pub registry: Registry,
 }
 
 impl JobStarter {
     pub fn new(template: OrchestratorTemplate) -> Self {
-        Self {
-            template,
-            active: Arc::new(Mutex::new(HashSet::new())),
-        }
+        Self { template }
     }
 
     /// Starts the job unless it is finished or already running here.
@@ -76,16 +72,13 @@ impl JobStarter {
         if record.state.is_terminal() {
             return Ok(());
         }
-        {
-            let mut active = self
-                .active
-                .lock()
-                .map_err(|_| CoordinatorError::Actor("job registry poisoned".into()))?;
-            if !active.insert(record.job_id.clone()) {
-                return Ok(());
-            }
-        }
         let template = &self.template;
+        let Some(control) = template
+            .registry
+            .claim(&record.job_id, record.cancel_requested)
+        else {
+            return Ok(());
+        };
         let config = OrchestratorConfig {
             record,
             client: template.client.clone(),
@@ -93,22 +86,47 @@ impl JobStarter {
             jobs: template.jobs.clone(),
             provider_settings: template.provider_settings.clone(),
             budgets: template.budgets,
-            running: Arc::clone(&template.running),
+            registry: template.registry.clone(),
+            control,
         };
         orchestrator::spawn(config).await
     }
 }
 
-/// Consumes submitted jobs until the stream ends.
+/// Consumes submitted jobs; re-attaches to the stream after NATS outages.
 pub async fn run_intake(
     js: jetstream::Context,
     starter: JobStarter,
     default_model: Option<String>,
 ) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
+    // Attach once up front so a misconfigured server fails start-up loudly.
+    let mut messages = attach(&js).await?;
+    Ok(tokio::spawn(async move {
+        loop {
+            while let Some(next) = messages.next().await {
+                match next {
+                    Ok(message) => accept(&starter, default_model.as_deref(), message).await,
+                    Err(error) => tracing::warn!(%error, "job intake stream error"),
+                }
+            }
+            tracing::warn!("job intake stream ended; re-attaching");
+            messages = loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                match attach(&js).await {
+                    Ok(messages) => break messages,
+                    Err(error) => tracing::warn!(%error, "cannot re-attach to the job stream yet"),
+                }
+            };
+        }
+    }))
+}
+
+async fn attach(js: &jetstream::Context) -> Result<consumer::pull::Stream, CoordinatorError> {
+    let nats = |error: String| CoordinatorError::Nats(error);
     let stream = js
         .get_stream(subjects::JOBS_STREAM)
         .await
-        .map_err(|e| CoordinatorError::Nats(e.to_string()))?;
+        .map_err(|e| nats(e.to_string()))?;
     let consumer = stream
         .get_or_create_consumer(
             subjects::JOBS_CONSUMER,
@@ -120,19 +138,8 @@ pub async fn run_intake(
             },
         )
         .await
-        .map_err(|e| CoordinatorError::Nats(e.to_string()))?;
-    let mut messages = consumer
-        .messages()
-        .await
-        .map_err(|e| CoordinatorError::Nats(e.to_string()))?;
-    Ok(tokio::spawn(async move {
-        while let Some(next) = messages.next().await {
-            match next {
-                Ok(message) => accept(&starter, default_model.as_deref(), message).await,
-                Err(error) => tracing::warn!(%error, "job intake stream error"),
-            }
-        }
-    }))
+        .map_err(|e| nats(e.to_string()))?;
+    consumer.messages().await.map_err(|e| nats(e.to_string()))
 }
 
 async fn accept(starter: &JobStarter, default_model: Option<&str>, message: jetstream::Message) {
@@ -171,6 +178,7 @@ async fn accept(starter: &JobStarter, default_model: Option<&str>, message: jets
             return;
         }
     };
+    failpoint::hit("after_submit_record");
     if let Err(error) = message.double_ack().await {
         tracing::warn!(%error, job_id = %record.job_id, "job ack not confirmed; a redelivery will be a no-op");
     }

@@ -1,7 +1,7 @@
 //! Job records and RPI checkpoints in sled.
 
 use atelier_agents::rpi::RpiState;
-use atelier_messages::job::{JobState, JobSubmit, JobView};
+use atelier_messages::job::{CoordinatorStats, JobState, JobSubmit, JobView, PendingApproval};
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +21,13 @@ pub struct JobRecord {
     pub error: Option<ErrorBody>,
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
+    #[serde(default)]
+    pub auto_approve: bool,
+    /// Set by `atelier cancel`; honoured at the next step boundary, also after a restart.
+    #[serde(default)]
+    pub cancel_requested: bool,
+    #[serde(default)]
+    pub pending_approval: Option<PendingApproval>,
 }
 
 /// Job records and their RPI state.
@@ -81,6 +88,9 @@ impl Jobs {
             error: None,
             created_at_ms: now,
             updated_at_ms: now,
+            auto_approve: submit.auto_approve,
+            cancel_requested: false,
+            pending_approval: None,
         };
         let swapped = tree.compare_and_swap(
             submit.job_id.as_bytes(),
@@ -109,16 +119,109 @@ impl Jobs {
         job_id: &str,
         state: JobState,
         error: Option<ErrorBody>,
-    ) -> Result<(), CoordinatorError> {
+    ) -> Result<JobRecord, CoordinatorError> {
+        self.update(job_id, |record| {
+            record.state = state;
+            record.error = error.clone();
+            if state != JobState::AwaitingApproval {
+                record.pending_approval = None;
+            }
+            Ok(())
+        })
+    }
+
+    /// Applies `change` to a job's record and flushes; `change` may refuse with an error.
+    pub fn update(
+        &self,
+        job_id: &str,
+        change: impl Fn(&mut JobRecord) -> Result<(), ErrorBody>,
+    ) -> Result<JobRecord, CoordinatorError> {
         let tree = self.storage.tree(trees::JOBS)?;
-        let Some(mut record) = storage::get::<JobRecord>(&tree, job_id.as_bytes())? else {
-            return Err(ErrorBody::new(ErrorCode::NotFound, format!("no job `{job_id}`")).into());
-        };
-        record.state = state;
-        record.error = error;
-        record.updated_at_ms = now_ms();
-        tree.insert(job_id.as_bytes(), storage::encode(&record)?)?;
+        loop {
+            let Some(current) = tree.get(job_id.as_bytes())? else {
+                return Err(ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!("no job `{job_id}`; list jobs with `atelier jobs`"),
+                )
+                .into());
+            };
+            let mut record: JobRecord = storage::decode(&current)?;
+            change(&mut record)?;
+            record.updated_at_ms = now_ms();
+            let swapped = tree.compare_and_swap(
+                job_id.as_bytes(),
+                Some(current),
+                Some(storage::encode(&record)?),
+            )?;
+            if swapped.is_ok() {
+                self.storage.flush()?;
+                return Ok(record);
+            }
+        }
+    }
+
+    /// A journaled step of a job.
+    pub fn recall(
+        &self,
+        job_id: &str,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>, CoordinatorError> {
+        storage::get(
+            &self.storage.tree(trees::JOURNAL)?,
+            &journal_key(job_id, key),
+        )
+    }
+
+    /// Journals a step durably (fsync before returning).
+    pub fn record(
+        &self,
+        job_id: &str,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), CoordinatorError> {
+        self.storage
+            .tree(trees::JOURNAL)?
+            .insert(journal_key(job_id, key), storage::encode(value)?)?;
         self.storage.flush()
+    }
+
+    /// Removes the journal of every finished job last updated before `cutoff_ms`; returns how
+    /// many entries went.
+    pub fn prune_journal(&self, cutoff_ms: u64) -> Result<u64, CoordinatorError> {
+        let journal = self.storage.tree(trees::JOURNAL)?;
+        let mut removed = 0;
+        for record in self.records()? {
+            if !record.state.is_terminal() || record.updated_at_ms >= cutoff_ms {
+                continue;
+            }
+            let prefix = journal_key(&record.job_id, "");
+            for entry in journal.scan_prefix(&prefix) {
+                let (key, _) = entry?;
+                journal.remove(key)?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            self.storage.flush()?;
+        }
+        Ok(removed)
+    }
+
+    /// Storage size and counts.
+    pub fn stats(&self, coordinator: &str) -> Result<CoordinatorStats, CoordinatorError> {
+        let mut stats = CoordinatorStats {
+            coordinator: coordinator.to_string(),
+            storage_bytes: self.storage.size_on_disk(),
+            journal_entries: self.storage.tree(trees::JOURNAL)?.len() as u64,
+            ..CoordinatorStats::default()
+        };
+        for record in self.records()? {
+            *stats
+                .jobs_by_state
+                .entry(record.state.as_str().to_string())
+                .or_insert(0) += 1;
+        }
+        Ok(stats)
     }
 
     /// Checkpoints the RPI state, durably.
@@ -191,6 +294,10 @@ impl Jobs {
     }
 }
 
+fn journal_key(job_id: &str, key: &str) -> Vec<u8> {
+    format!("{job_id}\u{0}{key}").into_bytes()
+}
+
 fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
     JobView {
         job_id: record.job_id,
@@ -208,7 +315,7 @@ fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
         tool_calls: rpi.tool_calls,
         prompt_tokens: rpi.prompt_tokens,
         completion_tokens: rpi.completion_tokens,
-        pending_approval: None,
+        pending_approval: record.pending_approval,
         plan_md: rpi.plan_md,
     }
 }

@@ -15,24 +15,29 @@
 //! - [`intake`]: streams, the JetStream job consumer, job start-up.
 //! - [`events`]: ordered event publishing into the EVENTS stream.
 //! - [`service`]: NATS front ends for `atelier.store.*` and `atelier.ctl.*`.
+//! - [`calls`]: orchestrator requests with retries and progress-kept deadlines.
+//! - [`registry`]: jobs running in this process, cancel and approval switches.
+//! - [`failpoint`]: named kill points for crash tests.
 //! - [`rpc`]: typed NATS request/reply.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
 
 pub mod blobs;
+pub mod calls;
 pub mod draft_store;
 pub mod error;
 pub mod events;
+pub mod failpoint;
 pub mod intake;
 pub mod jobs;
 pub mod orchestrator;
+pub mod registry;
 pub mod rpc;
 pub mod service;
 pub mod storage;
 pub mod workbench;
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use atelier_agents::provider::ProviderSettings;
 use atelier_agents::rpi::Budgets;
@@ -43,6 +48,7 @@ use crate::blobs::BlobDir;
 use crate::draft_store::{DraftStoreConfig, DraftStoreHandle};
 use crate::intake::{JobStarter, OrchestratorTemplate};
 use crate::jobs::Jobs;
+use crate::registry::Registry;
 use crate::storage::Storage;
 use crate::workbench::Workbenches;
 
@@ -56,6 +62,8 @@ pub struct CoordinatorConfig {
     pub default_model: Option<String>,
     pub provider_settings: ProviderSettings,
     pub budgets: Budgets,
+    /// How long the journal of a finished job is kept.
+    pub journal_retention: Duration,
 }
 
 impl CoordinatorConfig {
@@ -104,25 +112,26 @@ pub async fn start_coordinator(
         workbenches: Workbenches::new(storage, blobs),
     })
     .await?;
-    let running = Arc::new(AtomicU64::new(0));
-    let mut tasks = vec![
-        service::serve_store(client.clone(), store.clone()).await?,
-        service::serve_control(
-            client.clone(),
-            jobs.clone(),
-            config.coordinator_id.clone(),
-            Arc::clone(&running),
-        )
-        .await?,
-    ];
+    let registry = Registry::default();
     let starter = JobStarter::new(OrchestratorTemplate {
         client: client.clone(),
         jetstream: jetstream.clone(),
         jobs: jobs.clone(),
         provider_settings: config.provider_settings.clone(),
         budgets: config.budgets,
-        running,
+        registry: registry.clone(),
     });
+    let control = service::Control {
+        jobs: jobs.clone(),
+        coordinator_id: config.coordinator_id.clone(),
+        registry,
+        starter: starter.clone(),
+    };
+    let mut tasks = vec![
+        service::serve_store(client.clone(), store.clone()).await?,
+        service::serve_control(client.clone(), control).await?,
+        spawn_journal_pruning(jobs.clone(), config.journal_retention),
+    ];
     let unfinished = {
         let jobs = jobs.clone();
         service::blocking(move || jobs.unfinished()).await?
@@ -137,5 +146,25 @@ pub async fn start_coordinator(
         tasks,
         store,
         store_join,
+    })
+}
+
+/// How often finished jobs' journals are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// Prunes the journal of finished jobs older than `retention`, now and then every 10 minutes.
+fn spawn_journal_pruning(jobs: Jobs, retention: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let cutoff = atelier_messages::now_ms()
+                .saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
+            let jobs_for_prune = jobs.clone();
+            match service::blocking(move || jobs_for_prune.prune_journal(cutoff)).await {
+                Ok(0) => {}
+                Ok(removed) => tracing::info!(removed, "pruned journal entries of finished jobs"),
+                Err(error) => tracing::warn!(%error, "journal pruning failed"),
+            }
+            tokio::time::sleep(PRUNE_EVERY).await;
+        }
     })
 }

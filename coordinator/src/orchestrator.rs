@@ -1,31 +1,31 @@
 //! The PhaseOrchestrator actor: one per running job. It drives RPI through the agents crate,
-//! sending tool calls to worker pools and reads/writes to the DraftStore over NATS, and
-//! checkpoints the RPI state in sled after every step.
+//! sends tool calls to worker pools and reads files from the DraftStore over NATS, journals
+//! every model answer and tool result in sled before moving on, and honours cancel requests
+//! and approvals at step boundaries.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use atelier_agents::catalog::ToolSpec;
 use atelier_agents::provider::{ModelProvider, ProviderSettings, provider_from_spec};
 use atelier_agents::rpi::{self, AgentHost, Budgets, JobInput, RpiState};
-use atelier_messages::job::{EventKind, JobState};
+use atelier_messages::job::{EventKind, JobState, PendingApproval};
 use atelier_messages::store::{ListFiles, Listing, ManifestEntry, View};
 use atelier_messages::tool::{ToolOutput, ToolRequest};
-use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, subjects};
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms, subjects};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::Value;
 use tracing::Instrument;
 
+use crate::calls::{self, CallPolicy};
 use crate::events::EventSink;
+use crate::failpoint;
 use crate::jobs::{JobRecord, Jobs};
-use crate::rpc;
+use crate::registry::{JobControl, Registry};
 use crate::service::blocking;
 
-/// How long a tool call may take before `TOOL_TIMEOUT`.
-pub const TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long a store request may take.
-pub const STORE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a job awaiting approval re-reads its journal (a decision also wakes it at once).
+const APPROVAL_POLL: Duration = Duration::from_secs(1);
 
 /// Configuration of one orchestrator.
 #[derive(Clone)]
@@ -36,7 +36,8 @@ pub struct OrchestratorConfig {
     pub jobs: Jobs,
     pub provider_settings: ProviderSettings,
     pub budgets: Budgets,
-    pub running: Arc<AtomicU64>,
+    pub registry: Registry,
+    pub control: Arc<JobControl>,
 }
 
 /// The actor's state, built in `pre_start`.
@@ -70,7 +71,6 @@ impl Actor for PhaseOrchestrator {
             .await?
             .unwrap_or_default();
         myself.send_message(OrchestratorMsg::Run)?;
-        config.running.fetch_add(1, Ordering::Relaxed);
         Ok(OrchestratorState { config, rpi })
     }
 
@@ -79,7 +79,7 @@ impl Actor for PhaseOrchestrator {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.config.running.fetch_sub(1, Ordering::Relaxed);
+        state.config.registry.release(&state.config.record.job_id);
         Ok(())
     }
 
@@ -113,20 +113,24 @@ async fn run_job(state: &mut OrchestratorState) {
     };
     let (final_state, error) = match outcome {
         Ok(()) => (JobState::Succeeded, None),
+        Err(error) if error.code == ErrorCode::UserCanceled => (JobState::Cancelled, Some(error)),
         Err(error) => (JobState::Failed, Some(error)),
     };
+    // The end is announced before it is recorded: a crash in between re-runs the (fully
+    // journaled) job and announces again, and the EVENTS stream de-duplicates the announcement.
+    // Recording first could leave a finished job whose watchers never hear of it.
+    events.emit(EventKind::JobFinished {
+        state: final_state,
+        error: error.clone(),
+    });
+    drop(events);
+    let _ = publisher.await;
     if let Err(store_error) =
         set_state(&config.jobs, &record.job_id, final_state, error.clone()).await
     {
         tracing::error!(%store_error, "could not record the job's end");
     }
     tracing::info!(state = %final_state, code = ?error.as_ref().map(|e| e.code), "job finished");
-    events.emit(EventKind::JobFinished {
-        state: final_state,
-        error,
-    });
-    drop(events);
-    let _ = publisher.await;
 }
 
 async fn drive(
@@ -166,13 +170,54 @@ async fn set_state(
 ) -> Result<(), ErrorBody> {
     let jobs = jobs.clone();
     let job_id = job_id.to_string();
-    blocking(move || jobs.set_state(&job_id, state, error)).await
+    blocking(move || jobs.set_state(&job_id, state, error).map(|_| ())).await
 }
 
-/// The orchestrator's view of the world: NATS for tools and files, sled for checkpoints.
+fn user_canceled() -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::UserCanceled,
+        "the job was cancelled (`atelier cancel`)",
+    )
+}
+
+/// The orchestrator's view of the world: NATS for tools and files, sled for the journal.
 struct NatsHost {
     config: OrchestratorConfig,
     events: EventSink,
+}
+
+impl NatsHost {
+    fn job_id(&self) -> &str {
+        &self.config.record.job_id
+    }
+
+    async fn send_tool(
+        &self,
+        call_id: &str,
+        tool: &ToolSpec,
+        args: Value,
+    ) -> Result<ToolOutput, ErrorBody> {
+        let request = ToolRequest {
+            v: PROTOCOL_VERSION,
+            call_id: call_id.to_string(),
+            job_id: Some(self.job_id().to_string()),
+            workbench: self.config.record.workbench.clone(),
+            tool: tool.name.to_string(),
+            args,
+            files: self.files().await?,
+        };
+        calls::call(
+            &self.config.client,
+            &subjects::tool(tool.pool.as_str()),
+            &request,
+            CallPolicy::TOOLS,
+        )
+        .await
+    }
+
+    async fn journaled_decision(&self, key: &str) -> Result<Option<bool>, ErrorBody> {
+        Ok(self.recall(key).await?.and_then(|value| value.as_bool()))
+    }
 }
 
 #[async_trait::async_trait]
@@ -187,6 +232,7 @@ impl AgentHost for NatsHost {
         async {
             let started = Instant::now();
             let result = self.send_tool(call_id, tool, args).await;
+            failpoint::hit("before_tool_result");
             let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             let (ok, error, worker) = match &result {
                 Ok(output) => (true, None, Some(output.worker.clone())),
@@ -213,11 +259,11 @@ impl AgentHost for NatsHost {
             workbench: self.config.record.workbench.clone(),
             view: View::Current,
         };
-        let listing: Listing = rpc::request(
+        let listing: Listing = calls::call(
             &self.config.client,
-            subjects::store::LS.to_string(),
+            subjects::store::LS,
             &request,
-            STORE_TIMEOUT,
+            CallPolicy::STORE,
         )
         .await?;
         Ok(listing.files)
@@ -225,39 +271,95 @@ impl AgentHost for NatsHost {
 
     async fn save(&self, state: &RpiState) -> Result<(), ErrorBody> {
         let jobs = self.config.jobs.clone();
-        let job_id = self.config.record.job_id.clone();
+        let job_id = self.job_id().to_string();
         let state = state.clone();
-        blocking(move || jobs.save_rpi(&job_id, &state)).await
+        blocking(move || jobs.save_rpi(&job_id, &state)).await?;
+        failpoint::hit("after_checkpoint");
+        Ok(())
+    }
+
+    async fn recall(&self, key: &str) -> Result<Option<Value>, ErrorBody> {
+        let jobs = self.config.jobs.clone();
+        let job_id = self.job_id().to_string();
+        let key = key.to_string();
+        blocking(move || jobs.recall(&job_id, &key)).await
+    }
+
+    async fn record(&self, key: &str, value: &Value) -> Result<(), ErrorBody> {
+        let jobs = self.config.jobs.clone();
+        let job_id = self.job_id().to_string();
+        let owned_key = key.to_string();
+        let value = value.clone();
+        blocking(move || jobs.record(&job_id, &owned_key, &value)).await?;
+        if key.starts_with("model/") {
+            failpoint::hit("after_model_turn");
+        } else if key.starts_with("tool/") {
+            failpoint::hit("after_tool_result");
+        }
+        Ok(())
+    }
+
+    async fn checkpoint(&self) -> Result<(), ErrorBody> {
+        if self.config.control.is_cancelled() {
+            return Err(user_canceled());
+        }
+        Ok(())
+    }
+
+    async fn approval(
+        &self,
+        call_id: &str,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<bool, ErrorBody> {
+        if self.config.record.auto_approve {
+            return Ok(true);
+        }
+        let key = format!("approval/{call_id}");
+        if let Some(decision) = self.journaled_decision(&key).await? {
+            return Ok(decision);
+        }
+        let pending = PendingApproval {
+            call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            arguments: arguments.to_string(),
+            requested_at_ms: now_ms(),
+        };
+        let jobs = self.config.jobs.clone();
+        let job_id = self.job_id().to_string();
+        let awaiting = pending.clone();
+        blocking(move || {
+            jobs.update(&job_id, |record| {
+                record.state = JobState::AwaitingApproval;
+                record.pending_approval = Some(awaiting.clone());
+                Ok(())
+            })
+            .map(|_| ())
+        })
+        .await?;
+        tracing::info!(call_id, tool, "waiting for approval");
+        self.events.emit(EventKind::ApprovalRequested {
+            call_id: pending.call_id,
+            tool: pending.tool,
+            arguments: pending.arguments,
+        });
+        loop {
+            self.checkpoint().await?;
+            if let Some(decision) = self.journaled_decision(&key).await? {
+                set_state(&self.config.jobs, self.job_id(), JobState::Running, None).await?;
+                self.events.emit(EventKind::ApprovalResolved {
+                    call_id: call_id.to_string(),
+                    approved: decision,
+                });
+                return Ok(decision);
+            }
+            let _ =
+                tokio::time::timeout(APPROVAL_POLL, self.config.control.decided.notified()).await;
+        }
     }
 
     fn emit(&self, kind: EventKind) {
         self.events.emit(kind);
-    }
-}
-
-impl NatsHost {
-    async fn send_tool(
-        &self,
-        call_id: &str,
-        tool: &ToolSpec,
-        args: Value,
-    ) -> Result<ToolOutput, ErrorBody> {
-        let request = ToolRequest {
-            v: PROTOCOL_VERSION,
-            call_id: call_id.to_string(),
-            job_id: Some(self.config.record.job_id.clone()),
-            workbench: self.config.record.workbench.clone(),
-            tool: tool.name.to_string(),
-            args,
-            files: self.files().await?,
-        };
-        rpc::request(
-            &self.config.client,
-            subjects::tool(tool.pool.as_str()),
-            &request,
-            TOOL_CALL_TIMEOUT,
-        )
-        .await
     }
 }
 

@@ -5,7 +5,10 @@ use std::future::Future;
 use std::sync::Arc;
 
 use atelier_messages::codec::CONTENT_TYPE_HEADER;
-use atelier_messages::job::{GetJob, ListJobs, Ping, Pong};
+use atelier_messages::job::{
+    ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobState, JobView, ListJobs, Ping,
+    Pong, ResumeJob,
+};
 use atelier_messages::store::{
     AddFiles, CreateWorkbench, DraftAction, GetBlob, ListFiles, ListWorkbenches, ReadFile,
     WriteDraft,
@@ -18,7 +21,9 @@ use serde::Serialize;
 
 use crate::draft_store::{DraftStoreHandle, StoreCall};
 use crate::error::CoordinatorError;
+use crate::intake::JobStarter;
 use crate::jobs::Jobs;
+use crate::registry::Registry;
 
 fn format_of(message: &async_nats::Message) -> Format {
     let content_type = message
@@ -172,65 +177,198 @@ pub(crate) async fn serve_store(
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub(crate) enum ControlAnswer {
-    Jobs(Vec<atelier_messages::job::JobView>),
-    Job(Box<atelier_messages::job::JobView>),
+    Jobs(Vec<JobView>),
+    Job(Box<JobView>),
     Pong(Pong),
+    Stats(CoordinatorStats),
+}
+
+/// What the control plane acts on.
+#[derive(Clone)]
+pub(crate) struct Control {
+    pub jobs: Jobs,
+    pub coordinator_id: String,
+    pub registry: Registry,
+    pub starter: JobStarter,
 }
 
 /// Serves `atelier.ctl.*`.
 pub(crate) async fn serve_control(
     client: async_nats::Client,
-    jobs: Jobs,
-    coordinator_id: String,
-    running: Arc<std::sync::atomic::AtomicU64>,
+    control: Control,
 ) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
     serve(
         client,
         "atelier.ctl.*",
         ctl::QUEUE,
         move |subject, payload, format| {
-            let jobs = jobs.clone();
-            let coordinator_id = coordinator_id.clone();
-            let running = Arc::clone(&running);
-            async move {
-                match subject.as_str() {
-                    ctl::JOBS => {
-                        let request: ListJobs = decode(&payload, format)?;
-                        let list = blocking(move || {
-                            jobs.list(request.state, request.workbench.as_deref())
-                        })
-                        .await?;
-                        Ok(ControlAnswer::Jobs(list))
-                    }
-                    ctl::JOB => {
-                        let request: GetJob = decode(&payload, format)?;
-                        let job_id = request.job_id.clone();
-                        let view = blocking(move || jobs.view(&request.job_id)).await?;
-                        view.map(|view| ControlAnswer::Job(Box::new(view)))
-                            .ok_or_else(|| {
-                                ErrorBody::new(
-                                    ErrorCode::NotFound,
-                                    format!("no job `{job_id}`; list jobs with `atelier jobs`"),
-                                )
-                            })
-                    }
-                    ctl::PING => {
-                        let _: Ping = decode(&payload, format)?;
-                        Ok(ControlAnswer::Pong(Pong {
-                            coordinator: coordinator_id,
-                            protocol_version: atelier_messages::PROTOCOL_VERSION,
-                            running_jobs: running.load(std::sync::atomic::Ordering::Relaxed),
-                        }))
-                    }
-                    other => Err(ErrorBody::new(
-                        ErrorCode::ValidationFailed,
-                        format!("unknown control verb `{other}`"),
-                    )),
-                }
-            }
+            let control = control.clone();
+            async move { control.handle(&subject, &payload, format).await }
         },
     )
     .await
+}
+
+impl Control {
+    async fn handle(
+        &self,
+        subject: &str,
+        payload: &[u8],
+        format: Format,
+    ) -> Result<ControlAnswer, ErrorBody> {
+        match subject {
+            ctl::JOBS => {
+                let request: ListJobs = decode(payload, format)?;
+                let jobs = self.jobs.clone();
+                let list = blocking(move || jobs.list(request.state, request.workbench.as_deref()))
+                    .await?;
+                Ok(ControlAnswer::Jobs(list))
+            }
+            ctl::JOB => {
+                let request: GetJob = decode(payload, format)?;
+                self.view(&request.job_id)
+                    .await
+                    .map(|view| ControlAnswer::Job(Box::new(view)))
+            }
+            ctl::PING => {
+                let _: Ping = decode(payload, format)?;
+                Ok(ControlAnswer::Pong(Pong {
+                    coordinator: self.coordinator_id.clone(),
+                    protocol_version: atelier_messages::PROTOCOL_VERSION,
+                    running_jobs: self.registry.running(),
+                }))
+            }
+            ctl::STATS => {
+                let _: GetStats = decode(payload, format)?;
+                let jobs = self.jobs.clone();
+                let coordinator = self.coordinator_id.clone();
+                Ok(ControlAnswer::Stats(
+                    blocking(move || jobs.stats(&coordinator)).await?,
+                ))
+            }
+            ctl::CANCEL => {
+                let request: CancelJob = decode(payload, format)?;
+                self.cancel(&request.job_id).await
+            }
+            ctl::APPROVE => {
+                let request: ApproveCall = decode(payload, format)?;
+                self.approve(request).await
+            }
+            ctl::RESUME => {
+                let request: ResumeJob = decode(payload, format)?;
+                self.resume(&request.job_id).await
+            }
+            other => Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!("unknown control verb `{other}`"),
+            )),
+        }
+    }
+
+    async fn view(&self, job_id: &str) -> Result<JobView, ErrorBody> {
+        let jobs = self.jobs.clone();
+        let id = job_id.to_string();
+        blocking(move || jobs.view(&id)).await?.ok_or_else(|| {
+            ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("no job `{job_id}`; list jobs with `atelier jobs`"),
+            )
+        })
+    }
+
+    /// Marks the job cancelled; a running job stops at its next step boundary.
+    async fn cancel(&self, job_id: &str) -> Result<ControlAnswer, ErrorBody> {
+        let jobs = self.jobs.clone();
+        let id = job_id.to_string();
+        blocking(move || {
+            jobs.update(&id, |record| {
+                if record.state.is_terminal() {
+                    return Err(ErrorBody::new(
+                        ErrorCode::ValidationFailed,
+                        format!(
+                            "job `{}` already finished ({})",
+                            record.job_id, record.state
+                        ),
+                    ));
+                }
+                record.cancel_requested = true;
+                Ok(())
+            })
+        })
+        .await?;
+        match self.registry.get(job_id) {
+            Some(control) => control.cancel(),
+            None => {
+                let jobs = self.jobs.clone();
+                let id = job_id.to_string();
+                let error = ErrorBody::new(
+                    ErrorCode::UserCanceled,
+                    "the job was cancelled before it ran",
+                );
+                blocking(move || jobs.set_state(&id, JobState::Cancelled, Some(error))).await?;
+            }
+        }
+        self.view(job_id)
+            .await
+            .map(|view| ControlAnswer::Job(Box::new(view)))
+    }
+
+    /// Records the decision on the job's pending destructive call and wakes the job.
+    async fn approve(&self, request: ApproveCall) -> Result<ControlAnswer, ErrorBody> {
+        let view = self.view(&request.job_id).await?;
+        let Some(pending) = view
+            .pending_approval
+            .filter(|_| view.state == JobState::AwaitingApproval)
+        else {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "job `{}` is {} and has no call awaiting approval",
+                    request.job_id, view.state
+                ),
+            ));
+        };
+        let jobs = self.jobs.clone();
+        let job_id = request.job_id.clone();
+        let key = format!("approval/{}", pending.call_id);
+        let approved = !request.reject;
+        blocking(move || jobs.record(&job_id, &key, &serde_json::Value::Bool(approved))).await?;
+        if let Some(control) = self.registry.get(&request.job_id) {
+            control.decided.notify_waiters();
+        }
+        tracing::info!(job_id = %request.job_id, call_id = %pending.call_id, approved, "approval decided");
+        self.view(&request.job_id)
+            .await
+            .map(|view| ControlAnswer::Job(Box::new(view)))
+    }
+
+    /// Continues a failed or cancelled job from its journal.
+    async fn resume(&self, job_id: &str) -> Result<ControlAnswer, ErrorBody> {
+        let jobs = self.jobs.clone();
+        let id = job_id.to_string();
+        let record = blocking(move || {
+            jobs.update(&id, |record| {
+                if !matches!(record.state, JobState::Failed | JobState::Cancelled) {
+                    return Err(ErrorBody::new(
+                        ErrorCode::ValidationFailed,
+                        format!(
+                            "job `{}` is {}; only failed or cancelled jobs can be resumed",
+                            record.job_id, record.state
+                        ),
+                    ));
+                }
+                record.state = JobState::Queued;
+                record.error = None;
+                record.cancel_requested = false;
+                Ok(())
+            })
+        })
+        .await?;
+        self.starter.start(record).await.map_err(ErrorBody::from)?;
+        self.view(job_id)
+            .await
+            .map(|view| ControlAnswer::Job(Box::new(view)))
+    }
 }
 
 /// Runs blocking storage work off the async threads.

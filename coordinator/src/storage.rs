@@ -16,6 +16,7 @@ pub(crate) mod trees {
     pub const APPLIED_CALLS: &str = "applied_calls";
     pub const JOBS: &str = "jobs";
     pub const RPI: &str = "rpi";
+    pub const JOURNAL: &str = "journal";
 }
 
 /// The coordinator's durable state.

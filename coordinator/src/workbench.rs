@@ -16,6 +16,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 
 use crate::blobs::BlobDir;
 use crate::error::CoordinatorError;
+use crate::failpoint;
 use crate::storage::{self, Storage, trees};
 
 /// A manifest: path → entry, ordered by path.
@@ -334,6 +335,7 @@ impl Workbenches {
                 Ok(draft.into_values().collect::<Vec<_>>())
             })
             .map_err(flatten)?;
+        failpoint::hit("store_before_flush");
         self.storage.flush()?;
         Ok(Published {
             workbench: workbench.to_string(),
@@ -376,6 +378,7 @@ impl Workbenches {
         let applied = self.storage.tree(trees::APPLIED_CALLS)?;
         if let Some(mut previous) = storage::get::<Written>(&applied, &applied_key)? {
             previous.replayed = true;
+            tracing::info!(workbench, call_id, replayed = true, "draft write");
             return Ok(previous);
         }
         if files.is_empty() && delete.is_empty() {
@@ -430,7 +433,15 @@ impl Workbenches {
                 Ok(written)
             })
             .map_err(flatten)?;
+        failpoint::hit("store_before_flush");
         self.storage.flush()?;
+        tracing::info!(
+            workbench,
+            call_id,
+            replayed = written.replayed,
+            files = written.files.len(),
+            "draft write"
+        );
         Ok(written)
     }
 }

@@ -10,6 +10,9 @@ use crate::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 pub const CONTENT_TYPE_HEADER: &str = "Content-Type";
 /// The content type that selects JSON.
 pub const JSON_CONTENT_TYPE: &str = "application/json";
+/// The header a worker sets on progress messages it sends to a request's reply subject while a
+/// long call runs (the caller restarts its idle deadline on each).
+pub const PROGRESS_HEADER: &str = "Atelier-Progress";
 /// The content type of the default format.
 pub const MSGPACK_CONTENT_TYPE: &str = "application/msgpack";
 

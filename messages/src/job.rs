@@ -18,6 +18,9 @@ pub struct JobSubmit {
     pub model: Option<String>,
     #[serde(default)]
     pub submitted_at_ms: u64,
+    /// Run destructive tool calls without pausing for approval.
+    #[serde(default)]
+    pub auto_approve: bool,
 }
 
 /// Lifecycle state of a job.
@@ -117,6 +120,9 @@ pub struct PlanItem {
     pub attempts: u32,
     #[serde(default)]
     pub failure: Option<String>,
+    /// The stable code of the failure, when it has one (e.g. `AGENT_LOOP_DETECTED`).
+    #[serde(default)]
+    pub failure_code: Option<crate::ErrorCode>,
 }
 
 /// What the control plane tells about a job.
@@ -249,6 +255,9 @@ pub struct Pong {
     pub running_jobs: u64,
 }
 
+/// The most bytes of free text (arguments, results, model text) one event carries.
+pub const EVENT_TEXT_LIMIT: usize = 4096;
+
 /// An event of a job, published on `atelier.evt.<job>.<kind>` into the EVENTS stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobEvent {
@@ -295,6 +304,51 @@ pub enum EventKind {
         #[serde(default)]
         worker: Option<String>,
     },
+    /// The I/O record of one tool call (after its `tool_complete`): what went in and what
+    /// came out, for the tool I/O log. Free text is cut at [`EVENT_TEXT_LIMIT`] bytes.
+    ToolIo {
+        call_id: String,
+        #[serde(default)]
+        tool: String,
+        /// The pool that ran it (`tabular`, `office`).
+        #[serde(default)]
+        pool: Option<String>,
+        #[serde(default)]
+        phase: Option<Phase>,
+        #[serde(default)]
+        item: Option<u32>,
+        /// The arguments as JSON text.
+        #[serde(default)]
+        arguments: String,
+        /// The result (or error) as the model saw it, summarized.
+        #[serde(default)]
+        result: String,
+        /// Size of the full result in bytes.
+        #[serde(default)]
+        result_bytes: u64,
+    },
+    /// One model response (a turn of a tool loop, or the summary).
+    ModelTurn {
+        phase: Phase,
+        #[serde(default)]
+        item: Option<u32>,
+        #[serde(default)]
+        turn: u32,
+        #[serde(default)]
+        model: String,
+        /// The assistant's text (cut at [`EVENT_TEXT_LIMIT`] bytes).
+        #[serde(default)]
+        text: String,
+        /// Names of the tools the model asked for in this turn.
+        #[serde(default)]
+        tool_calls: Vec<String>,
+        #[serde(default)]
+        prompt_tokens: u64,
+        #[serde(default)]
+        completion_tokens: u64,
+        #[serde(default)]
+        elapsed_ms: u64,
+    },
     AssistantDelta {
         text: String,
     },
@@ -331,6 +385,8 @@ impl EventKind {
             EventKind::ItemFinished { .. } => "item_finished",
             EventKind::ToolExecuting { .. } => "tool_executing",
             EventKind::ToolComplete { .. } => "tool_complete",
+            EventKind::ToolIo { .. } => "tool_io",
+            EventKind::ModelTurn { .. } => "model_turn",
             EventKind::AssistantDelta { .. } => "delta",
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::ApprovalResolved { .. } => "approval_resolved",

@@ -134,9 +134,24 @@ pub struct Process {
 
 impl Process {
     pub fn spawn(name: &str, args: &[&str], log_dir: &Path) -> anyhow::Result<Self> {
-        let log = std::fs::File::create(log_dir.join(format!("{name}.log")))?;
+        Self::spawn_with_env(name, args, log_dir, &[])
+    }
+
+    /// Spawns with extra environment variables (e.g. `ATELIER_FAILPOINTS`). The log is appended
+    /// to, so a restarted process keeps its predecessor's lines.
+    pub fn spawn_with_env(
+        name: &str,
+        args: &[&str],
+        log_dir: &Path,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_dir.join(format!("{name}.log")))?;
         let child = Command::new(atelier_bin())
             .args(args)
+            .envs(env.iter().copied())
             .env("ATELIER_LOG", "info,atelier=debug")
             .env_remove("ATELIER_DEFAULT_MODEL")
             .env_remove("OPENAI_API_KEY")
@@ -147,6 +162,18 @@ impl Process {
             child: Some(child),
             name: name.to_string(),
         })
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself; true if it did.
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let Some(child) = self.child.as_mut() else {
+            return true;
+        };
+        let exited = wait_until(timeout, || matches!(child.try_wait(), Ok(Some(_)))).is_ok();
+        if exited {
+            self.child = None;
+        }
+        exited
     }
 
     /// SIGKILL, as a crash.
@@ -220,12 +247,19 @@ impl Cluster {
     }
 
     pub fn start_coordinator(&mut self) -> anyhow::Result<()> {
+        self.start_coordinator_with_env(&[])
+    }
+
+    /// Starts the coordinator with extra environment (e.g. an armed failpoint) and waits until
+    /// it answers.
+    pub fn start_coordinator_with_env(&mut self, env: &[(&str, &str)]) -> anyhow::Result<()> {
         let data = self.data_dir();
         let data = data.to_string_lossy().to_string();
-        let process = Process::spawn(
+        let process = Process::spawn_with_env(
             "coordinator",
             &["coordinator", "--nats", &self.nats.url, "--data", &data],
             self.dir.path(),
+            env,
         )?;
         self.coordinator = Some(process);
         wait_until(Duration::from_secs(20), || {
@@ -293,6 +327,25 @@ impl Cluster {
             );
         }
         Ok(output)
+    }
+
+    /// Polls `atelier job ID --json` until the job is in a terminal state.
+    pub fn wait_finished(
+        &self,
+        job_id: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<atelier_messages::job::JobView> {
+        let mut finished = None;
+        wait_until(timeout, || {
+            let view: Option<atelier_messages::job::JobView> = self
+                .cli(&["job", job_id, "--json"])
+                .ok()
+                .and_then(|out| out.json().ok());
+            finished = view.filter(|view| view.state.is_terminal());
+            finished.is_some()
+        })
+        .with_context(|| format!("job {job_id} did not finish\n{}", self.logs()))?;
+        finished.context("job did not finish")
     }
 
     /// Every process log, for failure messages.

@@ -52,18 +52,23 @@ pub struct LoggedRequest {
     pub item: Option<u32>,
     pub turn: usize,
     pub body: Value,
+    /// When the request arrived.
+    pub at: std::time::Instant,
 }
 
 #[derive(Clone)]
 struct Shared {
     script: Arc<Script>,
     log: Arc<Mutex<Vec<LoggedRequest>>>,
+    /// While set, every request is answered with this HTTP status (an outage).
+    outage: Arc<Mutex<Option<u16>>>,
 }
 
 /// A running scripted server.
 pub struct ScriptedModel {
     pub base_url: String,
     log: Arc<Mutex<Vec<LoggedRequest>>>,
+    outage: Arc<Mutex<Option<u16>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -71,9 +76,11 @@ impl ScriptedModel {
     /// Starts the server on a free local port.
     pub async fn start(script: Script) -> anyhow::Result<Self> {
         let log = Arc::new(Mutex::new(Vec::new()));
+        let outage = Arc::new(Mutex::new(None));
         let shared = Shared {
             script: Arc::new(script),
             log: Arc::clone(&log),
+            outage: Arc::clone(&outage),
         };
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
@@ -86,8 +93,22 @@ impl ScriptedModel {
         Ok(Self {
             base_url,
             log,
+            outage,
             task,
         })
+    }
+
+    /// Answers every request with `status` until [`ScriptedModel::recover`].
+    pub fn fail_with(&self, status: u16) {
+        if let Ok(mut outage) = self.outage.lock() {
+            *outage = Some(status);
+        }
+    }
+
+    pub fn recover(&self) {
+        if let Ok(mut outage) = self.outage.lock() {
+            *outage = None;
+        }
     }
 
     /// The model spec that points a job at this server.
@@ -130,7 +151,10 @@ fn phase_of(body: &Value) -> (String, Option<u32>) {
     ("summary".into(), None)
 }
 
-async fn complete(State(shared): State<Shared>, body: axum::Json<Value>) -> impl IntoResponse {
+async fn complete(
+    State(shared): State<Shared>,
+    body: axum::Json<Value>,
+) -> axum::response::Response {
     let body = body.0;
     let (phase, item) = phase_of(&body);
     let turn = body["messages"]
@@ -143,7 +167,15 @@ async fn complete(State(shared): State<Shared>, body: axum::Json<Value>) -> impl
             item,
             turn,
             body: body.clone(),
+            at: std::time::Instant::now(),
         });
+    }
+    let outage = shared.outage.lock().ok().and_then(|outage| *outage);
+    if let Some(status) = outage {
+        let status = axum::http::StatusCode::from_u16(status)
+            .unwrap_or(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        let body = json!({"error": {"message": "scripted outage"}});
+        return (status, axum::Json(body)).into_response();
     }
     let turns = match phase.as_str() {
         "research" => shared.script.research.clone(),
@@ -167,6 +199,7 @@ async fn complete(State(shared): State<Shared>, body: axum::Json<Value>) -> impl
         [(header::CONTENT_TYPE, "text/event-stream")],
         sse_body(&answer, &format!("{phase}-{}-{turn}", item.unwrap_or(0))),
     )
+        .into_response()
 }
 
 fn sse_body(turn: &Turn, id: &str) -> String {

@@ -1,0 +1,272 @@
+//! What each phase asks and how it advances the state.
+
+use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
+use atelier_messages::{ErrorBody, ErrorCode};
+use tracing::{Instrument, info_span};
+
+use super::prompts::{self, ItemContext};
+use super::steps::{LoopEnd, Scope, item_failure};
+use super::{AgentHost, Budgets, JobInput, RpiState};
+use crate::AgentError;
+use crate::catalog;
+use crate::plan;
+use crate::provider::{ChatMessage, ModelProvider, ModelRequest, ToolChoice};
+
+pub(super) struct Driver<'a> {
+    pub job: &'a JobInput,
+    pub provider: &'a dyn ModelProvider,
+    pub host: &'a dyn AgentHost,
+    pub budgets: Budgets,
+}
+
+/// How one attempt at a plan item ended.
+struct Failure {
+    /// The stable code, when the failure has one (a model's own `ITEM_FAILED` has none).
+    code: Option<ErrorCode>,
+    reason: String,
+    retry: bool,
+}
+
+impl Driver<'_> {
+    pub(super) async fn run_phase(
+        &self,
+        phase: Phase,
+        state: &mut RpiState,
+    ) -> Result<(), AgentError> {
+        match phase {
+            Phase::Research => self.research(state).await,
+            Phase::Plan => self.plan(state).await,
+            Phase::Implement => self.implement(state).await,
+            Phase::Summary => self.summary(state).await,
+            Phase::Done => Ok(()),
+        }
+    }
+
+    async fn research(&self, state: &mut RpiState) -> Result<(), AgentError> {
+        let scope = Scope::single(Phase::Research);
+        let workbench = self.job.workbench.clone();
+        let system = self
+            .system_prompt(scope, move |manifest| {
+                prompts::research(&workbench, manifest)
+            })
+            .await?;
+        let end = self
+            .tool_loop(
+                state,
+                scope,
+                system,
+                self.job.message.clone(),
+                catalog::research_tools(),
+                self.budgets.research_turns,
+            )
+            .await?;
+        state.research = Some(match end {
+            LoopEnd::Answer(text) => text,
+            LoopEnd::BudgetExhausted => "Research stopped at its turn budget.".to_string(),
+            LoopEnd::LoopDetected(reason) => format!("Research stopped: {reason}"),
+        });
+        state.phase = Phase::Plan;
+        self.save(state).await
+    }
+
+    async fn plan(&self, state: &mut RpiState) -> Result<(), AgentError> {
+        let scope = Scope::single(Phase::Plan);
+        let research = state.research.clone().unwrap_or_default();
+        let system = self
+            .system_prompt(scope, move |manifest| prompts::plan(&research, manifest))
+            .await?;
+        let end = self
+            .tool_loop(
+                state,
+                scope,
+                system,
+                self.job.message.clone(),
+                catalog::plan_tools(),
+                self.budgets.plan_turns,
+            )
+            .await?;
+        let text = match end {
+            LoopEnd::Answer(text) => text,
+            LoopEnd::BudgetExhausted | LoopEnd::LoopDetected(_) => String::new(),
+        };
+        state.items = plan::parse(&text);
+        state.original_count = state.items.len();
+        state.plan_md = Some(plan::render(&state.items, state.original_count));
+        state.phase = Phase::Implement;
+        self.save(state).await
+    }
+
+    async fn implement(&self, state: &mut RpiState) -> Result<(), AgentError> {
+        let total = u32::try_from(state.items.len()).unwrap_or(u32::MAX);
+        while let Some(position) = state
+            .items
+            .iter()
+            .position(|item| item.status == ItemStatus::Pending)
+        {
+            let item = state.items[position].clone();
+            let span = info_span!("item", index = item.index, label = %item.label);
+            let (attempts, failure) = self.run_item(state, &item, total).instrument(span).await?;
+            let entry = &mut state.items[position];
+            entry.attempts = attempts;
+            match failure {
+                None => entry.status = ItemStatus::Done,
+                Some(failure) => {
+                    entry.status = ItemStatus::Failed;
+                    entry.failure = Some(failure.reason);
+                    entry.failure_code = failure.code;
+                }
+            }
+            state.plan_md = Some(plan::render(&state.items, state.original_count));
+            self.host.emit(EventKind::ItemFinished {
+                index: item.index,
+                status: state.items[position].status,
+            });
+            self.save(state).await?;
+        }
+        state.phase = Phase::Summary;
+        self.save(state).await
+    }
+
+    /// Runs an item's attempts; returns how many were made and the last failure, if any.
+    async fn run_item(
+        &self,
+        state: &mut RpiState,
+        item: &PlanItem,
+        total: u32,
+    ) -> Result<(u32, Option<Failure>), AgentError> {
+        let mut failure: Option<Failure> = None;
+        let mut attempt = 0;
+        while attempt < self.budgets.item_attempts {
+            attempt += 1;
+            self.host.emit(EventKind::ItemStarted {
+                index: item.index,
+                total,
+                label: item.label.clone(),
+                attempt,
+            });
+            failure = self
+                .attempt_item(state, item, total, attempt, failure.as_ref())
+                .await?;
+            match &failure {
+                None => break,
+                Some(failure) if !failure.retry => break,
+                Some(_) => {}
+            }
+        }
+        Ok((attempt, failure))
+    }
+
+    async fn attempt_item(
+        &self,
+        state: &mut RpiState,
+        item: &PlanItem,
+        total: u32,
+        attempt: u32,
+        previous: Option<&Failure>,
+    ) -> Result<Option<Failure>, AgentError> {
+        let scope = Scope {
+            phase: Phase::Implement,
+            item: item.index,
+            attempt,
+        };
+        let request_text = self.job.message.clone();
+        let research = state.research.clone().unwrap_or_default();
+        let plan_md = state.plan_md.clone().unwrap_or_default();
+        let previous_reason = previous.map(|failure| failure.reason.clone());
+        let item_owned = item.clone();
+        let system = self
+            .system_prompt(scope, move |manifest| {
+                prompts::implement(&ItemContext {
+                    item: &item_owned,
+                    total,
+                    request: &request_text,
+                    research: &research,
+                    plan_md: &plan_md,
+                    manifest,
+                    previous_failure: previous_reason.as_deref(),
+                })
+            })
+            .await?;
+        let task = format!(
+            "Do plan item {}: {} — {}",
+            item.index, item.label, item.description
+        );
+        let end = self
+            .tool_loop(
+                state,
+                scope,
+                system,
+                task,
+                catalog::implement_tools(),
+                self.budgets.item_turns,
+            )
+            .await;
+        Ok(match end {
+            Ok(LoopEnd::Answer(text)) => item_failure(&text).map(|reason| Failure {
+                code: None,
+                reason,
+                retry: true,
+            }),
+            Ok(LoopEnd::BudgetExhausted) => Some(Failure {
+                code: Some(ErrorCode::BudgetExceeded),
+                reason: format!("turn budget of {} exhausted", self.budgets.item_turns),
+                retry: true,
+            }),
+            Ok(LoopEnd::LoopDetected(reason)) => Some(Failure {
+                code: Some(ErrorCode::AgentLoopDetected),
+                reason,
+                retry: false,
+            }),
+            Err(AgentError::Job(body)) if is_item_scoped(&body) => Some(Failure {
+                code: Some(body.code),
+                reason: body.message,
+                retry: true,
+            }),
+            Err(other) => return Err(other),
+        })
+    }
+
+    async fn summary(&self, state: &mut RpiState) -> Result<(), AgentError> {
+        let scope = Scope::single(Phase::Summary);
+        let plan_md = state
+            .plan_md
+            .clone()
+            .unwrap_or_else(|| "(no plan)".to_string());
+        let system = self
+            .system_prompt(scope, move |manifest| prompts::summary(&plan_md, manifest))
+            .await?;
+        let request = ModelRequest {
+            phase: "summary".into(),
+            item_index: None,
+            messages: vec![
+                ChatMessage::system(system),
+                ChatMessage::user(self.job.message.clone()),
+            ],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::None,
+        };
+        let on_delta = |text: &str| {
+            self.host.emit(EventKind::AssistantDelta {
+                text: text.to_string(),
+            })
+        };
+        let response = self
+            .model_turn(state, scope, 0, &request, &on_delta)
+            .await?;
+        state.summary = Some(response.content);
+        state.phase = Phase::Done;
+        self.save(state).await
+    }
+
+    pub(super) async fn save(&self, state: &RpiState) -> Result<(), AgentError> {
+        self.host.save(state).await.map_err(AgentError::Job)
+    }
+}
+
+/// Failures that end one attempt at an item rather than the whole job.
+fn is_item_scoped(error: &ErrorBody) -> bool {
+    matches!(
+        error.code,
+        ErrorCode::ToolWorkerUnavailable | ErrorCode::ToolTimeout
+    )
+}

@@ -1,0 +1,84 @@
+//! The system prompts of each phase.
+
+use atelier_messages::job::PlanItem;
+use atelier_messages::store::ManifestEntry;
+
+use super::steps::ITEM_FAILED_MARKER;
+
+/// The file manifest every prompt carries.
+pub(super) fn manifest(files: &[ManifestEntry]) -> String {
+    if files.is_empty() {
+        return "The workbench has no files.".to_string();
+    }
+    let mut out = String::from(
+        "Files already in the workbench (do not ask the user to upload them; read them with the tools):\n",
+    );
+    for file in files {
+        out.push_str(&format!(
+            "- {} ({}, {} bytes)\n",
+            file.path, file.kind, file.size
+        ));
+    }
+    out
+}
+
+pub(super) fn research(workbench: &str, manifest: &str) -> String {
+    format!(
+        "You are in the Research phase of a job on the workbench `{workbench}`. Use the read-only tools to \
+         learn what the files contain that matters for the request. Do not change anything. When \
+         you know enough, answer with concise research notes (facts, file structure, numbers) and \
+         no tool calls.\n\n{manifest}"
+    )
+}
+
+pub(super) fn plan(research: &str, manifest: &str) -> String {
+    format!(
+        "You are in the Plan phase. Write a checklist of the steps that fulfil the request, one per \
+         line, exactly in the form `- [ ] N. label — description`. Keep it short (1 to 8 items); each \
+         item must be doable with the workbench tools. If nothing needs to change, write no items.\n\n\
+         Research notes:\n{research}\n\n{manifest}"
+    )
+}
+
+pub(super) struct ItemContext<'a> {
+    pub item: &'a PlanItem,
+    pub total: u32,
+    pub request: &'a str,
+    pub research: &'a str,
+    pub plan_md: &'a str,
+    pub manifest: &'a str,
+    pub previous_failure: Option<&'a str>,
+}
+
+pub(super) fn implement(context: &ItemContext<'_>) -> String {
+    let item = context.item;
+    let mut prompt = format!(
+        "You are in the Implement phase, working on plan item {} of {}: {} — {}.\n\
+         Use the tools to do exactly this item. Every write lands in the draft, never in the \
+         published files. When the item is done, answer with a one-line result and no tool calls. \
+         If it cannot be done, answer `{ITEM_FAILED_MARKER} <reason>`.\n\nUser request:\n{}\n\n\
+         Research notes:\n{}\n\nPlan:\n{}\n\n{}",
+        item.index,
+        context.total,
+        item.label,
+        item.description,
+        context.request,
+        context.research,
+        context.plan_md,
+        context.manifest
+    );
+    if let Some(reason) = context.previous_failure {
+        prompt.push_str(&format!(
+            "\n\nThe previous attempt failed: {reason}. Try another way."
+        ));
+    }
+    prompt
+}
+
+pub(super) fn summary(plan_md: &str, manifest: &str) -> String {
+    format!(
+        "You are in the Summary phase. Tell the user, briefly and concretely, what was done and \
+         what is in the draft for them to review (publish or discard). Mention failed items.\n\n\
+         Plan with results:\n{plan_md}\n\n{manifest}"
+    )
+}

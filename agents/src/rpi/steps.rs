@@ -1,0 +1,578 @@
+//! Journaled steps: model turns, tool calls, system prompts; the loop detector and budgets.
+//!
+//! Every step has a key naming its position (`model/<phase>/<item>/<attempt>/<turn>`,
+//! `tool/<call id>`, …). A step found in the journal is taken from it; a new step runs and is
+//! journaled before the driver moves on.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
+use atelier_messages::{ErrorBody, ErrorCode};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::phases::Driver;
+use super::{Budgets, RpiState, prompts};
+use crate::AgentError;
+use crate::catalog::{ActionClass, ToolSpec};
+use crate::provider::{
+    ChatMessage, DeltaSink, ModelRequest, ModelResponse, ToolCall, ToolChoice, Usage,
+};
+
+/// Tool results longer than this are cut in the prompt (the full result stays in the journal).
+pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
+
+/// The marker a model writes to declare a plan item failed.
+pub const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
+
+/// Where a step sits: phase, plan item (0 outside Implement), attempt.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Scope {
+    pub phase: Phase,
+    pub item: u32,
+    pub attempt: u32,
+}
+
+impl Scope {
+    /// A phase that is not per item and has one attempt.
+    pub(super) fn single(phase: Phase) -> Self {
+        Self {
+            phase,
+            item: 0,
+            attempt: 1,
+        }
+    }
+
+    fn system_key(&self) -> String {
+        format!(
+            "system/{}/{}/{}",
+            self.phase.as_str(),
+            self.item,
+            self.attempt
+        )
+    }
+
+    fn model_key(&self, turn: u32) -> String {
+        format!(
+            "model/{}/{}/{}/{turn}",
+            self.phase.as_str(),
+            self.item,
+            self.attempt
+        )
+    }
+
+    fn call_id(&self, job_id: &str, turn: u32, index: usize) -> String {
+        format!(
+            "{job_id}.{}.{}.{}.{turn}.{index}",
+            self.phase.as_str(),
+            self.item,
+            self.attempt
+        )
+    }
+
+    fn item_index(&self) -> Option<u32> {
+        (self.item > 0).then_some(self.item)
+    }
+}
+
+/// How a tool loop ended.
+pub(super) enum LoopEnd {
+    /// The model answered with text and no tool calls.
+    Answer(String),
+    /// The turn budget ran out.
+    BudgetExhausted,
+    /// The model kept repeating the same call.
+    LoopDetected(String),
+}
+
+/// A tool outcome as journaled.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Outcome {
+    Ok(Value),
+    Error(ErrorBody),
+}
+
+impl Driver<'_> {
+    /// The phase's system prompt, journaled so a resumed run sees the same context.
+    pub(super) async fn system_prompt(
+        &self,
+        scope: Scope,
+        build: impl FnOnce(&str) -> String,
+    ) -> Result<String, AgentError> {
+        let key = scope.system_key();
+        if let Some(Value::String(prompt)) = self.host.recall(&key).await? {
+            return Ok(prompt);
+        }
+        let files = self.host.files().await?;
+        let prompt = build(&prompts::manifest(&files));
+        self.host
+            .record(&key, &Value::String(prompt.clone()))
+            .await?;
+        Ok(prompt)
+    }
+
+    /// One model turn: the journaled answer, or a fresh one journaled before it is used.
+    pub(super) async fn model_turn(
+        &self,
+        state: &mut RpiState,
+        scope: Scope,
+        turn: u32,
+        request: &ModelRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, AgentError> {
+        let key = scope.model_key(turn);
+        if let Some(value) = self.host.recall(&key).await? {
+            let response: ModelResponse = serde_json::from_value(value).map_err(|error| {
+                ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("journal entry {key} is corrupt: {error}"),
+                )
+            })?;
+            count_turn(state, &response.usage);
+            return Ok(response);
+        }
+        self.host.checkpoint().await?;
+        self.check_budgets(state)?;
+        let started = Instant::now();
+        let response = self.provider.complete(request, on_delta).await?;
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let value = serde_json::to_value(&response)
+            .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
+        self.host.record(&key, &value).await?;
+        count_turn(state, &response.usage);
+        self.host.emit(EventKind::ModelTurn {
+            phase: scope.phase,
+            item: scope.item_index(),
+            turn,
+            model: self.provider.label(),
+            text: cut(&response.content),
+            tool_calls: response
+                .tool_calls
+                .iter()
+                .map(|call| call.name.clone())
+                .collect(),
+            prompt_tokens: response.usage.prompt_tokens,
+            completion_tokens: response.usage.completion_tokens,
+            elapsed_ms,
+        });
+        Ok(response)
+    }
+
+    pub(super) async fn tool_loop(
+        &self,
+        state: &mut RpiState,
+        scope: Scope,
+        system: String,
+        task: String,
+        tools: Vec<ToolSpec>,
+        budget: u32,
+    ) -> Result<LoopEnd, AgentError> {
+        let mut messages = vec![ChatMessage::system(system), ChatMessage::user(task)];
+        let mut detector = LoopDetector::new(&self.budgets);
+        for turn in 0..budget {
+            let request = ModelRequest {
+                phase: scope.phase.as_str().to_string(),
+                item_index: scope.item_index(),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                tool_choice: tool_choice(&tools, scope.phase, turn),
+            };
+            let response = self
+                .model_turn(state, scope, turn, &request, &|_: &str| {})
+                .await?;
+            if response.tool_calls.is_empty() {
+                return Ok(LoopEnd::Answer(response.content));
+            }
+            messages.push(ChatMessage::assistant(
+                response.content.clone(),
+                response.tool_calls.clone(),
+            ));
+            for (index, call) in response.tool_calls.iter().enumerate() {
+                let repeats = detector.observe(call);
+                if repeats >= self.budgets.loop_hard_stop {
+                    return Ok(LoopEnd::LoopDetected(format!(
+                        "{ITEM_LOOP}: `{}` was called {repeats} times with the same arguments",
+                        call.name
+                    )));
+                }
+                let call_id = scope.call_id(&self.job.job_id, turn, index);
+                let mut result = self.execute(state, scope, &call_id, call, &tools).await?;
+                if repeats >= self.budgets.loop_warning {
+                    self.host.emit(EventKind::LoopWarning {
+                        tool: call.name.clone(),
+                        repeats,
+                    });
+                    result.push_str(&format!(
+                        "\n[warning: you called `{}` with these exact arguments {repeats} times; the result will not change. \
+                         Use what you have, change the arguments, or finish. At {} repeats the item is stopped.]",
+                        call.name, self.budgets.loop_hard_stop
+                    ));
+                }
+                messages.push(ChatMessage::tool_result(call.id.clone(), result));
+            }
+        }
+        Ok(LoopEnd::BudgetExhausted)
+    }
+
+    /// Runs (or recalls) one tool call and renders its outcome as the text the model sees.
+    /// Infrastructure failures after the host's retries end the attempt (`Err`).
+    async fn execute(
+        &self,
+        state: &mut RpiState,
+        scope: Scope,
+        call_id: &str,
+        call: &ToolCall,
+        allowed: &[ToolSpec],
+    ) -> Result<String, AgentError> {
+        let Some(spec) = allowed.iter().find(|spec| spec.name == call.name) else {
+            let names: Vec<_> = allowed.iter().map(|spec| spec.name).collect();
+            return Ok(error_text(&ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "tool `{}` is not available in this phase; available: {}",
+                    call.name,
+                    names.join(", ")
+                ),
+            )));
+        };
+        let args = match parse_arguments(&call.arguments) {
+            Ok(args) => args,
+            Err(error) => return Ok(error_text(&error)),
+        };
+        let key = format!("tool/{call_id}");
+        let outcome = match self.host.recall(&key).await? {
+            Some(value) => serde_json::from_value(value).map_err(|error| {
+                ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("journal entry {key} is corrupt: {error}"),
+                )
+            })?,
+            None => {
+                let outcome = self.run_tool(state, call_id, spec, args.clone()).await?;
+                let value = serde_json::to_value(&outcome)
+                    .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
+                self.host.record(&key, &value).await?;
+                let full = render(&outcome);
+                self.host.emit(EventKind::ToolIo {
+                    call_id: call_id.to_string(),
+                    tool: spec.name.to_string(),
+                    pool: Some(spec.pool.as_str().to_string()),
+                    phase: Some(scope.phase),
+                    item: scope.item_index(),
+                    arguments: cut(&args.to_string()),
+                    result: cut(&full),
+                    result_bytes: full.len() as u64,
+                });
+                outcome
+            }
+        };
+        state.tool_calls += 1;
+        Ok(truncate(render(&outcome)))
+    }
+
+    async fn run_tool(
+        &self,
+        state: &RpiState,
+        call_id: &str,
+        spec: &ToolSpec,
+        args: Value,
+    ) -> Result<Outcome, AgentError> {
+        self.host.checkpoint().await?;
+        if state.tool_calls >= self.budgets.max_tool_calls {
+            return Err(budget_error(format!(
+                "the job reached its limit of {} tool calls",
+                self.budgets.max_tool_calls
+            )));
+        }
+        if spec.action_class == ActionClass::Destructive
+            && !self.approved(call_id, spec, &args).await?
+        {
+            return Ok(Outcome::Error(ErrorBody::new(
+                ErrorCode::ApprovalRejected,
+                format!(
+                    "the user rejected this `{}` call; do not repeat it — continue another way or finish",
+                    spec.name
+                ),
+            )));
+        }
+        let path = args.get("path").and_then(Value::as_str).map(str::to_string);
+        self.host.emit(EventKind::ToolExecuting {
+            call_id: call_id.to_string(),
+            tool: spec.name.to_string(),
+            path,
+        });
+        match self.host.call_tool(call_id, spec, args).await {
+            Ok(output) => Ok(Outcome::Ok(output)),
+            Err(error)
+                if matches!(
+                    error.code,
+                    ErrorCode::ToolWorkerUnavailable
+                        | ErrorCode::ToolTimeout
+                        | ErrorCode::UserCanceled
+                ) =>
+            {
+                Err(AgentError::Job(error))
+            }
+            Err(error) => Ok(Outcome::Error(error)),
+        }
+    }
+
+    /// The journaled decision on a destructive call, or a new one from the host.
+    async fn approved(
+        &self,
+        call_id: &str,
+        spec: &ToolSpec,
+        args: &Value,
+    ) -> Result<bool, AgentError> {
+        let key = format!("approval/{call_id}");
+        if let Some(Value::Bool(decision)) = self.host.recall(&key).await? {
+            return Ok(decision);
+        }
+        let decision = self.host.approval(call_id, spec.name, args).await?;
+        self.host.record(&key, &Value::Bool(decision)).await?;
+        Ok(decision)
+    }
+
+    fn check_budgets(&self, state: &RpiState) -> Result<(), AgentError> {
+        if state.model_turns >= self.budgets.max_model_turns {
+            return Err(budget_error(format!(
+                "the job reached its limit of {} model turns",
+                self.budgets.max_model_turns
+            )));
+        }
+        let tokens = state.prompt_tokens + state.completion_tokens;
+        if tokens >= self.budgets.max_tokens {
+            return Err(budget_error(format!(
+                "the job used {tokens} tokens, over its limit of {}",
+                self.budgets.max_tokens
+            )));
+        }
+        Ok(())
+    }
+}
+
+const ITEM_LOOP: &str = "loop detected";
+
+fn budget_error(message: String) -> AgentError {
+    AgentError::Job(ErrorBody::new(ErrorCode::BudgetExceeded, message))
+}
+
+fn tool_choice(tools: &[ToolSpec], phase: Phase, turn: u32) -> ToolChoice {
+    if tools.is_empty() {
+        ToolChoice::None
+    } else if turn == 0 && phase == Phase::Research {
+        ToolChoice::Required
+    } else {
+        ToolChoice::Auto
+    }
+}
+
+fn count_turn(state: &mut RpiState, usage: &Usage) {
+    state.model_turns += 1;
+    state.prompt_tokens += usage.prompt_tokens;
+    state.completion_tokens += usage.completion_tokens;
+}
+
+/// Remembers recent calls as (tool, canonical arguments) and counts repeats.
+struct LoopDetector {
+    window: VecDeque<String>,
+    size: usize,
+}
+
+impl LoopDetector {
+    fn new(budgets: &Budgets) -> Self {
+        Self {
+            window: VecDeque::new(),
+            size: budgets.loop_window.max(1),
+        }
+    }
+
+    /// Adds a call; returns how many times it now appears in the window.
+    fn observe(&mut self, call: &ToolCall) -> u32 {
+        let signature = format!("{}:{}", call.name, canonical_arguments(&call.arguments));
+        if self.window.len() == self.size {
+            self.window.pop_front();
+        }
+        self.window.push_back(signature.clone());
+        u32::try_from(
+            self.window
+                .iter()
+                .filter(|seen| **seen == signature)
+                .count(),
+        )
+        .unwrap_or(u32::MAX)
+    }
+}
+
+/// Arguments with sorted keys and collapsed, lower-cased whitespace in strings, so trivially
+/// different spellings of one call count as the same call.
+fn canonical_arguments(arguments: &str) -> String {
+    fn normalize(value: Value) -> Value {
+        match value {
+            Value::String(text) => Value::String(
+                text.split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .to_lowercase(),
+            ),
+            Value::Array(items) => Value::Array(items.into_iter().map(normalize).collect()),
+            Value::Object(map) => {
+                Value::Object(map.into_iter().map(|(k, v)| (k, normalize(v))).collect())
+            }
+            other => other,
+        }
+    }
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(value) => normalize(value).to_string(),
+        Err(_) => arguments.trim().to_string(),
+    }
+}
+
+pub(super) fn item_failure(answer: &str) -> Option<String> {
+    answer
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(ITEM_FAILED_MARKER))
+        .map(|reason| reason.trim().to_string())
+}
+
+fn parse_arguments(arguments: &str) -> Result<Value, ErrorBody> {
+    let trimmed = arguments.trim();
+    if trimmed.is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            "tool arguments must be a JSON object",
+        )),
+        Err(error) => Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!("tool arguments are not valid JSON: {error}"),
+        )),
+    }
+}
+
+fn render(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Ok(output) => output.to_string(),
+        Outcome::Error(error) => error_text(error),
+    }
+}
+
+/// `text` cut to the event size limit at a character boundary.
+fn cut(text: &str) -> String {
+    if text.len() <= EVENT_TEXT_LIMIT {
+        return text.to_string();
+    }
+    let mut end = EVENT_TEXT_LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+fn error_text(error: &ErrorBody) -> String {
+    serde_json::json!({"error": {"code": error.code, "message": error.message}}).to_string()
+}
+
+fn truncate(text: String) -> String {
+    if text.chars().count() <= MAX_TOOL_RESULT_CHARS {
+        return text;
+    }
+    let cut: String = text.chars().take(MAX_TOOL_RESULT_CHARS).collect();
+    format!(
+        "{cut}… [result truncated at {MAX_TOOL_RESULT_CHARS} characters; ask for a smaller window]"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "x".into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    #[test]
+    fn item_failure_marker_is_found_on_any_line() {
+        assert_eq!(
+            item_failure("tried\nITEM_FAILED: no such column").as_deref(),
+            Some("no such column")
+        );
+        assert_eq!(item_failure("All done."), None);
+    }
+
+    #[test]
+    fn arguments_must_be_objects() {
+        assert!(parse_arguments("").is_ok());
+        assert_eq!(
+            parse_arguments("[1]").err().map(|e| e.code),
+            Some(ErrorCode::ValidationFailed)
+        );
+        assert_eq!(
+            parse_arguments("{oops").err().map(|e| e.code),
+            Some(ErrorCode::ValidationFailed)
+        );
+    }
+
+    #[test]
+    fn loop_detector_counts_canonically_equal_calls_in_its_window() {
+        let budgets = Budgets {
+            loop_window: 4,
+            ..Budgets::default()
+        };
+        let mut detector = LoopDetector::new(&budgets);
+        assert_eq!(
+            detector.observe(&call(
+                "table_query",
+                r#"{"path":"a.csv","query":"SELECT 1"}"#
+            )),
+            1
+        );
+        assert_eq!(
+            detector.observe(&call(
+                "table_query",
+                r#"{"query":"select   1","path":"a.csv"}"#
+            )),
+            2
+        );
+        assert_eq!(
+            detector.observe(&call("read_file", r#"{"path":"a.csv"}"#)),
+            1
+        );
+        assert_eq!(
+            detector.observe(&call(
+                "table_query",
+                r#"{"path":"a.csv","query":"SELECT 1"}"#
+            )),
+            3
+        );
+        // The window holds 4 calls: the first one has left it.
+        assert_eq!(
+            detector.observe(&call(
+                "table_query",
+                r#"{"path":"a.csv","query":"SELECT 1"}"#
+            )),
+            3
+        );
+    }
+
+    #[test]
+    fn step_keys_name_their_position() {
+        let scope = Scope {
+            phase: Phase::Implement,
+            item: 2,
+            attempt: 1,
+        };
+        assert_eq!(scope.model_key(3), "model/implement/2/1/3");
+        assert_eq!(scope.call_id("job", 3, 0), "job.implement.2.1.3.0");
+        assert_eq!(Scope::single(Phase::Research).item_index(), None);
+    }
+}

@@ -1,0 +1,766 @@
+//! Durable execution, proven by killing real processes: the coordinator at every journal
+//! boundary (named failpoints), a worker during a slow call, the NATS server mid-job; plus
+//! cancel, resume after a provider outage, loop detection, and 1,000 jobs across three
+//! coordinator crashes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use anyhow::Context;
+use atelier_messages::job::{EventKind, ItemStatus, JobEvent, JobState, JobSubmit, JobView};
+use atelier_messages::store::Listing;
+use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, decode, encode, subjects};
+use atelier_tests::scripted::{Script, ScriptedModel};
+use atelier_tests::{Cluster, corpora, wait_until};
+use futures::StreamExt;
+use serde_json::json;
+
+const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn multi_item_script() -> Script {
+    serde_json::from_value(json!({
+        "research": [
+            {"tool_calls": [{"name": "table_get_map", "arguments": {"path": "plan.csv"}}]},
+            {"content": "Milestones by department; five rows."}
+        ],
+        "plan": [{"content": "- [ ] 1. Export — counts per department to summary.csv\n- [ ] 2. Notes — write notes.md"}],
+        "implement": {
+            "1": [
+                {"tool_calls": [{"name": "table_export", "arguments": {
+                    "path": "plan.csv", "format": "csv", "target_path": "summary.csv",
+                    "query": "SELECT Department, COUNT(*) AS n FROM data GROUP BY Department ORDER BY Department"}}]},
+                {"content": "Exported."}
+            ],
+            "2": [
+                {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": "# Notes\nEngineering leads.\n"}}]},
+                {"content": "Written."}
+            ]
+        },
+        "summary": [{"content": "Two files are in the draft."}]
+    }))
+    .unwrap_or_default()
+}
+
+/// Model turns the script has: research 2, plan 1, item 1: 2, item 2: 2, summary 1.
+const MODEL_TURNS: usize = 8;
+const TOOL_CALLS: usize = 3;
+const CHECKPOINTS: usize = 6;
+
+fn add_plan_csv(cluster: &Cluster, workbench: &str) -> anyhow::Result<()> {
+    cluster.cli_ok(&["wb", "create", workbench])?;
+    let csv = corpora().join("keenbench/context/keenbench_launch_plan.csv");
+    cluster.cli_ok(&[
+        "wb",
+        "add",
+        workbench,
+        csv.to_str().unwrap_or_default(),
+        "--as",
+        "plan.csv",
+    ])?;
+    Ok(())
+}
+
+fn draft_digests(cluster: &Cluster, workbench: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    let listing: Listing = cluster
+        .cli_ok(&["wb", "ls", workbench, "--draft", "--json"])?
+        .json()?;
+    Ok(listing
+        .files
+        .into_iter()
+        .map(|file| (file.path, file.digest))
+        .collect())
+}
+
+/// Per call id, how many times the store applied (not replayed) a draft write.
+fn applied_writes(cluster: &Cluster) -> HashMap<String, usize> {
+    let log =
+        std::fs::read_to_string(cluster.dir.path().join("coordinator.log")).unwrap_or_default();
+    let mut applied = HashMap::new();
+    for line in log
+        .lines()
+        .filter(|line| line.contains("draft write") && line.contains("replayed=false"))
+    {
+        if let Some(call_id) = line
+            .split("call_id=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+        {
+            *applied
+                .entry(call_id.trim_matches('"').to_string())
+                .or_insert(0) += 1;
+        }
+    }
+    applied
+}
+
+struct RunOutcome {
+    view: JobView,
+    digests: BTreeMap<String, String>,
+    asks: BTreeMap<(String, Option<u32>, usize), usize>,
+    applied: HashMap<String, usize>,
+}
+
+/// Runs the multi-item job; with a failpoint, the coordinator must die at it and a fresh one
+/// must finish the job.
+async fn run_multi_item_job(failpoint: Option<&str>) -> anyhow::Result<RunOutcome> {
+    let model = ScriptedModel::start(multi_item_script()).await?;
+    let mut cluster = Cluster::start()?;
+    add_plan_csv(&cluster, "wb")?;
+    if let Some(point) = failpoint {
+        cluster.kill_coordinator();
+        cluster.start_coordinator_with_env(&[("ATELIER_FAILPOINTS", point)])?;
+    }
+    let job_id = cluster
+        .cli_ok(&[
+            "submit",
+            "wb",
+            "Count milestones and write notes",
+            "--model",
+            &model.model_spec(),
+        ])?
+        .stdout
+        .trim()
+        .to_string();
+    if let Some(point) = failpoint {
+        let coordinator = cluster.coordinator.as_mut().context("no coordinator")?;
+        anyhow::ensure!(
+            coordinator.wait_exit(JOB_TIMEOUT),
+            "failpoint {point} was never reached\n{}",
+            cluster.logs()
+        );
+        cluster.start_coordinator()?;
+    }
+    let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+    let mut asks = BTreeMap::new();
+    for request in model.requests() {
+        *asks
+            .entry((request.phase, request.item, request.turn))
+            .or_insert(0) += 1;
+    }
+    Ok(RunOutcome {
+        digests: draft_digests(&cluster, "wb")?,
+        applied: applied_writes(&cluster),
+        asks,
+        view,
+    })
+}
+
+async fn assert_survives(points: &[String]) -> anyhow::Result<()> {
+    let baseline = run_multi_item_job(None).await?;
+    assert_eq!(
+        baseline.view.state,
+        JobState::Succeeded,
+        "{:?}",
+        baseline.view.error
+    );
+    assert_eq!(
+        baseline.digests.len(),
+        3,
+        "plan.csv, summary.csv, notes.md: {:?}",
+        baseline.digests
+    );
+    for point in points {
+        let run = run_multi_item_job(Some(point))
+            .await
+            .with_context(|| format!("failpoint {point}"))?;
+        assert_eq!(
+            run.view.state,
+            JobState::Succeeded,
+            "{point}: {:?}",
+            run.view.error
+        );
+        assert_eq!(
+            run.view
+                .items
+                .iter()
+                .filter(|i| i.status == ItemStatus::Done)
+                .count(),
+            2,
+            "{point}"
+        );
+        assert_eq!(
+            run.digests, baseline.digests,
+            "{point}: the draft differs from an uninterrupted run"
+        );
+        assert_eq!(run.asks.len(), MODEL_TURNS, "{point}: {:?}", run.asks);
+        for (turn, count) in &run.asks {
+            assert_eq!(
+                *count, 1,
+                "{point}: model turn {turn:?} was asked {count} times"
+            );
+        }
+        assert_eq!(
+            run.applied.len(),
+            2,
+            "{point}: two writes expected: {:?}",
+            run.applied
+        );
+        for (call_id, count) in &run.applied {
+            assert_eq!(*count, 1, "{point}: write {call_id} applied {count} times");
+        }
+    }
+    Ok(())
+}
+
+fn numbered(point: &str, hits: usize) -> Vec<String> {
+    (1..=hits).map(|n| format!("{point}@{n}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_after_submit_and_after_every_model_turn_the_job_completes_identically()
+-> anyhow::Result<()> {
+    let mut points = vec!["after_submit_record".to_string()];
+    points.extend(numbered("after_model_turn", MODEL_TURNS));
+    assert_survives(&points).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_around_every_tool_result_the_job_completes_identically() -> anyhow::Result<()> {
+    let mut points = numbered("before_tool_result", TOOL_CALLS);
+    points.extend(numbered("after_tool_result", TOOL_CALLS));
+    points.extend(numbered("store_before_flush", 2));
+    assert_survives(&points).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_after_every_checkpoint_the_job_completes_identically() -> anyhow::Result<()> {
+    assert_survives(&numbered("after_checkpoint", CHECKPOINTS)).await
+}
+
+fn slow_query_script() -> Script {
+    serde_json::from_value(json!({
+        "research": [
+            {"tool_calls": [{"name": "table_query", "arguments": {
+                "path": "plan.csv",
+                "query": "SELECT count(*) AS n, (SELECT sum(a.i * b.j) FROM range(0, 20000) a(i), range(0, 2500) b(j)) AS heavy FROM data"}}]},
+            {"content": "Counted."}
+        ],
+        "plan": [{"content": ""}],
+        "summary": [{"content": "Nothing to change."}]
+    }))
+    .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_killed_during_a_slow_call_is_replaced_and_the_call_completes()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(slow_query_script()).await?;
+    let mut cluster = Cluster::start_with(&["tabular", "office"])?;
+    add_plan_csv(&cluster, "slow")?;
+    let job_id = cluster
+        .cli_ok(&["submit", "slow", "count", "--model", &model.model_spec()])?
+        .stdout
+        .trim()
+        .to_string();
+    // The query is running on the only tabular worker: kill it, then bring another.
+    wait_until(JOB_TIMEOUT, || model.count("research", None, 0) == 1)?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.workers[0].kill();
+    cluster.start_worker("tabular")?;
+    let view = cluster.wait_finished(&job_id, Duration::from_secs(90))?;
+    assert_eq!(
+        view.state,
+        JobState::Succeeded,
+        "{:?}\n{}",
+        view.error,
+        cluster.logs()
+    );
+    let second = model
+        .requests()
+        .into_iter()
+        .find(|r| r.phase == "research" && r.turn == 1)
+        .context("no second research turn")?;
+    let tool_message = second.body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+        .cloned()
+        .context("no tool result")?;
+    let result: serde_json::Value =
+        serde_json::from_str(tool_message["content"].as_str().unwrap_or_default())?;
+    assert_eq!(
+        result["rows"][0][0], 5,
+        "the call completed on the new worker: {result}"
+    );
+    Ok(())
+}
+
+fn delayed_plan_script(delay_ms: u64) -> Script {
+    let mut script = multi_item_script();
+    script.plan[0].delay_ms = delay_ms;
+    script
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nats_server_killed_and_restarted_mid_job_the_job_completes() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(delayed_plan_script(3_000)).await?;
+    let mut cluster = Cluster::start()?;
+    add_plan_csv(&cluster, "outage")?;
+    let job_id = cluster
+        .cli_ok(&["submit", "outage", "go", "--model", &model.model_spec()])?
+        .stdout
+        .trim()
+        .to_string();
+    wait_until(JOB_TIMEOUT, || model.count("plan", None, 0) == 1)?;
+    cluster.nats.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.nats.restart()?;
+    let view = cluster.wait_finished(&job_id, Duration::from_secs(90))?;
+    assert_eq!(
+        view.state,
+        JobState::Succeeded,
+        "{:?}\n{}",
+        view.error,
+        cluster.logs()
+    );
+    assert_eq!(draft_digests(&cluster, "outage")?.len(), 3);
+    assert_eq!(model.count("research", None, 0), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_stops_a_job_at_the_next_step_with_user_canceled() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(delayed_plan_script(2_000)).await?;
+    let cluster = Cluster::start()?;
+    add_plan_csv(&cluster, "cancel")?;
+    let job_id = cluster
+        .cli_ok(&["submit", "cancel", "go", "--model", &model.model_spec()])?
+        .stdout
+        .trim()
+        .to_string();
+    wait_until(JOB_TIMEOUT, || model.count("plan", None, 0) == 1)?;
+    cluster.cli_ok(&["cancel", &job_id])?;
+    let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+    assert_eq!(view.state, JobState::Cancelled);
+    assert_eq!(view.error.map(|e| e.code), Some(ErrorCode::UserCanceled));
+    // Nothing after the plan turn ran, and nothing was written.
+    assert_eq!(
+        model
+            .requests()
+            .iter()
+            .filter(|r| r.phase == "implement")
+            .count(),
+        0
+    );
+    let diff: serde_json::Value = cluster
+        .cli_ok(&["draft", "diff", "cancel", "--json"])?
+        .json()?;
+    assert_eq!(diff["has_draft"], false);
+    // A finished job cannot be cancelled again.
+    let again = cluster.cli(&["cancel", &job_id])?;
+    assert!(
+        !again.success && again.stderr.contains("VALIDATION_FAILED"),
+        "{}",
+        again.stderr
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_outage_fails_the_job_and_resume_continues_without_redoing_steps()
+-> anyhow::Result<()> {
+    let mut script = multi_item_script();
+    script.research[1].delay_ms = 1_000;
+    let model = ScriptedModel::start(script).await?;
+    let cluster = Cluster::start()?;
+    add_plan_csv(&cluster, "resume")?;
+    let job_id = cluster
+        .cli_ok(&["submit", "resume", "go", "--model", &model.model_spec()])?
+        .stdout
+        .trim()
+        .to_string();
+    // Research gets through (its last answer takes 1 s); the outage starts with the plan turn.
+    wait_until(JOB_TIMEOUT, || model.count("research", None, 1) == 1)?;
+    model.fail_with(503);
+    let failed = cluster.wait_finished(&job_id, Duration::from_secs(90))?;
+    assert_eq!(failed.state, JobState::Failed);
+    assert_eq!(
+        failed.error.map(|e| e.code),
+        Some(ErrorCode::ProviderUnavailable)
+    );
+    model.recover();
+    cluster.cli_ok(&["resume", &job_id])?;
+    let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
+    assert_eq!(
+        model.count("research", None, 0),
+        1,
+        "journaled research turns are not asked again"
+    );
+    assert_eq!(model.count("research", None, 1), 1);
+    assert_eq!(draft_digests(&cluster, "resume")?.len(), 3);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_repeating_one_call_is_warned_then_stopped_with_agent_loop_detected()
+-> anyhow::Result<()> {
+    let same = json!({"tool_calls": [{"name": "table_query", "arguments": {"path": "plan.csv", "query": "SELECT 1"}}]});
+    let script: Script = serde_json::from_value(json!({
+        "research": [{"content": "ok"}],
+        "plan": [{"content": "- [ ] 1. Spin — query forever"}],
+        "implement": {"1": [same.clone(), same.clone(), same.clone(), same.clone(), same.clone(), same]},
+        "summary": [{"content": "The item failed."}]
+    }))?;
+    let model = ScriptedModel::start(script).await?;
+    let cluster = Cluster::start()?;
+    add_plan_csv(&cluster, "loop")?;
+    let out = cluster.cli(&[
+        "submit",
+        "loop",
+        "go",
+        "--model",
+        &model.model_spec(),
+        "--wait",
+        "--json",
+    ])?;
+    let view: JobView = out.json()?;
+    let item = &view.items[0];
+    assert_eq!(item.status, ItemStatus::Failed);
+    assert_eq!(item.failure_code, Some(ErrorCode::AgentLoopDetected));
+    assert_eq!(item.attempts, 1, "a loop is not retried");
+    // The third identical call came back with a warning the model could read.
+    let fourth = model
+        .requests()
+        .into_iter()
+        .find(|r| r.phase == "implement" && r.turn == 3)
+        .context("no fourth turn")?;
+    let last_tool = fourth.body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+        .cloned()
+        .context("no tool message")?;
+    assert!(
+        last_tool["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("[warning: you called `table_query`"),
+        "{last_tool}"
+    );
+    assert_eq!(
+        model.count("implement", Some(1), 5),
+        0,
+        "the fifth repeat stops the item before another turn"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thousand_jobs_across_three_coordinator_crashes_complete_exactly_once()
+-> anyhow::Result<()> {
+    const JOBS: usize = 1_000;
+    let script: Script = serde_json::from_value(json!({
+        "research": [{"content": "nothing to read"}],
+        "plan": [{"content": "no changes needed"}],
+        "summary": [{"content": "done"}]
+    }))?;
+    let model = ScriptedModel::start(script).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "many"])?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let js = async_nats::jetstream::new(client.clone());
+    let ids: Vec<String> = (0..JOBS).map(|n| format!("bulk-{n:04}")).collect();
+    for (n, id) in ids.iter().enumerate() {
+        let submit = JobSubmit {
+            v: PROTOCOL_VERSION,
+            job_id: id.clone(),
+            workbench: "many".into(),
+            message: format!("job {n}"),
+            model: Some(model.model_spec()),
+            submitted_at_ms: 0,
+            auto_approve: false,
+        };
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", id.as_str());
+        js.publish_with_headers(
+            subjects::JOB_SUBMIT,
+            headers,
+            encode(&submit, Format::MessagePack)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .into(),
+        )
+        .await?
+        .await?;
+    }
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        cluster.kill_coordinator();
+        cluster.start_coordinator()?;
+    }
+    wait_until(Duration::from_secs(240), || {
+        let jobs: Vec<JobView> = cluster
+            .cli(&["jobs", "--state", "succeeded", "--json"])
+            .ok()
+            .and_then(|out| out.json().ok())
+            .unwrap_or_default();
+        jobs.len() == JOBS
+    })
+    .with_context(|| cluster.logs())?;
+    let all: Vec<JobView> = cluster.cli_ok(&["jobs", "--json"])?.json()?;
+    assert_eq!(all.len(), JOBS, "one record per submitted job");
+    // Exactly one `finished` event per job in the EVENTS stream.
+    let stream = js.get_stream(subjects::EVENTS_STREAM).await?;
+    let consumer = stream
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+            filter_subject: "atelier.evt.*.finished".into(),
+            ..Default::default()
+        })
+        .await?;
+    let mut finished: HashMap<String, usize> = HashMap::new();
+    let mut messages = consumer.messages().await?;
+    while finished.values().sum::<usize>() < JOBS {
+        let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(5), messages.next()).await
+        else {
+            break;
+        };
+        let event: JobEvent =
+            decode(&message?.payload, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
+        assert!(matches!(
+            event.kind,
+            EventKind::JobFinished {
+                state: JobState::Succeeded,
+                ..
+            }
+        ));
+        *finished.entry(event.job_id).or_insert(0) += 1;
+    }
+    // Drain anything beyond one per job.
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(500), messages.next()).await
+    {
+        let event: JobEvent =
+            decode(&message?.payload, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
+        *finished.entry(event.job_id).or_insert(0) += 1;
+    }
+    assert_eq!(finished.len(), JOBS);
+    assert!(
+        finished.values().all(|count| *count == 1),
+        "duplicate finished events: {:?}",
+        finished.iter().filter(|(_, c)| **c > 1).collect::<Vec<_>>()
+    );
+    // Each job's summary was asked at least once; across 3 crashes, a turn in flight may be
+    // asked again, never more often than the crashes allow.
+    let mut summaries: HashMap<String, usize> = HashMap::new();
+    for request in model
+        .requests()
+        .into_iter()
+        .filter(|r| r.phase == "summary")
+    {
+        let message = request.body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        *summaries.entry(message).or_insert(0) += 1;
+    }
+    assert_eq!(summaries.len(), JOBS);
+    assert!(summaries.values().all(|count| *count <= 4));
+    Ok(())
+}
+
+fn delete_script() -> Script {
+    serde_json::from_value(json!({
+        "research": [{"content": "plan.csv is the only file."}],
+        "plan": [{"content": "- [ ] 1. Remove — delete plan.csv"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "delete_file", "arguments": {"path": "plan.csv"}}]},
+            {"content": "Handled."}
+        ]},
+        "summary": [{"content": "done"}]
+    }))
+    .unwrap_or_default()
+}
+
+fn wait_for_state(cluster: &Cluster, job_id: &str, state: JobState) -> anyhow::Result<JobView> {
+    let mut seen = None;
+    wait_until(JOB_TIMEOUT, || {
+        let view: Option<JobView> = cluster
+            .cli(&["job", job_id, "--json"])
+            .ok()
+            .and_then(|out| out.json().ok());
+        seen = view.filter(|view| view.state == state);
+        seen.is_some()
+    })
+    .with_context(|| format!("job never reached {state}\n{}", cluster.logs()))?;
+    seen.context("no view")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_destructive_call_waits_for_approval_across_a_restart_then_runs() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(delete_script()).await?;
+    let mut cluster = Cluster::start()?;
+    add_plan_csv(&cluster, "approve")?;
+    let job_id = cluster
+        .cli_ok(&[
+            "submit",
+            "approve",
+            "clean up",
+            "--model",
+            &model.model_spec(),
+        ])?
+        .stdout
+        .trim()
+        .to_string();
+    let waiting = wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
+    let pending = waiting.pending_approval.context("no pending approval")?;
+    assert_eq!(pending.tool, "delete_file");
+    assert!(pending.arguments.contains("plan.csv"));
+    // Nothing was deleted yet, and the wait survives a crash of the coordinator.
+    let diff: serde_json::Value = cluster
+        .cli_ok(&["draft", "diff", "approve", "--json"])?
+        .json()?;
+    assert_eq!(diff["has_draft"], false);
+    cluster.kill_coordinator();
+    cluster.start_coordinator()?;
+    wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
+    cluster.cli_ok(&["approve", &job_id])?;
+    let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
+    let diff: serde_json::Value = cluster
+        .cli_ok(&["draft", "diff", "approve", "--json"])?
+        .json()?;
+    assert_eq!(diff["deleted"], json!(["plan.csv"]));
+    assert_eq!(
+        model.count("implement", Some(1), 0),
+        1,
+        "the turn that asked for the call is not asked again"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rejected_destructive_call_is_told_to_the_model_and_nothing_is_deleted()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(delete_script()).await?;
+    let cluster = Cluster::start()?;
+    add_plan_csv(&cluster, "reject")?;
+    let job_id = cluster
+        .cli_ok(&[
+            "submit",
+            "reject",
+            "clean up",
+            "--model",
+            &model.model_spec(),
+        ])?
+        .stdout
+        .trim()
+        .to_string();
+    wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
+    cluster.cli_ok(&["approve", &job_id, "--reject"])?;
+    let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+    assert_eq!(view.state, JobState::Succeeded);
+    let next = model
+        .requests()
+        .into_iter()
+        .find(|r| r.phase == "implement" && r.turn == 1)
+        .context("no turn after the rejection")?;
+    let tool = next.body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+        .cloned()
+        .context("no tool message")?;
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("APPROVAL_REJECTED"),
+        "{tool}"
+    );
+    let diff: serde_json::Value = cluster
+        .cli_ok(&["draft", "diff", "reject", "--json"])?
+        .json()?;
+    assert_eq!(
+        diff["has_draft"], false,
+        "a rejected delete changes nothing"
+    );
+    // Approving a job that waits for nothing is refused with a code.
+    let out = cluster.cli(&["approve", &job_id])?;
+    assert!(
+        !out.success && out.stderr.contains("VALIDATION_FAILED"),
+        "{}",
+        out.stderr
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_approve_runs_destructive_calls_without_pausing() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(delete_script()).await?;
+    let cluster = Cluster::start()?;
+    add_plan_csv(&cluster, "auto")?;
+    let out = cluster.cli(&[
+        "submit",
+        "auto",
+        "clean up",
+        "--model",
+        &model.model_spec(),
+        "--auto-approve",
+        "--wait",
+        "--json",
+    ])?;
+    let view: JobView = out.json()?;
+    assert_eq!(view.state, JobState::Succeeded);
+    let diff: serde_json::Value = cluster
+        .cli_ok(&["draft", "diff", "auto", "--json"])?
+        .json()?;
+    assert_eq!(diff["deleted"], json!(["plan.csv"]));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_over_its_model_turn_budget_fails_with_budget_exceeded() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(multi_item_script()).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&[("ATELIER_JOB_MAX_MODEL_TURNS", "3")])?;
+    add_plan_csv(&cluster, "budget")?;
+    let out = cluster.cli(&[
+        "submit",
+        "budget",
+        "go",
+        "--model",
+        &model.model_spec(),
+        "--wait",
+        "--json",
+    ])?;
+    let view: JobView = out.json()?;
+    assert_eq!(view.state, JobState::Failed);
+    assert_eq!(view.error.map(|e| e.code), Some(ErrorCode::BudgetExceeded));
+    assert_eq!(view.model_turns, 3);
+    assert_eq!(model.requests().len(), 3, "no model turn beyond the budget");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stats_report_the_journal_and_retention_prunes_finished_jobs() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(multi_item_script()).await?;
+    let mut cluster = Cluster::start()?;
+    add_plan_csv(&cluster, "stats")?;
+    cluster.cli_ok(&[
+        "submit",
+        "stats",
+        "go",
+        "--model",
+        &model.model_spec(),
+        "--wait",
+    ])?;
+    let stats: serde_json::Value = cluster.cli_ok(&["jobs", "--stats", "--json"])?.json()?;
+    assert_eq!(stats["jobs_by_state"]["succeeded"], 1);
+    // 8 model turns, 3 tool results and 5 system prompts.
+    assert_eq!(stats["journal_entries"], 16);
+    assert!(stats["storage_bytes"].as_u64().unwrap_or(0) > 0);
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&[("ATELIER_JOURNAL_RETENTION_SECS", "0")])?;
+    wait_until(Duration::from_secs(10), || {
+        let stats: Option<serde_json::Value> = cluster
+            .cli(&["jobs", "--stats", "--json"])
+            .ok()
+            .and_then(|out| out.json().ok());
+        stats.is_some_and(|stats| stats["journal_entries"] == 0)
+    })?;
+    // The job itself stays listed.
+    let view: JobView = cluster
+        .cli_ok(&["jobs", "--json"])?
+        .json::<Vec<JobView>>()?
+        .remove(0);
+    assert_eq!(view.state, JobState::Succeeded);
+    Ok(())
+}
