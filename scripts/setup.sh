@@ -48,4 +48,20 @@ else
   if command -v ldconfig >/dev/null 2>&1; then ldconfig; fi
 fi
 
+# The dashboard's browser test drives Debian's Chromium with playwright-core (never a
+# downloaded browser).
+if ! command -v chromium >/dev/null 2>&1; then
+  log "installing chromium (Debian) for the dashboard browser test"
+  if [ "$(id -u)" -eq 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    log "not root: install chromium yourself (sudo apt-get install chromium chromium-driver)"
+  fi
+fi
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -d "$repo/tests/browser/node_modules/playwright-core" ]; then
+  log "installing the browser test's node modules (playwright-core)"
+  npm ci --silent --no-audit --no-fund --prefix "$repo/tests/browser" >/dev/null
+fi
+
 log "ready: nats-server $(nats-server --version | awk '{print $2}'), libduckdb in ${PREFIX}/lib"

@@ -6,7 +6,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use async_nats::jetstream::{self, consumer};
 use atelier_coordinator::rpc;
-use atelier_messages::job::{EventKind, GetJob, JobEvent, JobState, JobSubmit, JobView, ListJobs};
+use atelier_messages::job::{
+    ApproveCall, CancelJob, CoordinatorStats, EventKind, GetJob, GetStats, JobEvent, JobState,
+    JobSubmit, JobView, ListJobs, ResumeJob,
+};
 use atelier_messages::store::{
     AddFiles, CreateWorkbench, Done, DraftAction, DraftDiff, FileBytes, FileContent, ListFiles,
     ListWorkbenches, Listing, Published, ReadFile, View, WorkbenchInfo,
@@ -165,6 +168,7 @@ impl Client {
         message: &str,
         model: Option<String>,
         job_id: Option<String>,
+        auto_approve: bool,
     ) -> anyhow::Result<String> {
         let job_id = job_id.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
         let submit = JobSubmit {
@@ -174,6 +178,7 @@ impl Client {
             message: message.into(),
             model,
             submitted_at_ms: now_ms(),
+            auto_approve,
         };
         let payload = encode(&submit, Format::MessagePack).map_err(coded)?;
         let mut headers = async_nats::HeaderMap::new();
@@ -203,6 +208,56 @@ impl Client {
         .await
     }
 
+    pub async fn cancel(&self, job_id: &str) -> anyhow::Result<JobView> {
+        self.call(
+            subjects::ctl::CANCEL,
+            &CancelJob {
+                v: PROTOCOL_VERSION,
+                job_id: job_id.into(),
+            },
+        )
+        .await
+    }
+
+    pub async fn approve(
+        &self,
+        job_id: &str,
+        reject: bool,
+        reason: Option<String>,
+    ) -> anyhow::Result<JobView> {
+        self.call(
+            subjects::ctl::APPROVE,
+            &ApproveCall {
+                v: PROTOCOL_VERSION,
+                job_id: job_id.into(),
+                reject,
+                reason,
+            },
+        )
+        .await
+    }
+
+    pub async fn resume(&self, job_id: &str) -> anyhow::Result<JobView> {
+        self.call(
+            subjects::ctl::RESUME,
+            &ResumeJob {
+                v: PROTOCOL_VERSION,
+                job_id: job_id.into(),
+            },
+        )
+        .await
+    }
+
+    pub async fn stats(&self) -> anyhow::Result<CoordinatorStats> {
+        self.call(
+            subjects::ctl::STATS,
+            &GetStats {
+                v: PROTOCOL_VERSION,
+            },
+        )
+        .await
+    }
+
     pub async fn job(&self, job_id: &str) -> anyhow::Result<JobView> {
         self.call(
             subjects::ctl::JOB,
@@ -212,6 +267,18 @@ impl Client {
             },
         )
         .await
+    }
+
+    /// The job once its end is recorded (the end is announced just before it is recorded).
+    pub async fn finished_job(&self, job_id: &str) -> anyhow::Result<JobView> {
+        for _ in 0..100 {
+            let view = self.job(job_id).await?;
+            if view.state.is_terminal() {
+                return Ok(view);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.job(job_id).await
     }
 
     /// Follows a job's events from the start until it finishes; returns its final state.
@@ -278,6 +345,13 @@ pub enum WatchOutput {
     Quiet,
 }
 
+/// The watch line once the plan is known: a bar over its items.
+fn items_style() -> ProgressStyle {
+    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:24} {pos}/{len} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .progress_chars("█▉▊▋▌▍▎▏ ")
+}
+
 struct Progress {
     output: WatchOutput,
     bar: Option<ProgressBar>,
@@ -321,6 +395,11 @@ impl Progress {
                         } else {
                             String::new()
                         };
+                        if bar.length() != Some(u64::from(*total)) {
+                            bar.set_length(u64::from(*total));
+                            bar.set_style(items_style());
+                        }
+                        bar.set_position(u64::from(index.saturating_sub(1)));
                         bar.set_message(format!("implement: item {index}/{total} {label}{retry}"));
                     }
                     EventKind::ToolExecuting { tool, path, .. } => {
@@ -340,6 +419,7 @@ impl Progress {
                         bar.println(format!("  ! {tool} failed: {reason}"));
                     }
                     EventKind::ItemFinished { index, status } => {
+                        bar.set_position(u64::from(*index));
                         bar.println(format!("  item {index}: {status:?}"))
                     }
                     EventKind::AssistantDelta { text } => bar.suspend(|| {

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use atelier_agents::rpi::Budgets;
 use figment::Figment;
 use figment::providers::{Env, Format as _, Serialized, Toml};
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,18 @@ pub struct Settings {
     pub nats_port: u16,
     /// Concurrent tool calls per worker process.
     pub worker_concurrency: usize,
+    /// Where the dashboard listens (`up`, `dashboard`); beyond loopback it needs `dashboard_token`.
+    pub http_addr: String,
+    /// Bearer token for the dashboard and its API (required when bound beyond loopback).
+    pub dashboard_token: Option<String>,
+    /// OTLP/HTTP endpoint for traces (e.g. `http://127.0.0.1:4318`); else `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub otlp_endpoint: Option<String>,
+    /// How long the step journal of a finished job is kept (seconds; default 7 days).
+    pub journal_retention_secs: u64,
+    /// Per-job limits; a job that reaches one fails with `BUDGET_EXCEEDED`.
+    pub job_max_model_turns: u64,
+    pub job_max_tool_calls: u64,
+    pub job_max_tokens: u64,
 }
 
 impl Default for Settings {
@@ -39,9 +52,19 @@ impl Default for Settings {
             nats_server_bin: "nats-server".to_string(),
             nats_port: 4222,
             worker_concurrency: 4,
+            http_addr: DEFAULT_HTTP_ADDR.to_string(),
+            dashboard_token: None,
+            otlp_endpoint: None,
+            journal_retention_secs: 7 * 24 * 3600,
+            job_max_model_turns: Budgets::default().max_model_turns,
+            job_max_tool_calls: Budgets::default().max_tool_calls,
+            job_max_tokens: Budgets::default().max_tokens,
         }
     }
 }
+
+/// The dashboard's default address (a free port is used instead when it is taken).
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7474";
 
 /// Flags that override the layers below them (only when given).
 #[derive(Debug, Default, Serialize)]
@@ -50,6 +73,8 @@ pub struct FlagOverrides {
     pub nats_url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_addr: Option<String>,
 }
 
 impl Settings {
@@ -66,6 +91,36 @@ impl Settings {
             .extract()
             .map_err(|error| anyhow::anyhow!("invalid configuration: {error}"))?;
         Ok(settings)
+    }
+
+    /// The dashboard's address and token.
+    pub fn dashboard(&self) -> anyhow::Result<crate::dashboard::DashboardConfig> {
+        let addr = self.http_addr.parse().map_err(|error| {
+            anyhow::anyhow!("http_addr `{}` is not HOST:PORT: {error}", self.http_addr)
+        })?;
+        Ok(crate::dashboard::DashboardConfig {
+            addr,
+            token: self.dashboard_token.clone(),
+            any_port_when_taken: self.http_addr == DEFAULT_HTTP_ADDR,
+        })
+    }
+
+    /// The OTLP endpoint: configured, else the standard `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub fn otlp_endpoint(&self) -> Option<String> {
+        self.otlp_endpoint
+            .clone()
+            .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
+            .filter(|endpoint| !endpoint.trim().is_empty())
+    }
+
+    /// The per-job budgets, with the configured limits.
+    pub fn budgets(&self) -> Budgets {
+        Budgets {
+            max_model_turns: self.job_max_model_turns,
+            max_tool_calls: self.job_max_tool_calls,
+            max_tokens: self.job_max_tokens,
+            ..Budgets::default()
+        }
     }
 
     /// Where `up` records the URL of the server it started.

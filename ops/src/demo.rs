@@ -62,13 +62,15 @@ async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
     };
     println!("job: {MESSAGE:?} on workbench `{WORKBENCH}`");
     let started = Instant::now();
-    let job_id = client.submit(WORKBENCH, MESSAGE, Some(model), None).await?;
+    let job_id = client
+        .submit(WORKBENCH, MESSAGE, Some(model), None, false)
+        .await?;
     let state = client.watch(&job_id, WatchOutput::Human).await?;
     println!(
         "\njob {job_id} {state} in {:.2} s",
         started.elapsed().as_secs_f64()
     );
-    let view = client.job(&job_id).await?;
+    let view = client.finished_job(&job_id).await?;
     if let Some(error) = &view.error {
         println!("error: {error}");
     }

@@ -4,15 +4,18 @@
 
 mod client;
 mod config;
+mod dashboard;
 mod demo;
 mod embedded;
+mod metrics;
 mod system;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use atelier_messages::job::{JobState, JobView};
+use atelier_messages::job::{CoordinatorStats, JobState, JobView};
 use atelier_messages::store::Listing;
 use atelier_messages::tool::Pool;
 use clap::{Parser, Subcommand};
@@ -36,6 +39,10 @@ struct Cli {
     /// Configuration file (default `./atelier.toml` when present).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
+    /// Dashboard address for `up` and `dashboard` (default 127.0.0.1:7474; beyond loopback it
+    /// needs `dashboard_token` / ATELIER_DASHBOARD_TOKEN).
+    #[arg(long, global = true)]
+    http: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -46,6 +53,8 @@ enum Command {
     Up,
     /// Run a coordinator (job intake, orchestrators, draft store, control plane).
     Coordinator,
+    /// Serve the ops dashboard, its JSON API and /metrics for a running system (--nats, --http).
+    Dashboard,
     /// Run a tool worker for one pool; start more processes to scale out.
     Worker {
         #[arg(long, value_parser = ["tabular", "office"])]
@@ -70,6 +79,29 @@ enum Command {
         /// Job id (default: a new UUID v7); re-submitting an id is a no-op.
         #[arg(long)]
         job_id: Option<String>,
+        /// Run destructive tool calls (delete, rename) without pausing for approval.
+        #[arg(long)]
+        auto_approve: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a job at its next step boundary (USER_CANCELED); the draft stays consistent.
+    Cancel {
+        job: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve (or --reject) the destructive call a job is waiting on.
+    Approve {
+        job: String,
+        #[arg(long)]
+        reject: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a failed or cancelled job from its journal (journaled steps are not redone).
+    Resume {
+        job: String,
         #[arg(long)]
         json: bool,
     },
@@ -85,6 +117,9 @@ enum Command {
         state: Option<String>,
         #[arg(long)]
         workbench: Option<String>,
+        /// Storage size and job counts instead of the list.
+        #[arg(long)]
+        stats: bool,
         #[arg(long)]
         json: bool,
     },
@@ -179,30 +214,27 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ATELIER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(
         cli.config.as_deref(),
         FlagOverrides {
             nats_url: cli.nats.clone(),
             data_dir: cli.data.clone(),
+            http_addr: cli.http.clone(),
         },
     )?;
     let server_command = matches!(
         cli.command,
-        Command::Up | Command::Coordinator | Command::Worker { .. }
+        Command::Up | Command::Coordinator | Command::Worker { .. } | Command::Dashboard
     );
-    init_tracing(if server_command { "info" } else { "warn" });
-    match cli.command {
+    let telemetry = telemetry::init(
+        if server_command { "info" } else { "warn" },
+        settings.otlp_endpoint().as_deref(),
+        &trace_service(&cli.command),
+    );
+    let outcome = match cli.command {
         Command::Up => up(&settings).await,
+        Command::Dashboard => dashboard(&settings).await,
         Command::Coordinator => coordinator(&settings).await,
         Command::Worker { pool } => worker(&settings, &pool).await,
         Command::Demo { keep } => demo::run(&settings, keep).await,
@@ -212,12 +244,38 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             client_command(&client, command).await
         }
+    };
+    telemetry.shutdown().await;
+    outcome
+}
+
+/// The `service.name` of this process in traces.
+fn trace_service(command: &Command) -> String {
+    match command {
+        Command::Up | Command::Demo { .. } => "atelier".to_string(),
+        Command::Coordinator => "atelier-coordinator".to_string(),
+        Command::Worker { pool } => format!("atelier-worker-{pool}"),
+        Command::Dashboard => "atelier-dashboard".to_string(),
+        _ => "atelier-cli".to_string(),
     }
+}
+
+async fn dashboard(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let url = settings.client_nats_url()?;
+    let dashboard = dashboard::start(&url, settings.dashboard()?).await?;
+    println!(
+        "dashboard at {} (NATS {url}); Ctrl-C to stop",
+        dashboard.url()
+    );
+    system::shutdown_signal().await;
+    dashboard.stop();
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn up(settings: &Settings) -> anyhow::Result<ExitCode> {
     let system = system::System::start(settings).await?;
     println!("atelier is up; NATS at {}", system.url());
+    println!("dashboard at {}", system.dashboard_url());
     println!(
         "data in {}; press Ctrl-C to stop",
         settings.data_dir.display()
@@ -267,9 +325,12 @@ async fn client_command(client: &Client, command: Command) -> anyhow::Result<Exi
             model,
             wait,
             job_id,
+            auto_approve,
             json,
         } => {
-            let job_id = client.submit(&workbench, &message, model, job_id).await?;
+            let job_id = client
+                .submit(&workbench, &message, model, job_id, auto_approve)
+                .await?;
             if !wait {
                 if json {
                     print_json(&serde_json::json!({"job_id": job_id}))?;
@@ -291,7 +352,7 @@ async fn client_command(client: &Client, command: Command) -> anyhow::Result<Exi
                     },
                 )
                 .await?;
-            let view = client.job(&job_id).await?;
+            let view = client.finished_job(&job_id).await?;
             if json {
                 print_json(&view)?;
             } else {
@@ -312,10 +373,19 @@ async fn client_command(client: &Client, command: Command) -> anyhow::Result<Exi
                 .await?;
             return Ok(exit_for(state));
         }
+        Command::Cancel { job, json } => show_job(&client.cancel(&job).await?, json)?,
+        Command::Approve { job, reject, json } => {
+            show_job(&client.approve(&job, reject, None).await?, json)?
+        }
+        Command::Resume { job, json } => show_job(&client.resume(&job).await?, json)?,
+        Command::Jobs {
+            stats: true, json, ..
+        } => print_stats(&client.stats().await?, json)?,
         Command::Jobs {
             state,
             workbench,
             json,
+            ..
         } => {
             let state =
                 state.and_then(|name| JobState::ALL.into_iter().find(|s| s.as_str() == name));
@@ -326,17 +396,35 @@ async fn client_command(client: &Client, command: Command) -> anyhow::Result<Exi
                 print_jobs(&jobs);
             }
         }
-        Command::Job { id, json } => {
-            let view = client.job(&id).await?;
-            if json {
-                print_json(&view)?;
-            } else {
-                print_job(&view);
-            }
-        }
-        Command::Up | Command::Coordinator | Command::Worker { .. } | Command::Demo { .. } => {}
+        Command::Job { id, json } => show_job(&client.job(&id).await?, json)?,
+        Command::Up
+        | Command::Coordinator
+        | Command::Dashboard
+        | Command::Worker { .. }
+        | Command::Demo { .. } => {}
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_stats(stats: &CoordinatorStats, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(stats);
+    }
+    println!("coordinator      {}", stats.coordinator);
+    println!("storage          {} bytes", stats.storage_bytes);
+    println!("journal entries  {}", stats.journal_entries);
+    for (state, count) in &stats.jobs_by_state {
+        println!("jobs {state:<12}{count}");
+    }
+    Ok(())
+}
+
+fn show_job(view: &JobView, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(view);
+    }
+    print_job(view);
+    Ok(())
 }
 
 fn exit_for(state: JobState) -> ExitCode {
@@ -482,6 +570,12 @@ fn print_job(job: &JobView) {
         "turns      {} model, {} tool calls",
         job.model_turns, job.tool_calls
     );
+    if let Some(pending) = &job.pending_approval {
+        println!(
+            "awaiting   approval of {} {} (call {}); `atelier approve {}` or `--reject`",
+            pending.tool, pending.arguments, pending.call_id, job.job_id
+        );
+    }
     if let Some(error) = &job.error {
         println!("error      {error}");
     }

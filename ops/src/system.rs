@@ -43,7 +43,8 @@ pub async fn coordinator(
             openai_base_url: settings.openai_base_url.clone(),
             ..ProviderSettings::default()
         },
-        budgets: Default::default(),
+        budgets: settings.budgets(),
+        journal_retention: std::time::Duration::from_secs(settings.journal_retention_secs),
     };
     start_coordinator(client, config)
         .await
@@ -97,6 +98,7 @@ pub struct System {
     url_file: Option<std::path::PathBuf>,
     coordinator: CoordinatorHandle,
     workers: Vec<WorkerHandle>,
+    dashboard: crate::dashboard::Dashboard,
 }
 
 impl System {
@@ -122,6 +124,7 @@ impl System {
         for pool in Pool::ALL {
             workers.push(worker(client.clone(), settings, pool).await?);
         }
+        let dashboard = crate::dashboard::start(&url, settings.dashboard()?).await?;
         let url_file = if nats.is_some() {
             let path = settings.url_file();
             std::fs::write(&path, &url)
@@ -136,6 +139,7 @@ impl System {
             url_file,
             coordinator,
             workers,
+            dashboard,
         })
     }
 
@@ -143,8 +147,14 @@ impl System {
         &self.url
     }
 
+    /// The dashboard's URL (`http://127.0.0.1:7474` unless configured or taken).
+    pub fn dashboard_url(&self) -> String {
+        self.dashboard.url()
+    }
+
     /// Stops every piece, then the child server; removes the recorded URL.
     pub async fn stop(self) {
+        self.dashboard.stop();
         for worker in self.workers {
             worker.shutdown().await;
         }

@@ -1,23 +1,34 @@
 //! The ToolExecutor actor: serves one pool's tools over NATS.
 //!
-//! `pre_start` joins the pool's queue group (`atelier.tool.<pool>` / `atelier-tool-<pool>`) and
-//! starts a pump task that forwards each request to the actor. The actor hands every call to its
-//! own task once a concurrency permit is free; the task decodes the request, runs the tool and
-//! replies in the request's format. Shutdown stops the pump, lets calls already received finish,
+//! `pre_start` registers the pool as a NATS micro service ([`service_name`], e.g.
+//! `atelier-tabular`) whose one endpoint is `atelier.tool.<pool>` in the queue group
+//! `atelier-tool-<pool>`, so `$SRV.PING/INFO/STATS` (and `nats micro ls|info|stats`) list every
+//! worker with its requests, errors and latency; the endpoint's stats `data` adds calls in flight
+//! and tool errors (see [`WorkerStatsData`]). It starts a pump task that forwards each request to
+//! the actor. The actor hands every call to its
+//! own task once a concurrency permit is free; the task decodes the request, runs the tool (in a
+//! `tool_call` span whose parent is the W3C trace context of the request's headers, so it joins
+//! the job's trace) and replies in the request's format. Shutdown stops the pump, lets calls already received finish,
 //! then stops the actor.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use async_nats::{HeaderMap, Message};
+use async_nats::HeaderMap;
+use async_nats::service::{Request, Service, ServiceExt, endpoint::Endpoint};
 use atelier_messages::codec::CONTENT_TYPE_HEADER;
+use atelier_messages::codec::PROGRESS_HEADER;
 use atelier_messages::tool::{Pool, ToolOutput, ToolRequest};
 use atelier_messages::{ErrorBody, Format, Reply, decode, encode_reply, subjects};
 use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::WorkerConfig;
 use crate::error::WorkerError;
@@ -27,6 +38,44 @@ use crate::tools::Toolbox;
 const MAX_CONCURRENCY: usize = 4096;
 /// How long shutdown waits for calls in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The NATS micro service name of a pool's workers: `atelier-<pool>`.
+pub fn service_name(pool: Pool) -> String {
+    format!("atelier-{pool}")
+}
+
+/// The endpoint name inside a pool's service.
+pub const ENDPOINT_NAME: &str = "tools";
+
+/// What a worker adds to its endpoint's `$SRV.STATS` (`data`): live numbers the service API
+/// does not have. Tool errors are answered in the reply envelope (the format is fixed), so the
+/// service's own `num_errors` stays 0; `tool_errors` counts them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerStatsData {
+    pub worker: String,
+    pub pool: String,
+    pub in_flight: u64,
+    pub max_concurrency: u64,
+    pub tool_errors: u64,
+    #[serde(default)]
+    pub last_error_code: Option<String>,
+}
+
+/// Counters shared by the calls and the stats handler.
+#[derive(Default)]
+struct Counters {
+    tool_errors: AtomicU64,
+    last_error_code: std::sync::Mutex<Option<String>>,
+}
+
+impl Counters {
+    fn record_error(&self, error: &ErrorBody) {
+        self.tool_errors.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut last) = self.last_error_code.lock() {
+            *last = Some(error.code.as_str().to_string());
+        }
+    }
+}
 
 /// The actor (stateless; see [`State`]).
 pub struct ToolExecutor;
@@ -44,13 +93,15 @@ pub struct State {
     toolbox: Arc<Toolbox>,
     permits: Arc<Semaphore>,
     max_concurrency: u32,
+    counters: Arc<Counters>,
+    service: Option<Service>,
     pump: Option<JoinHandle<()>>,
 }
 
 /// The actor's messages.
 pub enum Msg {
     /// A tool request from the pool's queue group.
-    Call(Box<Message>),
+    Call(Box<Request>),
     /// Stop taking requests; the reply comes once calls in flight have finished.
     Drain(RpcReplyPort<()>),
     /// Sent by `Drain` behind any requests the pump had already forwarded.
@@ -69,10 +120,16 @@ impl Actor for ToolExecutor {
     ) -> Result<State, ActorProcessingErr> {
         let ExecutorConfig { client, config } = args;
         let pool = config.pool.as_str();
-        let subscriber = client
-            .queue_subscribe(subjects::tool(pool), subjects::tool_queue(pool))
-            .await?;
         let max_concurrency = u32::try_from(config.max_concurrency)?;
+        let permits = Arc::new(Semaphore::new(config.max_concurrency));
+        let counters = Arc::new(Counters::default());
+        let (service, endpoint) = register_service(
+            &client,
+            &config,
+            Arc::clone(&permits),
+            Arc::clone(&counters),
+        )
+        .await?;
         tracing::info!(worker = %config.worker_id, pool, max_concurrency, "tool executor serving");
         Ok(State {
             worker_id: config.worker_id.as_str().into(),
@@ -83,9 +140,11 @@ impl Actor for ToolExecutor {
                 &config.cache_dir,
             )),
             client,
-            permits: Arc::new(Semaphore::new(config.max_concurrency)),
+            permits,
             max_concurrency,
-            pump: Some(tokio::spawn(pump(subscriber, myself))),
+            counters,
+            service: Some(service),
+            pump: Some(tokio::spawn(pump(endpoint, myself))),
         })
     }
 
@@ -102,6 +161,7 @@ impl Actor for ToolExecutor {
                     worker_id: state.worker_id.clone(),
                     client: state.client.clone(),
                     toolbox: state.toolbox.clone(),
+                    counters: state.counters.clone(),
                 };
                 tokio::spawn(call.serve(*request, permit));
             }
@@ -110,6 +170,7 @@ impl Actor for ToolExecutor {
                     pump.abort();
                     let _ = pump.await;
                 }
+                stop_service(state).await;
                 myself.cast(Msg::Finish(reply))?;
             }
             Msg::Finish(reply) => {
@@ -133,18 +194,107 @@ impl Actor for ToolExecutor {
         if let Some(pump) = state.pump.take() {
             pump.abort();
         }
+        stop_service(state).await;
         tracing::info!(worker = %state.worker_id, "tool executor stopped");
         Ok(())
     }
 }
 
-/// Forwards requests from the subscription to the actor until either ends.
-async fn pump(mut subscriber: async_nats::Subscriber, actor: ActorRef<Msg>) {
-    while let Some(message) = subscriber.next().await {
-        if actor.cast(Msg::Call(Box::new(message))).is_err() {
+/// Registers the pool's micro service and its one endpoint (the pool's subject and queue group).
+async fn register_service(
+    client: &async_nats::Client,
+    config: &WorkerConfig,
+    permits: Arc<Semaphore>,
+    counters: Arc<Counters>,
+) -> Result<(Service, Endpoint), ActorProcessingErr> {
+    let pool = config.pool.as_str();
+    let metadata = HashMap::from([
+        ("worker".to_string(), config.worker_id.clone()),
+        ("pool".to_string(), pool.to_string()),
+        (
+            "max_concurrency".to_string(),
+            config.max_concurrency.to_string(),
+        ),
+    ]);
+    let max = config.max_concurrency;
+    let data = WorkerStatsData {
+        worker: config.worker_id.clone(),
+        pool: pool.to_string(),
+        max_concurrency: u64::try_from(max).unwrap_or(u64::MAX),
+        ..WorkerStatsData::default()
+    };
+    let service = client
+        .service_builder()
+        .description(format!("Atelier {pool} tool worker pool"))
+        .metadata(metadata)
+        .queue_group(subjects::tool_queue(pool))
+        .stats_handler(move |_endpoint, _stats| {
+            let in_flight = max.saturating_sub(permits.available_permits());
+            serde_json::to_value(WorkerStatsData {
+                in_flight: u64::try_from(in_flight).unwrap_or(u64::MAX),
+                tool_errors: counters.tool_errors.load(Ordering::Relaxed),
+                last_error_code: counters
+                    .last_error_code
+                    .lock()
+                    .ok()
+                    .and_then(|last| last.clone()),
+                ..data.clone()
+            })
+            .unwrap_or_default()
+        })
+        .start(service_name(config.pool), env!("CARGO_PKG_VERSION"))
+        .await
+        .map_err(|error| format!("cannot register the {pool} service: {error}"))?;
+    let endpoint = service
+        .endpoint_builder()
+        .name(ENDPOINT_NAME)
+        .queue_group(subjects::tool_queue(pool))
+        .add(subjects::tool(pool))
+        .await
+        .map_err(|error| format!("cannot add the {pool} endpoint: {error}"))?;
+    Ok((service, endpoint))
+}
+
+/// Leaves the service (its `$SRV` verbs stop answering for this worker).
+async fn stop_service(state: &mut State) {
+    if let Some(service) = state.service.take()
+        && let Err(error) = service.stop().await
+    {
+        tracing::warn!(worker = %state.worker_id, %error, "could not stop the service");
+    }
+}
+
+/// Forwards requests from the endpoint to the actor until either ends.
+async fn pump(mut endpoint: Endpoint, actor: ActorRef<Msg>) {
+    while let Some(request) = endpoint.next().await {
+        if actor.cast(Msg::Call(Box::new(request))).is_err() {
             break;
         }
     }
+}
+
+/// Reads the W3C trace context (`traceparent`, `tracestate`) of a request's headers.
+struct HeaderExtractor<'a>(Option<&'a HeaderMap>);
+
+impl opentelemetry::propagation::Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .and_then(|headers| headers.get(key))
+            .map(|value| value.as_str())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0
+            .map(|headers| headers.iter().map(|(name, _)| name.as_ref()).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The trace context a request carries (empty when it carries none).
+fn parent_context(headers: Option<&HeaderMap>) -> opentelemetry::Context {
+    opentelemetry::global::get_text_map_propagator(|propagator| {
+        propagator.extract(&HeaderExtractor(headers))
+    })
 }
 
 /// What one call's task needs.
@@ -152,10 +302,39 @@ struct Call {
     worker_id: Arc<str>,
     client: async_nats::Client,
     toolbox: Arc<Toolbox>,
+    counters: Arc<Counters>,
+}
+
+/// How often a running call tells its caller it is still alive.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// Publishes progress messages to `reply` until dropped, so the caller's idle deadline stays
+/// open while this worker is alive and closes soon after it dies.
+fn keep_alive(
+    client: async_nats::Client,
+    reply: async_nats::Subject,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            let mut headers = HeaderMap::new();
+            headers.insert(PROGRESS_HEADER, "1");
+            if client
+                .publish_with_headers(reply.clone(), headers, bytes::Bytes::new())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    })
 }
 
 impl Call {
-    async fn serve(self, message: Message, _permit: OwnedSemaphorePermit) {
+    async fn serve(self, request: Request, _permit: OwnedSemaphorePermit) {
+        let message = &request.message;
         let format = Format::from_content_type(
             message
                 .headers
@@ -163,32 +342,38 @@ impl Call {
                 .and_then(|headers| headers.get(CONTENT_TYPE_HEADER))
                 .map(|value| value.as_str()),
         );
-        let Some(reply_to) = message.reply.clone() else {
+        let Some(reply) = message.reply.clone() else {
             tracing::warn!(subject = %message.subject, "tool request without a reply subject ignored");
             return;
         };
+        let progress = keep_alive(self.client.clone(), reply);
         let payload = match decode::<ToolRequest>(&message.payload, format) {
-            Ok(request) => {
+            Ok(tool_request) => {
                 let span = tracing::info_span!(
                     "tool_call",
-                    tool = %request.tool,
-                    call_id = %request.call_id,
-                    job_id = request.job_id.as_deref().unwrap_or(""),
+                    tool = %tool_request.tool,
+                    call_id = %tool_request.call_id,
+                    job_id = tool_request.job_id.as_deref().unwrap_or(""),
                     worker = %self.worker_id,
+                    otel.kind = "server",
                 );
-                let result = self.run(request).instrument(span).await;
+                if let Err(error) = span.set_parent(parent_context(message.headers.as_ref())) {
+                    tracing::debug!(?error, "trace context not attached");
+                }
+                let result = self.run(tool_request).instrument(span).await;
                 encode_reply(&Reply::from_result(result), format)
             }
             Err(error) => {
                 tracing::warn!(worker = %self.worker_id, %error, "undecodable tool request");
+                self.counters.record_error(&error);
                 encode_reply(&Reply::<ToolOutput>::error(error), format)
             }
         };
+        progress.abort();
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE_HEADER, format.content_type());
-        if let Err(error) = self
-            .client
-            .publish_with_headers(reply_to, headers, payload.into())
+        if let Err(error) = request
+            .respond_with_headers(Ok(payload.into()), headers)
             .await
         {
             tracing::warn!(worker = %self.worker_id, %error, "could not publish a tool reply");
@@ -202,6 +387,7 @@ impl Call {
         match &result {
             Ok(_) => tracing::info!(elapsed_ms, "tool call done"),
             Err(error) => {
+                self.counters.record_error(error);
                 tracing::info!(elapsed_ms, code = %error.code, message = %error.message, "tool call failed")
             }
         }

@@ -1,0 +1,467 @@
+//! HTTP routes: the browser UI (one page, hash routes), its JSON twin under `/api/...`, the
+//! live stream (`/api/live`, server-sent events) and `/metrics`.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use atelier_coordinator::rpc;
+use atelier_messages::job::{
+    ApproveCall, CancelJob, GetJob, JobState, JobView, ListJobs, ResumeJob,
+};
+use atelier_messages::store::{DraftAction, ListWorkbenches};
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms, subjects};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Json, Router};
+use futures::Stream;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::Value;
+
+use crate::dashboard::auth::{self, api_error};
+use crate::dashboard::live::{Current, JobTrace};
+use crate::dashboard::{AppState, job_events, workers};
+use crate::metrics::{self, Registry};
+
+/// How long a request to the coordinator may take.
+const NATS_TIMEOUT: Duration = Duration::from_secs(15);
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const LOGIN_HTML: &str = include_str!("assets/login.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+type Shared = Arc<AppState>;
+
+/// Every route, behind the access guard.
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/", get(|| async { Html(INDEX_HTML) }))
+        .route("/login", get(|| async { Html(LOGIN_HTML) }).post(login))
+        .route("/logout", post(logout))
+        .route("/assets/app.js", get(|| asset(APP_JS, "text/javascript")))
+        .route("/assets/app.css", get(|| asset(APP_CSS, "text/css")))
+        .route("/api/status", get(status))
+        .route("/api/jobs", get(jobs))
+        .route("/api/jobs/{id}", get(job))
+        .route("/api/jobs/{id}/events", get(events))
+        .route("/api/jobs/{id}/cancel", post(cancel))
+        .route("/api/jobs/{id}/approve", post(approve))
+        .route("/api/jobs/{id}/reject", post(reject))
+        .route("/api/jobs/{id}/resume", post(resume))
+        .route("/api/workbenches", get(workbenches))
+        .route("/api/workbenches/{name}/diff", get(diff))
+        .route("/api/workbenches/{name}/publish", post(publish))
+        .route("/api/workbenches/{name}/discard", post(discard))
+        .route("/api/workers", get(pools))
+        .route("/api/throughput", get(throughput))
+        .route("/api/live", get(live))
+        .route("/metrics", get(metrics_text))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            auth::guard,
+        ))
+        .with_state(state)
+}
+
+async fn asset(body: &'static str, content_type: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// A coordinator error as HTTP: the stable code decides the status.
+fn coded(error: ErrorBody) -> Response {
+    let status = match error.code {
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::ValidationFailed
+        | ErrorCode::SandboxViolation
+        | ErrorCode::UnsupportedVersion => StatusCode::BAD_REQUEST,
+        ErrorCode::NoDraft | ErrorCode::DraftExists => StatusCode::CONFLICT,
+        ErrorCode::ToolWorkerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::ToolTimeout => StatusCode::GATEWAY_TIMEOUT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    api_error(status, error.code.as_str(), &error.message)
+}
+
+async fn call<Req: Serialize, Res: DeserializeOwned>(
+    state: &AppState,
+    subject: &str,
+    request: &Req,
+) -> Result<Res, Response> {
+    rpc::request(&state.nats, subject.to_string(), request, NATS_TIMEOUT)
+        .await
+        .map_err(coded)
+}
+
+// ---- access ---------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+}
+
+async fn login(State(state): State<Shared>, Form(form): Form<LoginForm>) -> Response {
+    match state.token.as_deref() {
+        Some(token) if auth::same_secret(form.token.trim(), token) => (
+            [(header::SET_COOKIE, auth::login_cookie(token))],
+            Redirect::to("/"),
+        )
+            .into_response(),
+        Some(_) => Redirect::to("/login#wrong").into_response(),
+        None => Redirect::to("/").into_response(),
+    }
+}
+
+async fn logout() -> Response {
+    (
+        [(header::SET_COOKIE, auth::logout_cookie())],
+        Redirect::to("/login"),
+    )
+        .into_response()
+}
+
+// ---- status, jobs ---------------------------------------------------------------------------
+
+#[derive(Serialize)]
+struct Status {
+    nats_connected: bool,
+    nats_reconnects: u64,
+    events_sequence: u64,
+    live_clients: usize,
+    auth: bool,
+    version: &'static str,
+}
+
+async fn status(State(state): State<Shared>) -> Json<Status> {
+    Json(Status {
+        nats_connected: state.connection.connected.load(Ordering::Relaxed),
+        nats_reconnects: state.connection.reconnects.load(Ordering::Relaxed),
+        events_sequence: state.live.last_sequence(),
+        live_clients: state.live.live_clients(),
+        auth: state.token.is_some(),
+        version: env!("CARGO_PKG_VERSION"),
+    })
+}
+
+#[derive(Deserialize)]
+struct JobsQuery {
+    state: Option<String>,
+    workbench: Option<String>,
+    /// Part of a job id.
+    q: Option<String>,
+}
+
+/// A row of the job list: the coordinator's view plus what the dashboard derives.
+#[derive(Serialize)]
+struct JobRow {
+    #[serde(flatten)]
+    job: JobView,
+    items_done: usize,
+    items_failed: usize,
+    items_total: usize,
+    age_ms: u64,
+    duration_ms: u64,
+    tokens: u64,
+    current: Option<Current>,
+}
+
+fn row(job: JobView, current: Option<Current>, now: u64) -> JobRow {
+    let end = if job.state.is_terminal() {
+        job.updated_at_ms
+    } else {
+        now
+    };
+    JobRow {
+        items_done: job.items_done(),
+        items_failed: job.items_failed(),
+        items_total: job.items.len(),
+        age_ms: now.saturating_sub(job.created_at_ms),
+        duration_ms: end.saturating_sub(job.created_at_ms),
+        tokens: job.prompt_tokens + job.completion_tokens,
+        current: current.filter(|_| !job.state.is_terminal()),
+        job,
+    }
+}
+
+async fn list_jobs(
+    state: &AppState,
+    job_state: Option<JobState>,
+    workbench: Option<String>,
+) -> Result<Vec<JobView>, Response> {
+    let request = ListJobs {
+        v: PROTOCOL_VERSION,
+        state: job_state,
+        workbench,
+    };
+    call(state, subjects::ctl::JOBS, &request).await
+}
+
+async fn jobs(State(state): State<Shared>, Query(query): Query<JobsQuery>) -> Response {
+    let job_state = match query.state.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(name) => match JobState::ALL.into_iter().find(|s| s.as_str() == name) {
+            Some(job_state) => Some(job_state),
+            None => {
+                return api_error(
+                    StatusCode::BAD_REQUEST,
+                    "VALIDATION_FAILED",
+                    &format!("unknown state `{name}`"),
+                );
+            }
+        },
+    };
+    let workbench = query.workbench.filter(|w| !w.is_empty());
+    let mut list = match list_jobs(&state, job_state, workbench).await {
+        Ok(list) => list,
+        Err(response) => return response,
+    };
+    if let Some(needle) = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
+        list.retain(|job| job.job_id.contains(needle));
+    }
+    list.sort_by_key(|job| std::cmp::Reverse(job.created_at_ms));
+    let mut current = state.live.current();
+    let now = now_ms();
+    let rows: Vec<JobRow> = list
+        .into_iter()
+        .map(|job| {
+            let live = current.remove(&job.job_id);
+            row(job, live, now)
+        })
+        .collect();
+    Json(rows).into_response()
+}
+
+/// `/api/jobs/{id}`: the coordinator's view and the trace built from the events.
+#[derive(Serialize)]
+struct JobPage {
+    job: JobView,
+    trace: JobTrace,
+}
+
+async fn job(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    let request = GetJob {
+        v: PROTOCOL_VERSION,
+        job_id: id.clone(),
+    };
+    let view: JobView = match call(&state, subjects::ctl::JOB, &request).await {
+        Ok(view) => view,
+        Err(response) => return response,
+    };
+    let trace = match state.live.trace(&id) {
+        Some(trace) => trace,
+        None => match job_events(&state.nats, &id).await {
+            Ok(events) => JobTrace::from_events(&id, &events),
+            Err(error) => {
+                tracing::debug!(error = %format!("{error:#}"), "no events for the job page");
+                JobTrace::new(&id)
+            }
+        },
+    };
+    Json(JobPage { job: view, trace }).into_response()
+}
+
+async fn events(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    match job_events(&state.nats, &id).await {
+        Ok(events) => Json(events).into_response(),
+        Err(error) => api_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "INTERNAL",
+            &format!("{error:#}"),
+        ),
+    }
+}
+
+// ---- actions --------------------------------------------------------------------------------
+
+async fn cancel(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    let request = CancelJob {
+        v: PROTOCOL_VERSION,
+        job_id: id,
+    };
+    answer(call::<_, Value>(&state, subjects::ctl::CANCEL, &request).await)
+}
+
+#[derive(Deserialize, Default)]
+struct Reason {
+    reason: Option<String>,
+}
+
+async fn approve(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    decide(&state, id, false, None).await
+}
+
+async fn reject(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    body: Option<Json<Reason>>,
+) -> Response {
+    let reason = body.and_then(|Json(body)| body.reason);
+    decide(&state, id, true, reason).await
+}
+
+async fn decide(state: &AppState, id: String, reject: bool, reason: Option<String>) -> Response {
+    let request = ApproveCall {
+        v: PROTOCOL_VERSION,
+        job_id: id,
+        reject,
+        reason,
+    };
+    answer(call::<_, Value>(state, subjects::ctl::APPROVE, &request).await)
+}
+
+async fn resume(State(state): State<Shared>, Path(id): Path<String>) -> Response {
+    let request = ResumeJob {
+        v: PROTOCOL_VERSION,
+        job_id: id,
+    };
+    answer(call::<_, Value>(&state, subjects::ctl::RESUME, &request).await)
+}
+
+fn answer(result: Result<Value, Response>) -> Response {
+    match result {
+        Ok(value) => Json(serde_json::json!({"ok": value})).into_response(),
+        Err(response) => response,
+    }
+}
+
+// ---- workbenches ----------------------------------------------------------------------------
+
+async fn workbenches(State(state): State<Shared>) -> Response {
+    let request = ListWorkbenches {
+        v: PROTOCOL_VERSION,
+    };
+    match call::<_, Value>(&state, subjects::store::LIST_WORKBENCHES, &request).await {
+        Ok(list) => Json(list).into_response(),
+        Err(response) => response,
+    }
+}
+
+fn draft_action(name: String) -> DraftAction {
+    DraftAction {
+        v: PROTOCOL_VERSION,
+        workbench: name,
+    }
+}
+
+async fn diff(State(state): State<Shared>, Path(name): Path<String>) -> Response {
+    match call::<_, Value>(&state, subjects::store::DIFF, &draft_action(name)).await {
+        Ok(diff) => Json(diff).into_response(),
+        Err(response) => response,
+    }
+}
+
+async fn publish(State(state): State<Shared>, Path(name): Path<String>) -> Response {
+    answer(call(&state, subjects::store::PUBLISH, &draft_action(name)).await)
+}
+
+async fn discard(State(state): State<Shared>, Path(name): Path<String>) -> Response {
+    answer(call(&state, subjects::store::DISCARD, &draft_action(name)).await)
+}
+
+// ---- workers, throughput, live --------------------------------------------------------------
+
+async fn pools(State(state): State<Shared>) -> Response {
+    Json(workers::pools(&state.nats).await).into_response()
+}
+
+async fn throughput(State(state): State<Shared>) -> Response {
+    Json(state.live.throughput(now_ms())).into_response()
+}
+
+/// Server-sent events: `hello` once, then `job` with every job event as JSON.
+async fn live(State(state): State<Shared>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let receiver = state.live.subscribe();
+    let hello = Event::default()
+        .event("hello")
+        .data(state.live.last_sequence().to_string());
+    let updates = futures::stream::unfold(receiver, |mut receiver| async move {
+        use tokio::sync::broadcast::error::RecvError;
+        let event = match receiver.recv().await {
+            Ok(json) => Event::default().event("job").data(&*json),
+            Err(RecvError::Lagged(_)) => Event::default().event("lagged").data("{}"),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((Ok(event), receiver))
+    });
+    let stream = futures::StreamExt::chain(futures::stream::once(async { Ok(hello) }), updates);
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(10)))
+}
+
+// ---- metrics --------------------------------------------------------------------------------
+
+async fn metrics_text(State(state): State<Shared>) -> Response {
+    let mut registry = state.live.metrics();
+    registry.merge(scrape_time_metrics(&state).await);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        registry.render(),
+    )
+        .into_response()
+}
+
+/// Gauges read at scrape time: jobs by state and tokens (coordinator), workers (`$SRV`), NATS.
+async fn scrape_time_metrics(state: &AppState) -> Registry {
+    let mut registry = Registry::default();
+    let (jobs, pools) = tokio::join!(list_jobs(state, None, None), workers::pools(&state.nats));
+    if let Ok(jobs) = jobs {
+        let mut by_state: BTreeMap<&str, u64> =
+            JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+        for job in &jobs {
+            *by_state.entry(job.state.as_str()).or_default() += 1;
+            for (kind, tokens) in [
+                ("prompt", job.prompt_tokens),
+                ("completion", job.completion_tokens),
+            ] {
+                registry.add(
+                    metrics::MODEL_TOKENS,
+                    vec![("model", job.model.clone()), ("kind", kind.into())],
+                    tokens as f64,
+                );
+            }
+        }
+        for (name, count) in by_state {
+            registry.set(metrics::JOBS, vec![("state", name.into())], count as f64);
+        }
+    }
+    for pool in pools {
+        let labels = vec![("pool", pool.pool.clone())];
+        registry.set(
+            metrics::WORKERS,
+            labels.clone(),
+            pool.instances.len() as f64,
+        );
+        registry.set(metrics::WORKER_IN_FLIGHT, labels, pool.in_flight as f64);
+    }
+    let connection = &state.connection;
+    registry.set(
+        metrics::NATS_RECONNECTS,
+        Vec::new(),
+        connection.reconnects.load(Ordering::Relaxed) as f64,
+    );
+    registry.set(
+        metrics::NATS_CONNECTED,
+        Vec::new(),
+        f64::from(u8::from(connection.connected.load(Ordering::Relaxed))),
+    );
+    registry.set(
+        metrics::LIVE_CLIENTS,
+        Vec::new(),
+        state.live.live_clients() as f64,
+    );
+    registry
+}

@@ -1,0 +1,250 @@
+//! The ops dashboard: an HTTP server (axum) with a browser UI, a JSON API twin of every view,
+//! a live event stream and `/metrics`. Documented in `docs/dashboard.md`.
+//!
+//! It is a NATS client like any other: job views come from `atelier.ctl.*`, drafts from
+//! `atelier.store.*`, workers from the NATS micro services API (`$SRV.INFO`, `$SRV.STATS`), and
+//! everything live from the EVENTS stream, read with an ordered consumer that resumes after the
+//! last sequence it saw when NATS comes back.
+//!
+//! # Layout
+//! - [`live`]: job traces, throughput and event metrics built from the events.
+//! - [`api`]: the HTTP routes (pages, `/api/...`, `/metrics`).
+//! - [`auth`]: the bearer token (required beyond loopback) and the login cookie.
+//! - [`workers`]: pools and instances from `$SRV.INFO`/`$SRV.STATS`.
+
+pub mod api;
+pub mod auth;
+pub mod live;
+pub mod workers;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use async_nats::jetstream::{self, consumer};
+use atelier_messages::job::JobEvent;
+use atelier_messages::{Format, decode, subjects};
+use futures::StreamExt;
+
+use crate::dashboard::live::Live;
+
+/// How to run the dashboard.
+#[derive(Debug, Clone)]
+pub struct DashboardConfig {
+    /// Where to listen (default `127.0.0.1:7474`).
+    pub addr: SocketAddr,
+    /// Bearer token; required when `addr` is not a loopback address.
+    pub token: Option<String>,
+    /// Listen on any free port when `addr`'s port is taken (for the default address).
+    pub any_port_when_taken: bool,
+}
+
+impl DashboardConfig {
+    /// Refuses to serve beyond loopback without a token.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let token_set = self.token.as_deref().is_some_and(|t| !t.trim().is_empty());
+        if !self.addr.ip().is_loopback() && !token_set {
+            bail!(
+                "the dashboard would listen on {}, beyond this machine, without a token: set \
+                 `dashboard_token` in atelier.toml (or ATELIER_DASHBOARD_TOKEN), or bind 127.0.0.1",
+                self.addr
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The dashboard's NATS connection health.
+#[derive(Default)]
+pub struct Connection {
+    pub connected: AtomicBool,
+    pub reconnects: AtomicU64,
+}
+
+/// What every handler shares.
+pub struct AppState {
+    pub nats: async_nats::Client,
+    pub live: Live,
+    pub connection: Arc<Connection>,
+    pub token: Option<String>,
+}
+
+/// A running dashboard.
+pub struct Dashboard {
+    addr: SocketAddr,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Dashboard {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn stop(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Connects to NATS, starts following the EVENTS stream and serves HTTP.
+pub async fn start(nats_url: &str, config: DashboardConfig) -> anyhow::Result<Dashboard> {
+    config.check()?;
+    let connection = Arc::new(Connection::default());
+    let nats = connect(nats_url, Arc::clone(&connection)).await?;
+    let listener = listen(&config).await?;
+    let addr = listener.local_addr()?;
+    let state = Arc::new(AppState {
+        nats,
+        live: Live::new(),
+        connection,
+        token: config.token.filter(|t| !t.trim().is_empty()),
+    });
+    let feeder = tokio::spawn(feed(Arc::clone(&state)));
+    let router = api::router(state);
+    let server = tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, router).await {
+            tracing::error!(%error, "the dashboard's HTTP server stopped");
+        }
+    });
+    tracing::info!(url = %format!("http://{addr}"), "dashboard serving");
+    Ok(Dashboard {
+        addr,
+        tasks: vec![feeder, server],
+    })
+}
+
+async fn listen(config: &DashboardConfig) -> anyhow::Result<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind(config.addr).await {
+        Ok(listener) => Ok(listener),
+        Err(error)
+            if error.kind() == std::io::ErrorKind::AddrInUse && config.any_port_when_taken =>
+        {
+            let any = SocketAddr::new(config.addr.ip(), 0);
+            tokio::net::TcpListener::bind(any)
+                .await
+                .with_context(|| format!("the dashboard cannot listen on {any}"))
+        }
+        Err(error) => {
+            Err(error).with_context(|| format!("the dashboard cannot listen on {}", config.addr))
+        }
+    }
+}
+
+/// A NATS connection that records its own reconnects.
+async fn connect(url: &str, connection: Arc<Connection>) -> anyhow::Result<async_nats::Client> {
+    let seen_disconnect = Arc::new(AtomicBool::new(false));
+    let client = async_nats::ConnectOptions::new()
+        .name("atelier-dashboard")
+        .retry_on_initial_connect()
+        .event_callback(move |event| {
+            let connection = Arc::clone(&connection);
+            let seen_disconnect = Arc::clone(&seen_disconnect);
+            async move {
+                match event {
+                    async_nats::Event::Connected => {
+                        connection.connected.store(true, Ordering::Relaxed);
+                        if seen_disconnect.swap(false, Ordering::Relaxed) {
+                            connection.reconnects.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!("dashboard reconnected to NATS");
+                        }
+                    }
+                    async_nats::Event::Disconnected => {
+                        connection.connected.store(false, Ordering::Relaxed);
+                        seen_disconnect.store(true, Ordering::Relaxed);
+                        tracing::warn!("dashboard lost NATS; reconnecting");
+                    }
+                    _ => {}
+                }
+            }
+        })
+        .connect(url)
+        .await
+        .with_context(|| format!("the dashboard cannot connect to NATS at {url}"))?;
+    Ok(client)
+}
+
+/// Follows the EVENTS stream for as long as the dashboard runs, resuming after the last
+/// sequence applied whenever the consumer fails (NATS restarted, stream not created yet…).
+async fn feed(state: Arc<AppState>) {
+    state.connection.connected.store(true, Ordering::Relaxed);
+    loop {
+        if let Err(error) = follow(&state).await {
+            tracing::debug!(error = %format!("{error:#}"), "event feed interrupted; resuming");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn follow(state: &AppState) -> anyhow::Result<()> {
+    let js = jetstream::new(state.nats.clone());
+    let stream = js
+        .get_stream(subjects::EVENTS_STREAM)
+        .await
+        .context("no EVENTS stream yet")?;
+    let next = state.live.last_sequence() + 1;
+    let deliver_policy = if next == 1 {
+        consumer::DeliverPolicy::All
+    } else {
+        consumer::DeliverPolicy::ByStartSequence {
+            start_sequence: next,
+        }
+    };
+    let consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: subjects::EVENTS_ALL.to_string(),
+            deliver_policy,
+            ..Default::default()
+        })
+        .await
+        .context("cannot create the events consumer")?;
+    let mut messages = consumer.messages().await?;
+    while let Some(message) = messages.next().await {
+        let message = message.context("events consumer failed")?;
+        let sequence = message.info().map(|info| info.stream_sequence).unwrap_or(0);
+        match decode::<JobEvent>(&message.payload, Format::MessagePack) {
+            Ok(event) => state.live.apply(sequence, &event),
+            Err(error) => tracing::debug!(%error, sequence, "skipping an undecodable event"),
+        }
+    }
+    bail!("the events consumer ended")
+}
+
+/// Every event of one job, from the start of the stream (what `atelier watch --json` prints).
+pub async fn job_events(nats: &async_nats::Client, job_id: &str) -> anyhow::Result<Vec<JobEvent>> {
+    let js = jetstream::new(nats.clone());
+    let stream = js
+        .get_stream(subjects::EVENTS_STREAM)
+        .await
+        .context("no EVENTS stream: is a coordinator running?")?;
+    let mut consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: subjects::job_events(job_id),
+            deliver_policy: consumer::DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await?;
+    let mut events = Vec::new();
+    if consumer.info().await?.num_pending == 0 {
+        return Ok(events);
+    }
+    let mut messages = consumer.messages().await?;
+    let read = async {
+        while let Some(message) = messages.next().await {
+            let message = message?;
+            if let Ok(event) = decode::<JobEvent>(&message.payload, Format::MessagePack) {
+                events.push(event);
+            }
+            if message.info().map(|info| info.pending).unwrap_or(0) == 0 {
+                break;
+            }
+        }
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .context("reading the job's events timed out")??;
+    Ok(events)
+}

@@ -1,0 +1,953 @@
+//! The ops dashboard, `/metrics` and traces, end to end: real nats-server, coordinator, workers
+//! and `atelier dashboard` processes, a scripted model, an in-process OTLP receiver, and (for
+//! the browser test) headless Chromium driven by `tests/browser/dashboard.test.mjs`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use atelier_messages::job::{JobEvent, JobState, JobView};
+use atelier_messages::store::DraftDiff;
+use atelier_tests::scripted::{Script, ScriptedModel};
+use atelier_tests::{Cluster, NatsServer, atelier_bin, corpora, wait_until};
+use serde_json::{Value, json};
+
+const QUERY: &str =
+    "SELECT Department, COUNT(*) AS milestones FROM data GROUP BY Department ORDER BY Department";
+
+fn script(plan_delay_ms: u64) -> Script {
+    serde_json::from_value(json!({
+        "research": [
+            {"content": "Mapping the table.", "tool_calls": [{"name": "table_get_map", "arguments": {"path": "launch_plan.csv"}}]},
+            {"content": "The launch plan has milestones by department."}
+        ],
+        "plan": [
+            {"content": "- [ ] 1. Aggregate — export milestone counts by department to summary.xlsx", "delay_ms": plan_delay_ms}
+        ],
+        "implement": {
+            "1": [
+                {"tool_calls": [{"name": "table_export", "arguments": {
+                    "path": "launch_plan.csv", "query": QUERY, "target_path": "summary.xlsx", "format": "xlsx", "sheet": "Summary"}}]},
+                {"content": "Exported summary.xlsx."}
+            ]
+        },
+        "summary": [{"content": "summary.xlsx holds milestone counts per department."}]
+    }))
+    .unwrap_or_default()
+}
+
+/// An HTTP client (reqwest is built without a TLS provider; install ring's as the binary does).
+fn http_client(follow_redirects: bool) -> anyhow::Result<reqwest::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let policy = if follow_redirects {
+        reqwest::redirect::Policy::default()
+    } else {
+        reqwest::redirect::Policy::none()
+    };
+    Ok(reqwest::Client::builder().redirect(policy).build()?)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or(0)
+}
+
+/// A child process killed on drop, logging to `<dir>/<name>.log`.
+struct Spawned {
+    child: Child,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_atelier(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<Spawned> {
+    let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
+    let child = Command::new(atelier_bin())
+        .args(args)
+        .envs(env.iter().copied())
+        .env("ATELIER_LOG", "info")
+        .env_remove("ATELIER_DEFAULT_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()?;
+    Ok(Spawned { child })
+}
+
+/// `atelier dashboard` on a free port, ready when `/api/status` answers.
+struct DashboardProcess {
+    url: String,
+    http: reqwest::Client,
+    _process: Spawned,
+}
+
+impl DashboardProcess {
+    async fn start(dir: &Path, nats_url: &str, token: Option<&str>) -> anyhow::Result<Self> {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut env = Vec::new();
+        if let Some(token) = token {
+            env.push(("ATELIER_DASHBOARD_TOKEN", token));
+        }
+        let process = spawn_atelier(
+            dir,
+            "dashboard",
+            &["dashboard", "--nats", nats_url, "--http", &addr],
+            &env,
+        )?;
+        let url = format!("http://{addr}");
+        let http = http_client(true)?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut request = http.get(format!("{url}/api/status"));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            if request.send().await.is_ok_and(|r| r.status().is_success()) {
+                break;
+            }
+            ensure!(Instant::now() < deadline, "the dashboard did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(Self {
+            url,
+            http,
+            _process: process,
+        })
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let response = self.http.get(format!("{}{path}", self.url)).send().await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        ensure!(status.is_success(), "GET {path}: {status} {body}");
+        Ok(body)
+    }
+
+    async fn metrics(&self) -> anyhow::Result<Metrics> {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await?
+            .text()
+            .await?;
+        Metrics::parse(&text)
+    }
+}
+
+fn workbench_with_launch_plan(cluster: &Cluster, name: &str) -> anyhow::Result<()> {
+    cluster.cli_ok(&["wb", "create", name])?;
+    let csv = corpora().join("keenbench/context/keenbench_launch_plan.csv");
+    cluster.cli_ok(&[
+        "wb",
+        "add",
+        name,
+        csv.to_str().unwrap_or_default(),
+        "--as",
+        "launch_plan.csv",
+    ])?;
+    Ok(())
+}
+
+/// `/metrics`, checked line by line against the text format and read with prometheus-parse.
+struct Metrics {
+    scrape: prometheus_parse::Scrape,
+}
+
+impl Metrics {
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        for line in text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            check_sample_line(line).with_context(|| format!("not Prometheus text: {line:?}"))?;
+        }
+        let scrape =
+            prometheus_parse::Scrape::parse(text.lines().map(|line| Ok(line.to_string())))?;
+        Ok(Self { scrape })
+    }
+
+    /// The sum of a counter or gauge over the samples whose labels include `labels`.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.matching(name, labels)
+            .map(|sample| match &sample.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => *v,
+                _ => 0.0,
+            })
+            .sum()
+    }
+
+    /// Observations of a histogram (its `+Inf` bucket) over the matching samples.
+    fn observations(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.matching(name, labels)
+            .filter_map(|sample| match &sample.value {
+                prometheus_parse::Value::Histogram(buckets) => buckets
+                    .iter()
+                    .find(|b| b.less_than.is_infinite())
+                    .map(|b| b.count),
+                _ => None,
+            })
+            .sum()
+    }
+
+    fn matching<'a>(
+        &'a self,
+        name: &'a str,
+        labels: &'a [(&str, &str)],
+    ) -> impl Iterator<Item = &'a prometheus_parse::Sample> + 'a {
+        self.scrape.samples.iter().filter(move |sample| {
+            sample.metric == name
+                && labels
+                    .iter()
+                    .all(|(key, value)| sample.labels.get(key) == Some(*value))
+        })
+    }
+}
+
+/// `name{k="v",...} value`: a metric name, optional well-formed labels, a float.
+fn check_sample_line(line: &str) -> anyhow::Result<()> {
+    let (series, value) = line.rsplit_once(' ').context("no value")?;
+    ensure!(
+        value == "+Inf" || value == "NaN" || value.parse::<f64>().is_ok(),
+        "bad value"
+    );
+    let (name, labels) = match series.split_once('{') {
+        Some((name, rest)) => (
+            name,
+            Some(rest.strip_suffix('}').context("unclosed labels")?),
+        ),
+        None => (series, None),
+    };
+    ensure!(
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            && !name.starts_with(|c: char| c.is_ascii_digit()),
+        "bad metric name"
+    );
+    if let Some(labels) = labels {
+        let mut rest = labels;
+        while !rest.is_empty() {
+            let (key, after) = rest.split_once("=\"").context("label without =\"")?;
+            ensure!(
+                key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "bad label name {key}"
+            );
+            let mut end = None;
+            let mut escaped = false;
+            for (i, c) in after.char_indices() {
+                match (escaped, c) {
+                    (true, _) => escaped = false,
+                    (false, '\\') => escaped = true,
+                    (false, '"') => {
+                        end = Some(i);
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            let end = end.context("unterminated label value")?;
+            rest = after[end + 1..]
+                .strip_prefix(',')
+                .unwrap_or(&after[end + 1..]);
+        }
+    }
+    Ok(())
+}
+
+async fn wait_for(
+    timeout: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    while Instant::now() < deadline {
+        match check().await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(error) => last = Some(error),
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    bail!("{what} within {timeout:?} (last error: {last:?})")
+}
+
+fn watch_json(cluster: &Cluster, job_id: &str) -> anyhow::Result<Vec<JobEvent>> {
+    let out = cluster.cli_ok(&["watch", job_id, "--json"])?;
+    out.stdout
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).context("watch --json line"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restart()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(script(0)).await?;
+    let mut cluster = Cluster::start()?;
+    workbench_with_launch_plan(&cluster, "q3")?;
+    let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
+
+    let before = dashboard.metrics().await?;
+    assert_eq!(
+        before.value("atelier_jobs_finished_total", &[("state", "succeeded")]),
+        0.0
+    );
+    assert_eq!(before.value("atelier_jobs", &[("state", "succeeded")]), 0.0);
+
+    let out = cluster.cli(&[
+        "submit",
+        "q3",
+        "Count milestones per department into summary.xlsx",
+        "--model",
+        &model.model_spec(),
+        "--wait",
+        "--json",
+    ])?;
+    ensure!(
+        out.success,
+        "job failed: {}\n{}",
+        out.stderr,
+        cluster.logs()
+    );
+    let cli_view: JobView = out.json()?;
+    let id = cli_view.job_id.clone();
+    assert_eq!(cli_view.state, JobState::Succeeded);
+
+    // The job page's JSON is the CLI's JSON, and its events are `watch --json`'s events.
+    let cli_job: JobView = cluster.cli_ok(&["job", &id, "--json"])?.json()?;
+    let page = dashboard.get(&format!("/api/jobs/{id}")).await?;
+    let api_job: JobView = serde_json::from_value(page["job"].clone())?;
+    assert_eq!(api_job, cli_job);
+    let api_events: Vec<JobEvent> =
+        serde_json::from_value(dashboard.get(&format!("/api/jobs/{id}/events")).await?)?;
+    assert_eq!(api_events, watch_json(&cluster, &id)?);
+    assert!(api_events.len() >= 10, "{api_events:?}");
+
+    // The trace: four phases with ends, the item done, both tool calls ok with their worker.
+    let trace = &page["trace"];
+    let phases: Vec<&str> = trace["phases"]
+        .as_array()
+        .context("phases")?
+        .iter()
+        .filter_map(|p| p["phase"].as_str())
+        .collect();
+    assert_eq!(phases, ["research", "plan", "implement", "summary"]);
+    assert!(
+        trace["phases"]
+            .as_array()
+            .is_some_and(|p| p.iter().all(|p| p["ended_ms"].is_u64()))
+    );
+    assert_eq!(trace["items"][0]["status"], "done");
+    assert_eq!(trace["items"][0]["label"], "Aggregate");
+    let calls: Vec<&Value> = trace["log"]
+        .as_array()
+        .context("log")?
+        .iter()
+        .filter(|e| e["kind"] == "call")
+        .collect();
+    let tools: Vec<&str> = calls.iter().filter_map(|c| c["tool"].as_str()).collect();
+    assert_eq!(tools, ["table_get_map", "table_export"]);
+    assert!(calls.iter().all(|c| {
+        c["status"] == "ok"
+            && c["pool"] == "tabular"
+            && c["worker"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("tabular-"))
+    }));
+    assert_eq!(calls[1]["item"], 1);
+
+    // The list: filters by state, workbench and id.
+    let rows = dashboard.get("/api/jobs?state=succeeded").await?;
+    let row = rows
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["job_id"] == id.as_str()))
+        .context("job not in the succeeded list")?;
+    assert_eq!(
+        (&row["items_done"], &row["items_total"], &row["workbench"]),
+        (&json!(1), &json!(1), &json!("q3"))
+    );
+    assert_eq!(
+        row["tokens"],
+        json!(cli_view.prompt_tokens + cli_view.completion_tokens)
+    );
+    assert_eq!(
+        dashboard.get("/api/jobs?state=failed").await?,
+        json!([]),
+        "no failed jobs"
+    );
+    assert_eq!(dashboard.get("/api/jobs?workbench=other").await?, json!([]));
+    let found = dashboard
+        .get(&format!("/api/jobs?q={}", &id[id.len() - 6..]))
+        .await?;
+    assert_eq!(found.as_array().map(Vec::len), Some(1));
+
+    // The draft as the CLI sees it.
+    let diff: DraftDiff = cluster.cli_ok(&["draft", "diff", "q3", "--json"])?.json()?;
+    let api_diff: DraftDiff =
+        serde_json::from_value(dashboard.get("/api/workbenches/q3/diff").await?)?;
+    assert_eq!(api_diff, diff);
+
+    // Workers from $SRV: one instance per pool; the tabular one ran both calls.
+    let pools = dashboard.get("/api/workers").await?;
+    let pool = |name: &str| {
+        pools
+            .as_array()
+            .and_then(|p| p.iter().find(|p| p["pool"] == name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(pool("tabular")["service"], "atelier-tabular");
+    assert_eq!(
+        pool("tabular")["instances"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(
+        pool("office")["instances"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(pool("tabular")["requests"], 2);
+    assert_eq!(
+        pool("tabular")["instances"][0]["subject"],
+        "atelier.tool.tabular"
+    );
+    assert_eq!(
+        pool("tabular")["instances"][0]["queue_group"],
+        "atelier-tool-tabular"
+    );
+
+    // Throughput: the job and its two calls are in the last hour.
+    let throughput = dashboard.get("/api/throughput").await?;
+    assert_eq!(throughput["hour"]["succeeded"], 1);
+    assert_eq!(throughput["hour"]["tool_calls"], 2);
+    assert_eq!(throughput["minutes"].as_array().map(Vec::len), Some(60));
+
+    // Metrics moved.
+    let after = dashboard.metrics().await?;
+    assert_eq!(
+        after.value("atelier_jobs_finished_total", &[("state", "succeeded")]),
+        1.0
+    );
+    assert_eq!(after.value("atelier_jobs", &[("state", "succeeded")]), 1.0);
+    assert_eq!(
+        after.value(
+            "atelier_tool_calls_total",
+            &[("pool", "tabular"), ("outcome", "ok")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        after.observations(
+            "atelier_tool_call_duration_seconds",
+            &[("tool", "table_export"), ("pool", "tabular")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        after.value("atelier_steps_total", &[("kind", "item"), ("name", "done")]),
+        1.0
+    );
+    assert_eq!(
+        after.value("atelier_model_tokens_total", &[("kind", "prompt")]),
+        cli_view.prompt_tokens as f64
+    );
+    assert_eq!(after.value("atelier_workers", &[("pool", "tabular")]), 1.0);
+    assert_eq!(after.value("atelier_nats_reconnects_total", &[]), 0.0);
+
+    // NATS restarts: the dashboard reconnects and keeps following the stream.
+    cluster.nats.restart()?;
+    wait_for(
+        Duration::from_secs(20),
+        "the dashboard reconnects",
+        async || Ok(dashboard.get("/api/status").await?["nats_reconnects"] == 1),
+    )
+    .await?;
+    let second = cluster.cli(&[
+        "submit",
+        "q3",
+        "Again",
+        "--model",
+        &model.model_spec(),
+        "--wait",
+        "--json",
+    ])?;
+    ensure!(
+        second.success,
+        "second job failed: {}\n{}",
+        second.stderr,
+        cluster.logs()
+    );
+    let second: JobView = second.json()?;
+    wait_for(
+        Duration::from_secs(20),
+        "the second job's events arrive",
+        async || {
+            let metrics = dashboard.metrics().await?;
+            Ok(metrics.value("atelier_jobs_finished_total", &[("state", "succeeded")]) == 2.0)
+        },
+    )
+    .await?;
+    let page = dashboard
+        .get(&format!("/api/jobs/{}", second.job_id))
+        .await?;
+    assert_eq!(page["trace"]["state"], "succeeded");
+    assert_eq!(
+        dashboard
+            .metrics()
+            .await?
+            .value("atelier_nats_reconnects_total", &[]),
+        1.0
+    );
+    cluster.kill_coordinator();
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn access_needs_the_token_beyond_loopback_and_never_shows_it() -> anyhow::Result<()> {
+    let cluster = Cluster::start_with(&[])?;
+    let token = "s3cret-dashboard-token-42";
+    let dashboard =
+        DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, Some(token)).await?;
+    let http = http_client(false)?;
+    let url = |path: &str| format!("{}{path}", dashboard.url);
+
+    for path in ["/api/jobs", "/api/workers", "/metrics"] {
+        let status = http.get(url(path)).send().await?.status();
+        assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED, "{path}");
+    }
+    let page = http.get(url("/")).send().await?;
+    assert_eq!(page.status(), reqwest::StatusCode::SEE_OTHER);
+    assert_eq!(page.headers()["location"], "/login");
+    let wrong = http
+        .get(url("/api/jobs"))
+        .bearer_auth("nope")
+        .send()
+        .await?;
+    assert_eq!(wrong.status(), reqwest::StatusCode::UNAUTHORIZED);
+
+    let jobs = http.get(url("/api/jobs")).bearer_auth(token).send().await?;
+    assert_eq!(jobs.status(), reqwest::StatusCode::OK);
+    assert_eq!(jobs.json::<Value>().await?, json!([]));
+
+    // The login form sets an HttpOnly cookie that opens the pages; no page carries the token.
+    let login = http
+        .post(url("/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await?;
+    let cookie = login.headers()["set-cookie"].to_str()?.to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    let cookie = cookie.split(';').next().unwrap_or_default().to_string();
+    for path in ["/", "/login", "/assets/app.js", "/api/status", "/metrics"] {
+        let response = http.get(url(path)).header("cookie", &cookie).send().await?;
+        assert_eq!(response.status(), reqwest::StatusCode::OK, "{path}");
+        assert!(
+            !response.text().await?.contains(token),
+            "{path} shows the token"
+        );
+    }
+    // A cookie alone cannot POST without the UI's header (cross-site forms cannot add it).
+    let forged = http
+        .post(url("/api/workbenches/q3/discard"))
+        .header("cookie", &cookie)
+        .send()
+        .await?;
+    assert_eq!(forged.status(), reqwest::StatusCode::FORBIDDEN);
+    let log = std::fs::read_to_string(cluster.dir.path().join("dashboard.log"))?;
+    assert!(!log.contains(token), "the log shows the token");
+
+    // Beyond loopback without a token: refused at start.
+    let out = Command::new(atelier_bin())
+        .args(["dashboard", "--nats", &cluster.nats.url, "--http"])
+        .arg(format!("0.0.0.0:{}", free_port()))
+        .env_remove("ATELIER_DASHBOARD_TOKEN")
+        .output()?;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dashboard_token"));
+    Ok(())
+}
+
+// ---- traces ---------------------------------------------------------------------------------
+
+/// A span as the OTLP receiver got it.
+#[derive(Debug, Clone)]
+struct ReceivedSpan {
+    service: String,
+    name: String,
+    trace_id: Vec<u8>,
+    span_id: Vec<u8>,
+    parent_span_id: Vec<u8>,
+    attributes: BTreeMap<String, String>,
+}
+
+/// An in-process OTLP/HTTP (protobuf) trace receiver.
+struct OtlpReceiver {
+    endpoint: String,
+    spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for OtlpReceiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl OtlpReceiver {
+    async fn start() -> anyhow::Result<Self> {
+        use axum::routing::post;
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::clone(&spans);
+        let app = axum::Router::new().route(
+            "/v1/traces",
+            post(move |body: axum::body::Bytes| {
+                let shared = Arc::clone(&shared);
+                async move {
+                    let received = decode_spans(&body);
+                    if let Ok(mut spans) = shared.lock() {
+                        spans.extend(received);
+                    }
+                    (
+                        [("content-type", "application/x-protobuf")],
+                        Vec::<u8>::new(),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let endpoint = format!("http://{}", listener.local_addr()?);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            endpoint,
+            spans,
+            task,
+        })
+    }
+
+    fn spans(&self) -> Vec<ReceivedSpan> {
+        self.spans.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+fn decode_spans(body: &[u8]) -> Vec<ReceivedSpan> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+    use prost::Message;
+    let Ok(request) = ExportTraceServiceRequest::decode(body) else {
+        return Vec::new();
+    };
+    let text = |value: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>| match value
+        .as_ref()
+        .and_then(|v| v.value.as_ref())
+    {
+        Some(Any::StringValue(s)) => s.clone(),
+        Some(Any::IntValue(i)) => i.to_string(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
+    };
+    let mut out = Vec::new();
+    for resource_spans in request.resource_spans {
+        let service = resource_spans
+            .resource
+            .iter()
+            .flat_map(|r| &r.attributes)
+            .find(|kv| kv.key == "service.name")
+            .map(|kv| text(&kv.value))
+            .unwrap_or_default();
+        for span in resource_spans
+            .scope_spans
+            .into_iter()
+            .flat_map(|scope| scope.spans)
+        {
+            out.push(ReceivedSpan {
+                service: service.clone(),
+                name: span.name,
+                trace_id: span.trace_id,
+                span_id: span.span_id,
+                parent_span_id: span.parent_span_id,
+                attributes: span
+                    .attributes
+                    .iter()
+                    .map(|kv| (kv.key.clone(), text(&kv.value)))
+                    .collect(),
+            });
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_job_is_one_trace_and_it_includes_the_workers_tool_call_span() -> anyhow::Result<()> {
+    let receiver = OtlpReceiver::start().await?;
+    let model = ScriptedModel::start(script(0)).await?;
+    let dir = tempfile::tempdir()?;
+    let nats = NatsServer::start(dir.path())?;
+    let data = dir.path().join("data");
+    let data = data.to_string_lossy().to_string();
+    let otel = [
+        ("ATELIER_OTLP_ENDPOINT", receiver.endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let _coordinator = spawn_atelier(
+        dir.path(),
+        "coordinator",
+        &["coordinator", "--nats", &nats.url, "--data", &data],
+        &otel,
+    )?;
+    let _worker = spawn_atelier(
+        dir.path(),
+        "worker",
+        &[
+            "worker", "--pool", "tabular", "--nats", &nats.url, "--data", &data,
+        ],
+        &otel,
+    )?;
+    let cli = |args: &[&str]| -> anyhow::Result<std::process::Output> {
+        Ok(Command::new(atelier_bin())
+            .args(args)
+            .args(["--nats", &nats.url])
+            .output()?)
+    };
+    wait_until(Duration::from_secs(20), || {
+        cli(&["jobs", "--json"]).is_ok_and(|out| out.status.success())
+    })?;
+    std::thread::sleep(Duration::from_millis(300));
+    cli(&["wb", "create", "q3"])?;
+    let csv = corpora().join("keenbench/context/keenbench_launch_plan.csv");
+    let csv = csv.to_string_lossy().to_string();
+    cli(&["wb", "add", "q3", &csv, "--as", "launch_plan.csv"])?;
+    let out = cli(&[
+        "submit",
+        "q3",
+        "Count milestones",
+        "--model",
+        &model.model_spec(),
+        "--job-id",
+        "traced-job",
+        "--wait",
+        "--json",
+    ])?;
+    ensure!(
+        out.status.success(),
+        "job failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let of_job = |spans: &[ReceivedSpan]| -> Vec<ReceivedSpan> {
+        spans
+            .iter()
+            .filter(|s| s.attributes.get("job_id").map(String::as_str) == Some("traced-job"))
+            .cloned()
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let spans = loop {
+        let spans = receiver.spans();
+        let job = of_job(&spans);
+        let worker_calls = job
+            .iter()
+            .filter(|s| s.service == "atelier-worker-tabular" && s.name == "tool_call")
+            .count();
+        if worker_calls == 2 && job.iter().any(|s| s.name == "job") {
+            break spans;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "spans missing: {:?}",
+            job.iter()
+                .map(|s| (&s.service, &s.name))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let job_spans = of_job(&spans);
+    let traces: BTreeSet<&Vec<u8>> = job_spans.iter().map(|s| &s.trace_id).collect();
+    assert_eq!(traces.len(), 1, "one job, one trace");
+    let trace_id = traces.into_iter().next().cloned().unwrap_or_default();
+    let in_trace: Vec<&ReceivedSpan> = spans.iter().filter(|s| s.trace_id == trace_id).collect();
+    let names: BTreeSet<&str> = in_trace.iter().map(|s| s.name.as_str()).collect();
+    for expected in ["job", "phase", "item", "tool_call"] {
+        assert!(
+            names.contains(expected),
+            "no `{expected}` span in {names:?}"
+        );
+    }
+    // Each worker span is the child of a coordinator span of the same trace.
+    for worker_span in in_trace
+        .iter()
+        .filter(|s| s.service == "atelier-worker-tabular")
+    {
+        let parent = in_trace
+            .iter()
+            .find(|s| s.span_id == worker_span.parent_span_id)
+            .context("the worker span's parent is not in the trace")?;
+        assert_eq!(parent.service, "atelier-coordinator");
+        assert_eq!(parent.name, "tool_call");
+    }
+    let roots: Vec<&&ReceivedSpan> = in_trace
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect();
+    assert_eq!(roots.len(), 1);
+    assert_eq!(roots[0].name, "job");
+    Ok(())
+}
+
+// ---- the browser ----------------------------------------------------------------------------
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("browser")
+}
+
+/// Chromium and the Node test's dependencies, or why they are missing.
+fn browser_setup() -> anyhow::Result<PathBuf> {
+    let chromium = std::env::var_os("CHROMIUM_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    ensure!(
+        chromium.exists(),
+        "{} is missing: `apt-get install -y chromium chromium-driver` (or set CHROMIUM_PATH); \
+         ATELIER_SKIP_BROWSER_TEST=1 skips this test",
+        chromium.display()
+    );
+    ensure!(
+        browser_dir().join("node_modules/playwright-core").exists(),
+        "playwright-core is missing: `npm ci --prefix tests/browser` \
+         (ATELIER_SKIP_BROWSER_TEST=1 skips this test)"
+    );
+    Ok(chromium)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> anyhow::Result<()> {
+    if std::env::var_os("ATELIER_SKIP_BROWSER_TEST").is_some() {
+        return Ok(());
+    }
+    let chromium = browser_setup()?;
+    let model = ScriptedModel::start(script(4000)).await?;
+    let cluster = Cluster::start()?;
+    workbench_with_launch_plan(&cluster, "q3")?;
+    let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
+    let artifacts = browser_dir().join("artifacts");
+    let _ = std::fs::remove_dir_all(&artifacts);
+    std::fs::create_dir_all(&artifacts)?;
+    let job_id = format!("browser-{}", std::process::id());
+
+    let mut node = Command::new("node")
+        .arg(browser_dir().join("dashboard.test.mjs"))
+        .env("DASHBOARD_URL", &dashboard.url)
+        .env("JOB_ID", &job_id)
+        .env("CHROMIUM_PATH", &chromium)
+        .env("ARTIFACTS", &artifacts)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("node is missing")?;
+    let stdout = node.stdout.take().context("no stdout")?;
+    let (lines, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let mut result = None;
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while result.is_none() && Instant::now() < deadline {
+        let Ok(line) = receive.recv_timeout(Duration::from_millis(200)) else {
+            if node.try_wait()?.is_some() {
+                break;
+            }
+            continue;
+        };
+        if line == "READY" {
+            // The page is open: submit now, so the browser sees the job start and finish.
+            cluster.cli_ok(&[
+                "submit",
+                "q3",
+                "Count milestones per department into summary.xlsx",
+                "--model",
+                &model.model_spec(),
+                "--job-id",
+                &job_id,
+            ])?;
+        } else if let Some(json) = line.strip_prefix("RESULT ") {
+            result = Some(serde_json::from_str::<Value>(json)?);
+        }
+    }
+    let _ = node.kill();
+    let output = node.wait_with_output()?;
+    let result = result.with_context(|| {
+        format!(
+            "the browser test did not finish: {}\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            cluster.logs()
+        )
+    })?;
+
+    assert_eq!(result["sawRunning"], true, "{result}");
+    assert_eq!(result["sawSucceeded"], true, "{result}");
+    assert_eq!(
+        result["reloaded"], false,
+        "the list updated without a reload"
+    );
+    assert_eq!(
+        result["planItems"],
+        json!([{"label": "Aggregate", "status": "done"}])
+    );
+    assert_eq!(
+        result["toolCalls"],
+        json!([
+            {"tool": "table_get_map", "status": "ok"},
+            {"tool": "table_export", "status": "ok"}
+        ])
+    );
+    assert_eq!(result["draftBefore"], json!(["summary.xlsx"]));
+    assert_eq!(result["draftGone"], true);
+    assert_eq!(result["workers"], json!({"tabular": 1, "office": 1}));
+    assert_eq!(
+        result["chartBars"], 1,
+        "one minute bar: the one succeeded job"
+    );
+    let diff: DraftDiff = cluster.cli_ok(&["draft", "diff", "q3", "--json"])?.json()?;
+    assert!(
+        !diff.has_draft,
+        "Publish in the browser published the draft"
+    );
+    let published = cluster.cli_ok(&["wb", "ls", "q3", "--json"])?.stdout;
+    assert!(published.contains("summary.xlsx"));
+    for shot in [
+        "1-running",
+        "2-succeeded",
+        "3-job",
+        "4-published",
+        "5-workers",
+        "6-throughput",
+    ] {
+        let size = std::fs::metadata(artifacts.join(format!("{shot}.png")))?.len();
+        assert!(size > 1000, "screenshot {shot} is empty");
+    }
+    Ok(())
+}
