@@ -329,6 +329,28 @@ impl Cluster {
         Ok(output)
     }
 
+    /// Submits a job (without waiting) and returns its id.
+    pub fn submit(&self, workbench: &str, message: &str, model: &str) -> anyhow::Result<String> {
+        let out = self.cli_ok(&["submit", workbench, message, "--model", model])?;
+        Ok(out.stdout.trim().to_string())
+    }
+
+    /// Submits a job with `--wait --json` (plus `extra` flags) and returns its final view,
+    /// whatever the job's outcome.
+    pub fn run_job(
+        &self,
+        workbench: &str,
+        message: &str,
+        model: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<atelier_messages::job::JobView> {
+        let mut args = vec![
+            "submit", workbench, message, "--model", model, "--wait", "--json",
+        ];
+        args.extend_from_slice(extra);
+        self.cli(&args)?.json()
+    }
+
     /// Polls `atelier job ID --json` until the job is in a terminal state.
     pub fn wait_finished(
         &self,

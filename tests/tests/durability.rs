@@ -110,17 +110,11 @@ async fn run_multi_item_job(failpoint: Option<&str>) -> anyhow::Result<RunOutcom
         cluster.kill_coordinator();
         cluster.start_coordinator_with_env(&[("ATELIER_FAILPOINTS", point)])?;
     }
-    let job_id = cluster
-        .cli_ok(&[
-            "submit",
-            "wb",
-            "Count milestones and write notes",
-            "--model",
-            &model.model_spec(),
-        ])?
-        .stdout
-        .trim()
-        .to_string();
+    let job_id = cluster.submit(
+        "wb",
+        "Count milestones and write notes",
+        &model.model_spec(),
+    )?;
     if let Some(point) = failpoint {
         let coordinator = cluster.coordinator.as_mut().context("no coordinator")?;
         anyhow::ensure!(
@@ -247,11 +241,7 @@ async fn a_worker_killed_during_a_slow_call_is_replaced_and_the_call_completes()
     let model = ScriptedModel::start(slow_query_script()).await?;
     let mut cluster = Cluster::start_with(&["tabular", "office"])?;
     add_plan_csv(&cluster, "slow")?;
-    let job_id = cluster
-        .cli_ok(&["submit", "slow", "count", "--model", &model.model_spec()])?
-        .stdout
-        .trim()
-        .to_string();
+    let job_id = cluster.submit("slow", "count", &model.model_spec())?;
     // The query is running on the only tabular worker: kill it, then bring another.
     wait_until(JOB_TIMEOUT, || model.count("research", None, 0) == 1)?;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -295,11 +285,7 @@ async fn nats_server_killed_and_restarted_mid_job_the_job_completes() -> anyhow:
     let model = ScriptedModel::start(delayed_plan_script(3_000)).await?;
     let mut cluster = Cluster::start()?;
     add_plan_csv(&cluster, "outage")?;
-    let job_id = cluster
-        .cli_ok(&["submit", "outage", "go", "--model", &model.model_spec()])?
-        .stdout
-        .trim()
-        .to_string();
+    let job_id = cluster.submit("outage", "go", &model.model_spec())?;
     wait_until(JOB_TIMEOUT, || model.count("plan", None, 0) == 1)?;
     cluster.nats.kill();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -322,11 +308,7 @@ async fn cancel_stops_a_job_at_the_next_step_with_user_canceled() -> anyhow::Res
     let model = ScriptedModel::start(delayed_plan_script(2_000)).await?;
     let cluster = Cluster::start()?;
     add_plan_csv(&cluster, "cancel")?;
-    let job_id = cluster
-        .cli_ok(&["submit", "cancel", "go", "--model", &model.model_spec()])?
-        .stdout
-        .trim()
-        .to_string();
+    let job_id = cluster.submit("cancel", "go", &model.model_spec())?;
     wait_until(JOB_TIMEOUT, || model.count("plan", None, 0) == 1)?;
     cluster.cli_ok(&["cancel", &job_id])?;
     let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
@@ -363,11 +345,7 @@ async fn a_provider_outage_fails_the_job_and_resume_continues_without_redoing_st
     let model = ScriptedModel::start(script).await?;
     let cluster = Cluster::start()?;
     add_plan_csv(&cluster, "resume")?;
-    let job_id = cluster
-        .cli_ok(&["submit", "resume", "go", "--model", &model.model_spec()])?
-        .stdout
-        .trim()
-        .to_string();
+    let job_id = cluster.submit("resume", "go", &model.model_spec())?;
     // Research gets through (its last answer takes 1 s); the outage starts with the plan turn.
     wait_until(JOB_TIMEOUT, || model.count("research", None, 1) == 1)?;
     model.fail_with(503);
@@ -404,16 +382,7 @@ async fn a_model_repeating_one_call_is_warned_then_stopped_with_agent_loop_detec
     let model = ScriptedModel::start(script).await?;
     let cluster = Cluster::start()?;
     add_plan_csv(&cluster, "loop")?;
-    let out = cluster.cli(&[
-        "submit",
-        "loop",
-        "go",
-        "--model",
-        &model.model_spec(),
-        "--wait",
-        "--json",
-    ])?;
-    let view: JobView = out.json()?;
+    let view = cluster.run_job("loop", "go", &model.model_spec(), &[])?;
     let item = &view.items[0];
     assert_eq!(item.status, ItemStatus::Failed);
     assert_eq!(item.failure_code, Some(ErrorCode::AgentLoopDetected));
@@ -588,17 +557,7 @@ async fn a_destructive_call_waits_for_approval_across_a_restart_then_runs() -> a
     let model = ScriptedModel::start(delete_script()).await?;
     let mut cluster = Cluster::start()?;
     add_plan_csv(&cluster, "approve")?;
-    let job_id = cluster
-        .cli_ok(&[
-            "submit",
-            "approve",
-            "clean up",
-            "--model",
-            &model.model_spec(),
-        ])?
-        .stdout
-        .trim()
-        .to_string();
+    let job_id = cluster.submit("approve", "clean up", &model.model_spec())?;
     let waiting = wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
     let pending = waiting.pending_approval.context("no pending approval")?;
     assert_eq!(pending.tool, "delete_file");
@@ -632,17 +591,7 @@ async fn a_rejected_destructive_call_is_told_to_the_model_and_nothing_is_deleted
     let model = ScriptedModel::start(delete_script()).await?;
     let cluster = Cluster::start()?;
     add_plan_csv(&cluster, "reject")?;
-    let job_id = cluster
-        .cli_ok(&[
-            "submit",
-            "reject",
-            "clean up",
-            "--model",
-            &model.model_spec(),
-        ])?
-        .stdout
-        .trim()
-        .to_string();
+    let job_id = cluster.submit("reject", "clean up", &model.model_spec())?;
     wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
     cluster.cli_ok(&["approve", &job_id, "--reject"])?;
     let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
@@ -686,17 +635,7 @@ async fn auto_approve_runs_destructive_calls_without_pausing() -> anyhow::Result
     let model = ScriptedModel::start(delete_script()).await?;
     let cluster = Cluster::start()?;
     add_plan_csv(&cluster, "auto")?;
-    let out = cluster.cli(&[
-        "submit",
-        "auto",
-        "clean up",
-        "--model",
-        &model.model_spec(),
-        "--auto-approve",
-        "--wait",
-        "--json",
-    ])?;
-    let view: JobView = out.json()?;
+    let view = cluster.run_job("auto", "clean up", &model.model_spec(), &["--auto-approve"])?;
     assert_eq!(view.state, JobState::Succeeded);
     let diff: serde_json::Value = cluster
         .cli_ok(&["draft", "diff", "auto", "--json"])?
@@ -712,16 +651,7 @@ async fn a_job_over_its_model_turn_budget_fails_with_budget_exceeded() -> anyhow
     cluster.kill_coordinator();
     cluster.start_coordinator_with_env(&[("ATELIER_JOB_MAX_MODEL_TURNS", "3")])?;
     add_plan_csv(&cluster, "budget")?;
-    let out = cluster.cli(&[
-        "submit",
-        "budget",
-        "go",
-        "--model",
-        &model.model_spec(),
-        "--wait",
-        "--json",
-    ])?;
-    let view: JobView = out.json()?;
+    let view = cluster.run_job("budget", "go", &model.model_spec(), &[])?;
     assert_eq!(view.state, JobState::Failed);
     assert_eq!(view.error.map(|e| e.code), Some(ErrorCode::BudgetExceeded));
     assert_eq!(view.model_turns, 3);
@@ -734,14 +664,8 @@ async fn stats_report_the_journal_and_retention_prunes_finished_jobs() -> anyhow
     let model = ScriptedModel::start(multi_item_script()).await?;
     let mut cluster = Cluster::start()?;
     add_plan_csv(&cluster, "stats")?;
-    cluster.cli_ok(&[
-        "submit",
-        "stats",
-        "go",
-        "--model",
-        &model.model_spec(),
-        "--wait",
-    ])?;
+    let view = cluster.run_job("stats", "go", &model.model_spec(), &[])?;
+    assert_eq!(view.state, JobState::Succeeded);
     let stats: serde_json::Value = cluster.cli_ok(&["jobs", "--stats", "--json"])?.json()?;
     assert_eq!(stats["jobs_by_state"]["succeeded"], 1);
     // 8 model turns, 3 tool results and 5 system prompts.

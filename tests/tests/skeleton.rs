@@ -210,17 +210,11 @@ async fn coordinator_sigkilled_between_phases_resumes_without_repeating_research
     let model = ScriptedModel::start(script(4_000)).await?;
     let mut cluster = Cluster::start()?;
     workbench_with_launch_plan(&cluster, "crash")?;
-    let job_id = cluster
-        .cli_ok(&[
-            "submit",
-            "crash",
-            "Count milestones per department",
-            "--model",
-            &model.model_spec(),
-        ])?
-        .stdout
-        .trim()
-        .to_string();
+    let job_id = cluster.submit(
+        "crash",
+        "Count milestones per department",
+        &model.model_spec(),
+    )?;
 
     // Research is checkpointed; the plan turn is in flight (the model answers after 4 s).
     wait_until(Duration::from_secs(30), || {
