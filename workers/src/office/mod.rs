@@ -1,14 +1,38 @@
-//! The office pool's file tools. This release reads and writes text and CSV; the xlsx, docx and
-//! pptx readers come later. Functions here are pure: the caller fetches content and writes
+//! The office pool's file engines: text and CSV lines, spreadsheets (calamine to read, XML-level
+//! edits), Word and PowerPoint documents (XML-level reads and edits), PDF text. Functions here
+//! are pure and blocking: the caller fetches content, runs them on a blocking thread, and writes
 //! drafts.
+//!
+//! # Layout
+//! - `xml`: a small XML tree that writes untouched elements back as read; refuses DTDs.
+//! - `package`: safe zip packages (bomb, DTD, encryption and truncation checks), part overlays,
+//!   relationships and content types; untouched entries are copied raw.
+//! - `xlsx`, `docx`, `pptx`, `pdf`: one module per format.
+//! - `formats`: file formats by extension and the dispatch of each tool to its engine.
+//! - `text`: text and CSV decoding, line windows, CSV dialect sniffing.
 
+mod docx;
+mod formats;
+mod package;
+mod pdf;
+mod pptx;
 mod text;
+mod xlsx;
+mod xml;
 
 use atelier_messages::store::ManifestEntry;
 use atelier_messages::{ErrorBody, ErrorCode, path};
 use serde::Serialize;
 
 use text::{LineWindow, decode, line_window, sniff_delimiter, split_record};
+
+pub(crate) use docx::DocxOp;
+pub(crate) use formats::{
+    Format, Operations, Selector, StylesOf, blank, describe, editable, guard, info_needs_content,
+    map, read, styles,
+};
+pub(crate) use pptx::PptxOp;
+pub(crate) use xlsx::XlsxOp;
 
 /// Lines returned by `read_file` when the caller does not say.
 pub(crate) const DEFAULT_LINE_COUNT: i64 = 200;
@@ -90,24 +114,6 @@ pub(crate) fn file_info(entry: &ManifestEntry, content: Option<&[u8]>) -> FileIn
         }
     }
     info
-}
-
-/// Refuses `read_file` on kinds it cannot read, naming the tool to use instead.
-pub(crate) fn check_readable(entry: &ManifestEntry) -> Result<(), ErrorBody> {
-    let hint = match entry.kind.as_str() {
-        kind if is_text_kind(kind) => return Ok(()),
-        "xlsx" | "docx" | "pptx" | "pdf" => {
-            "office documents are not readable by read_file yet; use get_file_info for its size and digest"
-        }
-        _ => "binary files cannot be read as text; use get_file_info for its size and digest",
-    };
-    Err(ErrorBody::new(
-        ErrorCode::ValidationFailed,
-        format!(
-            "read_file reads text and CSV files; {} is {}: {hint}",
-            entry.path, entry.kind
-        ),
-    ))
 }
 
 /// The `read_file` response.
@@ -251,16 +257,31 @@ mod tests {
     }
 
     #[test]
-    fn office_and_binary_kinds_are_refused_with_a_hint() {
+    fn unsupported_and_binary_files_are_refused_with_a_hint() {
+        let selector = Selector {
+            line_start: 1,
+            line_count: 10,
+            ..Selector::default()
+        };
         for (path, hint) in [
-            ("q.xlsx", "not readable by read_file yet"),
-            ("x.bin", "binary"),
+            ("old.doc", "save it as .docx"),
+            ("deck.ppt", "save it as .pptx"),
+            ("x.bin", "binary file"),
         ] {
-            let err = check_readable(&entry(path, b"PK")).unwrap_err();
+            let err = read(&entry(path, b"\xD0\xCF"), b"\xD0\xCF".to_vec(), &selector).unwrap_err();
             assert_eq!(err.code, ErrorCode::ValidationFailed);
             assert!(err.message.contains(hint), "{}", err.message);
         }
-        assert!(check_readable(&entry("a.csv", b"a")).is_ok());
+        let wrong = Selector {
+            sheet: Some("S".into()),
+            ..selector
+        };
+        let err = read(&entry("a.txt", b"a"), b"a".to_vec(), &wrong).unwrap_err();
+        assert!(
+            err.message.contains("`sheet` does not apply"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
@@ -306,3 +327,5 @@ mod tests {
         );
     }
 }
+#[cfg(test)]
+mod tests_fixtures;
