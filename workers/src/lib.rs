@@ -15,10 +15,16 @@
 //! - `tools`: the tool names of each pool and the dispatch from a request to an engine.
 //! - `args`: typed access to a tool's JSON arguments (`VALIDATION_FAILED` naming the field).
 //! - `files`: the request's manifest, local blob paths, blob fetches and draft writes via the store.
-//! - `tabular`: DuckDB engine for CSV (`table_get_map`, `table_query`, `table_export`):
-//!   `ingest` (one cached database per CSV digest), `query` (guardrails, windows),
-//!   `cells` (DuckDB values to JSON and cells), `export` (CSV and XLSX writers).
-//! - `office`: text and CSV files (`list_files`, `get_file_info`, `read_file`, `write_text_file`).
+//! - `tabular`: DuckDB engine for delimited text tables (every `table_*` tool): `encoding`
+//!   (detection, transcoding), `dialect` (number formats), `ingest` (one cached database per
+//!   digest, shared by the host's workers), `map`, `profile` (describe, stats, rows), `query`
+//!   (guardrails, windows, limits), `cells` (DuckDB values to JSON and cells), `export` (CSV and
+//!   XLSX writers), `workbook` (query results into existing xlsx packages).
+//! - `office`: the office pool's engines: text and CSV lines, spreadsheets (calamine reads, XML-level
+//!   xlsx edits), docx and pptx (XML-level reads and edits), PDF text (lopdf); `package` opens
+//!   zip packages safely (bomb, DTD, encryption, truncation checks) and copies untouched parts
+//!   byte-for-byte on write. Tools: `list_files`, `get_file_info`, `get_file_map`, `read_file`,
+//!   `*_get_styles`, `*_operations`, `write_text_file`, `delete_file`, `rename_file`.
 
 pub mod error;
 pub mod executor;
