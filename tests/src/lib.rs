@@ -35,6 +35,11 @@ pub fn atelier_bin() -> PathBuf {
     bin
 }
 
+/// The KeenBench launch plan: 5 milestones, 6 columns (`Department` is the third).
+pub fn launch_plan_csv() -> PathBuf {
+    corpora().join("keenbench/context/keenbench_launch_plan.csv")
+}
+
 /// The shared corpora folder (`../shared/corpora` beside the repository).
 pub fn corpora() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpora")
@@ -327,6 +332,21 @@ impl Cluster {
             );
         }
         Ok(output)
+    }
+
+    /// Creates `workbench` holding the launch plan CSV at `as_path`.
+    pub fn workbench_with_launch_plan(&self, workbench: &str, as_path: &str) -> anyhow::Result<()> {
+        self.cli_ok(&["wb", "create", workbench])?;
+        let csv = launch_plan_csv();
+        self.cli_ok(&[
+            "wb",
+            "add",
+            workbench,
+            csv.to_str().unwrap_or_default(),
+            "--as",
+            as_path,
+        ])?;
+        Ok(())
     }
 
     /// Submits a job (without waiting) and returns its id.

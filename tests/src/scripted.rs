@@ -230,3 +230,31 @@ fn sse_body(turn: &Turn, id: &str) -> String {
     out.push_str("data: [DONE]\n\n");
     out
 }
+
+/// The aggregate the launch-plan job exports.
+pub const LAUNCH_PLAN_QUERY: &str =
+    "SELECT Department, COUNT(*) AS milestones FROM data GROUP BY Department ORDER BY Department";
+
+/// A job over `launch_plan.csv`: research maps it, the plan has one item that exports
+/// [`LAUNCH_PLAN_QUERY`] to `summary.xlsx` (sheet `Summary`); the plan turn answers after
+/// `plan_delay_ms`.
+pub fn launch_plan_export_script(plan_delay_ms: u64) -> Script {
+    serde_json::from_value(json!({
+        "research": [
+            {"content": "Mapping the table.", "tool_calls": [{"name": "table_get_map", "arguments": {"path": "launch_plan.csv"}}]},
+            {"content": "The launch plan has milestones by department."}
+        ],
+        "plan": [
+            {"content": "- [ ] 1. Aggregate — export milestone counts by department to summary.xlsx", "delay_ms": plan_delay_ms}
+        ],
+        "implement": {
+            "1": [
+                {"tool_calls": [{"name": "table_export", "arguments": {
+                    "path": "launch_plan.csv", "query": LAUNCH_PLAN_QUERY, "target_path": "summary.xlsx", "format": "xlsx", "sheet": "Summary"}}]},
+                {"content": "Exported summary.xlsx."}
+            ]
+        },
+        "summary": [{"content": "summary.xlsx holds milestone counts per department."}]
+    }))
+    .unwrap_or_default()
+}

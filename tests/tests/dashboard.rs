@@ -12,33 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use atelier_messages::job::{JobEvent, JobState, JobView};
 use atelier_messages::store::DraftDiff;
-use atelier_tests::scripted::{Script, ScriptedModel};
-use atelier_tests::{Cluster, NatsServer, atelier_bin, corpora, wait_until};
+use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
+use atelier_tests::{Cluster, NatsServer, atelier_bin, launch_plan_csv, wait_until};
 use serde_json::{Value, json};
-
-const QUERY: &str =
-    "SELECT Department, COUNT(*) AS milestones FROM data GROUP BY Department ORDER BY Department";
-
-fn script(plan_delay_ms: u64) -> Script {
-    serde_json::from_value(json!({
-        "research": [
-            {"content": "Mapping the table.", "tool_calls": [{"name": "table_get_map", "arguments": {"path": "launch_plan.csv"}}]},
-            {"content": "The launch plan has milestones by department."}
-        ],
-        "plan": [
-            {"content": "- [ ] 1. Aggregate — export milestone counts by department to summary.xlsx", "delay_ms": plan_delay_ms}
-        ],
-        "implement": {
-            "1": [
-                {"tool_calls": [{"name": "table_export", "arguments": {
-                    "path": "launch_plan.csv", "query": QUERY, "target_path": "summary.xlsx", "format": "xlsx", "sheet": "Summary"}}]},
-                {"content": "Exported summary.xlsx."}
-            ]
-        },
-        "summary": [{"content": "summary.xlsx holds milestone counts per department."}]
-    }))
-    .unwrap_or_default()
-}
 
 /// An HTTP client (reqwest is built without a TLS provider; install ring's as the binary does).
 fn http_client(follow_redirects: bool) -> anyhow::Result<reqwest::Client> {
@@ -148,20 +124,6 @@ impl DashboardProcess {
             .await?;
         Metrics::parse(&text)
     }
-}
-
-fn workbench_with_launch_plan(cluster: &Cluster, name: &str) -> anyhow::Result<()> {
-    cluster.cli_ok(&["wb", "create", name])?;
-    let csv = corpora().join("keenbench/context/keenbench_launch_plan.csv");
-    cluster.cli_ok(&[
-        "wb",
-        "add",
-        name,
-        csv.to_str().unwrap_or_default(),
-        "--as",
-        "launch_plan.csv",
-    ])?;
-    Ok(())
 }
 
 /// `/metrics`, checked line by line against the text format and read with prometheus-parse.
@@ -303,9 +265,9 @@ fn watch_json(cluster: &Cluster, job_id: &str) -> anyhow::Result<Vec<JobEvent>> 
 #[tokio::test(flavor = "multi_thread")]
 async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restart()
 -> anyhow::Result<()> {
-    let model = ScriptedModel::start(script(0)).await?;
+    let model = ScriptedModel::start(launch_plan_export_script(0)).await?;
     let mut cluster = Cluster::start()?;
-    workbench_with_launch_plan(&cluster, "q3")?;
+    cluster.workbench_with_launch_plan("q3", "launch_plan.csv")?;
     let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
 
     let before = dashboard.metrics().await?;
@@ -702,7 +664,7 @@ fn decode_spans(body: &[u8]) -> Vec<ReceivedSpan> {
 #[tokio::test(flavor = "multi_thread")]
 async fn one_job_is_one_trace_and_it_includes_the_workers_tool_call_span() -> anyhow::Result<()> {
     let receiver = OtlpReceiver::start().await?;
-    let model = ScriptedModel::start(script(0)).await?;
+    let model = ScriptedModel::start(launch_plan_export_script(0)).await?;
     let dir = tempfile::tempdir()?;
     let nats = NatsServer::start(dir.path())?;
     let data = dir.path().join("data");
@@ -736,7 +698,7 @@ async fn one_job_is_one_trace_and_it_includes_the_workers_tool_call_span() -> an
     })?;
     std::thread::sleep(Duration::from_millis(300));
     cli(&["wb", "create", "q3"])?;
-    let csv = corpora().join("keenbench/context/keenbench_launch_plan.csv");
+    let csv = launch_plan_csv();
     let csv = csv.to_string_lossy().to_string();
     cli(&["wb", "add", "q3", &csv, "--as", "launch_plan.csv"])?;
     let out = cli(&[
@@ -847,9 +809,9 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
         return Ok(());
     }
     let chromium = browser_setup()?;
-    let model = ScriptedModel::start(script(4000)).await?;
+    let model = ScriptedModel::start(launch_plan_export_script(4000)).await?;
     let cluster = Cluster::start()?;
-    workbench_with_launch_plan(&cluster, "q3")?;
+    cluster.workbench_with_launch_plan("q3", "launch_plan.csv")?;
     let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
     let artifacts = browser_dir().join("artifacts");
     let _ = std::fs::remove_dir_all(&artifacts);

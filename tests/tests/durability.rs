@@ -11,7 +11,7 @@ use atelier_messages::job::{EventKind, ItemStatus, JobEvent, JobState, JobSubmit
 use atelier_messages::store::Listing;
 use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, decode, encode, subjects};
 use atelier_tests::scripted::{Script, ScriptedModel};
-use atelier_tests::{Cluster, corpora, wait_until};
+use atelier_tests::{Cluster, wait_until};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -45,20 +45,6 @@ fn multi_item_script() -> Script {
 const MODEL_TURNS: usize = 8;
 const TOOL_CALLS: usize = 3;
 const CHECKPOINTS: usize = 6;
-
-fn add_plan_csv(cluster: &Cluster, workbench: &str) -> anyhow::Result<()> {
-    cluster.cli_ok(&["wb", "create", workbench])?;
-    let csv = corpora().join("keenbench/context/keenbench_launch_plan.csv");
-    cluster.cli_ok(&[
-        "wb",
-        "add",
-        workbench,
-        csv.to_str().unwrap_or_default(),
-        "--as",
-        "plan.csv",
-    ])?;
-    Ok(())
-}
 
 fn draft_digests(cluster: &Cluster, workbench: &str) -> anyhow::Result<BTreeMap<String, String>> {
     let listing: Listing = cluster
@@ -105,7 +91,7 @@ struct RunOutcome {
 async fn run_multi_item_job(failpoint: Option<&str>) -> anyhow::Result<RunOutcome> {
     let model = ScriptedModel::start(multi_item_script()).await?;
     let mut cluster = Cluster::start()?;
-    add_plan_csv(&cluster, "wb")?;
+    cluster.workbench_with_launch_plan("wb", "plan.csv")?;
     if let Some(point) = failpoint {
         cluster.kill_coordinator();
         cluster.start_coordinator_with_env(&[("ATELIER_FAILPOINTS", point)])?;
@@ -240,7 +226,7 @@ async fn a_worker_killed_during_a_slow_call_is_replaced_and_the_call_completes()
 -> anyhow::Result<()> {
     let model = ScriptedModel::start(slow_query_script()).await?;
     let mut cluster = Cluster::start_with(&["tabular", "office"])?;
-    add_plan_csv(&cluster, "slow")?;
+    cluster.workbench_with_launch_plan("slow", "plan.csv")?;
     let job_id = cluster.submit("slow", "count", &model.model_spec())?;
     // The query is running on the only tabular worker: kill it, then bring another.
     wait_until(JOB_TIMEOUT, || model.count("research", None, 0) == 1)?;
@@ -284,7 +270,7 @@ fn delayed_plan_script(delay_ms: u64) -> Script {
 async fn nats_server_killed_and_restarted_mid_job_the_job_completes() -> anyhow::Result<()> {
     let model = ScriptedModel::start(delayed_plan_script(3_000)).await?;
     let mut cluster = Cluster::start()?;
-    add_plan_csv(&cluster, "outage")?;
+    cluster.workbench_with_launch_plan("outage", "plan.csv")?;
     let job_id = cluster.submit("outage", "go", &model.model_spec())?;
     wait_until(JOB_TIMEOUT, || model.count("plan", None, 0) == 1)?;
     cluster.nats.kill();
@@ -307,7 +293,7 @@ async fn nats_server_killed_and_restarted_mid_job_the_job_completes() -> anyhow:
 async fn cancel_stops_a_job_at_the_next_step_with_user_canceled() -> anyhow::Result<()> {
     let model = ScriptedModel::start(delayed_plan_script(2_000)).await?;
     let cluster = Cluster::start()?;
-    add_plan_csv(&cluster, "cancel")?;
+    cluster.workbench_with_launch_plan("cancel", "plan.csv")?;
     let job_id = cluster.submit("cancel", "go", &model.model_spec())?;
     wait_until(JOB_TIMEOUT, || model.count("plan", None, 0) == 1)?;
     cluster.cli_ok(&["cancel", &job_id])?;
@@ -344,7 +330,7 @@ async fn a_provider_outage_fails_the_job_and_resume_continues_without_redoing_st
     script.research[1].delay_ms = 1_000;
     let model = ScriptedModel::start(script).await?;
     let cluster = Cluster::start()?;
-    add_plan_csv(&cluster, "resume")?;
+    cluster.workbench_with_launch_plan("resume", "plan.csv")?;
     let job_id = cluster.submit("resume", "go", &model.model_spec())?;
     // Research gets through (its last answer takes 1 s); the outage starts with the plan turn.
     wait_until(JOB_TIMEOUT, || model.count("research", None, 1) == 1)?;
@@ -381,7 +367,7 @@ async fn a_model_repeating_one_call_is_warned_then_stopped_with_agent_loop_detec
     }))?;
     let model = ScriptedModel::start(script).await?;
     let cluster = Cluster::start()?;
-    add_plan_csv(&cluster, "loop")?;
+    cluster.workbench_with_launch_plan("loop", "plan.csv")?;
     let view = cluster.run_job("loop", "go", &model.model_spec(), &[])?;
     let item = &view.items[0];
     assert_eq!(item.status, ItemStatus::Failed);
@@ -556,7 +542,7 @@ fn wait_for_state(cluster: &Cluster, job_id: &str, state: JobState) -> anyhow::R
 async fn a_destructive_call_waits_for_approval_across_a_restart_then_runs() -> anyhow::Result<()> {
     let model = ScriptedModel::start(delete_script()).await?;
     let mut cluster = Cluster::start()?;
-    add_plan_csv(&cluster, "approve")?;
+    cluster.workbench_with_launch_plan("approve", "plan.csv")?;
     let job_id = cluster.submit("approve", "clean up", &model.model_spec())?;
     let waiting = wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
     let pending = waiting.pending_approval.context("no pending approval")?;
@@ -590,7 +576,7 @@ async fn a_rejected_destructive_call_is_told_to_the_model_and_nothing_is_deleted
 -> anyhow::Result<()> {
     let model = ScriptedModel::start(delete_script()).await?;
     let cluster = Cluster::start()?;
-    add_plan_csv(&cluster, "reject")?;
+    cluster.workbench_with_launch_plan("reject", "plan.csv")?;
     let job_id = cluster.submit("reject", "clean up", &model.model_spec())?;
     wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
     cluster.cli_ok(&["approve", &job_id, "--reject"])?;
@@ -634,7 +620,7 @@ async fn a_rejected_destructive_call_is_told_to_the_model_and_nothing_is_deleted
 async fn auto_approve_runs_destructive_calls_without_pausing() -> anyhow::Result<()> {
     let model = ScriptedModel::start(delete_script()).await?;
     let cluster = Cluster::start()?;
-    add_plan_csv(&cluster, "auto")?;
+    cluster.workbench_with_launch_plan("auto", "plan.csv")?;
     let view = cluster.run_job("auto", "clean up", &model.model_spec(), &["--auto-approve"])?;
     assert_eq!(view.state, JobState::Succeeded);
     let diff: serde_json::Value = cluster
@@ -650,7 +636,7 @@ async fn a_job_over_its_model_turn_budget_fails_with_budget_exceeded() -> anyhow
     let mut cluster = Cluster::start()?;
     cluster.kill_coordinator();
     cluster.start_coordinator_with_env(&[("ATELIER_JOB_MAX_MODEL_TURNS", "3")])?;
-    add_plan_csv(&cluster, "budget")?;
+    cluster.workbench_with_launch_plan("budget", "plan.csv")?;
     let view = cluster.run_job("budget", "go", &model.model_spec(), &[])?;
     assert_eq!(view.state, JobState::Failed);
     assert_eq!(view.error.map(|e| e.code), Some(ErrorCode::BudgetExceeded));
@@ -663,7 +649,7 @@ async fn a_job_over_its_model_turn_budget_fails_with_budget_exceeded() -> anyhow
 async fn stats_report_the_journal_and_retention_prunes_finished_jobs() -> anyhow::Result<()> {
     let model = ScriptedModel::start(multi_item_script()).await?;
     let mut cluster = Cluster::start()?;
-    add_plan_csv(&cluster, "stats")?;
+    cluster.workbench_with_launch_plan("stats", "plan.csv")?;
     let view = cluster.run_job("stats", "go", &model.model_spec(), &[])?;
     assert_eq!(view.state, JobState::Succeeded);
     let stats: serde_json::Value = cluster.cli_ok(&["jobs", "--stats", "--json"])?.json()?;

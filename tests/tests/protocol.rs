@@ -8,20 +8,11 @@ use atelier_messages::tool::{ToolOutput, ToolRequest};
 use atelier_messages::{
     ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode, subjects,
 };
-use atelier_tests::{Cluster, corpora, nats_request};
+use atelier_tests::{Cluster, nats_request};
 use serde_json::{Value, json};
 
 fn setup(cluster: &Cluster, name: &str) -> anyhow::Result<Listing> {
-    cluster.cli_ok(&["wb", "create", name])?;
-    let csv = corpora().join("keenbench/context/keenbench_launch_plan.csv");
-    cluster.cli_ok(&[
-        "wb",
-        "add",
-        name,
-        csv.to_str().unwrap_or_default(),
-        "--as",
-        "plan.csv",
-    ])?;
+    cluster.workbench_with_launch_plan(name, "plan.csv")?;
     cluster.cli_ok(&["wb", "ls", name, "--json"])?.json()
 }
 

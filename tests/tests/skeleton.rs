@@ -7,62 +7,19 @@ use std::time::Duration;
 use anyhow::Context;
 use atelier_messages::job::{JobState, JobView, Phase};
 use atelier_messages::store::{DraftDiff, Listing};
-use atelier_tests::scripted::{Script, ScriptedModel};
-use atelier_tests::{Cluster, corpora, wait_until};
+use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
+use atelier_tests::{Cluster, launch_plan_csv, wait_until};
 use calamine::{Data, Reader};
-use serde_json::json;
-
-const QUERY: &str =
-    "SELECT Department, COUNT(*) AS milestones FROM data GROUP BY Department ORDER BY Department";
-
-fn launch_plan() -> std::path::PathBuf {
-    corpora().join("keenbench/context/keenbench_launch_plan.csv")
-}
 
 /// Department → milestone count, computed from the CSV without our code.
 fn expected_counts() -> BTreeMap<String, f64> {
-    let text = std::fs::read_to_string(launch_plan()).unwrap_or_default();
+    let text = std::fs::read_to_string(launch_plan_csv()).unwrap_or_default();
     let mut counts = BTreeMap::new();
     for line in text.lines().skip(1).filter(|line| !line.trim().is_empty()) {
         let department = line.split(',').nth(2).unwrap_or_default().to_string();
         *counts.entry(department).or_insert(0.0) += 1.0;
     }
     counts
-}
-
-fn script(plan_delay_ms: u64) -> Script {
-    serde_json::from_value(json!({
-        "research": [
-            {"content": "Mapping the table.", "tool_calls": [{"name": "table_get_map", "arguments": {"path": "launch_plan.csv"}}]},
-            {"content": "The launch plan has milestones by department."}
-        ],
-        "plan": [
-            {"content": "- [ ] 1. Aggregate — export milestone counts by department to summary.xlsx", "delay_ms": plan_delay_ms}
-        ],
-        "implement": {
-            "1": [
-                {"tool_calls": [{"name": "table_export", "arguments": {
-                    "path": "launch_plan.csv", "query": QUERY, "target_path": "summary.xlsx", "format": "xlsx", "sheet": "Summary"}}]},
-                {"content": "Exported summary.xlsx."}
-            ]
-        },
-        "summary": [{"content": "summary.xlsx holds milestone counts per department."}]
-    }))
-    .unwrap_or_default()
-}
-
-fn workbench_with_launch_plan(cluster: &Cluster, name: &str) -> anyhow::Result<()> {
-    cluster.cli_ok(&["wb", "create", name])?;
-    let csv = launch_plan();
-    cluster.cli_ok(&[
-        "wb",
-        "add",
-        name,
-        csv.to_str().unwrap_or_default(),
-        "--as",
-        "launch_plan.csv",
-    ])?;
-    Ok(())
 }
 
 fn read_summary_sheet(path: &std::path::Path) -> anyhow::Result<Vec<Vec<Data>>> {
@@ -76,9 +33,9 @@ fn read_summary_sheet(path: &std::path::Path) -> anyhow::Result<Vec<Vec<Data>>> 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn job_exports_an_aggregate_through_real_nats_and_publishes() -> anyhow::Result<()> {
-    let model = ScriptedModel::start(script(0)).await?;
+    let model = ScriptedModel::start(launch_plan_export_script(0)).await?;
     let cluster = Cluster::start()?;
-    workbench_with_launch_plan(&cluster, "q3")?;
+    cluster.workbench_with_launch_plan("q3", "launch_plan.csv")?;
 
     let out = cluster.cli(&[
         "submit",
@@ -199,7 +156,7 @@ async fn job_exports_an_aggregate_through_real_nats_and_publishes() -> anyhow::R
     let cat = cluster.cli_ok(&["wb", "cat", "q3", "launch_plan.csv"])?;
     assert_eq!(
         cat.stdout.as_bytes(),
-        std::fs::read(launch_plan())?.as_slice()
+        std::fs::read(launch_plan_csv())?.as_slice()
     );
     Ok(())
 }
@@ -207,9 +164,9 @@ async fn job_exports_an_aggregate_through_real_nats_and_publishes() -> anyhow::R
 #[tokio::test(flavor = "multi_thread")]
 async fn coordinator_sigkilled_between_phases_resumes_without_repeating_research()
 -> anyhow::Result<()> {
-    let model = ScriptedModel::start(script(4_000)).await?;
+    let model = ScriptedModel::start(launch_plan_export_script(4_000)).await?;
     let mut cluster = Cluster::start()?;
-    workbench_with_launch_plan(&cluster, "crash")?;
+    cluster.workbench_with_launch_plan("crash", "launch_plan.csv")?;
     let job_id = cluster.submit(
         "crash",
         "Count milestones per department",
@@ -258,7 +215,7 @@ async fn coordinator_sigkilled_between_phases_resumes_without_repeating_research
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_without_model_fails_with_provider_not_configured() -> anyhow::Result<()> {
     let cluster = Cluster::start()?;
-    workbench_with_launch_plan(&cluster, "nomodel")?;
+    cluster.workbench_with_launch_plan("nomodel", "launch_plan.csv")?;
     let out = cluster.cli(&["submit", "nomodel", "anything", "--wait", "--json"])?;
     assert!(!out.success, "a job without a model must not succeed");
     assert_eq!(out.code, Some(1));
