@@ -1,4 +1,5 @@
-//! Tools served by the tabular pool (DuckDB over CSV); contracts in docs/tools.md.
+//! Tools served by the tabular pool (DuckDB over delimited text tables); contracts in docs/tools.md
+//! (schemas exactly as the seed `tabular-text-csv.md`, plus `table_update_from_export`).
 
 use atelier_messages::tool::Pool;
 use serde_json::json;
@@ -12,6 +13,44 @@ pub(super) fn tools() -> Vec<ToolSpec> {
             name: "table_get_map",
             description: "Get a structural map of a tabular text file (CSV). Returns column names, inferred types, row count, chunk boundaries, and encoding metadata. Use this to understand the table structure before reading or querying.",
             parameters: object(json!({"path": path_param()}), &["path"]),
+            pool: Pool::Tabular,
+            capability: Capability::Read,
+            action_class: ActionClass::Navigational,
+        },
+        ToolSpec {
+            name: "table_describe",
+            description: "Get detailed column descriptions for a tabular text file. Returns per-column inferred type, nullability, and distinct-value estimates. More detailed than the map's column list.",
+            parameters: object(json!({"path": path_param()}), &["path"]),
+            pool: Pool::Tabular,
+            capability: Capability::Read,
+            action_class: ActionClass::Navigational,
+        },
+        ToolSpec {
+            name: "table_stats",
+            description: "Get summary statistics for columns in a tabular file. Numeric columns: min, max, mean, sum, stddev. String columns: min/max length, most common values. Date columns: min, max. Specify columns to limit scope, or omit for all columns.",
+            parameters: object(
+                json!({
+                    "path": path_param(),
+                    "columns": {"type": "array", "items": {"type": "string"}, "description": "Column names to get stats for. Omit for all columns."}
+                }),
+                &["path"],
+            ),
+            pool: Pool::Tabular,
+            capability: Capability::Read,
+            action_class: ActionClass::Navigational,
+        },
+        ToolSpec {
+            name: "table_read_rows",
+            description: "Read a range of rows from a tabular file by position. Use for browsing data without writing SQL. Returns rows with column headers and types.",
+            parameters: object(
+                json!({
+                    "path": path_param(),
+                    "row_start": {"type": "integer", "description": "First row to read (1-based, excluding header)"},
+                    "row_count": {"type": "integer", "description": "Number of rows to read"},
+                    "columns": {"type": "array", "items": {"type": "string"}, "description": "Column names to include. Omit for all columns."}
+                }),
+                &["path", "row_start", "row_count"],
+            ),
             pool: Pool::Tabular,
             capability: Capability::Read,
             action_class: ActionClass::Navigational,
@@ -47,6 +86,25 @@ pub(super) fn tools() -> Vec<ToolSpec> {
             ),
             pool: Pool::Tabular,
             capability: Capability::Create,
+            action_class: ActionClass::Additive,
+        },
+        ToolSpec {
+            name: "table_update_from_export",
+            description: "Write tabular data (the full table or a query result) into an .xlsx workbook in Draft, creating it if needed and keeping its other sheets. Modes: replace_sheet (the sheet's content becomes the result), append_rows (rows go below the sheet's last used row), write_range (the result overwrites the cells from start_cell). Numbers stay numbers and dates stay dates.",
+            parameters: object(
+                json!({
+                    "path": {"type": "string", "description": "Source workbench file path"},
+                    "query": {"type": "string", "description": "Optional SQL query to filter/transform data before writing. If omitted, writes the full table."},
+                    "target_path": {"type": "string", "description": "Destination .xlsx file path in Draft (existing or new)"},
+                    "sheet": {"type": "string", "description": "Sheet to write. Defaults to 'Sheet1'; created if missing."},
+                    "mode": {"type": "string", "enum": ["replace_sheet", "append_rows", "write_range"], "description": "How the data goes into the sheet"},
+                    "start_cell": {"type": "string", "description": "Top-left cell for write_range, e.g. 'B3'. Defaults to 'A1'."},
+                    "include_header": {"type": "boolean", "description": "Write the column names as the first row. Defaults to true, except append_rows onto a sheet that already has rows."}
+                }),
+                &["path", "target_path", "mode"],
+            ),
+            pool: Pool::Tabular,
+            capability: Capability::Write,
             action_class: ActionClass::Additive,
         },
     ]

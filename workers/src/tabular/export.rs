@@ -165,7 +165,7 @@ fn push_csv_record(out: &mut Vec<u8>, fields: impl Iterator<Item = Option<String
     out.push(b'\n');
 }
 
-fn xlsx_failed(e: XlsxError) -> ErrorBody {
+pub(crate) fn xlsx_failed(e: XlsxError) -> ErrorBody {
     ErrorBody::new(
         ErrorCode::FileWriteFailed,
         format!("cannot write the workbook: {e}"),
@@ -179,15 +179,7 @@ fn xlsx_bytes(
     sheet: &str,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<u8>, u64), ErrorBody> {
-    if columns.len() > EXCEL_MAX_COLUMNS {
-        return Err(ErrorBody::new(
-            ErrorCode::ValidationFailed,
-            format!(
-                "the result has {} columns; Excel holds at most {EXCEL_MAX_COLUMNS}",
-                columns.len()
-            ),
-        ));
-    }
+    check_sheet_size(0, columns.len())?;
     let mut writer = SheetWriter::new(sheet)?;
     writer.header(columns)?;
     scan(conn, query, columns, None, |cells| writer.row(&cells))?;
@@ -200,8 +192,8 @@ fn xlsx_bytes(
 }
 
 /// Counts of values Excel could not hold exactly.
-#[derive(Default)]
-struct Notes {
+#[derive(Debug, Default)]
+pub(crate) struct Notes {
     truncated_text: u64,
     non_finite: u64,
     inexact_integers: u64,
@@ -209,7 +201,7 @@ struct Notes {
 }
 
 impl Notes {
-    fn messages(&self) -> Vec<String> {
+    pub(crate) fn messages(&self) -> Vec<String> {
         let mut messages = Vec::new();
         let mut note = |count: u64, what: &str| {
             if count > 0 {
@@ -236,6 +228,77 @@ impl Notes {
     }
 }
 
+/// A cell as Excel will hold it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ExcelValue<'a> {
+    Empty,
+    Bool(bool),
+    Number(f64),
+    Text(std::borrow::Cow<'a, str>),
+    /// An Excel serial date; `with_time` picks the date-time format.
+    Date {
+        serial: f64,
+        with_time: bool,
+    },
+}
+
+/// How `cell` is written to Excel, counting in `notes` what cannot be held exactly.
+pub(crate) fn excel_value<'a>(cell: &'a Cell, notes: &mut Notes) -> ExcelValue<'a> {
+    match cell {
+        Cell::Null => ExcelValue::Empty,
+        Cell::Bool(b) => ExcelValue::Bool(*b),
+        Cell::Int(i) => {
+            if i.unsigned_abs() > EXACT_INTEGER.unsigned_abs() {
+                notes.inexact_integers += 1;
+            }
+            ExcelValue::Number(*i as f64)
+        }
+        Cell::Float(f) if !f.is_finite() => {
+            notes.non_finite += 1;
+            ExcelValue::Empty
+        }
+        Cell::Float(f) => ExcelValue::Number(*f),
+        Cell::Text(text) => {
+            let kept = truncate_chars(text, EXCEL_MAX_TEXT);
+            if kept.len() < text.len() {
+                notes.truncated_text += 1;
+            }
+            ExcelValue::Text(kept.into())
+        }
+        Cell::Date(days) => date_value(cell, f64::from(*days), false, notes),
+        Cell::Timestamp(micros) => date_value(cell, days_of_micros(*micros), true, notes),
+    }
+}
+
+fn date_value<'a>(cell: &Cell, days: f64, with_time: bool, notes: &mut Notes) -> ExcelValue<'a> {
+    let serial = excel_serial_of_days(days);
+    if serial < FIRST_SAFE_SERIAL {
+        notes.early_dates += 1;
+        return ExcelValue::Text(cell.to_text().unwrap_or_default().into());
+    }
+    ExcelValue::Date { serial, with_time }
+}
+
+/// Refuses results wider or longer than a sheet.
+pub(crate) fn check_sheet_size(rows: u64, columns: usize) -> Result<(), ErrorBody> {
+    if columns > EXCEL_MAX_COLUMNS {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!("the result has {columns} columns; Excel holds at most {EXCEL_MAX_COLUMNS}"),
+        ));
+    }
+    if rows >= EXCEL_MAX_ROWS {
+        return Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "the result has more rows than an Excel sheet holds ({}); filter it or export csv",
+                EXCEL_MAX_ROWS - 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Writes one worksheet, row by row.
 struct SheetWriter {
     worksheet: Worksheet,
@@ -248,12 +311,9 @@ struct SheetWriter {
 impl SheetWriter {
     fn new(sheet: &str) -> Result<Self, ErrorBody> {
         let mut worksheet = Worksheet::new();
-        worksheet.set_name(sheet).map_err(|e| {
-            ErrorBody::new(
-                ErrorCode::ValidationFailed,
-                format!("table_export: invalid `sheet` {sheet:?}: {e}"),
-            )
-        })?;
+        worksheet
+            .set_name(sheet)
+            .map_err(|e| invalid_sheet(sheet, e))?;
         Ok(Self {
             worksheet,
             date: Format::new().set_num_format("yyyy-mm-dd"),
@@ -274,15 +334,7 @@ impl SheetWriter {
     }
 
     fn row(&mut self, cells: &[Cell]) -> Result<(), ErrorBody> {
-        if self.rows + 1 >= EXCEL_MAX_ROWS {
-            return Err(ErrorBody::new(
-                ErrorCode::ValidationFailed,
-                format!(
-                    "the result has more rows than an Excel sheet holds ({}); filter it or export csv",
-                    EXCEL_MAX_ROWS - 1
-                ),
-            ));
-        }
+        check_sheet_size(self.rows + 1, cells.len())?;
         self.rows += 1;
         let row = u32::try_from(self.rows)
             .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
@@ -294,59 +346,30 @@ impl SheetWriter {
 
     fn cell(&mut self, row: u32, col: u16, cell: &Cell) -> Result<(), ErrorBody> {
         let sheet = &mut self.worksheet;
-        let written = match cell {
-            Cell::Null => return Ok(()),
-            Cell::Bool(b) => sheet.write_boolean(row, col, *b),
-            Cell::Int(i) => {
-                if i.unsigned_abs() > EXACT_INTEGER.unsigned_abs() {
-                    self.notes.inexact_integers += 1;
-                }
-                sheet.write_number(row, col, *i as f64)
-            }
-            Cell::Float(f) if !f.is_finite() => {
-                self.notes.non_finite += 1;
-                return Ok(());
-            }
-            Cell::Float(f) => sheet.write_number(row, col, *f),
-            Cell::Text(text) => {
-                let kept = truncate_chars(text, EXCEL_MAX_TEXT);
-                if kept.len() < text.len() {
-                    self.notes.truncated_text += 1;
-                }
-                sheet.write_string(row, col, kept)
-            }
-            Cell::Date(days) => return self.date_cell(row, col, f64::from(*days), cell, false),
-            Cell::Timestamp(micros) => {
-                return self.date_cell(row, col, days_of_micros(*micros), cell, true);
+        let written = match excel_value(cell, &mut self.notes) {
+            ExcelValue::Empty => return Ok(()),
+            ExcelValue::Bool(b) => sheet.write_boolean(row, col, b),
+            ExcelValue::Number(n) => sheet.write_number(row, col, n),
+            ExcelValue::Text(text) => sheet.write_string(row, col, text),
+            ExcelValue::Date { serial, with_time } => {
+                let format = if with_time {
+                    &self.timestamp
+                } else {
+                    &self.date
+                };
+                sheet.write_number_with_format(row, col, serial, format)
             }
         };
         written.map(|_| ()).map_err(xlsx_failed)
     }
+}
 
-    fn date_cell(
-        &mut self,
-        row: u32,
-        col: u16,
-        days: f64,
-        cell: &Cell,
-        with_time: bool,
-    ) -> Result<(), ErrorBody> {
-        let serial = excel_serial_of_days(days);
-        let written = if serial < FIRST_SAFE_SERIAL {
-            self.notes.early_dates += 1;
-            let text = cell.to_text().unwrap_or_default();
-            self.worksheet.write_string(row, col, text)
-        } else {
-            let format = if with_time {
-                &self.timestamp
-            } else {
-                &self.date
-            };
-            self.worksheet
-                .write_number_with_format(row, col, serial, format)
-        };
-        written.map(|_| ()).map_err(xlsx_failed)
-    }
+/// `VALIDATION_FAILED` for a sheet name Excel refuses.
+pub(crate) fn invalid_sheet(sheet: &str, e: XlsxError) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!("invalid `sheet` {sheet:?}: {e}"),
+    )
 }
 
 /// The longest prefix of `text` with at most `max` characters.

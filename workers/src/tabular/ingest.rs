@@ -1,22 +1,60 @@
 //! One persistent DuckDB database per CSV digest: `<cache_dir>/tabular/<digest>.duckdb`.
 //!
-//! The first call for a digest ingests the CSV with `read_csv(auto_detect)` into table `data`
-//! (plus the sniffed dialect and encoding in `atelier_source`) inside a temporary file, then
-//! renames it into place, so a crash never leaves a half-built database. A per-digest lock makes
-//! concurrent first calls in one process ingest once; across processes the rename is atomic.
+//! The first call for a digest ingests the file into table `data` (and what was learned about it
+//! into `atelier_source`) inside a temporary database, then renames it into place, so a crash
+//! never leaves a half-built database and a new digest never sees another file's data. A lock per
+//! digest (a mutex in the process, an advisory file lock across processes) makes concurrent first
+//! calls ingest once on the whole host.
+//!
+//! Ingest: detect the encoding ([`super::encoding`]) and transcode anything but UTF-8 to a UTF-8
+//! copy; on (a 1 MiB prefix of) the file, let DuckDB's sniffer find delimiter, quote, header and
+//! metadata rows to skip, and sample 2,048 records to check the number format and null markers
+//! ([`super::dialect`]); then `CREATE TABLE data AS SELECT * FROM read_csv(...)`. Reads fall back,
+//! in order, to padding ragged rows, sniffing types on the whole file, and reading every column
+//! as text (with a warning); the serial reader is used when DuckDB asks for it.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use atelier_messages::{ErrorBody, ErrorCode};
 use duckdb::Connection;
+use serde::{Deserialize, Serialize};
 
+use super::dialect::{NumberFormat, detect_null_markers, detect_number_format, sample_values};
+use super::encoding::{self, Detected, WEAK_GUESS};
 use crate::files::{check_digest, temp_path_for};
 
-const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+/// Rows the pre-checks sample (dialect, number format, null markers); the final read's own
+/// sniffer samples DuckDB's default 20,480 rows for the types.
+const SAMPLE_ROWS: usize = 2_048;
+/// Metadata lines above the header kept for the map, and their longest length.
+const PREAMBLE_LINES: usize = 20;
+const PREAMBLE_CHARS: usize = 200;
+/// Bytes of a large file the pre-checks look at.
+const PREFIX_BYTES: u64 = 1 << 20;
 
-/// The cache of ingested CSV databases.
+/// What ingest learned about the file (stored as JSON in `atelier_source`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SourceMeta {
+    pub(crate) delimiter: String,
+    pub(crate) quote: String,
+    pub(crate) has_header: bool,
+    pub(crate) skipped_rows: u64,
+    pub(crate) preamble: Vec<String>,
+    pub(crate) encoding: String,
+    pub(crate) encoding_confidence: f64,
+    pub(crate) replaced_characters: u64,
+    pub(crate) decimal_separator: String,
+    pub(crate) thousands_separator: Option<String>,
+    #[serde(default)]
+    pub(crate) null_values: Vec<String>,
+    pub(crate) warnings: Vec<String>,
+}
+
+/// The cache of ingested databases.
 pub(crate) struct TableCache {
     root: PathBuf,
     locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
@@ -30,7 +68,7 @@ impl TableCache {
         }
     }
 
-    /// The database of the CSV at `csv` with content digest `digest`, ingested on first use.
+    /// The database of the file at `csv` with content digest `digest`, ingested on first use.
     pub(crate) fn database(&self, csv: &Path, digest: &str) -> Result<PathBuf, ErrorBody> {
         check_digest(digest)?;
         let target = self.root.join(format!("{digest}.duckdb"));
@@ -39,6 +77,7 @@ impl TableCache {
         }
         let lock = self.lock_for(digest);
         let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _host_lock = self.host_lock(digest)?;
         if !target.exists() {
             build(csv, &target)?;
         }
@@ -49,27 +88,20 @@ impl TableCache {
         let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
         locks.entry(digest.to_string()).or_default().clone()
     }
-}
 
-/// The text encoding a CSV is read with.
-struct Encoding {
-    /// The name reported to the model and passed to DuckDB's `read_csv(encoding = ...)`.
-    name: &'static str,
-    confidence: f64,
-}
-
-/// UTF-8 (with or without BOM) when the bytes decode, else Latin-1 (every byte is valid).
-fn detect_encoding(bytes: &[u8]) -> Encoding {
-    let body = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
-    match std::str::from_utf8(body) {
-        Ok(_) => Encoding {
-            name: "utf-8",
-            confidence: 1.0,
-        },
-        Err(_) => Encoding {
-            name: "latin-1",
-            confidence: 0.5,
-        },
+    /// An exclusive advisory lock on `locks/<digest>.lock`, shared by every worker process on
+    /// the host; released when the file is dropped.
+    fn host_lock(&self, digest: &str) -> Result<File, ErrorBody> {
+        let dir = self.root.join("locks");
+        std::fs::create_dir_all(&dir).map_err(cache_failed)?;
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(format!("{digest}.lock")))
+            .map_err(cache_failed)?;
+        file.lock().map_err(cache_failed)?;
+        Ok(file)
     }
 }
 
@@ -77,7 +109,7 @@ fn read_failed(csv: &Path) -> impl Fn(duckdb::Error) -> ErrorBody + '_ {
     move |e| {
         ErrorBody::new(
             ErrorCode::FileReadFailed,
-            format!("cannot read {} as CSV: {e}", csv.display()),
+            format!("cannot read {} as a table: {e}", csv.display()),
         )
     }
 }
@@ -89,26 +121,36 @@ fn cache_failed(e: std::io::Error) -> ErrorBody {
     )
 }
 
+/// Files made while building, removed whatever happens.
+struct Scratch(Vec<PathBuf>);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 fn build(csv: &Path, target: &Path) -> Result<(), ErrorBody> {
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(cache_failed)?;
     }
-    let bytes = std::fs::read(csv).map_err(|e| {
-        ErrorBody::new(
-            ErrorCode::FileReadFailed,
-            format!("cannot read {}: {e}", csv.display()),
-        )
-    })?;
-    let encoding = detect_encoding(&bytes);
-    drop(bytes);
+    let detected = encoding::detect(csv)?;
     let temp = temp_path_for(target);
-    let built = ingest(csv, &temp, &encoding)
+    let mut scratch = Scratch(vec![temp.clone(), wal_of(&temp)]);
+    let mut replaced = 0;
+    let source = if detected.is_utf8() {
+        csv.to_path_buf()
+    } else {
+        let utf8 = temp.with_extension("utf8.csv");
+        scratch.0.push(utf8.clone());
+        replaced = encoding::transcode(csv, detected, &utf8)?;
+        utf8
+    };
+    let built = ingest(&source, &temp, detected, replaced)
         .and_then(|()| std::fs::rename(&temp, target).map_err(cache_failed));
-    if built.is_err() {
-        let _ = std::fs::remove_file(&temp);
-        let _ = std::fs::remove_file(wal_of(&temp));
-    }
-    tracing::info!(csv = %csv.display(), database = %target.display(), ok = built.is_ok(), "ingested CSV");
+    tracing::info!(csv = %csv.display(), database = %target.display(), encoding = %detected.name(), ok = built.is_ok(), "ingested table");
     built
 }
 
@@ -119,45 +161,338 @@ fn wal_of(database: &Path) -> PathBuf {
 }
 
 /// A SQL string literal.
-fn sql_string(text: &str) -> String {
+pub(crate) fn sql_string(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
-fn ingest(csv: &Path, database: &Path, encoding: &Encoding) -> Result<(), ErrorBody> {
+/// The sniffer's dialect.
+struct Sniffed {
+    delimiter: String,
+    quote: String,
+    has_header: bool,
+    skip_rows: u64,
+    columns: usize,
+    /// Whether the padded sniff decided (ragged rows near the top).
+    padded: bool,
+}
+
+fn sniff_with(conn: &Connection, source: &str, options: &str) -> Result<Sniffed, duckdb::Error> {
+    conn.query_row(
+        &format!(
+            "SELECT Delimiter, Quote, HasHeader, SkipRows, len(Columns) FROM sniff_csv({source}{options}, sample_size = {SAMPLE_ROWS})"
+        ),
+        [],
+        |row| {
+            Ok(Sniffed {
+                delimiter: row.get(0)?,
+                quote: row.get(1)?,
+                has_header: row.get(2)?,
+                skip_rows: row.get::<_, i64>(3)?.try_into().unwrap_or(0),
+                columns: row.get::<_, i64>(4)?.try_into().unwrap_or(0),
+                padded: !options.is_empty(),
+            })
+        },
+    )
+}
+
+/// The dialect: the strict sniff finds metadata rows above the header (rows with fewer fields
+/// are not padded, so they stand out); when it sees a single column (ragged rows defeat it) the
+/// padded sniff decides.
+fn sniff(conn: &Connection, source: &str) -> Result<Sniffed, duckdb::Error> {
+    let strict = sniff_with(conn, source, "")?;
+    if strict.columns > 1 {
+        return Ok(strict);
+    }
+    sniff_with(conn, source, ", null_padding = true")
+}
+
+/// `read_csv` options fixed for the whole ingest.
+#[derive(Debug, Clone)]
+struct ReadOptions {
+    /// Delimiter and rows to skip, when metadata rows were found above the header (the padded
+    /// reader would otherwise read them as data); else DuckDB detects both.
+    preamble: Option<(String, u64)>,
+    /// Pad short rows with NULL (ragged files); off otherwise, as it slows the parser.
+    padding: bool,
+    numbers: NumberFormat,
+    /// Extra spellings of NULL (`NA`…), besides the empty field.
+    nulls: Vec<String>,
+}
+
+impl ReadOptions {
+    /// The options; `serial` turns the parallel reader off (it refuses padding ragged rows
+    /// when quoted fields hold line breaks).
+    fn render(&self, serial: bool) -> String {
+        let dialect = match &self.preamble {
+            Some((delimiter, skip)) => {
+                format!(", delim = {}, skip = {skip}", sql_string(delimiter))
+            }
+            None => String::new(),
+        };
+        let nulls = match self.nulls.is_empty() {
+            true => String::new(),
+            false => {
+                let list: Vec<String> = self.nulls.iter().map(|n| sql_string(n)).collect();
+                format!(", nullstr = ['', {}]", list.join(", "))
+            }
+        };
+        format!(
+            "{dialect}{}{}{nulls}{}",
+            if self.padding {
+                ", null_padding = true"
+            } else {
+                ""
+            },
+            self.numbers.read_options(),
+            if serial { ", parallel = false" } else { "" }
+        )
+    }
+}
+
+/// Runs `read` with the parallel reader, then serially if DuckDB asks for it.
+fn with_reader<T>(
+    options: &ReadOptions,
+    mut read: impl FnMut(&str) -> Result<T, duckdb::Error>,
+) -> Result<T, duckdb::Error> {
+    match read(&options.render(false)) {
+        Err(error) if error.to_string().contains("parallel=false") => read(&options.render(true)),
+        other => other,
+    }
+}
+
+/// The `read_csv` attempts, most precise first, and the warning each one implies: as sniffed;
+/// padding ragged rows found past the sniffer's sample; types sniffed from the whole file; text.
+///
+/// With a thousands separator the first attempt sniffs types on 2,048 rows: DuckDB 1.5's sniffer
+/// drops to VARCHAR when it refines types past its first 2,048-row chunk with `thousands` set,
+/// although the reader itself parses such values fine.
+fn attempts(padding: bool, numbers: NumberFormat) -> Vec<(String, Option<&'static str>)> {
+    let pad = if padding { "" } else { ", null_padding = true" };
+    let first = match numbers.thousands_separator() {
+        Some(_) => format!(", sample_size = {SAMPLE_ROWS}"),
+        None => String::new(),
+    };
+    let mut attempts = vec![(first, None)];
+    if !padding {
+        attempts.push((pad.to_string(), None));
+    }
+    attempts.push((format!("{pad}, sample_size = -1"), None));
+    attempts.push((
+        format!("{pad}, all_varchar = true"),
+        Some(
+            "column types could not be inferred consistently, so every column was read as text; cast in SQL (TRY_CAST) where you need numbers or dates",
+        ),
+    ));
+    attempts
+}
+
+fn create_data(
+    conn: &Connection,
+    source: &str,
+    options: &str,
+    padding: bool,
+    numbers: NumberFormat,
+) -> Result<Vec<String>, duckdb::Error> {
+    let mut last_error = None;
+    for (extra, warning) in attempts(padding, numbers) {
+        let sql = format!(
+            "DROP TABLE IF EXISTS data;
+             CREATE TABLE data AS SELECT * FROM read_csv({source}, auto_detect = true{options}{extra});"
+        );
+        match conn.execute_batch(&sql) {
+            Ok(()) => return Ok(warning.map(str::to_string).into_iter().collect()),
+            Err(error) => {
+                tracing::debug!(%error, %extra, "read_csv attempt failed");
+                last_error = Some(error);
+            }
+        }
+    }
+    Err(last_error.unwrap_or(duckdb::Error::InvalidQuery))
+}
+
+fn ingest(
+    source: &Path,
+    database: &Path,
+    detected: Detected,
+    replaced: u64,
+) -> Result<(), ErrorBody> {
     let conn = Connection::open(database).map_err(|e| {
         ErrorBody::new(
             ErrorCode::Internal,
             format!("cannot create table cache database: {e}"),
         )
     })?;
-    let source = sql_string(&csv.to_string_lossy());
-    let options = format!("encoding = {}", sql_string(encoding.name));
-    let sql = format!(
-        "CREATE TABLE data AS SELECT * FROM read_csv({source}, auto_detect = true, {options});
-         CREATE TABLE atelier_source AS
-           SELECT Delimiter AS delimiter, Quote AS quote, HasHeader AS has_header,
-                  {name} AS encoding, {confidence}::DOUBLE AS encoding_confidence
-           FROM sniff_csv({source}, {options});
-         CHECKPOINT;",
-        name = sql_string(encoding.name),
-        confidence = encoding.confidence,
+    let failed = read_failed(source);
+    let literal = sql_string(&source.to_string_lossy());
+    let started = std::time::Instant::now();
+    let prefix = prefix_copy(source, database);
+    let checked = match prefix.as_ref().and_then(|scratch| scratch.0.first()) {
+        Some(path) => pre_check(&conn, path).or_else(|_| pre_check(&conn, source)),
+        None => pre_check(&conn, source),
+    };
+    drop(prefix);
+    let (sniffed, sample, sample_options) = checked.map_err(&failed)?;
+    let check_ms = started.elapsed().as_millis();
+    let options = ReadOptions {
+        padding: sniffed.padded,
+        numbers: detect_number_format(&sample, &sniffed.delimiter),
+        nulls: detect_null_markers(&sample),
+        ..sample_options
+    };
+    let format = options.numbers;
+    let mut warnings = with_reader(&options, |o| {
+        create_data(&conn, &literal, o, options.padding, options.numbers)
+    })
+    .map_err(&failed)?;
+    tracing::info!(
+        check_ms,
+        load_ms = started.elapsed().as_millis() - check_ms,
+        "table loaded"
     );
-    conn.execute_batch(&sql).map_err(read_failed(csv))?;
-    conn.close().map_err(|(_, e)| read_failed(csv)(e))
+    if !options.nulls.is_empty() {
+        warnings.push(format!(
+            "the values {} were read as empty (NULL) in every column",
+            options.nulls.join(", ")
+        ));
+    }
+    if detected.confidence <= WEAK_GUESS {
+        warnings.push(format!(
+            "the encoding is uncertain: read as {} (confidence {}); check accented text",
+            detected.name(),
+            detected.confidence
+        ));
+    }
+    if replaced > 0 {
+        warnings.push(format!(
+            "{replaced} byte sequence(s) were not valid {} and read as U+FFFD",
+            detected.name()
+        ));
+    }
+    let meta = SourceMeta {
+        delimiter: sniffed.delimiter,
+        quote: sniffed.quote,
+        has_header: sniffed.has_header,
+        skipped_rows: sniffed.skip_rows,
+        preamble: preamble(source, sniffed.skip_rows),
+        encoding: detected.name(),
+        encoding_confidence: detected.confidence,
+        replaced_characters: replaced,
+        decimal_separator: format.decimal_separator().to_string(),
+        thousands_separator: format.thousands_separator().map(str::to_string),
+        null_values: options.nulls.clone(),
+        warnings,
+    };
+    let json = serde_json::to_string(&meta).map_err(|e| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("cannot encode table metadata: {e}"),
+        )
+    })?;
+    conn.execute_batch(&format!(
+        "CREATE TABLE atelier_source AS SELECT {} AS meta; CHECKPOINT;",
+        sql_string(&json)
+    ))
+    .map_err(&failed)?;
+    conn.close().map_err(|(_, e)| failed(e))
+}
+
+/// The first lines of the file, when the sniffer skipped them as metadata above the header.
+fn preamble(source: &Path, skipped: u64) -> Vec<String> {
+    let Ok(file) = File::open(source) else {
+        return Vec::new();
+    };
+    let keep = usize::try_from(skipped)
+        .unwrap_or(usize::MAX)
+        .min(PREAMBLE_LINES);
+    BufReader::new(file)
+        .lines()
+        .take(keep)
+        .map_while(Result::ok)
+        .map(|line| {
+            let line = line.trim_start_matches('\u{FEFF}').trim_end();
+            line.chars().take(PREAMBLE_CHARS).collect()
+        })
+        .collect()
+}
+
+/// Sniffs the dialect of the file at `path` and samples its values.
+fn pre_check(
+    conn: &Connection,
+    path: &Path,
+) -> Result<(Sniffed, Vec<Vec<String>>, ReadOptions), duckdb::Error> {
+    let sniffed = sniff(conn, &sql_string(&path.to_string_lossy()))?;
+    let options = ReadOptions {
+        preamble: (sniffed.skip_rows > 0).then(|| (sniffed.delimiter.clone(), sniffed.skip_rows)),
+        padding: true,
+        numbers: NumberFormat::Plain,
+        nulls: Vec::new(),
+    };
+    let text = head_text(path);
+    let quote = match sniffed.quote.as_str() {
+        "" | "(empty)" => Some('"'),
+        other => other.chars().next(),
+    };
+    let skip = usize::try_from(sniffed.skip_rows).unwrap_or(0);
+    let sample = sample_values(
+        &text,
+        &sniffed.delimiter,
+        quote,
+        skip,
+        sniffed.has_header,
+        SAMPLE_ROWS,
+    );
+    Ok((sniffed, sample, options))
+}
+
+/// The first [`PREFIX_BYTES`] of a UTF-8 file (a character cut at the end is dropped).
+fn head_text(path: &Path) -> String {
+    let mut head = Vec::new();
+    if let Ok(file) = File::open(path) {
+        let _ = std::io::Read::read_to_end(&mut std::io::Read::take(file, PREFIX_BYTES), &mut head);
+    }
+    match String::from_utf8(head) {
+        Ok(text) => text,
+        Err(error) => {
+            let valid = error.utf8_error().valid_up_to();
+            let mut bytes = error.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+    }
+}
+
+/// For a file larger than [`PREFIX_BYTES`], a copy of its first lines (cut at a line end) for
+/// the pre-checks, which then do not scan the whole file; removed when dropped.
+fn prefix_copy(source: &Path, database: &Path) -> Option<Scratch> {
+    let mut file = File::open(source).ok()?;
+    if file.metadata().ok()?.len() <= PREFIX_BYTES * 2 {
+        return None;
+    }
+    let mut head = vec![0u8; usize::try_from(PREFIX_BYTES).ok()?];
+    std::io::Read::read_exact(&mut file, &mut head).ok()?;
+    let end = head.iter().rposition(|b| *b == b'\n')? + 1;
+    let path = database.with_extension("prefix.csv");
+    std::fs::write(&path, &head[..end]).ok()?;
+    Some(Scratch(vec![path]))
+}
+
+/// Reads the metadata stored at ingest.
+pub(crate) fn read_meta(conn: &Connection) -> Result<SourceMeta, ErrorBody> {
+    let broken = |message: String| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("table cache is unreadable: {message}"),
+        )
+    };
+    let json: String = conn
+        .query_row("SELECT meta FROM atelier_source", [], |row| row.get(0))
+        .map_err(|e| broken(e.to_string()))?;
+    serde_json::from_str(&json).map_err(|e| broken(e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn detects_utf8_with_and_without_bom_and_falls_back_to_latin1() {
-        assert_eq!(detect_encoding(b"a,b\n1,2\n").name, "utf-8");
-        assert_eq!(detect_encoding(b"\xEF\xBB\xBFa,b\n").name, "utf-8");
-        let latin = detect_encoding(b"name\nJos\xE9\n");
-        assert_eq!(latin.name, "latin-1");
-        assert!(latin.confidence < 1.0);
-    }
 
     #[test]
     fn builds_once_atomically_and_leaves_no_temp_files() {
@@ -177,11 +512,12 @@ mod tests {
             .map(|h| h.join().unwrap().unwrap())
             .collect();
         assert!(paths.iter().all(|p| p == &paths[0]));
-        let names: Vec<String> = std::fs::read_dir(dir.path().join("cache/tabular"))
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("cache/tabular"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, vec![format!("{digest}.duckdb")]);
+        names.sort();
+        assert_eq!(names, vec![format!("{digest}.duckdb"), "locks".to_string()]);
     }
 
     #[test]
@@ -191,9 +527,19 @@ mod tests {
         let missing = dir.path().join("missing.csv");
         let err = cache.database(&missing, &"0".repeat(64)).unwrap_err();
         assert_eq!(err.code, ErrorCode::FileReadFailed);
-        let leftovers = std::fs::read_dir(dir.path().join("tabular"))
-            .map(|d| d.count())
-            .unwrap_or(0);
-        assert_eq!(leftovers, 0);
+        let databases = std::fs::read_dir(dir.path().join("tabular"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name() != "locks")
+            .count();
+        assert_eq!(databases, 0);
+    }
+
+    #[test]
+    fn preamble_keeps_the_skipped_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.csv");
+        std::fs::write(&path, "\u{FEFF}Report\nAccount: 1 \na;b\n1;2\n").unwrap();
+        assert_eq!(preamble(&path, 2), vec!["Report", "Account: 1"]);
+        assert!(preamble(&path, 0).is_empty());
     }
 }

@@ -1,26 +1,36 @@
 //! `table_get_map`: the structure of an ingested CSV.
 
-use atelier_messages::{ErrorBody, ErrorCode};
+use atelier_messages::ErrorBody;
 use duckdb::Connection;
 use serde::Serialize;
 
 use super::cells::ColumnType;
+use super::ingest::read_meta;
 use super::query::{CheckedQuery, count, describe};
 
 /// Rows per chunk in the map.
 pub(crate) const CHUNK_ROWS: u64 = 500;
-/// Below this encoding confidence the map carries a warning.
-const CONFIDENT: f64 = 0.9;
 
 /// The `table_get_map` response.
 #[derive(Debug, Serialize)]
 pub(crate) struct TableMap {
+    /// `csv`, `tsv`, `psv` or `txt`: from the file name.
     pub(crate) format: &'static str,
+    /// Whether the table structure was inferred from content rather than stated by the file
+    /// name (delimited `.txt`, or a delimiter other than the extension's).
+    pub(crate) format_inferred: bool,
     pub(crate) delimiter: String,
     pub(crate) quote_char: String,
     pub(crate) encoding_detected: String,
     pub(crate) encoding_confidence: f64,
     pub(crate) has_header: bool,
+    /// Lines above the header skipped as metadata, and their text (at most 20 lines).
+    pub(crate) skipped_rows: u64,
+    pub(crate) preamble: Vec<String>,
+    pub(crate) decimal_separator: String,
+    pub(crate) thousands_separator: Option<String>,
+    /// Spellings read as NULL besides the empty field (e.g. `NA`).
+    pub(crate) null_values: Vec<String>,
     pub(crate) row_count: u64,
     pub(crate) column_count: usize,
     pub(crate) columns: Vec<MapColumn>,
@@ -41,42 +51,23 @@ pub(crate) struct Chunk {
     pub(crate) rows: String,
 }
 
-/// The dialect and encoding recorded at ingest (table `atelier_source`).
-struct Source {
-    delimiter: String,
-    quote: String,
-    has_header: bool,
-    encoding: String,
-    confidence: f64,
+/// The format named by a file's extension and the delimiter it implies, if any.
+fn format_of(name: &str) -> (&'static str, Option<&'static str>) {
+    let extension = name
+        .rsplit_once('.')
+        .map(|(_, ext)| ext.to_ascii_lowercase())
+        .unwrap_or_default();
+    match extension.as_str() {
+        "tsv" => ("tsv", Some("\t")),
+        "psv" => ("psv", Some("|")),
+        "txt" => ("txt", None),
+        _ => ("csv", None),
+    }
 }
 
-fn cache_failed(e: duckdb::Error) -> ErrorBody {
-    ErrorBody::new(
-        ErrorCode::Internal,
-        format!("table cache is unreadable: {e}"),
-    )
-}
-
-fn read_source(conn: &Connection) -> Result<Source, ErrorBody> {
-    conn.query_row(
-        "SELECT delimiter, quote, has_header, encoding, encoding_confidence FROM atelier_source",
-        [],
-        |row| {
-            Ok(Source {
-                delimiter: row.get(0)?,
-                quote: row.get(1)?,
-                has_header: row.get(2)?,
-                encoding: row.get(3)?,
-                confidence: row.get(4)?,
-            })
-        },
-    )
-    .map_err(cache_failed)
-}
-
-/// Builds the map of table `data`.
-pub(crate) fn read_map(conn: &Connection) -> Result<TableMap, ErrorBody> {
-    let source = read_source(conn)?;
+/// Builds the map of table `data`; `name` is the file's workbench path.
+pub(crate) fn read_map(conn: &Connection, name: &str) -> Result<TableMap, ErrorBody> {
+    let source = read_meta(conn)?;
     let whole = CheckedQuery::whole_table();
     let columns: Vec<MapColumn> = describe(conn, &whole)?
         .into_iter()
@@ -88,20 +79,38 @@ pub(crate) fn read_map(conn: &Connection) -> Result<TableMap, ErrorBody> {
         })
         .collect();
     let row_count = count(conn, &whole)?;
-    let mut warnings = Vec::new();
-    if source.confidence < CONFIDENT {
+    let (format, implied) = format_of(name);
+    let delimiter = source.delimiter.clone();
+    let format_inferred = format == "txt" || implied.is_some_and(|d| d != delimiter);
+    let mut warnings = source.warnings.clone();
+    if format_inferred {
         warnings.push(format!(
-            "the file is not valid UTF-8; it was read as {} (confidence {}): check accented text",
-            source.encoding, source.confidence
+            "the table structure of {name} was inferred from its content (delimiter {delimiter:?}); treat column types as best-effort and check key assumptions before transforming"
+        ));
+    }
+    if !source.has_header {
+        warnings
+            .push("no header row was detected: columns are named column0, column1, …".to_string());
+    }
+    if source.skipped_rows > 0 {
+        warnings.push(format!(
+            "{} line(s) above the header were skipped as metadata (see `preamble`)",
+            source.skipped_rows
         ));
     }
     Ok(TableMap {
-        format: "csv",
-        delimiter: source.delimiter,
+        format,
+        format_inferred,
+        delimiter,
         quote_char: quote_char(&source.quote),
         encoding_detected: source.encoding,
-        encoding_confidence: source.confidence,
+        encoding_confidence: source.encoding_confidence,
         has_header: source.has_header,
+        skipped_rows: source.skipped_rows,
+        preamble: source.preamble,
+        decimal_separator: source.decimal_separator,
+        thousands_separator: source.thousands_separator,
+        null_values: source.null_values,
         row_count,
         column_count: columns.len(),
         columns,

@@ -1,19 +1,25 @@
-//! The tabular engine: CSV files as DuckDB table `data`.
+//! The tabular engine: delimited text files (CSV, TSV, PSV, delimited TXT) as DuckDB table `data`.
 //!
-//! Each CSV is ingested once per content digest (see [`ingest`]); every tool call then opens that
-//! database read-only, with external access disabled and the configuration locked, so a query
-//! can read table `data` and nothing else on the machine. All functions here block: callers run
-//! them on Tokio's blocking threads.
+//! Each file is ingested once per content digest (see [`ingest`]); every tool call then runs on a
+//! connection to that database opened read-only, with external access disabled, extension
+//! loading off and the configuration locked, so a query can read table `data` and nothing else
+//! on the machine. Opened databases are kept (a few, most recently used) so warm calls only clone
+//! a connection. All functions here block: callers run them on Tokio's blocking threads.
 
 mod cells;
+mod dialect;
+mod encoding;
 mod export;
 mod ingest;
 mod map;
+mod profile;
 mod query;
 #[cfg(test)]
 mod tests;
+mod workbook;
 
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use atelier_messages::{ErrorBody, ErrorCode};
@@ -21,21 +27,69 @@ use duckdb::{AccessMode, Config, Connection};
 
 pub(crate) use export::{ExportFormat, Exported};
 pub(crate) use map::TableMap;
+pub(crate) use profile::{Description, RowsRead, Stats};
 pub(crate) use query::{DEFAULT_WINDOW_ROWS, MAX_WINDOW_ROWS, QueryWindow, Window};
+pub(crate) use workbook::{CellRef, UpdateMode, UpdateRequest, Updated};
 
 use ingest::TableCache;
 use query::CheckedQuery;
 
-/// How long one tool call's SQL may run before DuckDB is interrupted.
+/// Default: how long one tool call's SQL may run before DuckDB is interrupted.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
-/// DuckDB's memory limit per query connection.
+/// Default: DuckDB's memory limit per cached database (shared by its concurrent calls).
 const QUERY_MEMORY: &str = "2GB";
-/// DuckDB threads per query connection.
+/// Default: DuckDB threads per cached database.
 const QUERY_THREADS: i64 = 2;
+/// Databases kept open; older ones are closed (their files stay cached on disk).
+const OPEN_DATABASES: usize = 16;
 
-/// A CSV file on local disk and its content digest.
+/// Environment overrides of the limits (until `WorkerConfig` carries them).
+const ENV_TIMEOUT_MS: &str = "ATELIER_TABULAR_QUERY_TIMEOUT_MS";
+const ENV_MEMORY: &str = "ATELIER_TABULAR_MEMORY_LIMIT";
+const ENV_THREADS: &str = "ATELIER_TABULAR_THREADS";
+
+/// Resource limits of the query connections.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Limits {
+    pub(crate) timeout: Duration,
+    /// A DuckDB memory size, e.g. `2GB` or `512MB`.
+    pub(crate) memory: String,
+    pub(crate) threads: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            timeout: QUERY_TIMEOUT,
+            memory: QUERY_MEMORY.to_string(),
+            threads: QUERY_THREADS,
+        }
+    }
+}
+
+impl Limits {
+    /// The defaults, overridden by `ATELIER_TABULAR_QUERY_TIMEOUT_MS`,
+    /// `ATELIER_TABULAR_MEMORY_LIMIT` and `ATELIER_TABULAR_THREADS` when set and valid.
+    pub(crate) fn from_env() -> Self {
+        let mut limits = Self::default();
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        if let Some(ms) = var(ENV_TIMEOUT_MS).and_then(|v| v.trim().parse::<u64>().ok()) {
+            limits.timeout = Duration::from_millis(ms.max(1));
+        }
+        if let Some(memory) = var(ENV_MEMORY) {
+            limits.memory = memory.trim().to_string();
+        }
+        if let Some(threads) = var(ENV_THREADS).and_then(|v| v.trim().parse::<i64>().ok()) {
+            limits.threads = threads.max(1);
+        }
+        limits
+    }
+}
+
+/// A table file on local disk: its workbench path (for the format), local copy and digest.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CsvFile<'a> {
+    pub(crate) name: &'a str,
     pub(crate) path: &'a Path,
     pub(crate) digest: &'a str,
 }
@@ -52,21 +106,56 @@ pub(crate) struct ExportRequest<'a> {
 /// Runs the tabular tools over cached DuckDB databases.
 pub(crate) struct TabularEngine {
     cache: TableCache,
-    timeout: Duration,
+    limits: Limits,
+    open: Mutex<Vec<(String, Connection)>>,
 }
 
 impl TabularEngine {
+    /// An engine caching under `cache_dir`, with [`Limits::from_env`].
     pub(crate) fn new(cache_dir: &Path) -> Self {
+        Self::with_limits(cache_dir, Limits::from_env())
+    }
+
+    pub(crate) fn with_limits(cache_dir: &Path, limits: Limits) -> Self {
         Self {
             cache: TableCache::new(cache_dir),
-            timeout: QUERY_TIMEOUT,
+            limits,
+            open: Mutex::new(Vec::new()),
         }
     }
 
     /// `table_get_map`.
     pub(crate) fn map(&self, csv: CsvFile<'_>) -> Result<TableMap, ErrorBody> {
         let conn = self.open(csv)?;
-        query::with_deadline(&conn, self.timeout, || map::read_map(&conn))
+        self.guarded(&conn, || map::read_map(&conn, csv.name))
+    }
+
+    /// `table_describe`.
+    pub(crate) fn describe(&self, csv: CsvFile<'_>) -> Result<Description, ErrorBody> {
+        let conn = self.open(csv)?;
+        self.guarded(&conn, || profile::describe(&conn))
+    }
+
+    /// `table_stats` (all columns when `columns` is `None`).
+    pub(crate) fn stats(
+        &self,
+        csv: CsvFile<'_>,
+        columns: Option<&[String]>,
+    ) -> Result<Stats, ErrorBody> {
+        let conn = self.open(csv)?;
+        self.guarded(&conn, || profile::stats(&conn, columns))
+    }
+
+    /// `table_read_rows`: `count` rows from 1-based `start`, in file order.
+    pub(crate) fn read_rows(
+        &self,
+        csv: CsvFile<'_>,
+        start: u64,
+        count: u64,
+        columns: Option<&[String]>,
+    ) -> Result<RowsRead, ErrorBody> {
+        let conn = self.open(csv)?;
+        self.guarded(&conn, || profile::read_rows(&conn, start, count, columns))
     }
 
     /// `table_query`.
@@ -77,7 +166,7 @@ impl TabularEngine {
         window: Window,
     ) -> Result<QueryWindow, ErrorBody> {
         let conn = self.open(csv)?;
-        query::run_window(&conn, sql, window, self.timeout)
+        self.guarded(&conn, || query::run_window(&conn, sql, window))
     }
 
     /// `table_export`: the file content to write and the response.
@@ -87,11 +176,8 @@ impl TabularEngine {
         request: ExportRequest<'_>,
     ) -> Result<Exported, ErrorBody> {
         let conn = self.open(csv)?;
-        let checked = match request.query {
-            Some(sql) => query::check(&conn, sql)?,
-            None => CheckedQuery::whole_table(),
-        };
-        query::with_deadline(&conn, self.timeout, || {
+        self.guarded(&conn, || {
+            let checked = checked_or_whole(&conn, request.query)?;
             let columns = query::describe(&conn, &checked)?;
             export::export(
                 &conn,
@@ -104,29 +190,92 @@ impl TabularEngine {
         })
     }
 
+    /// `table_update_from_export`: the updated workbook and the response. `existing` is the
+    /// current content of the target workbook, if it exists.
+    pub(crate) fn update_workbook(
+        &self,
+        csv: CsvFile<'_>,
+        request: &UpdateRequest<'_>,
+        existing: Option<&[u8]>,
+    ) -> Result<Updated, ErrorBody> {
+        let conn = self.open(csv)?;
+        self.guarded(&conn, || {
+            let checked = checked_or_whole(&conn, request.query)?;
+            let columns = query::describe(&conn, &checked)?;
+            let grid = workbook::Grid::collect(&conn, &checked, &columns)?;
+            workbook::update(request, existing, &grid)
+        })
+    }
+
+    /// Runs `work` under the query timeout.
+    fn guarded<T>(
+        &self,
+        conn: &Connection,
+        work: impl FnOnce() -> Result<T, ErrorBody>,
+    ) -> Result<T, ErrorBody> {
+        query::with_deadline(conn, self.limits.timeout, work)
+    }
+
+    /// A query connection to the file's database: ingested on first use, then opened once and
+    /// cloned for each call.
     fn open(&self, csv: CsvFile<'_>) -> Result<Connection, ErrorBody> {
+        if let Some(conn) = self.clone_open(csv.digest)? {
+            return Ok(conn);
+        }
         let database = self.cache.database(csv.path, csv.digest)?;
-        open_read_only(&database)
+        let base = open_read_only(&database, &self.limits)?;
+        let conn = base.try_clone().map_err(open_failed)?;
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if !open.iter().any(|(digest, _)| digest == csv.digest) {
+            open.push((csv.digest.to_string(), base));
+            if open.len() > OPEN_DATABASES {
+                open.remove(0);
+            }
+        }
+        Ok(conn)
+    }
+
+    /// A clone of the open database's connection, marking it most recently used.
+    fn clone_open(&self, digest: &str) -> Result<Option<Connection>, ErrorBody> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(position) = open.iter().position(|(d, _)| d == digest) else {
+            return Ok(None);
+        };
+        let entry = open.remove(position);
+        let conn = entry.1.try_clone().map_err(open_failed);
+        open.push(entry);
+        conn.map(Some)
     }
 }
 
+fn checked_or_whole(conn: &Connection, sql: Option<&str>) -> Result<CheckedQuery, ErrorBody> {
+    match sql {
+        Some(sql) => query::check(conn, sql),
+        None => Ok(CheckedQuery::whole_table()),
+    }
+}
+
+fn open_failed(e: duckdb::Error) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::Internal,
+        format!("cannot open the table cache: {e}"),
+    )
+}
+
 /// Opens a cached database for queries: read-only, no file system or network access, no
-/// extension loading, bounded memory and threads, and the configuration locked so SQL cannot
-/// change any of it.
-fn open_read_only(database: &Path) -> Result<Connection, ErrorBody> {
+/// extension loading or installing, bounded memory and threads, and the configuration locked
+/// so SQL cannot change any of it.
+fn open_read_only(database: &Path, limits: &Limits) -> Result<Connection, ErrorBody> {
     let config = Config::default()
         .access_mode(AccessMode::ReadOnly)
         .and_then(|c| c.enable_external_access(false))
         .and_then(|c| c.enable_autoload_extension(false))
-        .and_then(|c| c.max_memory(QUERY_MEMORY))
-        .and_then(|c| c.threads(QUERY_THREADS))
+        .and_then(|c| c.with("autoinstall_known_extensions", "false"))
+        .and_then(|c| c.with("allow_community_extensions", "false"))
+        .and_then(|c| c.max_memory(&limits.memory))
+        .and_then(|c| c.threads(limits.threads))
         .and_then(|c| c.with("lock_configuration", "true"));
     config
         .and_then(|config| Connection::open_with_flags(database, config))
-        .map_err(|e| {
-            ErrorBody::new(
-                ErrorCode::Internal,
-                format!("cannot open the table cache: {e}"),
-            )
-        })
+        .map_err(open_failed)
 }

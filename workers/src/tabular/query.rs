@@ -69,9 +69,20 @@ fn refused(message: impl Into<String>) -> ErrorBody {
     ErrorBody::new(ErrorCode::ValidationFailed, message)
 }
 
-/// DuckDB's errors on the user's query are the user's to fix.
-fn query_failed(e: duckdb::Error) -> ErrorBody {
-    refused(format!("query failed: {e}"))
+/// DuckDB's errors on the user's query are the user's to fix (`VALIDATION_FAILED` with DuckDB's
+/// own message); running out of the memory limit is a resource limit, like the timeout
+/// (`TOOL_TIMEOUT`).
+pub(crate) fn query_failed(e: duckdb::Error) -> ErrorBody {
+    let message = e.to_string();
+    if message.contains("Out of Memory") {
+        return ErrorBody::new(
+            ErrorCode::ToolTimeout,
+            format!(
+                "query exceeded the worker's memory limit; narrow it (filters, fewer columns, LIMIT): {message}"
+            ),
+        );
+    }
+    refused(format!("query failed: {message}"))
 }
 
 /// The answer of `json_serialize_sql`.
@@ -168,15 +179,16 @@ pub(crate) fn scan(
 ) -> Result<(), ErrorBody> {
     let select: Vec<String> = columns.iter().map(Column::projection).collect();
     let mut sql = format!("SELECT {} FROM {}", select.join(", "), subquery(query));
-    let mut params = Vec::new();
     if let Some(window) = window {
-        sql.push_str(" LIMIT ? OFFSET ?");
-        params = vec![to_i64(window.rows), to_i64(window.offset)];
+        // Literal numbers, not parameters: DuckDB plans a literal LIMIT as a top-N.
+        sql.push_str(&format!(
+            " LIMIT {} OFFSET {}",
+            to_i64(window.rows),
+            to_i64(window.offset)
+        ));
     }
     let mut statement = conn.prepare(&sql).map_err(query_failed)?;
-    let mut rows = statement
-        .query(duckdb::params_from_iter(params))
-        .map_err(query_failed)?;
+    let mut rows = statement.query([]).map_err(query_failed)?;
     while let Some(row) = rows.next().map_err(query_failed)? {
         let cells = (0..columns.len())
             .map(|index| row.get_ref(index).map(Cell::from_value))
@@ -191,26 +203,36 @@ fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// Runs `table_query`: checks the query, counts its rows and returns one window of them.
+/// Runs `table_query`: checks the query and returns one window of its result.
+///
+/// The query runs once for the window, asking for one row more than the window holds; only when
+/// that extra row exists (or the window starts past the end) does a `count(*)` run for
+/// `total_row_count`, so small results (aggregates, top-N) cost a single execution.
 pub(crate) fn run_window(
     conn: &Connection,
     query: &str,
     window: Window,
-    timeout: Duration,
 ) -> Result<QueryWindow, ErrorBody> {
     let started = Instant::now();
     let checked = check(conn, query)?;
-    let (columns, total, rows) = with_deadline(conn, timeout, || {
-        let columns = describe(conn, &checked)?;
-        let total = count(conn, &checked)?;
-        let mut rows = Vec::new();
-        scan(conn, &checked, &columns, Some(window), |cells| {
-            rows.push(cells.iter().map(Cell::to_json).collect());
-            Ok(())
-        })?;
-        Ok((columns, total, rows))
+    let columns = describe(conn, &checked)?;
+    let mut rows = Vec::new();
+    let probe = Window {
+        rows: window.rows.saturating_add(1),
+        offset: window.offset,
+    };
+    scan(conn, &checked, &columns, Some(probe), |cells| {
+        rows.push(cells.iter().map(Cell::to_json).collect());
+        Ok(())
     })?;
+    let more = rows.len() as u64 > window.rows;
+    rows.truncate(usize::try_from(window.rows).unwrap_or(usize::MAX));
     let returned = rows.len() as u64;
+    let total = if more || (returned == 0 && window.offset > 0) {
+        count(conn, &checked)?
+    } else {
+        window.offset + returned
+    };
     Ok(QueryWindow {
         columns: columns.iter().map(|c| c.name.clone()).collect(),
         column_types: columns.iter().map(|c| c.kind).collect(),
@@ -219,7 +241,7 @@ pub(crate) fn run_window(
         total_row_count: total,
         window_rows: window.rows,
         window_offset: window.offset,
-        has_more: window.offset.saturating_add(returned) < total,
+        has_more: more,
         query_elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
 }
@@ -247,8 +269,8 @@ pub(crate) fn with_deadline<T>(
         true => ErrorBody::new(
             ErrorCode::ToolTimeout,
             format!(
-                "query interrupted after {} s; narrow it (filters, LIMIT, fewer joins)",
-                timeout.as_secs()
+                "query interrupted after {} ms (the worker's query timeout); narrow it (filters, LIMIT, fewer joins)",
+                timeout.as_millis()
             ),
         ),
         false => error,

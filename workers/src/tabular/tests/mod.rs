@@ -1,5 +1,9 @@
 //! Engine tests on real DuckDB and real files.
 
+mod real_world;
+mod tools;
+mod update;
+
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
@@ -23,7 +27,7 @@ struct Fixture {
 impl Fixture {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let engine = TabularEngine::new(&dir.path().join("cache"));
+        let engine = TabularEngine::with_limits(&dir.path().join("cache"), Limits::default());
         Self { dir, engine }
     }
 
@@ -45,6 +49,16 @@ impl Fixture {
         self.csv("sales.csv", text.as_bytes())
     }
 
+    fn map(&self, file: &(PathBuf, String)) -> Value {
+        to_json(&self.engine.map(csv(file)).unwrap())
+    }
+
+    fn rows(&self, file: &(PathBuf, String), start: u64, count: u64) -> RowsRead {
+        self.engine
+            .read_rows(csv(file), start, count, None)
+            .unwrap()
+    }
+
     fn query(
         &self,
         file: &(PathBuf, String),
@@ -59,6 +73,7 @@ impl Fixture {
 
 fn csv(file: &(PathBuf, String)) -> CsvFile<'_> {
     CsvFile {
+        name: file.0.to_str().unwrap(),
         path: &file.0,
         digest: &file.1,
     }
@@ -299,10 +314,16 @@ fn refuses_everything_but_one_select_and_touches_no_file() {
         .collect();
     entries.sort();
     assert_eq!(entries, vec!["cache", "sales.csv"]);
-    let cached: Vec<_> = std::fs::read_dir(fixture.dir.path().join("cache/tabular"))
+    let mut cached: Vec<String> = std::fs::read_dir(fixture.dir.path().join("cache/tabular"))
         .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(cached.len(), 1, "only the table database is cached");
+    cached.sort();
+    assert_eq!(
+        cached,
+        vec![format!("{}.duckdb", sales.1), "locks".to_string()],
+        "only the table database is cached"
+    );
     let still = fixture
         .query(&sales, "SELECT count(*) FROM data", 1, 0)
         .unwrap();
@@ -312,7 +333,7 @@ fn refuses_everything_but_one_select_and_touches_no_file() {
 #[test]
 fn long_queries_are_interrupted_with_tool_timeout() {
     let mut fixture = Fixture::new();
-    fixture.engine.timeout = Duration::from_millis(200);
+    fixture.engine.limits.timeout = Duration::from_millis(200);
     let sales = fixture.sales();
     let heavy = "SELECT sum(a.range * b.range) FROM range(200000) a, range(200000) b";
     let err = fixture.query(&sales, heavy, 1, 0).unwrap_err();
@@ -445,104 +466,4 @@ fn exports_the_whole_table_by_default_and_warns_on_unordered_queries() {
     };
     let err = fixture.engine.export(csv(&sales), bad_sheet).unwrap_err();
     assert_eq!(err.code, ErrorCode::ValidationFailed);
-}
-
-/// The values of a result as the strings csv-spectrum's JSON holds.
-fn as_strings(result: &QueryWindow) -> Vec<serde_json::Map<String, Value>> {
-    result
-        .rows
-        .iter()
-        .map(|row| {
-            result
-                .columns
-                .iter()
-                .zip(row)
-                .map(|(name, value)| {
-                    let text = match value {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    (name.clone(), Value::String(text))
-                })
-                .collect()
-        })
-        .collect()
-}
-
-#[test]
-fn csv_spectrum_files_read_as_their_json() {
-    let fixture = Fixture::new();
-    let names = [
-        "simple",
-        "simple_crlf",
-        "comma_in_quotes",
-        "escaped_quotes",
-        "newlines",
-        "newlines_crlf",
-        "quotes_and_newlines",
-        "utf8",
-        "json",
-    ];
-    for name in names {
-        let file = corpus(&format!("csv-spectrum/csvs/{name}.csv"));
-        let expected: Vec<serde_json::Map<String, Value>> = serde_json::from_slice(
-            &std::fs::read(Path::new(CORPORA).join(format!("csv-spectrum/json/{name}.json")))
-                .unwrap(),
-        )
-        .unwrap();
-        let sql = "SELECT * FROM data";
-        let result = fixture
-            .query(&file, sql, 100, 0)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(as_strings(&result), expected, "{name}");
-    }
-}
-
-#[test]
-fn utf8_bom_and_latin1_files_are_decoded() {
-    let fixture = Fixture::new();
-    let bom = fixture.csv("bom.csv", b"\xEF\xBB\xBFcity,n\nZ\xC3\xBCrich,1\n");
-    let map = to_json(&fixture.engine.map(csv(&bom)).unwrap());
-    assert_eq!(map["columns"][0]["name"], "city");
-    assert_eq!(map["encoding_detected"], "utf-8");
-    let latin = fixture.csv("latin.csv", b"name,n\nJos\xE9,1\n");
-    let map = to_json(&fixture.engine.map(csv(&latin)).unwrap());
-    assert_eq!(map["encoding_detected"], "latin-1");
-    assert_eq!(map["warnings"].as_array().map(Vec::len), Some(1));
-    let rows = fixture
-        .query(&latin, "SELECT name FROM data", 5, 0)
-        .unwrap()
-        .rows;
-    assert_eq!(rows, vec![vec![json!("José")]]);
-}
-
-#[test]
-fn semicolon_files_are_sniffed() {
-    let fixture = Fixture::new();
-    let file = fixture.csv("semi.tsv", b"a;b\n1;x\n2;y\n");
-    let map = to_json(&fixture.engine.map(csv(&file)).unwrap());
-    assert_eq!(map["delimiter"], ";");
-    assert_eq!(map["row_count"], 2);
-}
-
-#[test]
-fn header_only_and_empty_files_map_to_no_rows() {
-    let fixture = Fixture::new();
-    let header_only = fixture.csv("h.csv", b"a,b\n");
-    let map = to_json(&fixture.engine.map(csv(&header_only)).unwrap());
-    assert_eq!(
-        (map["row_count"].as_u64(), map["has_header"].as_bool()),
-        (Some(0), Some(true))
-    );
-    let names: Vec<&Value> = map["columns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| &c["name"])
-        .collect();
-    assert_eq!(names, vec!["a", "b"]);
-    assert_eq!(map["chunks"], json!([]));
-    let empty = fixture.csv("e.csv", b"");
-    let map = to_json(&fixture.engine.map(csv(&empty)).unwrap());
-    assert_eq!(map["row_count"], 0);
 }
