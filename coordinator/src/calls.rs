@@ -105,6 +105,7 @@ async fn try_once(
         .map_err(|e| transport(e.to_string()))?;
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(CONTENT_TYPE_HEADER, Format::MessagePack.content_type());
+    headers.insert(PROGRESS_HEADER, "1");
     crate::rpc::inject_trace_context(&mut headers);
     client
         .publish_with_reply_and_headers(subject.to_string(), inbox, headers, payload)

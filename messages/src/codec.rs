@@ -10,8 +10,9 @@ use crate::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 pub const CONTENT_TYPE_HEADER: &str = "Content-Type";
 /// The content type that selects JSON.
 pub const JSON_CONTENT_TYPE: &str = "application/json";
-/// The header a worker sets on progress messages it sends to a request's reply subject while a
-/// long call runs (the caller restarts its idle deadline on each).
+/// Progress: a request carrying this header asks the worker for progress messages, which it
+/// sends (with the same header) to the reply subject every few seconds while a long call runs;
+/// the caller restarts its idle deadline on each. Requests without it get only the reply.
 pub const PROGRESS_HEADER: &str = "Atelier-Progress";
 /// The content type of the default format.
 pub const MSGPACK_CONTENT_TYPE: &str = "application/msgpack";

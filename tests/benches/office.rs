@@ -19,10 +19,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use atelier_messages::store::Listing;
-use atelier_messages::tool::{ToolOutput, ToolRequest};
-use atelier_messages::{Format, PROTOCOL_VERSION, decode_reply, encode, subjects};
-use atelier_tests::{Cluster, nats_request};
+use atelier_tests::{Cluster, call_tool};
 use serde_json::{Value, json};
 
 const READ_ROWS: u32 = 100_000;
@@ -87,30 +84,12 @@ impl Nats {
         args: Value,
     ) -> anyhow::Result<(Value, Duration)> {
         self.calls += 1;
-        let published: Listing = cluster
-            .cli_ok(&["wb", "ls", &self.workbench, "--json"])?
-            .json()?;
-        let listing: Listing = match published.has_draft {
-            true => cluster
-                .cli_ok(&["wb", "ls", &self.workbench, "--json", "--draft"])?
-                .json()?,
-            false => published,
-        };
-        let request = ToolRequest {
-            v: PROTOCOL_VERSION,
-            call_id: format!("bench-{}", self.calls),
-            job_id: None,
-            workbench: self.workbench.clone(),
-            tool: tool.into(),
-            args,
-            files: listing.files,
-        };
-        let payload = encode(&request, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let listing = cluster.current_listing(&self.workbench)?;
+        let call_id = format!("bench-{}", self.calls);
         let start = Instant::now();
-        let reply = nats_request(&self.client, &subjects::tool("office"), payload, false).await?;
+        let reply = call_tool(&self.client, &listing, &call_id, tool, args, "office").await?;
         let elapsed = start.elapsed();
-        let output = decode_reply::<ToolOutput>(&reply, Format::MessagePack)
-            .map_err(|e| anyhow::anyhow!("{tool}: {e}"))?;
+        let output = reply.map_err(|e| anyhow::anyhow!("{tool}: {e}"))?;
         Ok((output.output, elapsed))
     }
 }

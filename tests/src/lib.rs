@@ -349,6 +349,20 @@ impl Cluster {
         Ok(())
     }
 
+    /// The files an agent sees: the draft when there is one, else published.
+    pub fn current_listing(
+        &self,
+        workbench: &str,
+    ) -> anyhow::Result<atelier_messages::store::Listing> {
+        let published: atelier_messages::store::Listing =
+            self.cli_ok(&["wb", "ls", workbench, "--json"])?.json()?;
+        if !published.has_draft {
+            return Ok(published);
+        }
+        self.cli_ok(&["wb", "ls", workbench, "--draft", "--json"])?
+            .json()
+    }
+
     /// Submits a job (without waiting) and returns its id.
     pub fn submit(&self, workbench: &str, message: &str, model: &str) -> anyhow::Result<String> {
         let out = self.cli_ok(&["submit", workbench, message, "--model", model])?;
@@ -425,7 +439,34 @@ pub async fn nats_request(
     let request = async_nats::Request::new()
         .payload(payload.into())
         .headers(headers)
-        .timeout(Some(Duration::from_secs(30)));
+        .timeout(Some(Duration::from_secs(300)));
     let reply = client.send_request(subject.to_string(), request).await?;
     Ok(reply.payload)
+}
+
+/// Sends one tool call (MessagePack) to `pool` with the files of `listing`, as the coordinator
+/// would, and decodes the reply.
+pub async fn call_tool(
+    client: &async_nats::Client,
+    listing: &atelier_messages::store::Listing,
+    call_id: &str,
+    tool: &str,
+    args: serde_json::Value,
+    pool: &str,
+) -> anyhow::Result<Result<atelier_messages::tool::ToolOutput, atelier_messages::ErrorBody>> {
+    use atelier_messages::{
+        Format, PROTOCOL_VERSION, decode_reply, encode, subjects, tool::ToolRequest,
+    };
+    let request = ToolRequest {
+        v: PROTOCOL_VERSION,
+        call_id: call_id.into(),
+        job_id: None,
+        workbench: listing.workbench.clone(),
+        tool: tool.into(),
+        args,
+        files: listing.files.clone(),
+    };
+    let payload = encode(&request, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let reply = nats_request(client, &subjects::tool(pool), payload, false).await?;
+    Ok(decode_reply(&reply, Format::MessagePack))
 }

@@ -5,11 +5,8 @@
 use std::path::Path;
 
 use atelier_messages::store::{DraftDiff, Listing};
-use atelier_messages::tool::{ToolOutput, ToolRequest};
-use atelier_messages::{
-    ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode, subjects,
-};
-use atelier_tests::{Cluster, corpora, nats_request};
+use atelier_messages::{ErrorBody, ErrorCode};
+use atelier_tests::{Cluster, call_tool, corpora};
 use serde_json::{Value, json};
 
 const FILES: &[(&str, &str)] = &[
@@ -35,34 +32,16 @@ struct Bench<'a> {
 
 impl Bench<'_> {
     fn listing(&self) -> anyhow::Result<Listing> {
-        let has_draft = self
-            .cluster
-            .cli_ok(&["wb", "ls", &self.name, "--json"])?
-            .json::<Listing>()?
-            .has_draft;
-        let mut args = vec!["wb", "ls", self.name.as_str(), "--json"];
-        if has_draft {
-            args.push("--draft");
-        }
-        self.cluster.cli_ok(&args)?.json()
+        self.cluster.current_listing(&self.name)
     }
 
     /// Calls an office tool with the manifest the agent would see now.
     async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<Result<Value, ErrorBody>> {
         self.calls += 1;
         let listing = self.listing()?;
-        let request = ToolRequest {
-            v: PROTOCOL_VERSION,
-            call_id: format!("office-{}", self.calls),
-            job_id: None,
-            workbench: self.name.clone(),
-            tool: tool.into(),
-            args,
-            files: listing.files,
-        };
-        let payload = encode(&request, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let reply = nats_request(&self.client, &subjects::tool("office"), payload, false).await?;
-        Ok(decode_reply::<ToolOutput>(&reply, Format::MessagePack).map(|out| out.output))
+        let call_id = format!("office-{}", self.calls);
+        let reply = call_tool(&self.client, &listing, &call_id, tool, args, "office").await?;
+        Ok(reply.map(|out| out.output))
     }
 
     async fn ok(&mut self, tool: &str, args: Value) -> anyhow::Result<Value> {

@@ -4,38 +4,13 @@
 use std::collections::BTreeSet;
 
 use atelier_messages::store::{DraftDiff, Listing};
-use atelier_messages::tool::{ToolOutput, ToolRequest};
-use atelier_messages::{
-    ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode, subjects,
-};
-use atelier_tests::{Cluster, nats_request};
+use atelier_messages::{ErrorCode, Format, decode_reply, subjects};
+use atelier_tests::{Cluster, call_tool, nats_request};
 use serde_json::{Value, json};
 
 fn setup(cluster: &Cluster, name: &str) -> anyhow::Result<Listing> {
     cluster.workbench_with_launch_plan(name, "plan.csv")?;
     cluster.cli_ok(&["wb", "ls", name, "--json"])?.json()
-}
-
-async fn call_tool(
-    client: &async_nats::Client,
-    listing: &Listing,
-    call_id: &str,
-    tool: &str,
-    args: Value,
-    pool: &str,
-) -> anyhow::Result<Result<ToolOutput, ErrorBody>> {
-    let request = ToolRequest {
-        v: PROTOCOL_VERSION,
-        call_id: call_id.into(),
-        job_id: None,
-        workbench: listing.workbench.clone(),
-        tool: tool.into(),
-        args,
-        files: listing.files.clone(),
-    };
-    let payload = encode(&request, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let reply = nats_request(client, &subjects::tool(pool), payload, false).await?;
-    Ok(decode_reply(&reply, Format::MessagePack))
 }
 
 fn code_of(reply: &[u8], format: Format) -> Option<ErrorCode> {

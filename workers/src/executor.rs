@@ -346,7 +346,13 @@ impl Call {
             tracing::warn!(subject = %message.subject, "tool request without a reply subject ignored");
             return;
         };
-        let progress = keep_alive(self.client.clone(), reply);
+        // Only callers that ask for progress (the coordinator does) get it: a plain
+        // request/reply client takes the first message as the answer.
+        let wants_progress = message
+            .headers
+            .as_ref()
+            .is_some_and(|headers| headers.get(PROGRESS_HEADER).is_some());
+        let progress = wants_progress.then(|| keep_alive(self.client.clone(), reply));
         let payload = match decode::<ToolRequest>(&message.payload, format) {
             Ok(tool_request) => {
                 let span = tracing::info_span!(
@@ -369,7 +375,9 @@ impl Call {
                 encode_reply(&Reply::<ToolOutput>::error(error), format)
             }
         };
-        progress.abort();
+        if let Some(progress) = progress {
+            progress.abort();
+        }
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE_HEADER, format.content_type());
         if let Err(error) = request
