@@ -20,13 +20,30 @@ pub fn instance_id(role: &str) -> String {
     format!("{role}-{host}-{}", std::process::id())
 }
 
+/// How long to keep trying to reach NATS at start.
+const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Connects, retrying while the server comes up, and returns only once connected: until the
+/// server's INFO arrives the client does not know its `max_payload` and would refuse any
+/// message over 1 MiB.
 pub async fn connect(url: &str) -> anyhow::Result<async_nats::Client> {
-    async_nats::ConnectOptions::new()
+    let client = async_nats::ConnectOptions::new()
         .name("atelier")
         .retry_on_initial_connect()
         .connect(url)
         .await
-        .with_context(|| format!("cannot connect to NATS at {url}"))
+        .with_context(|| format!("cannot connect to NATS at {url}"))?;
+    let deadline = std::time::Instant::now() + CONNECT_PATIENCE;
+    while client.connection_state() != async_nats::connection::State::Connected {
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!(
+                "cannot reach NATS at {url} within {} s: is `atelier up` (or nats-server) running?",
+                CONNECT_PATIENCE.as_secs()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Ok(client)
 }
 
 pub async fn coordinator(
