@@ -120,6 +120,28 @@ impl ScriptedModel {
         self.log.lock().map(|log| log.clone()).unwrap_or_default()
     }
 
+    /// The tool results (message contents, in order) the model was shown in its first request
+    /// for (phase, item, turn).
+    pub fn tool_results(&self, phase: &str, item: Option<u32>, turn: usize) -> Vec<String> {
+        let Some(request) = self
+            .requests()
+            .into_iter()
+            .find(|r| r.phase == phase && r.item == item && r.turn == turn)
+        else {
+            return Vec::new();
+        };
+        request.body["messages"]
+            .as_array()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .filter(|m| m["role"] == "tool")
+                    .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// How many requests asked for (phase, item, turn).
     pub fn count(&self, phase: &str, item: Option<u32>, turn: usize) -> usize {
         self.requests()

@@ -241,18 +241,9 @@ async fn a_worker_killed_during_a_slow_call_is_replaced_and_the_call_completes()
         view.error,
         cluster.logs()
     );
-    let second = model
-        .requests()
-        .into_iter()
-        .find(|r| r.phase == "research" && r.turn == 1)
-        .context("no second research turn")?;
-    let tool_message = second.body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
-        .cloned()
-        .context("no tool result")?;
+    let results = model.tool_results("research", None, 1);
     let result: serde_json::Value =
-        serde_json::from_str(tool_message["content"].as_str().unwrap_or_default())?;
+        serde_json::from_str(results.first().context("no tool result")?)?;
     assert_eq!(
         result["rows"][0][0], 5,
         "the call completed on the new worker: {result}"
@@ -374,21 +365,10 @@ async fn a_model_repeating_one_call_is_warned_then_stopped_with_agent_loop_detec
     assert_eq!(item.failure_code, Some(ErrorCode::AgentLoopDetected));
     assert_eq!(item.attempts, 1, "a loop is not retried");
     // The third identical call came back with a warning the model could read.
-    let fourth = model
-        .requests()
-        .into_iter()
-        .find(|r| r.phase == "implement" && r.turn == 3)
-        .context("no fourth turn")?;
-    let last_tool = fourth.body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
-        .cloned()
-        .context("no tool message")?;
+    let results = model.tool_results("implement", Some(1), 3);
+    let last_tool = results.last().context("no tool message")?;
     assert!(
-        last_tool["content"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("[warning: you called `table_query`"),
+        last_tool.contains("[warning: you called `table_query`"),
         "{last_tool}"
     );
     assert_eq!(
@@ -582,23 +562,9 @@ async fn a_rejected_destructive_call_is_told_to_the_model_and_nothing_is_deleted
     cluster.cli_ok(&["approve", &job_id, "--reject"])?;
     let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
     assert_eq!(view.state, JobState::Succeeded);
-    let next = model
-        .requests()
-        .into_iter()
-        .find(|r| r.phase == "implement" && r.turn == 1)
-        .context("no turn after the rejection")?;
-    let tool = next.body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
-        .cloned()
-        .context("no tool message")?;
-    assert!(
-        tool["content"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("APPROVAL_REJECTED"),
-        "{tool}"
-    );
+    let results = model.tool_results("implement", Some(1), 1);
+    let tool = results.first().context("no turn after the rejection")?;
+    assert!(tool.contains("APPROVAL_REJECTED"), "{tool}");
     let diff: serde_json::Value = cluster
         .cli_ok(&["draft", "diff", "reject", "--json"])?
         .json()?;

@@ -83,19 +83,8 @@ async fn job_exports_an_aggregate_through_real_nats_and_publishes() -> anyhow::R
         "research must be read-only: {tools:?}"
     );
     // The map result went back to the model as a tool message.
-    let second = model
-        .requests()
-        .iter()
-        .find(|r| r.phase == "research" && r.turn == 1)
-        .map(|r| r.body.clone())
-        .context("no second research turn")?;
-    let tool_message = second["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
-        .cloned()
-        .context("no tool message")?;
-    let map: serde_json::Value =
-        serde_json::from_str(tool_message["content"].as_str().unwrap_or_default())?;
+    let results = model.tool_results("research", None, 1);
+    let map: serde_json::Value = serde_json::from_str(results.first().context("no tool message")?)?;
     assert_eq!(map["row_count"], 5);
     assert_eq!(map["columns"][2]["name"], "Department");
 
