@@ -418,10 +418,9 @@ impl JobTrace {
     }
 }
 
-/// One minute of the throughput chart.
+/// Job ends and tool-call latency over some span of time.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct MinuteBucket {
-    pub start_ms: u64,
+pub struct Counts {
     pub succeeded: u64,
     pub failed: u64,
     pub cancelled: u64,
@@ -431,16 +430,28 @@ pub struct MinuteBucket {
     pub p99_ms: Option<u64>,
 }
 
-/// Totals of the last hour.
+impl Counts {
+    fn count_job(&mut self, state: JobState) {
+        match state {
+            JobState::Succeeded => self.succeeded += 1,
+            JobState::Failed => self.failed += 1,
+            _ => self.cancelled += 1,
+        }
+    }
+
+    /// Records tool-call latencies (`samples` sorted ascending).
+    fn set_latencies(&mut self, samples: &[u64]) {
+        self.tool_calls = samples.len() as u64;
+        (self.p50_ms, self.p90_ms, self.p99_ms) = percentiles(samples);
+    }
+}
+
+/// One minute of the throughput chart.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct HourTotals {
-    pub succeeded: u64,
-    pub failed: u64,
-    pub cancelled: u64,
-    pub tool_calls: u64,
-    pub p50_ms: Option<u64>,
-    pub p90_ms: Option<u64>,
-    pub p99_ms: Option<u64>,
+pub struct MinuteBucket {
+    pub start_ms: u64,
+    #[serde(flatten)]
+    pub counts: Counts,
 }
 
 /// `/api/throughput`: the last 60 minutes, oldest first.
@@ -448,7 +459,8 @@ pub struct HourTotals {
 pub struct Throughput {
     pub now_ms: u64,
     pub minutes: Vec<MinuteBucket>,
-    pub hour: HourTotals,
+    /// Totals of the last hour.
+    pub hour: Counts,
 }
 
 #[derive(Default)]
@@ -551,16 +563,13 @@ impl Live {
                 .map(|offset| usize::try_from(offset / MINUTE_MS).unwrap_or(usize::MAX))
                 .filter(|slot| *slot < 60)
         };
-        let mut hour = HourTotals::default();
+        let mut hour = Counts::default();
         for (at, state) in &inner.finished {
             let Some(bucket) = slot(*at).map(|k| &mut minutes[k]) else {
                 continue;
             };
-            match state {
-                JobState::Succeeded => (bucket.succeeded += 1, hour.succeeded += 1),
-                JobState::Failed => (bucket.failed += 1, hour.failed += 1),
-                _ => (bucket.cancelled += 1, hour.cancelled += 1),
-            };
+            bucket.counts.count_job(*state);
+            hour.count_job(*state);
         }
         let mut per_minute: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
         let mut all = Vec::with_capacity(inner.tool_samples.len());
@@ -572,13 +581,10 @@ impl Live {
         }
         for (k, mut samples) in per_minute {
             samples.sort_unstable();
-            let bucket = &mut minutes[k];
-            bucket.tool_calls = samples.len() as u64;
-            (bucket.p50_ms, bucket.p90_ms, bucket.p99_ms) = percentiles(&samples);
+            minutes[k].counts.set_latencies(&samples);
         }
         all.sort_unstable();
-        hour.tool_calls = all.len() as u64;
-        (hour.p50_ms, hour.p90_ms, hour.p99_ms) = percentiles(&all);
+        hour.set_latencies(&all);
         Throughput {
             now_ms,
             minutes,
