@@ -214,6 +214,11 @@ pub struct CliOutput {
 }
 
 impl CliOutput {
+    /// True when the command failed and its error names `code` (e.g. `VALIDATION_FAILED`).
+    pub fn failed_with(&self, code: &str) -> bool {
+        !self.success && self.stderr.contains(code)
+    }
+
     pub fn json<T: DeserializeOwned>(&self) -> anyhow::Result<T> {
         serde_json::from_str(&self.stdout).with_context(|| {
             format!(

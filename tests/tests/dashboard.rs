@@ -277,24 +277,19 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
     );
     assert_eq!(before.value("atelier_jobs", &[("state", "succeeded")]), 0.0);
 
-    let out = cluster.cli(&[
-        "submit",
+    let cli_view = cluster.run_job(
         "q3",
         "Count milestones per department into summary.xlsx",
-        "--model",
         &model.model_spec(),
-        "--wait",
-        "--json",
-    ])?;
+        &[],
+    )?;
     ensure!(
-        out.success,
-        "job failed: {}\n{}",
-        out.stderr,
+        cli_view.state == JobState::Succeeded,
+        "job failed: {:?}\n{}",
+        cli_view.error,
         cluster.logs()
     );
-    let cli_view: JobView = out.json()?;
     let id = cli_view.job_id.clone();
-    assert_eq!(cli_view.state, JobState::Succeeded);
 
     // The job page's JSON is the CLI's JSON, and its events are `watch --json`'s events.
     let cli_job: JobView = cluster.cli_ok(&["job", &id, "--json"])?.json()?;

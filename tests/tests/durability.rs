@@ -306,11 +306,7 @@ async fn cancel_stops_a_job_at_the_next_step_with_user_canceled() -> anyhow::Res
     assert_eq!(diff["has_draft"], false);
     // A finished job cannot be cancelled again.
     let again = cluster.cli(&["cancel", &job_id])?;
-    assert!(
-        !again.success && again.stderr.contains("VALIDATION_FAILED"),
-        "{}",
-        again.stderr
-    );
+    assert!(again.failed_with("VALIDATION_FAILED"), "{}", again.stderr);
     Ok(())
 }
 
@@ -574,11 +570,7 @@ async fn a_rejected_destructive_call_is_told_to_the_model_and_nothing_is_deleted
     );
     // Approving a job that waits for nothing is refused with a code.
     let out = cluster.cli(&["approve", &job_id])?;
-    assert!(
-        !out.success && out.stderr.contains("VALIDATION_FAILED"),
-        "{}",
-        out.stderr
-    );
+    assert!(out.failed_with("VALIDATION_FAILED"), "{}", out.stderr);
     Ok(())
 }
 

@@ -37,24 +37,19 @@ async fn job_exports_an_aggregate_through_real_nats_and_publishes() -> anyhow::R
     let cluster = Cluster::start()?;
     cluster.workbench_with_launch_plan("q3", "launch_plan.csv")?;
 
-    let out = cluster.cli(&[
-        "submit",
+    let view = cluster.run_job(
         "q3",
         "Count milestones per department into summary.xlsx",
-        "--model",
         &model.model_spec(),
-        "--wait",
-        "--json",
-    ])?;
-    assert!(
-        out.success,
-        "job failed: {}\n{}\n{}",
-        out.stdout,
-        out.stderr,
+        &[],
+    )?;
+    assert_eq!(
+        view.state,
+        JobState::Succeeded,
+        "{:?}\n{}",
+        view.error,
         cluster.logs()
     );
-    let view: JobView = out.json()?;
-    assert_eq!(view.state, JobState::Succeeded);
     assert_eq!(view.phase, Phase::Done);
     assert_eq!(view.items.len(), 1);
     assert_eq!(view.items_done(), 1);
