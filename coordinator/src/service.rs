@@ -10,8 +10,8 @@ use atelier_messages::job::{
     Pong, ResumeJob,
 };
 use atelier_messages::store::{
-    AddFiles, CreateWorkbench, DraftAction, GetBlob, ListFiles, ListWorkbenches, ReadFile,
-    WriteDraft,
+    AddFiles, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles, ListWorkbenches,
+    PublishDraft, ReadFile, WriteDraft,
 };
 use atelier_messages::subjects::{ctl, store};
 use atelier_messages::{ErrorBody, ErrorCode, Format, Reply, decode, encode_reply};
@@ -118,13 +118,17 @@ pub(crate) fn store_call(
                 view: request.view,
             }
         }
-        store::DIFF | store::PUBLISH | store::DISCARD => {
-            let DraftAction { workbench, .. } = decode(payload, format)?;
-            match subject {
-                store::DIFF => StoreCall::Diff { workbench },
-                store::PUBLISH => StoreCall::Publish { workbench },
-                _ => StoreCall::Discard { workbench },
-            }
+        store::DIFF => {
+            let DiffDraft { workbench, .. } = decode(payload, format)?;
+            StoreCall::Diff { workbench }
+        }
+        store::PUBLISH => {
+            let PublishDraft { workbench, .. } = decode(payload, format)?;
+            StoreCall::Publish { workbench }
+        }
+        store::DISCARD => {
+            let DiscardDraft { workbench, .. } = decode(payload, format)?;
+            StoreCall::Discard { workbench }
         }
         store::WRITE => {
             let request: WriteDraft = decode(payload, format)?;

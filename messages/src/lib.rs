@@ -8,20 +8,26 @@
 //!
 //! # Layout
 //! - [`subjects`]: subject names, streams, queue groups.
+//! - [`verb`]: the [`Verb`](verb::Verb) trait: each request type with its subject and reply.
 //! - [`codec`]: formats, versioned decoding, the reply envelope.
 //! - [`error`]: stable error codes.
 //! - [`job`]: job submission, state, events, control-plane views.
-//! - [`tool`]: tool requests and results for worker pools.
+//! - [`tool`]: tool names and pools ([`ToolName`](tool::ToolName)), tool requests and results.
 //! - [`store`]: DraftStore requests and results.
 //! - [`path`]: workbench path normalization and file kinds.
+//! - [`worker`]: pool service names and worker stats payloads (`$SRV.STATS`).
+//! - [`journal`]: the keys job steps are journaled under.
 
 pub mod codec;
 pub mod error;
 pub mod job;
+pub mod journal;
 pub mod path;
 pub mod store;
 pub mod subjects;
 pub mod tool;
+pub mod verb;
+pub mod worker;
 
 pub use codec::{Format, Reply, decode, decode_reply, encode, encode_reply};
 pub use error::{ErrorBody, ErrorCode};

@@ -72,9 +72,23 @@ pub struct ReadFile {
     pub view: View,
 }
 
-/// `atelier.store.diff`, `atelier.store.publish`, `atelier.store.discard`
+/// `atelier.store.diff`: the draft's differences against published.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DraftAction {
+pub struct DiffDraft {
+    pub v: u16,
+    pub workbench: String,
+}
+
+/// `atelier.store.publish`: the draft becomes published (the old state is checkpointed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PublishDraft {
+    pub v: u16,
+    pub workbench: String,
+}
+
+/// `atelier.store.discard`: the draft is dropped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DiscardDraft {
     pub v: u16,
     pub workbench: String,
 }

@@ -30,6 +30,8 @@ pub mod ctl {
     pub const APPROVE: &str = "atelier.ctl.approve";
     pub const RESUME: &str = "atelier.ctl.resume";
     pub const STATS: &str = "atelier.ctl.stats";
+    /// Wildcard the control plane subscribes to.
+    pub const WILDCARD: &str = "atelier.ctl.*";
     /// Queue group shared by coordinators answering control requests.
     pub const QUEUE: &str = "atelier-ctl";
 }

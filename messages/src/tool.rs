@@ -27,6 +27,20 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// The request subject of this pool's queue group: `atelier.tool.<pool>`.
+    pub fn subject(self) -> String {
+        crate::subjects::tool(self.as_str())
+    }
+
+    /// The tools this pool serves, in catalog order.
+    pub fn tools(self) -> impl Iterator<Item = ToolName> {
+        ToolName::ALL
+            .into_iter()
+            .filter(move |tool| tool.pool() == self)
+    }
+}
+
 impl std::fmt::Display for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -59,4 +73,137 @@ pub struct ToolOutput {
     /// Which worker ran it (`<pool>-<host>-<pid>`).
     pub worker: String,
     pub elapsed_ms: u64,
+}
+
+/// Every tool a model (or a workflow) may call: the one spelling of each name, and the pool that
+/// serves it. The wire carries the name as a string (`ToolRequest::tool`), so an unknown name
+/// reaches the worker and is answered with `VALIDATION_FAILED` listing the pool's tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolName {
+    ListFiles,
+    GetFileInfo,
+    GetFileMap,
+    ReadFile,
+    WriteTextFile,
+    XlsxOperations,
+    DocxOperations,
+    PptxOperations,
+    XlsxGetStyles,
+    DocxGetStyles,
+    PptxGetStyles,
+    DeleteFile,
+    RenameFile,
+    TableGetMap,
+    TableDescribe,
+    TableStats,
+    TableReadRows,
+    TableQuery,
+    TableExport,
+    TableUpdateFromExport,
+}
+
+impl ToolName {
+    /// Every tool, office pool first, in catalog order.
+    pub const ALL: [ToolName; 20] = [
+        ToolName::ListFiles,
+        ToolName::GetFileInfo,
+        ToolName::GetFileMap,
+        ToolName::ReadFile,
+        ToolName::WriteTextFile,
+        ToolName::XlsxOperations,
+        ToolName::DocxOperations,
+        ToolName::PptxOperations,
+        ToolName::XlsxGetStyles,
+        ToolName::DocxGetStyles,
+        ToolName::PptxGetStyles,
+        ToolName::DeleteFile,
+        ToolName::RenameFile,
+        ToolName::TableGetMap,
+        ToolName::TableDescribe,
+        ToolName::TableStats,
+        ToolName::TableReadRows,
+        ToolName::TableQuery,
+        ToolName::TableExport,
+        ToolName::TableUpdateFromExport,
+    ];
+
+    /// The name the model and the wire use, e.g. `table_query`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolName::ListFiles => "list_files",
+            ToolName::GetFileInfo => "get_file_info",
+            ToolName::GetFileMap => "get_file_map",
+            ToolName::ReadFile => "read_file",
+            ToolName::WriteTextFile => "write_text_file",
+            ToolName::XlsxOperations => "xlsx_operations",
+            ToolName::DocxOperations => "docx_operations",
+            ToolName::PptxOperations => "pptx_operations",
+            ToolName::XlsxGetStyles => "xlsx_get_styles",
+            ToolName::DocxGetStyles => "docx_get_styles",
+            ToolName::PptxGetStyles => "pptx_get_styles",
+            ToolName::DeleteFile => "delete_file",
+            ToolName::RenameFile => "rename_file",
+            ToolName::TableGetMap => "table_get_map",
+            ToolName::TableDescribe => "table_describe",
+            ToolName::TableStats => "table_stats",
+            ToolName::TableReadRows => "table_read_rows",
+            ToolName::TableQuery => "table_query",
+            ToolName::TableExport => "table_export",
+            ToolName::TableUpdateFromExport => "table_update_from_export",
+        }
+    }
+
+    /// The pool whose workers run this tool.
+    pub fn pool(self) -> Pool {
+        match self {
+            ToolName::TableGetMap
+            | ToolName::TableDescribe
+            | ToolName::TableStats
+            | ToolName::TableReadRows
+            | ToolName::TableQuery
+            | ToolName::TableExport
+            | ToolName::TableUpdateFromExport => Pool::Tabular,
+            _ => Pool::Office,
+        }
+    }
+
+    /// The tool called `name`, if there is one.
+    pub fn parse(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|tool| tool.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for ToolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_serde_matches_as_str() {
+        for tool in ToolName::ALL {
+            assert_eq!(ToolName::parse(tool.as_str()), Some(tool));
+            let json = serde_json::to_string(&tool).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", tool.as_str()));
+        }
+        assert_eq!(ToolName::parse("rm_rf"), None);
+    }
+
+    #[test]
+    fn every_tool_belongs_to_exactly_its_pool() {
+        let tabular: Vec<_> = Pool::Tabular.tools().collect();
+        assert_eq!(tabular.len(), 7);
+        assert!(
+            tabular
+                .iter()
+                .all(|tool| tool.as_str().starts_with("table_"))
+        );
+        assert_eq!(Pool::Office.tools().count(), 13);
+        assert_eq!(Pool::Office.subject(), "atelier.tool.office");
+    }
 }

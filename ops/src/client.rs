@@ -11,8 +11,8 @@ use atelier_messages::job::{
     JobSubmit, JobView, ListJobs, ResumeJob,
 };
 use atelier_messages::store::{
-    AddFiles, CreateWorkbench, Done, DraftAction, DraftDiff, FileBytes, FileContent, ListFiles,
-    ListWorkbenches, Listing, Published, ReadFile, View, WorkbenchInfo,
+    AddFiles, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes, FileContent,
+    ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, View, WorkbenchInfo,
 };
 use atelier_messages::{ErrorBody, Format, PROTOCOL_VERSION, decode, encode, now_ms, subjects};
 use futures::StreamExt;
@@ -147,18 +147,36 @@ impl Client {
     }
 
     pub async fn diff(&self, workbench: &str) -> anyhow::Result<DraftDiff> {
-        self.call(subjects::store::DIFF, &draft_action(workbench))
-            .await
+        self.call(
+            subjects::store::DIFF,
+            &DiffDraft {
+                v: PROTOCOL_VERSION,
+                workbench: workbench.into(),
+            },
+        )
+        .await
     }
 
     pub async fn publish(&self, workbench: &str) -> anyhow::Result<Published> {
-        self.call(subjects::store::PUBLISH, &draft_action(workbench))
-            .await
+        self.call(
+            subjects::store::PUBLISH,
+            &PublishDraft {
+                v: PROTOCOL_VERSION,
+                workbench: workbench.into(),
+            },
+        )
+        .await
     }
 
     pub async fn discard(&self, workbench: &str) -> anyhow::Result<Done> {
-        self.call(subjects::store::DISCARD, &draft_action(workbench))
-            .await
+        self.call(
+            subjects::store::DISCARD,
+            &DiscardDraft {
+                v: PROTOCOL_VERSION,
+                workbench: workbench.into(),
+            },
+        )
+        .await
     }
 
     /// Publishes a job to the JOBS stream (de-duplicated by job id) and returns its id.
@@ -317,13 +335,6 @@ impl Client {
             }
         }
         bail!("the event stream ended before the job finished")
-    }
-}
-
-fn draft_action(workbench: &str) -> DraftAction {
-    DraftAction {
-        v: PROTOCOL_VERSION,
-        workbench: workbench.into(),
     }
 }
 

@@ -11,7 +11,7 @@ use atelier_coordinator::rpc;
 use atelier_messages::job::{
     ApproveCall, CancelJob, GetJob, JobState, JobView, ListJobs, ResumeJob,
 };
-use atelier_messages::store::{DraftAction, ListWorkbenches};
+use atelier_messages::store::{DiffDraft, DiscardDraft, ListWorkbenches, PublishDraft};
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms, subjects};
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -348,26 +348,48 @@ async fn workbenches(State(state): State<Shared>) -> Response {
     }
 }
 
-fn draft_action(name: String) -> DraftAction {
-    DraftAction {
-        v: PROTOCOL_VERSION,
-        workbench: name,
-    }
-}
-
 async fn diff(State(state): State<Shared>, Path(name): Path<String>) -> Response {
-    match call::<_, Value>(&state, subjects::store::DIFF, &draft_action(name)).await {
+    match call::<_, Value>(
+        &state,
+        subjects::store::DIFF,
+        &DiffDraft {
+            v: PROTOCOL_VERSION,
+            workbench: name,
+        },
+    )
+    .await
+    {
         Ok(diff) => Json(diff).into_response(),
         Err(response) => response,
     }
 }
 
 async fn publish(State(state): State<Shared>, Path(name): Path<String>) -> Response {
-    answer(call(&state, subjects::store::PUBLISH, &draft_action(name)).await)
+    answer(
+        call(
+            &state,
+            subjects::store::PUBLISH,
+            &PublishDraft {
+                v: PROTOCOL_VERSION,
+                workbench: name,
+            },
+        )
+        .await,
+    )
 }
 
 async fn discard(State(state): State<Shared>, Path(name): Path<String>) -> Response {
-    answer(call(&state, subjects::store::DISCARD, &draft_action(name)).await)
+    answer(
+        call(
+            &state,
+            subjects::store::DISCARD,
+            &DiscardDraft {
+                v: PROTOCOL_VERSION,
+                workbench: name,
+            },
+        )
+        .await,
+    )
 }
 
 // ---- workers, throughput, live --------------------------------------------------------------
