@@ -233,7 +233,9 @@ impl AgentHost for NatsHost {
             let started = Instant::now();
             let result = self.send_tool(call_id, tool, args).await;
             failpoint::hit("before_tool_result");
-            let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let elapsed = started.elapsed();
+            let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+            let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
             let (ok, error, worker) = match &result {
                 Ok(output) => (true, None, Some(output.worker.clone())),
                 Err(error) => (false, Some(error.clone()), None),
@@ -246,6 +248,7 @@ impl AgentHost for NatsHost {
                 error,
                 elapsed_ms,
                 worker,
+                elapsed_us,
             });
             result.map(|output| output.output)
         }

@@ -303,6 +303,9 @@ pub enum EventKind {
         elapsed_ms: u64,
         #[serde(default)]
         worker: Option<String>,
+        /// The same duration in microseconds (for latency measurements below a millisecond).
+        #[serde(default)]
+        elapsed_us: u64,
     },
     /// The I/O record of one tool call (after its `tool_complete`): what went in and what
     /// came out, for the tool I/O log. Free text is cut at [`EVENT_TEXT_LIMIT`] bytes.

@@ -169,6 +169,11 @@ impl Process {
         })
     }
 
+    /// The OS process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Waits up to `timeout` for the process to exit by itself; true if it did.
     pub fn wait_exit(&mut self, timeout: Duration) -> bool {
         let Some(child) = self.child.as_mut() else {

@@ -192,6 +192,7 @@ impl JobTrace {
                 error,
                 elapsed_ms,
                 worker,
+                ..
             } => {
                 if let Some(record) = self.call_mut(at, call_id, tool) {
                     record.status = if *ok {
@@ -790,6 +791,7 @@ mod tests {
                     error: Some(ErrorBody::new(ErrorCode::SandboxViolation, "no")),
                     elapsed_ms: 5,
                     worker: Some("tabular-h-1".into()),
+                    elapsed_us: 5_000,
                 },
             ),
             event(
