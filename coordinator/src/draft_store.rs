@@ -1,74 +1,29 @@
-//! The DraftStore actor: the only writer of workbench manifests and blobs.
+//! The DraftStore actor: the only writer of workbench manifests and blobs, and its handle.
 //!
-//! Calls are serialized through the actor's mailbox (so a publish never interleaves with a draft
-//! write) and each runs on the blocking pool, since sled and file I/O block.
+//! Changes (create, add, publish, discard, draft writes) are serialized through the actor's
+//! mailbox, so a publish never interleaves with a draft write; each runs on the blocking pool,
+//! since sled and file I/O block. Reads (listings, file contents, diffs) are snapshots of
+//! manifests that changes swap atomically, so the handle runs them on the blocking pool
+//! directly instead of queueing them behind writes.
+//!
+//! The orchestrator reaches the store through a [`DraftStoreHandle`] in the same process; the
+//! `atelier.store.*` verbs (see `store_service`) are the same handle behind NATS for clients
+//! and for workers.
 
 use atelier_messages::ErrorBody;
 use atelier_messages::store::{
-    BlobBytes, Done, DraftDiff, FileBytes, FileContent, Listing, Published, View, WorkbenchInfo,
-    Written,
+    DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo, Written,
 };
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde::Serialize;
-use serde_bytes::ByteBuf;
+use atelier_messages::tool::DraftChanges;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::oneshot;
 
 use crate::error::CoordinatorError;
-use crate::workbench::Workbenches;
+use crate::storage::blocking;
+use crate::workbench::{AppliedCall, Workbenches};
 
-/// One store operation.
-#[derive(Debug, Clone)]
-pub enum StoreCall {
-    Create {
-        workbench: String,
-    },
-    ListWorkbenches,
-    Add {
-        workbench: String,
-        files: Vec<FileContent>,
-    },
-    List {
-        workbench: String,
-        view: View,
-    },
-    Read {
-        workbench: String,
-        path: String,
-        view: View,
-    },
-    Diff {
-        workbench: String,
-    },
-    Publish {
-        workbench: String,
-    },
-    Discard {
-        workbench: String,
-    },
-    Write {
-        workbench: String,
-        call_id: String,
-        files: Vec<FileContent>,
-        delete: Vec<String>,
-    },
-    Blob {
-        digest: String,
-    },
-}
-
-/// The result of a store operation, serialized as the inner value.
-#[derive(Debug, Clone, Serialize)]
-#[serde(untagged)]
-pub enum StoreAnswer {
-    Workbench(WorkbenchInfo),
-    Workbenches(Vec<WorkbenchInfo>),
-    Listing(Listing),
-    File(FileBytes),
-    Diff(DraftDiff),
-    Published(Published),
-    Written(Written),
-    Blob(BlobBytes),
-    Done(Done),
-}
+/// A change to run against the workbenches, serialized by the actor.
+type Change = Box<dyn FnOnce(&Workbenches) + Send>;
 
 /// Configuration of the DraftStore actor.
 #[derive(Debug, Clone)]
@@ -83,7 +38,8 @@ pub struct DraftStoreState {
 
 /// The actor's messages.
 pub enum DraftStoreMsg {
-    Call(StoreCall, RpcReplyPort<Result<StoreAnswer, ErrorBody>>),
+    /// Run one change on the blocking pool; the next waits until it is done.
+    Change(Change),
 }
 
 /// The DraftStore actor.
@@ -111,105 +67,130 @@ impl Actor for DraftStore {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            DraftStoreMsg::Call(call, reply) => {
+            DraftStoreMsg::Change(change) => {
                 let workbenches = state.workbenches.clone();
-                let answer = tokio::task::spawn_blocking(move || execute(&workbenches, call))
-                    .await
-                    .unwrap_or_else(|join| Err(CoordinatorError::Actor(join.to_string())))
-                    .map_err(ErrorBody::from);
-                // The caller may have timed out; nothing to do then.
-                let _ = reply.send(answer);
+                // The change reports its own result; a panic in it is already logged by Tokio.
+                let _ = tokio::task::spawn_blocking(move || change(&workbenches)).await;
             }
         }
         Ok(())
     }
 }
 
-fn execute(workbenches: &Workbenches, call: StoreCall) -> Result<StoreAnswer, CoordinatorError> {
-    let _span = tracing::debug_span!("store_call", call = call_name(&call)).entered();
-    Ok(match call {
-        StoreCall::Create { workbench } => StoreAnswer::Workbench(workbenches.create(&workbench)?),
-        StoreCall::ListWorkbenches => StoreAnswer::Workbenches(workbenches.list()?),
-        StoreCall::Add { workbench, files } => {
-            StoreAnswer::Listing(workbenches.add(&workbench, files)?)
-        }
-        StoreCall::List { workbench, view } => {
-            StoreAnswer::Listing(workbenches.list_files(&workbench, view)?)
-        }
-        StoreCall::Read {
-            workbench,
-            path,
-            view,
-        } => {
-            let (entry, content) = workbenches.read(&workbench, &path, view)?;
-            StoreAnswer::File(FileBytes {
-                path: entry.path,
-                digest: entry.digest,
-                content: ByteBuf::from(content),
-            })
-        }
-        StoreCall::Diff { workbench } => StoreAnswer::Diff(workbenches.diff(&workbench)?),
-        StoreCall::Publish { workbench } => {
-            StoreAnswer::Published(workbenches.publish(&workbench)?)
-        }
-        StoreCall::Discard { workbench } => {
-            workbenches.discard(&workbench)?;
-            StoreAnswer::Done(Done {})
-        }
-        StoreCall::Write {
-            workbench,
-            call_id,
-            files,
-            delete,
-        } => StoreAnswer::Written(workbenches.write(&workbench, &call_id, files, &delete)?),
-        StoreCall::Blob { digest } => StoreAnswer::Blob(BlobBytes {
-            content: ByteBuf::from(workbenches.blob(&digest)?),
-            digest,
-        }),
-    })
-}
-
-fn call_name(call: &StoreCall) -> &'static str {
-    match call {
-        StoreCall::Create { .. } => "create",
-        StoreCall::ListWorkbenches => "workbenches",
-        StoreCall::Add { .. } => "add",
-        StoreCall::List { .. } => "ls",
-        StoreCall::Read { .. } => "cat",
-        StoreCall::Diff { .. } => "diff",
-        StoreCall::Publish { .. } => "publish",
-        StoreCall::Discard { .. } => "discard",
-        StoreCall::Write { .. } => "write",
-        StoreCall::Blob { .. } => "blob",
-    }
-}
-
-/// A cheap, cloneable handle to the DraftStore actor.
+/// A cheap, cloneable handle to the DraftStore.
 #[derive(Clone)]
 pub struct DraftStoreHandle {
     actor: ActorRef<DraftStoreMsg>,
+    workbenches: Workbenches,
 }
 
 impl DraftStoreHandle {
     pub async fn spawn(
         config: DraftStoreConfig,
     ) -> Result<(Self, tokio::task::JoinHandle<()>), CoordinatorError> {
+        let workbenches = config.workbenches.clone();
         let (actor, join) = Actor::spawn(None, DraftStore, config)
             .await
             .map_err(|error| CoordinatorError::Actor(error.to_string()))?;
-        Ok((Self { actor }, join))
-    }
-
-    pub async fn call(&self, call: StoreCall) -> Result<StoreAnswer, ErrorBody> {
-        ractor::call!(self.actor, DraftStoreMsg::Call, call).map_err(|error| {
-            ErrorBody::new(
-                atelier_messages::ErrorCode::Internal,
-                format!("draft store unavailable: {error}"),
-            )
-        })?
+        Ok((Self { actor, workbenches }, join))
     }
 
     pub fn stop(&self) {
         self.actor.stop(None);
+    }
+
+    /// Runs `change` in the actor's order and returns its result.
+    async fn change<T: Send + 'static>(
+        &self,
+        change: impl FnOnce(&Workbenches) -> Result<T, CoordinatorError> + Send + 'static,
+    ) -> Result<T, ErrorBody> {
+        let (sender, receiver) = oneshot::channel();
+        let job: Change = Box::new(move |workbenches| {
+            let _ = sender.send(change(workbenches));
+        });
+        self.actor
+            .cast(DraftStoreMsg::Change(job))
+            .map_err(|error| {
+                CoordinatorError::Actor(format!("draft store unavailable: {error}"))
+            })?;
+        receiver
+            .await
+            .map_err(|_| CoordinatorError::Actor("draft store stopped mid-change".into()))?
+            .map_err(ErrorBody::from)
+    }
+
+    /// Runs a read on the blocking pool.
+    async fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Workbenches) -> Result<T, CoordinatorError> + Send + 'static,
+    ) -> Result<T, ErrorBody> {
+        let workbenches = self.workbenches.clone();
+        blocking(move || read(&workbenches)).await
+    }
+
+    pub async fn create(&self, workbench: String) -> Result<WorkbenchInfo, ErrorBody> {
+        self.change(move |wb| wb.create(&workbench)).await
+    }
+
+    pub async fn add(
+        &self,
+        workbench: String,
+        files: Vec<FileContent>,
+    ) -> Result<Listing, ErrorBody> {
+        self.change(move |wb| wb.add(&workbench, files)).await
+    }
+
+    pub async fn publish(&self, workbench: String) -> Result<Published, ErrorBody> {
+        self.change(move |wb| wb.publish(&workbench)).await
+    }
+
+    pub async fn discard(&self, workbench: String) -> Result<(), ErrorBody> {
+        self.change(move |wb| wb.discard(&workbench)).await
+    }
+
+    /// Applies a tool call's changes to the draft once per call id, recording its `output`.
+    pub async fn write(
+        &self,
+        workbench: String,
+        call_id: String,
+        changes: DraftChanges,
+        output: Option<serde_json::Value>,
+    ) -> Result<Written, ErrorBody> {
+        self.change(move |wb| wb.write(&workbench, &call_id, changes, output))
+            .await
+    }
+
+    pub async fn list_workbenches(&self) -> Result<Vec<WorkbenchInfo>, ErrorBody> {
+        self.read(|wb| wb.list()).await
+    }
+
+    pub async fn list_files(&self, workbench: String, view: View) -> Result<Listing, ErrorBody> {
+        self.read(move |wb| wb.list_files(&workbench, view)).await
+    }
+
+    pub async fn read_file(
+        &self,
+        workbench: String,
+        path: String,
+        view: View,
+    ) -> Result<(ManifestEntry, Vec<u8>), ErrorBody> {
+        self.read(move |wb| wb.read(&workbench, &path, view)).await
+    }
+
+    pub async fn diff(&self, workbench: String) -> Result<DraftDiff, ErrorBody> {
+        self.read(move |wb| wb.diff(&workbench)).await
+    }
+
+    pub async fn blob(&self, digest: String) -> Result<Vec<u8>, ErrorBody> {
+        self.read(move |wb| wb.blob(&digest)).await
+    }
+
+    /// The recorded outcome of a call id already applied to `workbench`'s draft.
+    pub async fn applied(
+        &self,
+        workbench: String,
+        call_id: String,
+    ) -> Result<Option<AppliedCall>, ErrorBody> {
+        self.read(move |wb| wb.applied(&workbench, &call_id)).await
     }
 }

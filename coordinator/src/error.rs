@@ -22,6 +22,8 @@ pub enum CoordinatorError {
     #[error("actor: {0}")]
     Actor(String),
     #[error(transparent)]
+    Transport(#[from] atelier_transport::TransportError),
+    #[error(transparent)]
     Rejected(#[from] ErrorBody),
 }
 

@@ -6,17 +6,16 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer, stream};
-use atelier_messages::codec::CONTENT_TYPE_HEADER;
 use atelier_messages::job::JobSubmit;
-use atelier_messages::{Format, decode, subjects};
+use atelier_messages::{decode, subjects};
+use atelier_transport::headers::format_of;
 use futures::StreamExt;
 
 use crate::error::CoordinatorError;
 use crate::failpoint;
-use crate::jobs::{self, JobRecord};
-use crate::orchestrator::{self, OrchestratorConfig};
-use crate::registry::Registry;
-use crate::service::blocking;
+use crate::jobs;
+use crate::orchestrator::Orchestrators;
+use crate::storage::blocking;
 
 /// Creates (or updates) the JOBS and EVENTS streams.
 pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorError> {
@@ -45,58 +44,10 @@ pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorEr
     Ok(())
 }
 
-/// Starts jobs, at most one orchestrator per job in this process.
-#[derive(Clone)]
-pub struct JobStarter {
-    pub template: OrchestratorTemplate,
-}
-
-/// Everything an orchestrator needs except the job record.
-#[derive(Clone)]
-pub struct OrchestratorTemplate {
-    pub client: async_nats::Client,
-    pub jetstream: jetstream::Context,
-    pub jobs: jobs::Jobs,
-    pub provider_settings: atelier_agents::provider::ProviderSettings,
-    pub budgets: atelier_agents::rpi::Budgets,
-    pub registry: Registry,
-}
-
-impl JobStarter {
-    pub fn new(template: OrchestratorTemplate) -> Self {
-        Self { template }
-    }
-
-    /// Starts the job unless it is finished or already running here.
-    pub async fn start(&self, record: JobRecord) -> Result<(), CoordinatorError> {
-        if record.state.is_terminal() {
-            return Ok(());
-        }
-        let template = &self.template;
-        let Some(control) = template
-            .registry
-            .claim(&record.job_id, record.cancel_requested)
-        else {
-            return Ok(());
-        };
-        let config = OrchestratorConfig {
-            record,
-            client: template.client.clone(),
-            jetstream: template.jetstream.clone(),
-            jobs: template.jobs.clone(),
-            provider_settings: template.provider_settings.clone(),
-            budgets: template.budgets,
-            registry: template.registry.clone(),
-            control,
-        };
-        orchestrator::spawn(config).await
-    }
-}
-
 /// Consumes submitted jobs; re-attaches to the stream after NATS outages.
 pub async fn run_intake(
     js: jetstream::Context,
-    starter: JobStarter,
+    orchestrators: Orchestrators,
     default_model: Option<String>,
 ) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
     // Attach once up front so a misconfigured server fails start-up loudly.
@@ -105,7 +56,7 @@ pub async fn run_intake(
         loop {
             while let Some(next) = messages.next().await {
                 match next {
-                    Ok(message) => accept(&starter, default_model.as_deref(), message).await,
+                    Ok(message) => accept(&orchestrators, default_model.as_deref(), message).await,
                     Err(error) => tracing::warn!(%error, "job intake stream error"),
                 }
             }
@@ -142,13 +93,12 @@ async fn attach(js: &jetstream::Context) -> Result<consumer::pull::Stream, Coord
     consumer.messages().await.map_err(|e| nats(e.to_string()))
 }
 
-async fn accept(starter: &JobStarter, default_model: Option<&str>, message: jetstream::Message) {
-    let content_type = message
-        .headers
-        .as_ref()
-        .and_then(|headers| headers.get(CONTENT_TYPE_HEADER))
-        .map(|value| value.as_str().to_string());
-    let format = Format::from_content_type(content_type.as_deref());
+async fn accept(
+    orchestrators: &Orchestrators,
+    default_model: Option<&str>,
+    message: jetstream::Message,
+) {
+    let format = format_of(message.headers.as_ref());
     let submit = decode::<JobSubmit>(&message.payload, format).and_then(|submit| {
         jobs::validate_submit(&submit)?;
         Ok(submit)
@@ -166,7 +116,7 @@ async fn accept(starter: &JobStarter, default_model: Option<&str>, message: jets
         .clone()
         .or_else(|| default_model.map(str::to_string))
         .unwrap_or_default();
-    let jobs = starter.template.jobs.clone();
+    let jobs = orchestrators.jobs().clone();
     let recorded = blocking(move || jobs.record_if_new(&submit, &model)).await;
     let record = match recorded {
         Ok((record, _is_new)) => record,
@@ -182,7 +132,7 @@ async fn accept(starter: &JobStarter, default_model: Option<&str>, message: jets
     if let Err(error) = message.double_ack().await {
         tracing::warn!(%error, job_id = %record.job_id, "job ack not confirmed; a redelivery will be a no-op");
     }
-    if let Err(error) = starter.start(record).await {
+    if let Err(error) = orchestrators.start(record).await {
         tracing::error!(%error, "could not start job");
     }
 }

@@ -6,6 +6,7 @@ use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
 
 use crate::error::CoordinatorError;
+use crate::lifecycle::{self, Transition};
 use crate::storage::{self, Storage, trees};
 
 /// The durable record of a job.
@@ -113,25 +114,19 @@ impl Jobs {
         storage::get(&self.storage.tree(trees::JOBS)?, job_id.as_bytes())
     }
 
-    /// Sets a job's state (and error), durably.
-    pub fn set_state(
+    /// Changes a job's lifecycle state durably (see [`lifecycle`](crate::lifecycle)).
+    pub fn transition(
         &self,
         job_id: &str,
-        state: JobState,
-        error: Option<ErrorBody>,
+        transition: Transition,
     ) -> Result<JobRecord, CoordinatorError> {
         self.update(job_id, |record| {
-            record.state = state;
-            record.error = error.clone();
-            if state != JobState::AwaitingApproval {
-                record.pending_approval = None;
-            }
-            Ok(())
+            lifecycle::apply(record, transition.clone())
         })
     }
 
     /// Applies `change` to a job's record and flushes; `change` may refuse with an error.
-    pub fn update(
+    fn update(
         &self,
         job_id: &str,
         change: impl Fn(&mut JobRecord) -> Result<(), ErrorBody>,
@@ -294,6 +289,7 @@ impl Jobs {
     }
 }
 
+/// The sled key of a job's journal entry: `<job>\0<step key>`.
 fn journal_key(job_id: &str, key: &str) -> Vec<u8> {
     format!("{job_id}\u{0}{key}").into_bytes()
 }

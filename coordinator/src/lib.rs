@@ -10,30 +10,34 @@
 //! - [`blobs`]: content-addressed blobs on disk.
 //! - [`workbench`]: manifests, drafts, publish/discard, idempotent draft writes.
 //! - [`jobs`]: job records and RPI checkpoints.
-//! - [`draft_store`]: the DraftStore actor and its handle.
-//! - [`orchestrator`]: the PhaseOrchestrator actor.
-//! - [`intake`]: streams, the JetStream job consumer, job start-up.
+//! - [`lifecycle`]: job state transitions, the one place that decides them.
+//! - [`draft_store`]: the DraftStore actor and its typed handle (in-process for orchestrators).
+//! - [`store_service`]: the DraftStore's `atelier.store.*` verbs over NATS.
+//! - [`orchestrator`]: the PhaseOrchestrator actor (one per running job) and [`Orchestrators`],
+//!   which starts them and reaches them by job id.
+//! - [`host`]: what a running job sees: tool calls, files, journal, signals.
+//! - [`control`]: the `atelier.ctl.*` verbs.
+//! - [`intake`]: streams and the JetStream job consumer.
 //! - [`events`]: ordered event publishing into the EVENTS stream.
-//! - [`service`]: NATS front ends for `atelier.store.*` and `atelier.ctl.*`.
-//! - [`calls`]: orchestrator requests with retries and progress-kept deadlines.
-//! - [`registry`]: jobs running in this process, cancel and approval switches.
 //! - [`failpoint`]: named kill points for crash tests.
-//! - [`rpc`]: typed NATS request/reply.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
+//!
+//! Imports flow one way: `intake`, `control` → `orchestrator` → `host` → `draft_store`,
+//! `jobs` → `lifecycle`, `storage`.
 
 pub mod blobs;
-pub mod calls;
+mod control;
 pub mod draft_store;
 pub mod error;
 pub mod events;
 pub mod failpoint;
+mod host;
 pub mod intake;
 pub mod jobs;
+pub mod lifecycle;
 pub mod orchestrator;
-pub mod registry;
-pub mod rpc;
-pub mod service;
 pub mod storage;
+mod store_service;
 pub mod workbench;
 
 use std::path::PathBuf;
@@ -43,13 +47,13 @@ use atelier_agents::provider::ProviderSettings;
 use atelier_agents::rpi::Budgets;
 
 pub use error::CoordinatorError;
+pub use orchestrator::Orchestrators;
 
 use crate::blobs::BlobDir;
 use crate::draft_store::{DraftStoreConfig, DraftStoreHandle};
-use crate::intake::{JobStarter, OrchestratorTemplate};
 use crate::jobs::Jobs;
-use crate::registry::Registry;
-use crate::storage::Storage;
+use crate::orchestrator::OrchestratorTemplate;
+use crate::storage::{Storage, blocking};
 use crate::workbench::Workbenches;
 
 /// How to run a coordinator.
@@ -112,35 +116,32 @@ pub async fn start_coordinator(
         workbenches: Workbenches::new(storage, blobs),
     })
     .await?;
-    let registry = Registry::default();
-    let starter = JobStarter::new(OrchestratorTemplate {
+    let orchestrators = Orchestrators::new(OrchestratorTemplate {
         client: client.clone(),
         jetstream: jetstream.clone(),
         jobs: jobs.clone(),
+        store: store.clone(),
         provider_settings: config.provider_settings.clone(),
         budgets: config.budgets,
-        registry: registry.clone(),
     });
-    let control = service::Control {
-        jobs: jobs.clone(),
+    let control = control::Control {
         coordinator_id: config.coordinator_id.clone(),
-        registry,
-        starter: starter.clone(),
+        orchestrators: orchestrators.clone(),
     };
     let mut tasks = vec![
-        service::serve_store(client.clone(), store.clone()).await?,
-        service::serve_control(client.clone(), control).await?,
+        store_service::serve(client.clone(), store.clone()).await?,
+        control::serve(client.clone(), control).await?,
         spawn_journal_pruning(jobs.clone(), config.journal_retention),
     ];
     let unfinished = {
         let jobs = jobs.clone();
-        service::blocking(move || jobs.unfinished()).await?
+        blocking(move || jobs.unfinished()).await?
     };
     for record in unfinished {
         tracing::info!(job_id = %record.job_id, state = %record.state, "adopting unfinished job");
-        starter.start(record).await?;
+        orchestrators.start(record).await?;
     }
-    tasks.push(intake::run_intake(jetstream, starter, config.default_model.clone()).await?);
+    tasks.push(intake::run_intake(jetstream, orchestrators, config.default_model.clone()).await?);
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), "coordinator ready");
     Ok(CoordinatorHandle {
         tasks,
@@ -159,7 +160,7 @@ fn spawn_journal_pruning(jobs: Jobs, retention: Duration) -> tokio::task::JoinHa
             let cutoff = atelier_messages::now_ms()
                 .saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
             let jobs_for_prune = jobs.clone();
-            match service::blocking(move || jobs_for_prune.prune_journal(cutoff)).await {
+            match blocking(move || jobs_for_prune.prune_journal(cutoff)).await {
                 Ok(0) => {}
                 Ok(removed) => tracing::info!(removed, "pruned journal entries of finished jobs"),
                 Err(error) => tracing::warn!(%error, "journal pruning failed"),

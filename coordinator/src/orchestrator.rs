@@ -1,55 +1,64 @@
-//! The PhaseOrchestrator actor: one per running job. It drives RPI through the agents crate,
-//! sends tool calls to worker pools and reads files from the DraftStore over NATS, journals
-//! every model answer and tool result in sled before moving on, and honours cancel requests
-//! and approvals at step boundaries.
+//! The PhaseOrchestrator actor: one per running job, registered under the job's name so that
+//! the control plane reaches it by job id. Cancel and approval decisions are its messages.
+//!
+//! `pre_start` loads the job's RPI checkpoint and starts the run — the RPI driver of the agents
+//! crate over a [`JobHost`] — as a task of its own, because one run is a single long
+//! computation while the actor must stay free to take `Cancel` and `ApprovalDecided` at any
+//! time; it passes them to the run through [`RunSignals`], which the run checks at every step
+//! boundary. When the run ends it tells the actor, which stops and frees the name. See
+//! docs/adr/0007-orchestrator-actor-and-run-task.md.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use atelier_agents::catalog::ToolSpec;
 use atelier_agents::provider::{ModelProvider, ProviderSettings, provider_from_spec};
-use atelier_agents::rpi::{self, AgentHost, Budgets, JobInput, RpiState};
-use atelier_messages::job::{EventKind, JobState, PendingApproval};
-use atelier_messages::store::{ListFiles, Listing, ManifestEntry, View};
-use atelier_messages::tool::{ToolOutput, ToolRequest};
-use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms, subjects};
-use ractor::{Actor, ActorProcessingErr, ActorRef};
-use serde_json::Value;
+use atelier_agents::rpi::{self, Budgets, JobInput, RpiState};
+use atelier_messages::job::{EventKind, JobState};
+use atelier_messages::{ErrorBody, ErrorCode};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
+use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use crate::calls::{self, CallPolicy};
+use crate::draft_store::DraftStoreHandle;
+use crate::error::CoordinatorError;
 use crate::events::EventSink;
-use crate::failpoint;
+use crate::host::{JobHost, RunSignals};
 use crate::jobs::{JobRecord, Jobs};
-use crate::registry::{JobControl, Registry};
-use crate::service::blocking;
+use crate::lifecycle::Transition;
+use crate::storage::blocking;
 
-/// How often a job awaiting approval re-reads its journal (a decision also wakes it at once).
-const APPROVAL_POLL: Duration = Duration::from_secs(1);
-
-/// Configuration of one orchestrator.
+/// Everything an orchestrator needs besides its job record.
 #[derive(Clone)]
-pub struct OrchestratorConfig {
-    pub record: JobRecord,
+pub struct OrchestratorTemplate {
     pub client: async_nats::Client,
     pub jetstream: async_nats::jetstream::Context,
     pub jobs: Jobs,
+    pub store: DraftStoreHandle,
     pub provider_settings: ProviderSettings,
     pub budgets: Budgets,
-    pub registry: Registry,
-    pub control: Arc<JobControl>,
+}
+
+/// Configuration of one orchestrator.
+pub struct OrchestratorConfig {
+    pub record: JobRecord,
+    pub template: OrchestratorTemplate,
 }
 
 /// The actor's state, built in `pre_start`.
 pub struct OrchestratorState {
-    config: OrchestratorConfig,
-    rpi: RpiState,
+    signals: Arc<RunSignals>,
+    run: JoinHandle<()>,
 }
 
 /// The actor's messages.
+#[derive(Debug)]
 pub enum OrchestratorMsg {
-    /// Run (or continue) the job to its end, then stop.
-    Run,
+    /// Stop the job at its next step boundary (`USER_CANCELED`).
+    Cancel,
+    /// A decision on the pending destructive call was journaled.
+    ApprovalDecided,
+    /// The run is over.
+    RunEnded,
 }
 
 /// The PhaseOrchestrator actor.
@@ -65,22 +74,25 @@ impl Actor for PhaseOrchestrator {
         myself: ActorRef<Self::Msg>,
         config: OrchestratorConfig,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let jobs = config.jobs.clone();
+        let jobs = config.template.jobs.clone();
         let job_id = config.record.job_id.clone();
         let rpi = blocking(move || jobs.load_rpi(&job_id))
             .await?
             .unwrap_or_default();
-        myself.send_message(OrchestratorMsg::Run)?;
-        Ok(OrchestratorState { config, rpi })
-    }
-
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        state.config.registry.release(&state.config.record.job_id);
-        Ok(())
+        let signals = Arc::new(RunSignals::default());
+        if config.record.cancel_requested {
+            signals.cancel();
+        }
+        let span = tracing::info_span!("job", job_id = %config.record.job_id, workbench = %config.record.workbench);
+        let run_signals = Arc::clone(&signals);
+        let run = tokio::spawn(
+            async move {
+                run_job(config, rpi, run_signals).await;
+                let _ = myself.cast(OrchestratorMsg::RunEnded);
+            }
+            .instrument(span),
+        );
+        Ok(OrchestratorState { signals, run })
     }
 
     async fn handle(
@@ -90,25 +102,40 @@ impl Actor for PhaseOrchestrator {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            OrchestratorMsg::Run => {
-                let span = tracing::info_span!("job", job_id = %state.config.record.job_id, workbench = %state.config.record.workbench);
-                run_job(state).instrument(span).await;
-                myself.stop(None);
-            }
+            OrchestratorMsg::Cancel => state.signals.cancel(),
+            OrchestratorMsg::ApprovalDecided => state.signals.approval_decided(),
+            OrchestratorMsg::RunEnded => myself.stop(None),
         }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Stopped from outside (shutdown): the run stops with it and resumes at the next start.
+        state.run.abort();
         Ok(())
     }
 }
 
-async fn run_job(state: &mut OrchestratorState) {
-    let config = state.config.clone();
-    let record = &config.record;
-    let (events, publisher) = EventSink::start(config.jetstream.clone(), &record.job_id);
+async fn run_job(config: OrchestratorConfig, mut rpi: RpiState, signals: Arc<RunSignals>) {
+    let OrchestratorConfig { record, template } = config;
+    let (events, publisher) = EventSink::start(template.jetstream.clone(), &record.job_id);
     if record.state == JobState::Queued {
         events.emit(EventKind::JobAccepted);
     }
-    let outcome = match set_state(&config.jobs, &record.job_id, JobState::Running, None).await {
-        Ok(()) => drive(&config, &events, &mut state.rpi).await,
+    let host = JobHost {
+        record: record.clone(),
+        client: template.client.clone(),
+        jobs: template.jobs.clone(),
+        store: template.store.clone(),
+        events: events.clone(),
+        signals,
+    };
+    let outcome = match transition(&template.jobs, &record.job_id, Transition::Start).await {
+        Ok(()) => drive(&template, &host, &mut rpi).await,
         Err(error) => Err(error),
     };
     let (final_state, error) = match outcome {
@@ -123,22 +150,26 @@ async fn run_job(state: &mut OrchestratorState) {
         state: final_state,
         error: error.clone(),
     });
+    drop(host);
     drop(events);
     let _ = publisher.await;
-    if let Err(store_error) =
-        set_state(&config.jobs, &record.job_id, final_state, error.clone()).await
-    {
+    let finish = Transition::Finish {
+        state: final_state,
+        error: error.clone(),
+    };
+    if let Err(store_error) = transition(&template.jobs, &record.job_id, finish).await {
         tracing::error!(%store_error, "could not record the job's end");
     }
     tracing::info!(state = %final_state, code = ?error.as_ref().map(|e| e.code), "job finished");
 }
 
 async fn drive(
-    config: &OrchestratorConfig,
-    events: &EventSink,
+    template: &OrchestratorTemplate,
+    host: &JobHost,
     rpi_state: &mut RpiState,
 ) -> Result<(), ErrorBody> {
-    if config.record.model.is_empty() {
+    let record = &host.record;
+    if record.model.is_empty() {
         return Err(ErrorBody::new(
             ErrorCode::ProviderNotConfigured,
             "the job names no model and the coordinator has no default; pass `--model openai:MODEL` \
@@ -146,230 +177,102 @@ async fn drive(
         ));
     }
     let provider: Arc<dyn ModelProvider> =
-        provider_from_spec(&config.record.model, &config.provider_settings)
+        provider_from_spec(&record.model, &template.provider_settings)
             .map_err(|error| error.to_body())?;
-    let host = NatsHost {
-        config: config.clone(),
-        events: events.clone(),
-    };
     let input = JobInput {
-        job_id: config.record.job_id.clone(),
-        workbench: config.record.workbench.clone(),
-        message: config.record.message.clone(),
+        job_id: record.job_id.clone(),
+        workbench: record.workbench.clone(),
+        message: record.message.clone(),
     };
-    rpi::run(&input, rpi_state, provider.as_ref(), &host, config.budgets)
+    rpi::run(&input, rpi_state, provider.as_ref(), host, template.budgets)
         .await
         .map_err(|error| error.to_body())
 }
 
-async fn set_state(
-    jobs: &Jobs,
-    job_id: &str,
-    state: JobState,
-    error: Option<ErrorBody>,
-) -> Result<(), ErrorBody> {
+async fn transition(jobs: &Jobs, job_id: &str, transition: Transition) -> Result<(), ErrorBody> {
     let jobs = jobs.clone();
     let job_id = job_id.to_string();
-    blocking(move || jobs.set_state(&job_id, state, error).map(|_| ())).await
+    blocking(move || jobs.transition(&job_id, transition).map(|_| ())).await
 }
 
-fn user_canceled() -> ErrorBody {
-    ErrorBody::new(
-        ErrorCode::UserCanceled,
-        "the job was cancelled (`atelier cancel`)",
-    )
+/// The registry name of a job's orchestrator.
+fn actor_name(job_id: &str) -> String {
+    format!("{NAME_PREFIX}{job_id}")
 }
 
-/// The orchestrator's view of the world: NATS for tools and files, sled for the journal.
-struct NatsHost {
-    config: OrchestratorConfig,
-    events: EventSink,
+const NAME_PREFIX: &str = "atelier-job-";
+
+/// How long a resumed job waits for its previous run's orchestrator to let go of the name.
+const HANDOVER: Duration = Duration::from_secs(5);
+
+/// Starts orchestrators and reaches them by job id.
+#[derive(Clone)]
+pub struct Orchestrators {
+    template: OrchestratorTemplate,
 }
 
-impl NatsHost {
-    fn job_id(&self) -> &str {
-        &self.config.record.job_id
+impl Orchestrators {
+    pub fn new(template: OrchestratorTemplate) -> Self {
+        Self { template }
     }
 
-    async fn send_tool(
-        &self,
-        call_id: &str,
-        tool: &ToolSpec,
-        args: Value,
-    ) -> Result<ToolOutput, ErrorBody> {
-        let request = ToolRequest {
-            v: PROTOCOL_VERSION,
-            call_id: call_id.to_string(),
-            job_id: Some(self.job_id().to_string()),
-            workbench: self.config.record.workbench.clone(),
-            tool: tool.name.to_string(),
-            args,
-            files: self.files().await?,
-        };
-        calls::call(
-            &self.config.client,
-            &subjects::tool(tool.pool.as_str()),
-            &request,
-            CallPolicy::TOOLS,
-        )
-        .await
+    pub fn jobs(&self) -> &Jobs {
+        &self.template.jobs
     }
 
-    async fn journaled_decision(&self, key: &str) -> Result<Option<bool>, ErrorBody> {
-        Ok(self.recall(key).await?.and_then(|value| value.as_bool()))
-    }
-}
-
-#[async_trait::async_trait]
-impl AgentHost for NatsHost {
-    async fn call_tool(
-        &self,
-        call_id: &str,
-        tool: &ToolSpec,
-        args: Value,
-    ) -> Result<Value, ErrorBody> {
-        let span = tracing::info_span!("tool_call", tool = tool.name, call_id, pool = %tool.pool);
-        async {
-            let started = Instant::now();
-            let result = self.send_tool(call_id, tool, args).await;
-            failpoint::hit("before_tool_result");
-            let elapsed = started.elapsed();
-            let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-            let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-            let (ok, error, worker) = match &result {
-                Ok(output) => (true, None, Some(output.worker.clone())),
-                Err(error) => (false, Some(error.clone()), None),
-            };
-            tracing::info!(ok, elapsed_ms, "tool call complete");
-            self.events.emit(EventKind::ToolComplete {
-                call_id: call_id.to_string(),
-                tool: tool.name.to_string(),
-                ok,
-                error,
-                elapsed_ms,
-                worker,
-                elapsed_us,
-            });
-            result.map(|output| output.output)
-        }
-        .instrument(span)
-        .await
+    /// Starts the job unless it is finished or already runs in this process.
+    pub async fn start(&self, record: JobRecord) -> Result<(), CoordinatorError> {
+        self.spawn(record).await.map(|_| ())
     }
 
-    async fn files(&self) -> Result<Vec<ManifestEntry>, ErrorBody> {
-        let request = ListFiles {
-            v: PROTOCOL_VERSION,
-            workbench: self.config.record.workbench.clone(),
-            view: View::Current,
-        };
-        let listing: Listing = calls::call(
-            &self.config.client,
-            subjects::store::LS,
-            &request,
-            CallPolicy::STORE,
-        )
-        .await?;
-        Ok(listing.files)
-    }
-
-    async fn save(&self, state: &RpiState) -> Result<(), ErrorBody> {
-        let jobs = self.config.jobs.clone();
-        let job_id = self.job_id().to_string();
-        let state = state.clone();
-        blocking(move || jobs.save_rpi(&job_id, &state)).await?;
-        failpoint::hit("after_checkpoint");
-        Ok(())
-    }
-
-    async fn recall(&self, key: &str) -> Result<Option<Value>, ErrorBody> {
-        let jobs = self.config.jobs.clone();
-        let job_id = self.job_id().to_string();
-        let key = key.to_string();
-        blocking(move || jobs.recall(&job_id, &key)).await
-    }
-
-    async fn record(&self, key: &str, value: &Value) -> Result<(), ErrorBody> {
-        let jobs = self.config.jobs.clone();
-        let job_id = self.job_id().to_string();
-        let owned_key = key.to_string();
-        let value = value.clone();
-        blocking(move || jobs.record(&job_id, &owned_key, &value)).await?;
-        if key.starts_with("model/") {
-            failpoint::hit("after_model_turn");
-        } else if key.starts_with("tool/") {
-            failpoint::hit("after_tool_result");
+    /// Starts a resumed job, waiting for the orchestrator of its previous run (which recorded
+    /// the end and is stopping) to free the job's name.
+    pub async fn start_resumed(&self, record: JobRecord) -> Result<(), CoordinatorError> {
+        let started = tokio::time::Instant::now();
+        while !self.spawn(record.clone()).await? {
+            if started.elapsed() > HANDOVER {
+                return Err(CoordinatorError::Actor(format!(
+                    "job `{}` is still running here",
+                    record.job_id
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
     }
 
-    async fn checkpoint(&self) -> Result<(), ErrorBody> {
-        if self.config.control.is_cancelled() {
-            return Err(user_canceled());
-        }
-        Ok(())
-    }
-
-    async fn approval(
-        &self,
-        call_id: &str,
-        tool: &str,
-        arguments: &Value,
-    ) -> Result<bool, ErrorBody> {
-        if self.config.record.auto_approve {
+    /// Spawns the job's orchestrator; false when one already holds the job's name.
+    async fn spawn(&self, record: JobRecord) -> Result<bool, CoordinatorError> {
+        if record.state.is_terminal() {
             return Ok(true);
         }
-        let key = format!("approval/{call_id}");
-        if let Some(decision) = self.journaled_decision(&key).await? {
-            return Ok(decision);
-        }
-        let pending = PendingApproval {
-            call_id: call_id.to_string(),
-            tool: tool.to_string(),
-            arguments: arguments.to_string(),
-            requested_at_ms: now_ms(),
+        let name = actor_name(&record.job_id);
+        let config = OrchestratorConfig {
+            record,
+            template: self.template.clone(),
         };
-        let jobs = self.config.jobs.clone();
-        let job_id = self.job_id().to_string();
-        let awaiting = pending.clone();
-        blocking(move || {
-            jobs.update(&job_id, |record| {
-                record.state = JobState::AwaitingApproval;
-                record.pending_approval = Some(awaiting.clone());
-                Ok(())
-            })
-            .map(|_| ())
-        })
-        .await?;
-        tracing::info!(call_id, tool, "waiting for approval");
-        self.events.emit(EventKind::ApprovalRequested {
-            call_id: pending.call_id,
-            tool: pending.tool,
-            arguments: pending.arguments,
-        });
-        loop {
-            self.checkpoint().await?;
-            if let Some(decision) = self.journaled_decision(&key).await? {
-                set_state(&self.config.jobs, self.job_id(), JobState::Running, None).await?;
-                self.events.emit(EventKind::ApprovalResolved {
-                    call_id: call_id.to_string(),
-                    approved: decision,
-                });
-                return Ok(decision);
-            }
-            let _ =
-                tokio::time::timeout(APPROVAL_POLL, self.config.control.decided.notified()).await;
+        match Actor::spawn(Some(name), PhaseOrchestrator, config).await {
+            Ok(_) => Ok(true),
+            Err(SpawnErr::ActorAlreadyRegistered(_)) => Ok(false),
+            Err(error) => Err(CoordinatorError::Actor(error.to_string())),
         }
     }
 
-    fn emit(&self, kind: EventKind) {
-        self.events.emit(kind);
+    /// Sends `message` to the job's orchestrator; false when the job does not run here.
+    pub fn tell(&self, job_id: &str, message: OrchestratorMsg) -> bool {
+        let Some(cell) = ractor::registry::where_is(actor_name(job_id)) else {
+            return false;
+        };
+        ActorRef::<OrchestratorMsg>::from(cell)
+            .cast(message)
+            .is_ok()
     }
-}
 
-/// Starts an orchestrator for `config.record` (it runs the job and stops by itself).
-pub async fn spawn(config: OrchestratorConfig) -> Result<(), crate::CoordinatorError> {
-    Actor::spawn(None, PhaseOrchestrator, config)
-        .await
-        .map(|_| ())
-        .map_err(|error| crate::CoordinatorError::Actor(error.to_string()))
+    /// Jobs running in this process.
+    pub fn running(&self) -> u64 {
+        ractor::registry::registered()
+            .iter()
+            .filter(|name| name.starts_with(NAME_PREFIX))
+            .count() as u64
+    }
 }

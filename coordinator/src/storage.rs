@@ -7,6 +7,8 @@ use std::path::Path;
 
 use serde::{Serialize, de::DeserializeOwned};
 
+use atelier_messages::{ErrorBody, ErrorCode};
+
 use crate::error::CoordinatorError;
 
 /// Tree names.
@@ -63,4 +65,14 @@ pub(crate) fn get<T: DeserializeOwned>(
     key: &[u8],
 ) -> Result<Option<T>, CoordinatorError> {
     tree.get(key)?.map(|bytes| decode(&bytes)).transpose()
+}
+
+/// Runs blocking storage work (sled, blob files) on Tokio's blocking threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, CoordinatorError> + Send + 'static,
+) -> Result<T, ErrorBody> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|join| ErrorBody::new(ErrorCode::Internal, join.to_string()))?
+        .map_err(ErrorBody::from)
 }

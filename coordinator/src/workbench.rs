@@ -9,6 +9,7 @@ use atelier_messages::path::{kind_of, normalize};
 use atelier_messages::store::{
     DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo, Written,
 };
+use atelier_messages::tool::DraftChanges;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
@@ -28,6 +29,16 @@ struct WorkbenchRecord {
     created_at_ms: u64,
     #[serde(default)]
     checkpoints: u64,
+}
+
+/// What the store keeps of an applied call: the write, and the tool's answer so that a re-sent
+/// call gets the same answer instead of one recomputed against the changed draft.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AppliedCall {
+    #[serde(flatten)]
+    pub written: Written,
+    #[serde(default)]
+    pub output: Option<serde_json::Value>,
 }
 
 /// Longest workbench name.
@@ -105,10 +116,6 @@ fn flatten(error: TransactionError<CoordinatorError>) -> CoordinatorError {
 impl Workbenches {
     pub fn new(storage: Storage, blobs: BlobDir) -> Self {
         Self { storage, blobs }
-    }
-
-    pub fn blobs(&self) -> &BlobDir {
-        &self.blobs
     }
 
     fn record(&self, name: &str) -> Result<WorkbenchRecord, CoordinatorError> {
@@ -361,26 +368,42 @@ impl Workbenches {
         Ok(())
     }
 
+    /// The recorded outcome of a call id already applied to the workbench's draft.
+    pub fn applied(
+        &self,
+        workbench: &str,
+        call_id: &str,
+    ) -> Result<Option<AppliedCall>, CoordinatorError> {
+        let applied = self.storage.tree(trees::APPLIED_CALLS)?;
+        let Some(mut previous) = storage::get::<AppliedCall>(&applied, &key(workbench, call_id))?
+        else {
+            return Ok(None);
+        };
+        previous.written.replayed = true;
+        Ok(Some(previous))
+    }
+
     /// Applies an agent's change to the draft (creating it from published), once per call id:
-    /// `files` are written, then `delete` paths removed, in one transaction.
+    /// `files` are written, then `delete` paths removed, in one transaction that also records
+    /// the call's `output` for replays, flushed before it returns.
     pub fn write(
         &self,
         workbench: &str,
         call_id: &str,
-        files: Vec<FileContent>,
-        delete: &[String],
+        changes: DraftChanges,
+        output: Option<serde_json::Value>,
     ) -> Result<Written, CoordinatorError> {
         self.record(workbench)?;
         if call_id.is_empty() {
             return Err(ErrorBody::new(ErrorCode::ValidationFailed, "call_id is required").into());
         }
+        if let Some(previous) = self.applied(workbench, call_id)? {
+            tracing::info!(workbench, call_id, replayed = true, "draft write");
+            return Ok(previous.written);
+        }
+        let DraftChanges { files, delete } = changes;
         let applied_key = key(workbench, call_id);
         let applied = self.storage.tree(trees::APPLIED_CALLS)?;
-        if let Some(mut previous) = storage::get::<Written>(&applied, &applied_key)? {
-            previous.replayed = true;
-            tracing::info!(workbench, call_id, replayed = true, "draft write");
-            return Ok(previous);
-        }
         if files.is_empty() && delete.is_empty() {
             return Err(ErrorBody::new(
                 ErrorCode::ValidationFailed,
@@ -401,9 +424,9 @@ impl Workbenches {
         let written = (&manifests, &applied)
             .transaction(|(manifests, applied)| {
                 if let Some(bytes) = applied.get(&applied_key)? {
-                    let mut previous: Written = storage::decode(&bytes).map_err(abort)?;
-                    previous.replayed = true;
-                    return Ok(previous);
+                    let mut previous: AppliedCall = storage::decode(&bytes).map_err(abort)?;
+                    previous.written.replayed = true;
+                    return Ok(previous.written);
                 }
                 let mut draft = match tx_get(manifests, &key(workbench, "draft"))? {
                     Some(draft) => draft,
@@ -429,7 +452,11 @@ impl Workbenches {
                     deleted: deleted.clone(),
                     replayed: false,
                 };
-                tx_put(applied, &applied_key, &written)?;
+                let record = AppliedCall {
+                    written: written.clone(),
+                    output: output.clone(),
+                };
+                tx_put(applied, &applied_key, &record)?;
                 Ok(written)
             })
             .map_err(flatten)?;
@@ -465,6 +492,20 @@ mod tests {
         }
     }
 
+    fn write(
+        wb: &Workbenches,
+        workbench: &str,
+        call_id: &str,
+        files: Vec<FileContent>,
+        delete: &[String],
+    ) -> Result<Written, CoordinatorError> {
+        let changes = DraftChanges {
+            files,
+            delete: delete.to_vec(),
+        };
+        wb.write(workbench, call_id, changes, None)
+    }
+
     fn code(result: Result<impl std::fmt::Debug, CoordinatorError>) -> Option<ErrorCode> {
         result.err().map(|e| e.to_body().code)
     }
@@ -475,7 +516,8 @@ mod tests {
         wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
         wb.add("q3", vec![file("a.csv", "x\n1\n"), file("b.txt", "keep")])
             .unwrap_or_else(|e| panic!("{e}"));
-        wb.write(
+        write(
+            &wb,
             "q3",
             "call-1",
             vec![file("a.csv", "x\n2\n"), file("out/c.md", "new")],
@@ -512,11 +554,9 @@ mod tests {
     fn writes_are_idempotent_per_call_id() {
         let (_dir, wb) = fixture();
         wb.create("w").unwrap_or_else(|e| panic!("{e}"));
-        let first = wb
-            .write("w", "c1", vec![file("a.txt", "one")], &[])
+        let first = write(&wb, "w", "c1", vec![file("a.txt", "one")], &[])
             .unwrap_or_else(|e| panic!("{e}"));
-        let again = wb
-            .write("w", "c1", vec![file("a.txt", "two")], &[])
+        let again = write(&wb, "w", "c1", vec![file("a.txt", "two")], &[])
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!first.replayed);
         assert!(again.replayed);
@@ -530,6 +570,33 @@ mod tests {
     }
 
     #[test]
+    fn an_applied_call_keeps_its_answer_for_replays() {
+        let (_dir, wb) = fixture();
+        wb.create("w").unwrap_or_else(|e| panic!("{e}"));
+        wb.add("w", vec![file("gone.txt", "x")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            wb.applied("w", "del")
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_none()
+        );
+        let answer = serde_json::json!({"path": "gone.txt", "deleted": true});
+        let changes = DraftChanges {
+            files: Vec::new(),
+            delete: vec!["gone.txt".into()],
+        };
+        wb.write("w", "del", changes, Some(answer.clone()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let applied = wb
+            .applied("w", "del")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("the call is recorded"));
+        assert_eq!(applied.output, Some(answer));
+        assert!(applied.written.replayed);
+        assert_eq!(applied.written.deleted, vec!["gone.txt"]);
+    }
+
+    #[test]
     fn bad_names_paths_and_states_get_codes() {
         let (_dir, wb) = fixture();
         assert_eq!(code(wb.create("../x")), Some(ErrorCode::ValidationFailed));
@@ -540,7 +607,7 @@ mod tests {
         wb.create("w").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(code(wb.create("w")), Some(ErrorCode::ValidationFailed));
         assert_eq!(
-            code(wb.write("w", "c", vec![file("../evil", "x")], &[])),
+            code(write(&wb, "w", "c", vec![file("../evil", "x")], &[])),
             Some(ErrorCode::SandboxViolation)
         );
         assert_eq!(code(wb.discard("w")), Some(ErrorCode::NoDraft));
@@ -548,18 +615,17 @@ mod tests {
             code(wb.list_files("w", View::Draft)),
             Some(ErrorCode::NoDraft)
         );
-        wb.write("w", "c", vec![file("a", "x")], &[])
-            .unwrap_or_else(|e| panic!("{e}"));
+        write(&wb, "w", "c", vec![file("a", "x")], &[]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             code(wb.add("w", vec![file("b", "y")])),
             Some(ErrorCode::DraftExists)
         );
         assert_eq!(
-            code(wb.write("w", "d", vec![], &["missing".into()])),
+            code(write(&wb, "w", "d", vec![], &["missing".into()])),
             Some(ErrorCode::NotFound)
         );
         assert_eq!(
-            code(wb.write("w", "e", vec![], &[])),
+            code(write(&wb, "w", "e", vec![], &[])),
             Some(ErrorCode::ValidationFailed)
         );
         wb.discard("w").unwrap_or_else(|e| panic!("{e}"));

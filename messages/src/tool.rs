@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::ManifestEntry;
+use crate::store::{FileContent, ManifestEntry};
 
 /// A pool of interchangeable workers serving one family of tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -61,6 +61,28 @@ pub struct ToolRequest {
     pub args: serde_json::Value,
     /// The files the agent sees (the draft when one exists, else published).
     pub files: Vec<ManifestEntry>,
+    /// When true the worker does not write the draft itself: the reply's
+    /// [`ToolOutput::changes`] carry what to write and the caller applies them (the coordinator
+    /// does, in-process and once per call id). When false (plain clients) the worker applies
+    /// them through `atelier.store.write`.
+    #[serde(default)]
+    pub return_changes: bool,
+}
+
+/// What a write tool changes in the draft: files written, then paths removed (a rename is the
+/// new path in `files` and the old one in `delete`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftChanges {
+    #[serde(default)]
+    pub files: Vec<FileContent>,
+    #[serde(default)]
+    pub delete: Vec<String>,
+}
+
+impl DraftChanges {
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.delete.is_empty()
+    }
 }
 
 /// A successful tool call.
@@ -73,6 +95,9 @@ pub struct ToolOutput {
     /// Which worker ran it (`<pool>-<host>-<pid>`).
     pub worker: String,
     pub elapsed_ms: u64,
+    /// The draft changes for the caller to apply (only when the request set `return_changes`).
+    #[serde(default)]
+    pub changes: Option<DraftChanges>,
 }
 
 /// Every tool a model (or a workflow) may call: the one spelling of each name, and the pool that

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use async_nats::jetstream::{self, consumer};
-use atelier_coordinator::rpc;
 use atelier_messages::job::{
     ApproveCall, CancelJob, CoordinatorStats, EventKind, GetJob, GetStats, JobEvent, JobState,
     JobSubmit, JobView, ListJobs, ResumeJob,
@@ -14,10 +13,11 @@ use atelier_messages::store::{
     AddFiles, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes, FileContent,
     ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, View, WorkbenchInfo,
 };
+use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, Format, PROTOCOL_VERSION, decode, encode, now_ms, subjects};
+use atelier_transport::Policy;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Serialize, de::DeserializeOwned};
 use serde_bytes::ByteBuf;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,34 +32,24 @@ fn coded(error: ErrorBody) -> anyhow::Error {
 }
 
 impl Client {
-    async fn call<Req: Serialize, Res: DeserializeOwned>(
-        &self,
-        subject: &str,
-        request: &Req,
-    ) -> anyhow::Result<Res> {
-        rpc::request(&self.nats, subject.to_string(), request, TIMEOUT)
+    async fn call<V: Verb>(&self, request: &V) -> anyhow::Result<V::Reply> {
+        atelier_transport::request(&self.nats, request, Policy::once(TIMEOUT))
             .await
             .map_err(coded)
     }
 
     pub async fn create(&self, workbench: &str) -> anyhow::Result<WorkbenchInfo> {
-        self.call(
-            subjects::store::CREATE,
-            &CreateWorkbench {
-                v: PROTOCOL_VERSION,
-                workbench: workbench.into(),
-            },
-        )
+        self.call(&CreateWorkbench {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+        })
         .await
     }
 
     pub async fn workbenches(&self) -> anyhow::Result<Vec<WorkbenchInfo>> {
-        self.call(
-            subjects::store::LIST_WORKBENCHES,
-            &ListWorkbenches {
-                v: PROTOCOL_VERSION,
-            },
-        )
+        self.call(&ListWorkbenches {
+            v: PROTOCOL_VERSION,
+        })
         .await
     }
 
@@ -85,41 +75,32 @@ impl Client {
                 content: ByteBuf::from(content),
             });
         }
-        self.call(
-            subjects::store::ADD,
-            &AddFiles {
-                v: PROTOCOL_VERSION,
-                workbench: workbench.into(),
-                files: contents,
-            },
-        )
+        self.call(&AddFiles {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            files: contents,
+        })
         .await
     }
 
     pub async fn ls(&self, workbench: &str, draft: bool) -> anyhow::Result<Listing> {
         let view = if draft { View::Draft } else { View::Published };
-        self.call(
-            subjects::store::LS,
-            &ListFiles {
-                v: PROTOCOL_VERSION,
-                workbench: workbench.into(),
-                view,
-            },
-        )
+        self.call(&ListFiles {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            view,
+        })
         .await
     }
 
     pub async fn cat(&self, workbench: &str, path: &str, draft: bool) -> anyhow::Result<FileBytes> {
         let view = if draft { View::Draft } else { View::Published };
-        self.call(
-            subjects::store::CAT,
-            &ReadFile {
-                v: PROTOCOL_VERSION,
-                workbench: workbench.into(),
-                path: path.into(),
-                view,
-            },
-        )
+        self.call(&ReadFile {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            path: path.into(),
+            view,
+        })
         .await
     }
 
@@ -147,35 +128,26 @@ impl Client {
     }
 
     pub async fn diff(&self, workbench: &str) -> anyhow::Result<DraftDiff> {
-        self.call(
-            subjects::store::DIFF,
-            &DiffDraft {
-                v: PROTOCOL_VERSION,
-                workbench: workbench.into(),
-            },
-        )
+        self.call(&DiffDraft {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+        })
         .await
     }
 
     pub async fn publish(&self, workbench: &str) -> anyhow::Result<Published> {
-        self.call(
-            subjects::store::PUBLISH,
-            &PublishDraft {
-                v: PROTOCOL_VERSION,
-                workbench: workbench.into(),
-            },
-        )
+        self.call(&PublishDraft {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+        })
         .await
     }
 
     pub async fn discard(&self, workbench: &str) -> anyhow::Result<Done> {
-        self.call(
-            subjects::store::DISCARD,
-            &DiscardDraft {
-                v: PROTOCOL_VERSION,
-                workbench: workbench.into(),
-            },
-        )
+        self.call(&DiscardDraft {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+        })
         .await
     }
 
@@ -215,25 +187,19 @@ impl Client {
         state: Option<JobState>,
         workbench: Option<String>,
     ) -> anyhow::Result<Vec<JobView>> {
-        self.call(
-            subjects::ctl::JOBS,
-            &ListJobs {
-                v: PROTOCOL_VERSION,
-                state,
-                workbench,
-            },
-        )
+        self.call(&ListJobs {
+            v: PROTOCOL_VERSION,
+            state,
+            workbench,
+        })
         .await
     }
 
     pub async fn cancel(&self, job_id: &str) -> anyhow::Result<JobView> {
-        self.call(
-            subjects::ctl::CANCEL,
-            &CancelJob {
-                v: PROTOCOL_VERSION,
-                job_id: job_id.into(),
-            },
-        )
+        self.call(&CancelJob {
+            v: PROTOCOL_VERSION,
+            job_id: job_id.into(),
+        })
         .await
     }
 
@@ -243,47 +209,35 @@ impl Client {
         reject: bool,
         reason: Option<String>,
     ) -> anyhow::Result<JobView> {
-        self.call(
-            subjects::ctl::APPROVE,
-            &ApproveCall {
-                v: PROTOCOL_VERSION,
-                job_id: job_id.into(),
-                reject,
-                reason,
-            },
-        )
+        self.call(&ApproveCall {
+            v: PROTOCOL_VERSION,
+            job_id: job_id.into(),
+            reject,
+            reason,
+        })
         .await
     }
 
     pub async fn resume(&self, job_id: &str) -> anyhow::Result<JobView> {
-        self.call(
-            subjects::ctl::RESUME,
-            &ResumeJob {
-                v: PROTOCOL_VERSION,
-                job_id: job_id.into(),
-            },
-        )
+        self.call(&ResumeJob {
+            v: PROTOCOL_VERSION,
+            job_id: job_id.into(),
+        })
         .await
     }
 
     pub async fn stats(&self) -> anyhow::Result<CoordinatorStats> {
-        self.call(
-            subjects::ctl::STATS,
-            &GetStats {
-                v: PROTOCOL_VERSION,
-            },
-        )
+        self.call(&GetStats {
+            v: PROTOCOL_VERSION,
+        })
         .await
     }
 
     pub async fn job(&self, job_id: &str) -> anyhow::Result<JobView> {
-        self.call(
-            subjects::ctl::JOB,
-            &GetJob {
-                v: PROTOCOL_VERSION,
-                job_id: job_id.into(),
-            },
-        )
+        self.call(&GetJob {
+            v: PROTOCOL_VERSION,
+            job_id: job_id.into(),
+        })
         .await
     }
 

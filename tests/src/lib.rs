@@ -475,6 +475,7 @@ pub async fn call_tool(
         tool: tool.into(),
         args,
         files: listing.files.clone(),
+        return_changes: false,
     };
     let payload = encode(&request, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
     let reply = nats_request(client, &subjects::tool(pool), payload, false).await?;

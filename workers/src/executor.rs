@@ -1,65 +1,44 @@
 //! The ToolExecutor actor: serves one pool's tools over NATS.
 //!
-//! `pre_start` registers the pool as a NATS micro service ([`service_name`], e.g.
-//! `atelier-tabular`) whose one endpoint is `atelier.tool.<pool>` in the queue group
-//! `atelier-tool-<pool>`, so `$SRV.PING/INFO/STATS` (and `nats micro ls|info|stats`) list every
-//! worker with its requests, errors and latency; the endpoint's stats `data` adds calls in flight
-//! and tool errors (see [`WorkerStatsData`]). It starts a pump task that forwards each request to
-//! the actor. The actor hands every call to its
-//! own task once a concurrency permit is free; the task decodes the request, runs the tool (in a
-//! `tool_call` span whose parent is the W3C trace context of the request's headers, so it joins
-//! the job's trace) and replies in the request's format. Shutdown stops the pump, lets calls already received finish,
-//! then stops the actor.
+//! `pre_start` registers the pool as a NATS micro service
+//! ([`service_name`](atelier_messages::worker::service_name), e.g. `atelier-tabular`) whose one
+//! endpoint is `atelier.tool.<pool>` in the queue group `atelier-tool-<pool>`, so
+//! `$SRV.PING/INFO/STATS` (and `nats micro ls|info|stats`) list every worker with its requests,
+//! errors and latency; the endpoint's stats `data` adds calls in flight and tool errors (see
+//! [`WorkerStatsData`]). It starts a pump task that forwards each request to the actor. The
+//! actor hands every call to its own task once a concurrency permit is free; the task decodes
+//! the request, runs the tool (in a `tool_call` span whose parent is the W3C trace context of the
+//! request's headers, so it joins the job's trace), delivers the draft changes the tool staged
+//! (in the reply for a caller that asked for them, else through the store) and replies in the
+//! request's format. Shutdown stops the pump, lets calls already received finish, then stops
+//! the actor.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use async_nats::HeaderMap;
 use async_nats::service::{Request, Service, ServiceExt, endpoint::Endpoint};
-use atelier_messages::codec::CONTENT_TYPE_HEADER;
-use atelier_messages::codec::PROGRESS_HEADER;
-use atelier_messages::tool::{Pool, ToolOutput, ToolRequest};
-use atelier_messages::{ErrorBody, Format, Reply, decode, encode_reply, subjects};
+use atelier_messages::tool::{DraftChanges, Pool, ToolOutput, ToolRequest};
+use atelier_messages::worker::{TOOL_ENDPOINT, WorkerStatsData, service_name};
+use atelier_messages::{ErrorBody, Reply, decode, encode_reply};
+use atelier_transport::headers::{format_of, has_progress_mark, join_trace, with_format};
+use atelier_transport::keep_alive;
 use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::WorkerConfig;
 use crate::error::WorkerError;
+use crate::files::ToolCall;
 use crate::tools::Toolbox;
 
 /// The most concurrent calls one worker process accepts.
 const MAX_CONCURRENCY: usize = 4096;
 /// How long shutdown waits for calls in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The NATS micro service name of a pool's workers: `atelier-<pool>`.
-pub fn service_name(pool: Pool) -> String {
-    format!("atelier-{pool}")
-}
-
-/// The endpoint name inside a pool's service.
-pub const ENDPOINT_NAME: &str = "tools";
-
-/// What a worker adds to its endpoint's `$SRV.STATS` (`data`): live numbers the service API
-/// does not have. Tool errors are answered in the reply envelope (the format is fixed), so the
-/// service's own `num_errors` stays 0; `tool_errors` counts them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkerStatsData {
-    pub worker: String,
-    pub pool: String,
-    pub in_flight: u64,
-    pub max_concurrency: u64,
-    pub tool_errors: u64,
-    #[serde(default)]
-    pub last_error_code: Option<String>,
-}
 
 /// Counters shared by the calls and the stats handler.
 #[derive(Default)]
@@ -227,7 +206,7 @@ async fn register_service(
         .service_builder()
         .description(format!("Atelier {pool} tool worker pool"))
         .metadata(metadata)
-        .queue_group(subjects::tool_queue(pool))
+        .queue_group(atelier_messages::subjects::tool_queue(pool))
         .stats_handler(move |_endpoint, _stats| {
             let in_flight = max.saturating_sub(permits.available_permits());
             serde_json::to_value(WorkerStatsData {
@@ -247,9 +226,9 @@ async fn register_service(
         .map_err(|error| format!("cannot register the {pool} service: {error}"))?;
     let endpoint = service
         .endpoint_builder()
-        .name(ENDPOINT_NAME)
-        .queue_group(subjects::tool_queue(pool))
-        .add(subjects::tool(pool))
+        .name(TOOL_ENDPOINT)
+        .queue_group(atelier_messages::subjects::tool_queue(pool))
+        .add(config.pool.subject())
         .await
         .map_err(|error| format!("cannot add the {pool} endpoint: {error}"))?;
     Ok((service, endpoint))
@@ -273,30 +252,6 @@ async fn pump(mut endpoint: Endpoint, actor: ActorRef<Msg>) {
     }
 }
 
-/// Reads the W3C trace context (`traceparent`, `tracestate`) of a request's headers.
-struct HeaderExtractor<'a>(Option<&'a HeaderMap>);
-
-impl opentelemetry::propagation::Extractor for HeaderExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .and_then(|headers| headers.get(key))
-            .map(|value| value.as_str())
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0
-            .map(|headers| headers.iter().map(|(name, _)| name.as_ref()).collect())
-            .unwrap_or_default()
-    }
-}
-
-/// The trace context a request carries (empty when it carries none).
-fn parent_context(headers: Option<&HeaderMap>) -> opentelemetry::Context {
-    opentelemetry::global::get_text_map_propagator(|propagator| {
-        propagator.extract(&HeaderExtractor(headers))
-    })
-}
-
 /// What one call's task needs.
 struct Call {
     worker_id: Arc<str>,
@@ -305,54 +260,18 @@ struct Call {
     counters: Arc<Counters>,
 }
 
-/// How often a running call tells its caller it is still alive.
-const PROGRESS_EVERY: Duration = Duration::from_secs(2);
-
-/// Publishes progress messages to `reply` until dropped, so the caller's idle deadline stays
-/// open while this worker is alive and closes soon after it dies.
-fn keep_alive(
-    client: async_nats::Client,
-    reply: async_nats::Subject,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(PROGRESS_EVERY);
-        ticks.tick().await;
-        loop {
-            ticks.tick().await;
-            let mut headers = HeaderMap::new();
-            headers.insert(PROGRESS_HEADER, "1");
-            if client
-                .publish_with_headers(reply.clone(), headers, bytes::Bytes::new())
-                .await
-                .is_err()
-            {
-                return;
-            }
-        }
-    })
-}
-
 impl Call {
     async fn serve(self, request: Request, _permit: OwnedSemaphorePermit) {
         let message = &request.message;
-        let format = Format::from_content_type(
-            message
-                .headers
-                .as_ref()
-                .and_then(|headers| headers.get(CONTENT_TYPE_HEADER))
-                .map(|value| value.as_str()),
-        );
+        let headers = message.headers.as_ref();
+        let format = format_of(headers);
         let Some(reply) = message.reply.clone() else {
             tracing::warn!(subject = %message.subject, "tool request without a reply subject ignored");
             return;
         };
         // Only callers that ask for progress (the coordinator does) get it: a plain
         // request/reply client takes the first message as the answer.
-        let wants_progress = message
-            .headers
-            .as_ref()
-            .is_some_and(|headers| headers.get(PROGRESS_HEADER).is_some());
-        let progress = wants_progress.then(|| keep_alive(self.client.clone(), reply));
+        let progress = has_progress_mark(headers).then(|| keep_alive(self.client.clone(), reply));
         let payload = match decode::<ToolRequest>(&message.payload, format) {
             Ok(tool_request) => {
                 let span = tracing::info_span!(
@@ -363,9 +282,7 @@ impl Call {
                     worker = %self.worker_id,
                     otel.kind = "server",
                 );
-                if let Err(error) = span.set_parent(parent_context(message.headers.as_ref())) {
-                    tracing::debug!(?error, "trace context not attached");
-                }
+                join_trace(&span, headers);
                 let result = self.run(tool_request).instrument(span).await;
                 encode_reply(&Reply::from_result(result), format)
             }
@@ -378,10 +295,8 @@ impl Call {
         if let Some(progress) = progress {
             progress.abort();
         }
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE_HEADER, format.content_type());
         if let Err(error) = request
-            .respond_with_headers(Ok(payload.into()), headers)
+            .respond_with_headers(Ok(payload.into()), with_format(format))
             .await
         {
             tracing::warn!(worker = %self.worker_id, %error, "could not publish a tool reply");
@@ -390,7 +305,16 @@ impl Call {
 
     async fn run(&self, request: ToolRequest) -> Result<ToolOutput, ErrorBody> {
         let started = Instant::now();
-        let result = self.toolbox.run(&request).await;
+        let call = ToolCall::new(request);
+        let result = self.toolbox.run(&call).await;
+        let (request, staged) = call.finish();
+        let result = match result {
+            Ok(output) => self
+                .deliver(&request, staged)
+                .await
+                .map(|changes| (output, changes)),
+            Err(error) => Err(error),
+        };
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         match &result {
             Ok(_) => tracing::info!(elapsed_ms, "tool call done"),
@@ -399,13 +323,32 @@ impl Call {
                 tracing::info!(elapsed_ms, code = %error.code, message = %error.message, "tool call failed")
             }
         }
+        let (output, changes) = result?;
         Ok(ToolOutput {
             call_id: request.call_id,
             tool: request.tool,
-            output: result?,
+            output,
             worker: self.worker_id.to_string(),
             elapsed_ms,
+            changes,
         })
+    }
+
+    /// The staged draft changes go back in the reply to a caller that asked for them; a plain
+    /// client's are applied through the store (once per call id) before the reply.
+    async fn deliver(
+        &self,
+        request: &ToolRequest,
+        staged: DraftChanges,
+    ) -> Result<Option<DraftChanges>, ErrorBody> {
+        if staged.is_empty() {
+            return Ok(None);
+        }
+        if request.return_changes {
+            return Ok(Some(staged));
+        }
+        self.toolbox.apply(request, staged).await?;
+        Ok(None)
     }
 }
 

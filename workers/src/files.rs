@@ -1,24 +1,21 @@
 //! Workbench files as a worker sees them: the request's manifest, local blob paths (shared blob
-//! directory, else fetched from the DraftStore and cached), and draft writes through the store.
+//! directory, else fetched from the DraftStore and cached), and the draft changes a call makes.
+//!
+//! Tools never write the draft themselves: they stage their changes on the [`ToolCall`]. The
+//! executor then returns them to a caller that asked for them (`return_changes`, the
+//! coordinator) or applies them through `atelier.store.write` for plain clients.
 
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use atelier_messages::store::{
-    BlobBytes, FileContent, GetBlob, ManifestEntry, WriteDraft, Written,
-};
-use atelier_messages::tool::ToolRequest;
-use atelier_messages::{
-    ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode, path, subjects,
-};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use atelier_messages::store::{FileContent, GetBlob, ManifestEntry, WriteDraft, Written};
+use atelier_messages::tool::{DraftChanges, ToolRequest};
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, path};
+use atelier_transport::Policy;
 use serde_bytes::ByteBuf;
 use sha2::{Digest, Sha256};
-
-/// How long a store request may take (blobs can be tens of MiB).
-const STORE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Finds a workbench file by path (normalized first: `SANDBOX_VIOLATION` on escapes).
 pub(crate) fn find<'a>(
@@ -75,7 +72,61 @@ fn blob_relative(digest: &str) -> Result<PathBuf, ErrorBody> {
     Ok(Path::new(&digest[..2]).join(digest))
 }
 
-/// Reads and writes workbench content for tool calls.
+/// One tool call as the tools see it: the request (through `Deref`) and the draft changes the
+/// call stages.
+pub(crate) struct ToolCall {
+    request: ToolRequest,
+    staged: Mutex<DraftChanges>,
+}
+
+impl ToolCall {
+    pub(crate) fn new(request: ToolRequest) -> Self {
+        Self {
+            request,
+            staged: Mutex::new(DraftChanges::default()),
+        }
+    }
+
+    /// Stages one file for the draft.
+    pub(crate) fn write(&self, path: &str, content: Vec<u8>) {
+        self.change(vec![(path.to_string(), content)], Vec::new());
+    }
+
+    /// Stages files to write and then paths to remove, applied atomically and once per call
+    /// id (a rename is the new path in `files` and the old one in `delete`).
+    pub(crate) fn change(&self, files: Vec<(String, Vec<u8>)>, delete: Vec<String>) {
+        let mut staged = self
+            .staged
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        staged
+            .files
+            .extend(files.into_iter().map(|(path, content)| FileContent {
+                path,
+                content: ByteBuf::from(content),
+            }));
+        staged.delete.extend(delete);
+    }
+
+    /// The request and what the call staged.
+    pub(crate) fn finish(self) -> (ToolRequest, DraftChanges) {
+        let staged = self
+            .staged
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        (self.request, staged)
+    }
+}
+
+impl Deref for ToolCall {
+    type Target = ToolRequest;
+
+    fn deref(&self) -> &ToolRequest {
+        &self.request
+    }
+}
+
+/// Reads workbench content for tool calls and applies draft changes for plain clients.
 pub(crate) struct FileAccess {
     client: async_nats::Client,
     blob_dir: Option<PathBuf>,
@@ -121,50 +172,14 @@ impl FileAccess {
         })
     }
 
-    /// Writes one file into the request's draft (idempotent per call id).
-    pub(crate) async fn write_draft(
-        &self,
-        request: &ToolRequest,
-        path: &str,
-        content: Vec<u8>,
-    ) -> Result<Written, ErrorBody> {
-        self.change_draft(request, vec![(path.to_string(), content)], Vec::new())
-            .await
-    }
-
-    /// Writes `files` and then removes `delete` in the request's draft, atomically and once per
-    /// call id (a rename is the new path in `files` and the old one in `delete`).
-    pub(crate) async fn change_draft(
-        &self,
-        request: &ToolRequest,
-        files: Vec<(String, Vec<u8>)>,
-        delete: Vec<String>,
-    ) -> Result<Written, ErrorBody> {
-        let write = WriteDraft {
-            v: PROTOCOL_VERSION,
-            workbench: request.workbench.clone(),
-            call_id: request.call_id.clone(),
-            files: files
-                .into_iter()
-                .map(|(path, content)| FileContent {
-                    path,
-                    content: ByteBuf::from(content),
-                })
-                .collect(),
-            delete,
-        };
-        self.request(subjects::store::WRITE, &write, ErrorCode::FileWriteFailed)
-            .await
-    }
-
     async fn fetch_blob(&self, digest: &str, target: PathBuf) -> Result<(), ErrorBody> {
         let get = GetBlob {
             v: PROTOCOL_VERSION,
             digest: digest.to_string(),
         };
-        let blob: BlobBytes = self
-            .request(subjects::store::BLOB, &get, ErrorCode::FileReadFailed)
-            .await?;
+        let blob = atelier_transport::request(&self.client, &get, Policy::STORE)
+            .await
+            .map_err(|error| store_failure(ErrorCode::FileReadFailed, error))?;
         let digest = digest.to_string();
         tokio::task::spawn_blocking(move || store_verified(&blob.content, &digest, &target))
             .await
@@ -173,27 +188,33 @@ impl FileAccess {
             })?
     }
 
-    async fn request<Q: Serialize, R: DeserializeOwned>(
+    /// Applies staged changes to the request's draft through the store, once per call id.
+    pub(crate) async fn apply(
         &self,
-        subject: &str,
-        payload: &Q,
-        failure: ErrorCode,
-    ) -> Result<R, ErrorBody> {
-        let bytes = encode(payload, Format::MessagePack)?;
-        let request = async_nats::Request::new()
-            .payload(bytes.into())
-            .timeout(Some(STORE_TIMEOUT));
-        let reply = self
-            .client
-            .send_request(subject.to_string(), request)
+        request: &ToolRequest,
+        changes: DraftChanges,
+    ) -> Result<Written, ErrorBody> {
+        let write = WriteDraft {
+            v: PROTOCOL_VERSION,
+            workbench: request.workbench.clone(),
+            call_id: request.call_id.clone(),
+            files: changes.files,
+            delete: changes.delete,
+        };
+        atelier_transport::request(&self.client, &write, Policy::STORE)
             .await
-            .map_err(|e| {
-                ErrorBody::new(
-                    failure,
-                    format!("the DraftStore did not answer {subject}: {e}"),
-                )
-            })?;
-        decode_reply(&reply.payload, Format::MessagePack)
+            .map_err(|error| store_failure(ErrorCode::FileWriteFailed, error))
+    }
+}
+
+/// A store request that failed in transport is the tool's read or write failure.
+fn store_failure(code: ErrorCode, error: ErrorBody) -> ErrorBody {
+    match error.code {
+        ErrorCode::ToolWorkerUnavailable | ErrorCode::ToolTimeout => ErrorBody::new(
+            code,
+            format!("the DraftStore did not answer: {}", error.message),
+        ),
+        _ => error,
     }
 }
 

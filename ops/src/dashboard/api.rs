@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use atelier_coordinator::rpc;
 use atelier_messages::job::{
     ApproveCall, CancelJob, GetJob, JobState, JobView, ListJobs, ResumeJob,
 };
 use atelier_messages::store::{DiffDraft, DiscardDraft, ListWorkbenches, PublishDraft};
-use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms, subjects};
+use atelier_messages::verb::Verb;
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms};
+use atelier_transport::Policy;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -20,8 +21,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Json, Router};
 use futures::Stream;
-use serde::{Deserialize, Serialize, de::DeserializeOwned};
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
 
 use crate::dashboard::auth::{self, api_error};
 use crate::dashboard::live::{Current, JobTrace};
@@ -95,12 +95,8 @@ fn coded(error: ErrorBody) -> Response {
     api_error(status, error.code.as_str(), &error.message)
 }
 
-async fn call<Req: Serialize, Res: DeserializeOwned>(
-    state: &AppState,
-    subject: &str,
-    request: &Req,
-) -> Result<Res, Response> {
-    rpc::request(&state.nats, subject.to_string(), request, NATS_TIMEOUT)
+async fn call<V: Verb>(state: &AppState, request: &V) -> Result<V::Reply, Response> {
+    atelier_transport::request(&state.nats, request, Policy::once(NATS_TIMEOUT))
         .await
         .map_err(coded)
 }
@@ -205,7 +201,7 @@ async fn list_jobs(
         state: job_state,
         workbench,
     };
-    call(state, subjects::ctl::JOBS, &request).await
+    call(state, &request).await
 }
 
 async fn jobs(State(state): State<Shared>, Query(query): Query<JobsQuery>) -> Response {
@@ -255,7 +251,7 @@ async fn job(State(state): State<Shared>, Path(id): Path<String>) -> Response {
         v: PROTOCOL_VERSION,
         job_id: id.clone(),
     };
-    let view: JobView = match call(&state, subjects::ctl::JOB, &request).await {
+    let view: JobView = match call(&state, &request).await {
         Ok(view) => view,
         Err(response) => return response,
     };
@@ -290,7 +286,7 @@ async fn cancel(State(state): State<Shared>, Path(id): Path<String>) -> Response
         v: PROTOCOL_VERSION,
         job_id: id,
     };
-    answer(call::<_, Value>(&state, subjects::ctl::CANCEL, &request).await)
+    answer(call(&state, &request).await)
 }
 
 #[derive(Deserialize, Default)]
@@ -318,7 +314,7 @@ async fn decide(state: &AppState, id: String, reject: bool, reason: Option<Strin
         reject,
         reason,
     };
-    answer(call::<_, Value>(state, subjects::ctl::APPROVE, &request).await)
+    answer(call(state, &request).await)
 }
 
 async fn resume(State(state): State<Shared>, Path(id): Path<String>) -> Response {
@@ -326,10 +322,10 @@ async fn resume(State(state): State<Shared>, Path(id): Path<String>) -> Response
         v: PROTOCOL_VERSION,
         job_id: id,
     };
-    answer(call::<_, Value>(&state, subjects::ctl::RESUME, &request).await)
+    answer(call(&state, &request).await)
 }
 
-fn answer(result: Result<Value, Response>) -> Response {
+fn answer<T: Serialize>(result: Result<T, Response>) -> Response {
     match result {
         Ok(value) => Json(serde_json::json!({"ok": value})).into_response(),
         Err(response) => response,
@@ -342,16 +338,15 @@ async fn workbenches(State(state): State<Shared>) -> Response {
     let request = ListWorkbenches {
         v: PROTOCOL_VERSION,
     };
-    match call::<_, Value>(&state, subjects::store::LIST_WORKBENCHES, &request).await {
+    match call(&state, &request).await {
         Ok(list) => Json(list).into_response(),
         Err(response) => response,
     }
 }
 
 async fn diff(State(state): State<Shared>, Path(name): Path<String>) -> Response {
-    match call::<_, Value>(
+    match call(
         &state,
-        subjects::store::DIFF,
         &DiffDraft {
             v: PROTOCOL_VERSION,
             workbench: name,
@@ -368,7 +363,6 @@ async fn publish(State(state): State<Shared>, Path(name): Path<String>) -> Respo
     answer(
         call(
             &state,
-            subjects::store::PUBLISH,
             &PublishDraft {
                 v: PROTOCOL_VERSION,
                 workbench: name,
@@ -382,7 +376,6 @@ async fn discard(State(state): State<Shared>, Path(name): Path<String>) -> Respo
     answer(
         call(
             &state,
-            subjects::store::DISCARD,
             &DiscardDraft {
                 v: PROTOCOL_VERSION,
                 workbench: name,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use atelier_messages::tool::Pool;
-use atelier_workers::executor::{WorkerStatsData, service_name};
+use atelier_messages::worker::{WorkerStatsData, service_name};
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! The tools of each pool and the dispatch from a [`ToolRequest`] to an engine.
+//! The tools of each pool and the dispatch from a [`ToolCall`] to an engine.
 //!
 //! Arguments are checked here (types, ranges, paths) before any file is touched; engine work
 //! runs on Tokio's blocking threads. Each pool's tools live in their own module.
@@ -9,13 +9,13 @@ mod tabular;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use atelier_messages::tool::{Pool, ToolRequest};
+use atelier_messages::tool::Pool;
 use atelier_messages::{ErrorBody, ErrorCode};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::args::Args;
-use crate::files::FileAccess;
+use crate::files::{FileAccess, ToolCall};
 use crate::tabular::TabularEngine;
 
 pub(crate) use office::OfficeTool;
@@ -82,8 +82,17 @@ impl Toolbox {
         }
     }
 
+    /// Applies a plain client's staged draft changes through the store.
+    pub(crate) async fn apply(
+        &self,
+        request: &atelier_messages::tool::ToolRequest,
+        changes: atelier_messages::tool::DraftChanges,
+    ) -> Result<(), ErrorBody> {
+        self.files.apply(request, changes).await.map(|_| ())
+    }
+
     /// Runs one tool call and returns the tool's response object.
-    pub(crate) async fn run(&self, request: &ToolRequest) -> Result<Value, ErrorBody> {
+    pub(crate) async fn run(&self, request: &ToolCall) -> Result<Value, ErrorBody> {
         match self.pool {
             Pool::Tabular => {
                 let tool = TabularTool::resolve(&request.tool)?;

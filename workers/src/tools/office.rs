@@ -2,13 +2,13 @@
 //! maps and styles, document operations, text writes, and file deletes and renames in the draft.
 
 use atelier_messages::store::ManifestEntry;
-use atelier_messages::tool::{Pool, ToolRequest};
+use atelier_messages::tool::Pool;
 use atelier_messages::{ErrorBody, ErrorCode, path};
 use serde_json::{Value, json};
 
 use super::{Toolbox, blocking, count_arg, to_value, unknown_tool};
 use crate::args::Args;
-use crate::files::{self, sha256_hex};
+use crate::files::{self, ToolCall, sha256_hex};
 use crate::office::{
     self, DEFAULT_LINE_COUNT, Format, MAX_LINE_COUNT, Operations, Selector, StylesOf, TextWritten,
 };
@@ -109,7 +109,7 @@ impl Toolbox {
     pub(super) async fn run_office(
         &self,
         tool: OfficeTool,
-        request: &ToolRequest,
+        request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<Value, ErrorBody> {
         match tool {
@@ -134,7 +134,7 @@ impl Toolbox {
 
     async fn entry_and_bytes(
         &self,
-        request: &ToolRequest,
+        request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<(ManifestEntry, Vec<u8>), ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?.clone();
@@ -143,11 +143,7 @@ impl Toolbox {
         Ok((entry, bytes))
     }
 
-    async fn get_file_info(
-        &self,
-        request: &ToolRequest,
-        args: &Args<'_>,
-    ) -> Result<Value, ErrorBody> {
+    async fn get_file_info(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?.clone();
         let bytes = match office::info_needs_content(&entry) {
             true => Some(self.files.read(&entry).await?),
@@ -156,7 +152,7 @@ impl Toolbox {
         blocking(move || office::describe(&entry, bytes)).await
     }
 
-    async fn read_file(&self, request: &ToolRequest, args: &Args<'_>) -> Result<Value, ErrorBody> {
+    async fn read_file(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
         let tool = OfficeTool::ReadFile.name();
         let start = count_arg(args, "line_start", 1..=i64::MAX, 1)?;
         let count = count_arg(args, "line_count", 1..=MAX_LINE_COUNT, DEFAULT_LINE_COUNT)?;
@@ -176,7 +172,7 @@ impl Toolbox {
 
     async fn get_styles(
         &self,
-        request: &ToolRequest,
+        request: &ToolCall,
         args: &Args<'_>,
         of: StylesOf,
     ) -> Result<Value, ErrorBody> {
@@ -186,7 +182,7 @@ impl Toolbox {
 
     async fn write_text_file(
         &self,
-        request: &ToolRequest,
+        request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<Value, ErrorBody> {
         let content = args.string("content")?;
@@ -202,7 +198,7 @@ impl Toolbox {
             bytes_written: bytes.len(),
             digest,
         };
-        self.files.write_draft(request, &target, bytes).await?;
+        request.write(&target, bytes);
         to_value(&written)
     }
 
@@ -211,7 +207,7 @@ impl Toolbox {
     async fn base_document(
         &self,
         tool: OfficeTool,
-        request: &ToolRequest,
+        request: &ToolCall,
         target: &str,
         format: Format,
     ) -> Result<(Vec<u8>, bool), ErrorBody> {
@@ -253,7 +249,7 @@ impl Toolbox {
     async fn operations(
         &self,
         tool: OfficeTool,
-        request: &ToolRequest,
+        request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<Value, ErrorBody> {
         let target = path::normalize(args.string("path")?)?;
@@ -271,32 +267,19 @@ impl Toolbox {
         })
         .await?;
         let size = bytes.len();
-        self.files.write_draft(request, &target, bytes).await?;
+        request.write(&target, bytes);
         Ok(
             json!({"path": target, "created": created, "operations": results, "size": size, "digest": digest}),
         )
     }
 
-    async fn delete_file(
-        &self,
-        request: &ToolRequest,
-        args: &Args<'_>,
-    ) -> Result<Value, ErrorBody> {
+    async fn delete_file(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?;
-        let written = self
-            .files
-            .change_draft(request, Vec::new(), vec![entry.path.clone()])
-            .await?;
-        Ok(
-            json!({"path": entry.path, "deleted": written.deleted.contains(&entry.path) || !written.replayed}),
-        )
+        request.change(Vec::new(), vec![entry.path.clone()]);
+        Ok(json!({"path": entry.path, "deleted": true}))
     }
 
-    async fn rename_file(
-        &self,
-        request: &ToolRequest,
-        args: &Args<'_>,
-    ) -> Result<Value, ErrorBody> {
+    async fn rename_file(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?.clone();
         let new_path = path::normalize(args.string("new_path")?)?;
         if new_path == entry.path {
@@ -318,13 +301,7 @@ impl Toolbox {
             )));
         }
         let content = self.files.read(&entry).await?;
-        self.files
-            .change_draft(
-                request,
-                vec![(new_path.clone(), content)],
-                vec![entry.path.clone()],
-            )
-            .await?;
+        request.change(vec![(new_path.clone(), content)], vec![entry.path.clone()]);
         Ok(json!({"path": entry.path, "new_path": new_path, "digest": entry.digest}))
     }
 }

@@ -4,14 +4,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use atelier_messages::store::ManifestEntry;
-use atelier_messages::tool::{Pool, ToolRequest};
+use atelier_messages::tool::Pool;
 use atelier_messages::{ErrorBody, ErrorCode, path};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::{Toolbox, blocking, count_arg, to_value, unknown_tool};
 use crate::args::Args;
-use crate::files;
+use crate::files::{self, ToolCall};
 use crate::tabular::{
     CellRef, CsvFile, DEFAULT_WINDOW_ROWS, ExportFormat, ExportRequest, MAX_WINDOW_ROWS,
     TabularEngine, UpdateMode, UpdateRequest, Window,
@@ -73,7 +73,7 @@ fn invalid(tool: &str, message: String) -> ErrorBody {
 
 /// An optional array-of-strings argument (`Args` covers scalars only).
 fn string_list(
-    request: &ToolRequest,
+    request: &ToolCall,
     tool: &str,
     name: &str,
 ) -> Result<Option<Vec<String>>, ErrorBody> {
@@ -114,7 +114,7 @@ fn required_integer(
 }
 
 /// An optional boolean argument.
-fn optional_bool(request: &ToolRequest, tool: &str, name: &str) -> Result<Option<bool>, ErrorBody> {
+fn optional_bool(request: &ToolCall, tool: &str, name: &str) -> Result<Option<bool>, ErrorBody> {
     match request.args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(value)) => Ok(Some(*value)),
@@ -153,7 +153,7 @@ impl Toolbox {
     pub(super) async fn run_tabular(
         &self,
         tool: TabularTool,
-        request: &ToolRequest,
+        request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<Value, ErrorBody> {
         let name = tool.name();
@@ -191,11 +191,7 @@ impl Toolbox {
     }
 
     /// The local copy of the table file named by the `path` argument.
-    async fn table_source(
-        &self,
-        request: &ToolRequest,
-        args: &Args<'_>,
-    ) -> Result<Source, ErrorBody> {
+    async fn table_source(&self, request: &ToolCall, args: &Args<'_>) -> Result<Source, ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?;
         if !is_table(entry) {
             return Err(ErrorBody::new(
@@ -216,7 +212,7 @@ impl Toolbox {
     /// Runs `work` on the table named by `path`, on a blocking thread.
     async fn on_table<T: Serialize + Send + 'static>(
         &self,
-        request: &ToolRequest,
+        request: &ToolCall,
         args: &Args<'_>,
         work: impl FnOnce(&TabularEngine, CsvFile<'_>) -> Result<T, ErrorBody> + Send + 'static,
     ) -> Result<Value, ErrorBody> {
@@ -226,11 +222,7 @@ impl Toolbox {
         to_value(&result)
     }
 
-    async fn table_export(
-        &self,
-        request: &ToolRequest,
-        args: &Args<'_>,
-    ) -> Result<Value, ErrorBody> {
+    async fn table_export(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
         let query = args.optional_string("query")?.map(str::to_string);
         let target = path::normalize(args.string("target_path")?)?;
         let format = ExportFormat::parse(args.string("format")?, &target)?;
@@ -248,15 +240,13 @@ impl Toolbox {
             engine.export(source.file(), export)
         })
         .await?;
-        self.files
-            .write_draft(request, &target, exported.content)
-            .await?;
+        request.write(&target, exported.content);
         to_value(&exported.summary)
     }
 
     async fn table_update_from_export(
         &self,
-        request: &ToolRequest,
+        request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<Value, ErrorBody> {
         let name = TabularTool::UpdateFromExport.name();
@@ -303,9 +293,7 @@ impl Toolbox {
             engine.update_workbook(source.file(), &update, existing.as_deref())
         })
         .await?;
-        self.files
-            .write_draft(request, &target, updated.content)
-            .await?;
+        request.write(&target, updated.content);
         to_value(&updated.summary)
     }
 }

@@ -1,0 +1,127 @@
+//! The control plane behind NATS: `atelier.ctl.*` verbs (jobs, job, ping, stats, cancel,
+//! approve, resume). State changes go through [`Transition`]s; cancel and approval decisions
+//! reach a running job as messages to its orchestrator.
+
+use atelier_messages::job::{
+    ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobState, JobView, ListJobs, Ping,
+    Pong, ResumeJob,
+};
+use atelier_messages::journal;
+use atelier_messages::subjects::ctl;
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
+use atelier_transport::Router;
+
+use crate::error::CoordinatorError;
+use crate::jobs::Jobs;
+use crate::lifecycle::Transition;
+use crate::orchestrator::{OrchestratorMsg, Orchestrators};
+use crate::storage::blocking;
+
+/// What the control plane acts on.
+#[derive(Clone)]
+pub(crate) struct Control {
+    pub coordinator_id: String,
+    pub orchestrators: Orchestrators,
+}
+
+/// Serves every control verb until the returned task is aborted.
+pub(crate) async fn serve(
+    client: async_nats::Client,
+    control: Control,
+) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
+    let router = Router::new(control)
+        .route(|control, request: ListJobs| async move {
+            let jobs = control.jobs();
+            blocking(move || jobs.list(request.state, request.workbench.as_deref())).await
+        })
+        .route(|control, request: GetJob| async move { control.view(&request.job_id).await })
+        .route(|control, _: Ping| async move {
+            Ok(Pong {
+                coordinator: control.coordinator_id.clone(),
+                protocol_version: PROTOCOL_VERSION,
+                running_jobs: control.orchestrators.running(),
+            })
+        })
+        .route(|control, _: GetStats| async move { control.stats().await })
+        .route(|control, request: CancelJob| async move { control.cancel(&request.job_id).await })
+        .route(|control, request: ApproveCall| async move { control.approve(request).await })
+        .route(|control, request: ResumeJob| async move { control.resume(&request.job_id).await });
+    Ok(router.serve(client, ctl::WILDCARD, ctl::QUEUE).await?)
+}
+
+impl Control {
+    fn jobs(&self) -> Jobs {
+        self.orchestrators.jobs().clone()
+    }
+
+    async fn transition(&self, job_id: &str, transition: Transition) -> Result<(), ErrorBody> {
+        let jobs = self.jobs();
+        let id = job_id.to_string();
+        blocking(move || jobs.transition(&id, transition).map(|_| ())).await
+    }
+
+    async fn view(&self, job_id: &str) -> Result<JobView, ErrorBody> {
+        let jobs = self.jobs();
+        let id = job_id.to_string();
+        blocking(move || jobs.view(&id)).await?.ok_or_else(|| {
+            ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("no job `{job_id}`; list jobs with `atelier jobs`"),
+            )
+        })
+    }
+
+    async fn stats(&self) -> Result<CoordinatorStats, ErrorBody> {
+        let jobs = self.jobs();
+        let coordinator = self.coordinator_id.clone();
+        blocking(move || jobs.stats(&coordinator)).await
+    }
+
+    /// Marks the job cancelled; a running job stops at its next step boundary, one that runs
+    /// nowhere here ends at once.
+    async fn cancel(&self, job_id: &str) -> Result<JobView, ErrorBody> {
+        self.transition(job_id, Transition::RequestCancel).await?;
+        if !self.orchestrators.tell(job_id, OrchestratorMsg::Cancel) {
+            self.transition(job_id, Transition::CancelUnstarted).await?;
+        }
+        self.view(job_id).await
+    }
+
+    /// Journals the decision on the job's pending destructive call and tells the job.
+    async fn approve(&self, request: ApproveCall) -> Result<JobView, ErrorBody> {
+        let view = self.view(&request.job_id).await?;
+        let Some(pending) = view
+            .pending_approval
+            .filter(|_| view.state == JobState::AwaitingApproval)
+        else {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "job `{}` is {} and has no call awaiting approval",
+                    request.job_id, view.state
+                ),
+            ));
+        };
+        let jobs = self.jobs();
+        let job_id = request.job_id.clone();
+        let key = journal::approval(&pending.call_id);
+        let approved = !request.reject;
+        blocking(move || jobs.record(&job_id, &key, &serde_json::Value::Bool(approved))).await?;
+        self.orchestrators
+            .tell(&request.job_id, OrchestratorMsg::ApprovalDecided);
+        tracing::info!(job_id = %request.job_id, call_id = %pending.call_id, approved, "approval decided");
+        self.view(&request.job_id).await
+    }
+
+    /// Continues a failed or cancelled job from its journal.
+    async fn resume(&self, job_id: &str) -> Result<JobView, ErrorBody> {
+        let jobs = self.jobs();
+        let id = job_id.to_string();
+        let record = blocking(move || jobs.transition(&id, Transition::Resume)).await?;
+        self.orchestrators
+            .start_resumed(record)
+            .await
+            .map_err(ErrorBody::from)?;
+        self.view(job_id).await
+    }
+}

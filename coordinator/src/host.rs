@@ -1,0 +1,274 @@
+//! What a running job sees of the world, as the RPI driver's [`AgentHost`]: tool calls to worker
+//! pools over NATS, files and draft writes through the in-process DraftStore, the journal and
+//! RPI checkpoints in sled, cancel and approval signals from the job's orchestrator actor.
+//!
+//! A tool call goes one way: the orchestrator sends the request (with the files the agent sees)
+//! to the pool and the worker answers with its output and, for write tools, the draft changes;
+//! the orchestrator applies those to the draft here, once per call id and durably, recording
+//! the output with them. A call re-sent after its changes were applied gets the recorded output
+//! instead of running again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use atelier_agents::catalog::ToolSpec;
+use atelier_agents::rpi::{AgentHost, RpiState};
+use atelier_messages::job::{EventKind, PendingApproval};
+use atelier_messages::journal::{self, StepKind};
+use atelier_messages::store::{ManifestEntry, View};
+use atelier_messages::tool::{ToolOutput, ToolRequest};
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms};
+use atelier_transport::Policy;
+use serde_json::Value;
+use tokio::sync::Notify;
+use tracing::Instrument;
+
+use crate::draft_store::DraftStoreHandle;
+use crate::events::EventSink;
+use crate::failpoint;
+use crate::jobs::{JobRecord, Jobs};
+use crate::lifecycle::Transition;
+use crate::storage::blocking;
+
+/// How often a job awaiting approval re-reads its journal (a decision also wakes it at once).
+const APPROVAL_POLL: Duration = Duration::from_secs(1);
+
+/// Signals from the job's orchestrator actor to its run.
+#[derive(Debug, Default)]
+pub(crate) struct RunSignals {
+    cancelled: AtomicBool,
+    /// Woken when an approval decision is recorded (or the job is cancelled).
+    decided: Notify,
+}
+
+impl RunSignals {
+    pub(crate) fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        self.decided.notify_waiters();
+    }
+
+    pub(crate) fn approval_decided(&self) {
+        self.decided.notify_waiters();
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+/// The host of one job's run.
+pub(crate) struct JobHost {
+    pub record: JobRecord,
+    pub client: async_nats::Client,
+    pub jobs: Jobs,
+    pub store: DraftStoreHandle,
+    pub events: EventSink,
+    pub signals: Arc<RunSignals>,
+}
+
+pub(crate) fn user_canceled() -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::UserCanceled,
+        "the job was cancelled (`atelier cancel`)",
+    )
+}
+
+impl JobHost {
+    fn job_id(&self) -> &str {
+        &self.record.job_id
+    }
+
+    fn workbench(&self) -> String {
+        self.record.workbench.clone()
+    }
+
+    /// The tool's answer: recorded if this call id was already applied, else from a worker.
+    async fn run_tool(
+        &self,
+        call_id: &str,
+        tool: &ToolSpec,
+        args: Value,
+    ) -> Result<ToolOutput, ErrorBody> {
+        let recorded = self.store.applied(self.workbench(), call_id.into()).await?;
+        if let Some(output) = recorded.and_then(|applied| applied.output) {
+            tracing::info!(
+                call_id,
+                "tool call already applied; answering its recorded output"
+            );
+            return Ok(ToolOutput {
+                call_id: call_id.to_string(),
+                tool: tool.name.to_string(),
+                output,
+                worker: "recorded".into(),
+                elapsed_ms: 0,
+                changes: None,
+            });
+        }
+        let request = ToolRequest {
+            v: PROTOCOL_VERSION,
+            call_id: call_id.to_string(),
+            job_id: Some(self.job_id().to_string()),
+            workbench: self.workbench(),
+            tool: tool.name.to_string(),
+            args,
+            files: self.files().await?,
+            return_changes: true,
+        };
+        let mut output: ToolOutput = atelier_transport::request_to(
+            &self.client,
+            &tool.pool.subject(),
+            &request,
+            Policy::TOOLS,
+        )
+        .await?;
+        if let Some(changes) = output.changes.take().filter(|changes| !changes.is_empty()) {
+            self.store
+                .write(
+                    self.workbench(),
+                    call_id.to_string(),
+                    changes,
+                    Some(output.output.clone()),
+                )
+                .await?;
+        }
+        Ok(output)
+    }
+
+    async fn journaled_decision(&self, call_id: &str) -> Result<Option<bool>, ErrorBody> {
+        let decision = self.recall(&journal::approval(call_id)).await?;
+        Ok(decision.and_then(|value| value.as_bool()))
+    }
+
+    async fn transition(&self, transition: Transition) -> Result<(), ErrorBody> {
+        let jobs = self.jobs.clone();
+        let job_id = self.job_id().to_string();
+        blocking(move || jobs.transition(&job_id, transition).map(|_| ())).await
+    }
+}
+
+#[async_trait::async_trait]
+impl AgentHost for JobHost {
+    async fn call_tool(
+        &self,
+        call_id: &str,
+        tool: &ToolSpec,
+        args: Value,
+    ) -> Result<Value, ErrorBody> {
+        let span = tracing::info_span!("tool_call", tool = tool.name, call_id, pool = %tool.pool);
+        async {
+            let started = Instant::now();
+            let result = self.run_tool(call_id, tool, args).await;
+            failpoint::hit("before_tool_result");
+            let elapsed = started.elapsed();
+            let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+            let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+            let (ok, error, worker) = match &result {
+                Ok(output) => (true, None, Some(output.worker.clone())),
+                Err(error) => (false, Some(error.clone()), None),
+            };
+            tracing::info!(ok, elapsed_ms, "tool call complete");
+            self.events.emit(EventKind::ToolComplete {
+                call_id: call_id.to_string(),
+                tool: tool.name.to_string(),
+                ok,
+                error,
+                elapsed_ms,
+                worker,
+                elapsed_us,
+            });
+            result.map(|output| output.output)
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn files(&self) -> Result<Vec<ManifestEntry>, ErrorBody> {
+        let listing = self
+            .store
+            .list_files(self.workbench(), View::Current)
+            .await?;
+        Ok(listing.files)
+    }
+
+    async fn save(&self, state: &RpiState) -> Result<(), ErrorBody> {
+        let jobs = self.jobs.clone();
+        let job_id = self.job_id().to_string();
+        let state = state.clone();
+        blocking(move || jobs.save_rpi(&job_id, &state)).await?;
+        failpoint::hit("after_checkpoint");
+        Ok(())
+    }
+
+    async fn recall(&self, key: &str) -> Result<Option<Value>, ErrorBody> {
+        let jobs = self.jobs.clone();
+        let job_id = self.job_id().to_string();
+        let key = key.to_string();
+        blocking(move || jobs.recall(&job_id, &key)).await
+    }
+
+    async fn record(&self, key: &str, value: &Value) -> Result<(), ErrorBody> {
+        let jobs = self.jobs.clone();
+        let job_id = self.job_id().to_string();
+        let owned_key = key.to_string();
+        let value = value.clone();
+        blocking(move || jobs.record(&job_id, &owned_key, &value)).await?;
+        match StepKind::of(key) {
+            Some(StepKind::ModelTurn) => failpoint::hit("after_model_turn"),
+            Some(StepKind::ToolResult) => failpoint::hit("after_tool_result"),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn checkpoint(&self) -> Result<(), ErrorBody> {
+        if self.signals.is_cancelled() {
+            return Err(user_canceled());
+        }
+        Ok(())
+    }
+
+    async fn approval(
+        &self,
+        call_id: &str,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<bool, ErrorBody> {
+        if self.record.auto_approve {
+            return Ok(true);
+        }
+        if let Some(decision) = self.journaled_decision(call_id).await? {
+            return Ok(decision);
+        }
+        let pending = PendingApproval {
+            call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            arguments: arguments.to_string(),
+            requested_at_ms: now_ms(),
+        };
+        self.transition(Transition::AwaitApproval(pending.clone()))
+            .await?;
+        tracing::info!(call_id, tool, "waiting for approval");
+        self.events.emit(EventKind::ApprovalRequested {
+            call_id: pending.call_id,
+            tool: pending.tool,
+            arguments: pending.arguments,
+        });
+        loop {
+            self.checkpoint().await?;
+            if let Some(decision) = self.journaled_decision(call_id).await? {
+                self.transition(Transition::ApprovalResolved).await?;
+                self.events.emit(EventKind::ApprovalResolved {
+                    call_id: call_id.to_string(),
+                    approved: decision,
+                });
+                return Ok(decision);
+            }
+            let _ = tokio::time::timeout(APPROVAL_POLL, self.signals.decided.notified()).await;
+        }
+    }
+
+    fn emit(&self, kind: EventKind) {
+        self.events.emit(kind);
+    }
+}

@@ -1,0 +1,64 @@
+//! The DraftStore behind NATS: `atelier.store.*` verbs for clients and workers, answered through
+//! the same [`DraftStoreHandle`] the orchestrator uses in-process.
+
+use atelier_messages::store::{
+    AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, FileBytes, GetBlob,
+    ListFiles, ListWorkbenches, PublishDraft, ReadFile, WriteDraft,
+};
+use atelier_messages::subjects::store;
+use atelier_messages::tool::DraftChanges;
+use atelier_transport::Router;
+use serde_bytes::ByteBuf;
+
+use crate::draft_store::DraftStoreHandle;
+use crate::error::CoordinatorError;
+
+/// Serves every store verb until the returned task is aborted.
+pub(crate) async fn serve(
+    client: async_nats::Client,
+    handle: DraftStoreHandle,
+) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
+    let router = Router::new(handle)
+        .route(
+            |store, request: CreateWorkbench| async move { store.create(request.workbench).await },
+        )
+        .route(|store, _: ListWorkbenches| async move { store.list_workbenches().await })
+        .route(|store, request: AddFiles| async move {
+            store.add(request.workbench, request.files).await
+        })
+        .route(|store, request: ListFiles| async move {
+            store.list_files(request.workbench, request.view).await
+        })
+        .route(|store, request: ReadFile| async move {
+            let (entry, content) = store
+                .read_file(request.workbench, request.path, request.view)
+                .await?;
+            Ok(FileBytes {
+                path: entry.path,
+                digest: entry.digest,
+                content: ByteBuf::from(content),
+            })
+        })
+        .route(|store, request: DiffDraft| async move { store.diff(request.workbench).await })
+        .route(|store, request: PublishDraft| async move { store.publish(request.workbench).await })
+        .route(|store, request: DiscardDraft| async move {
+            store.discard(request.workbench).await.map(|()| Done {})
+        })
+        .route(|store, request: WriteDraft| async move {
+            let changes = DraftChanges {
+                files: request.files,
+                delete: request.delete,
+            };
+            store
+                .write(request.workbench, request.call_id, changes, None)
+                .await
+        })
+        .route(|store, request: GetBlob| async move {
+            let content = store.blob(request.digest.clone()).await?;
+            Ok(BlobBytes {
+                digest: request.digest,
+                content: ByteBuf::from(content),
+            })
+        });
+    Ok(router.serve(client, store::WILDCARD, store::QUEUE).await?)
+}
