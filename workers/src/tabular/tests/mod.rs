@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use super::*;
 use crate::files::sha256_hex;
 
-/// The shared corpora, beside the repository checkout.
-const CORPORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpora");
+/// Real files from elsewhere, kept with the end-to-end tests.
+const CORPORA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures");
 const ROWS: u64 = 1200;
 const REGIONS: [&str; 3] = ["east", "north", "south"];
 
