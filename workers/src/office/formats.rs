@@ -1,6 +1,7 @@
 //! The formats the office pool understands and the dispatch of each tool to its engine.
 
 use atelier_messages::store::ManifestEntry;
+use atelier_messages::tool::ToolName;
 use atelier_messages::{ErrorBody, ErrorCode};
 use serde_json::{Value, json};
 
@@ -368,10 +369,10 @@ impl Operations {
 }
 
 /// The format a `*_operations` tool edits, checked against the target path.
-pub(crate) fn editable(tool: &str, path: &str) -> Result<Format, ErrorBody> {
+pub(crate) fn editable(tool: ToolName, path: &str) -> Result<Format, ErrorBody> {
     let wanted = match tool {
-        "xlsx_operations" => Format::Xlsx,
-        "docx_operations" => Format::Docx,
+        ToolName::XlsxOperations => Format::Xlsx,
+        ToolName::DocxOperations => Format::Docx,
         _ => Format::Pptx,
     };
     let format = Format::of(path)?;

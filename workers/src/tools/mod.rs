@@ -9,7 +9,7 @@ mod tabular;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use atelier_messages::tool::Pool;
+use atelier_messages::tool::{DraftChanges, Pool, ToolName, ToolRequest};
 use atelier_messages::{ErrorBody, ErrorCode};
 use serde::Serialize;
 use serde_json::Value;
@@ -18,11 +18,16 @@ use crate::args::Args;
 use crate::files::{FileAccess, ToolCall};
 use crate::tabular::TabularEngine;
 
-pub(crate) use office::OfficeTool;
-pub(crate) use tabular::TabularTool;
+/// The tool `name` if `pool` serves it, or its [`refusal`].
+pub(crate) fn resolve(pool: Pool, name: &str) -> Result<ToolName, ErrorBody> {
+    ToolName::parse(name)
+        .filter(|tool| tool.pool() == pool)
+        .ok_or_else(|| refusal(pool, name))
+}
 
-/// The error for a tool name a pool does not serve.
-fn unknown_tool(pool: Pool, name: &str, served: &[&str]) -> ErrorBody {
+/// `VALIDATION_FAILED` for a tool `pool` does not serve, listing the ones it does.
+fn refusal(pool: Pool, name: &str) -> ErrorBody {
+    let served: Vec<&str> = pool.tools().map(ToolName::as_str).collect();
     ErrorBody::new(
         ErrorCode::ValidationFailed,
         format!(
@@ -85,25 +90,19 @@ impl Toolbox {
     /// Applies a plain client's staged draft changes through the store.
     pub(crate) async fn apply(
         &self,
-        request: &atelier_messages::tool::ToolRequest,
-        changes: atelier_messages::tool::DraftChanges,
+        request: &ToolRequest,
+        changes: DraftChanges,
     ) -> Result<(), ErrorBody> {
         self.files.apply(request, changes).await.map(|_| ())
     }
 
     /// Runs one tool call and returns the tool's response object.
     pub(crate) async fn run(&self, request: &ToolCall) -> Result<Value, ErrorBody> {
+        let tool = resolve(self.pool, &request.tool)?;
+        let args = Args::new(tool.as_str(), &request.args)?;
         match self.pool {
-            Pool::Tabular => {
-                let tool = TabularTool::resolve(&request.tool)?;
-                let args = Args::new(tool.name(), &request.args)?;
-                self.run_tabular(tool, request, &args).await
-            }
-            Pool::Office => {
-                let tool = OfficeTool::resolve(&request.tool)?;
-                let args = Args::new(tool.name(), &request.args)?;
-                self.run_office(tool, request, &args).await
-            }
+            Pool::Tabular => self.run_tabular(tool, request, &args).await,
+            Pool::Office => self.run_office(tool, request, &args).await,
         }
     }
 }

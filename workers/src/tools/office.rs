@@ -2,81 +2,16 @@
 //! maps and styles, document operations, text writes, and file deletes and renames in the draft.
 
 use atelier_messages::store::ManifestEntry;
-use atelier_messages::tool::Pool;
+use atelier_messages::tool::{Pool, ToolName};
 use atelier_messages::{ErrorBody, ErrorCode, path};
 use serde_json::{Value, json};
 
-use super::{Toolbox, blocking, count_arg, to_value, unknown_tool};
+use super::{Toolbox, blocking, count_arg, refusal, to_value};
 use crate::args::Args;
 use crate::files::{self, ToolCall, sha256_hex};
 use crate::office::{
     self, DEFAULT_LINE_COUNT, Format, MAX_LINE_COUNT, Operations, Selector, StylesOf, TextWritten,
 };
-
-/// A tool of the office pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OfficeTool {
-    ListFiles,
-    GetFileInfo,
-    GetFileMap,
-    ReadFile,
-    WriteTextFile,
-    XlsxOperations,
-    DocxOperations,
-    PptxOperations,
-    XlsxGetStyles,
-    DocxGetStyles,
-    PptxGetStyles,
-    DeleteFile,
-    RenameFile,
-}
-
-impl OfficeTool {
-    const ALL: [OfficeTool; 13] = [
-        OfficeTool::ListFiles,
-        OfficeTool::GetFileInfo,
-        OfficeTool::GetFileMap,
-        OfficeTool::ReadFile,
-        OfficeTool::WriteTextFile,
-        OfficeTool::XlsxOperations,
-        OfficeTool::DocxOperations,
-        OfficeTool::PptxOperations,
-        OfficeTool::XlsxGetStyles,
-        OfficeTool::DocxGetStyles,
-        OfficeTool::PptxGetStyles,
-        OfficeTool::DeleteFile,
-        OfficeTool::RenameFile,
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            OfficeTool::ListFiles => "list_files",
-            OfficeTool::GetFileInfo => "get_file_info",
-            OfficeTool::GetFileMap => "get_file_map",
-            OfficeTool::ReadFile => "read_file",
-            OfficeTool::WriteTextFile => "write_text_file",
-            OfficeTool::XlsxOperations => "xlsx_operations",
-            OfficeTool::DocxOperations => "docx_operations",
-            OfficeTool::PptxOperations => "pptx_operations",
-            OfficeTool::XlsxGetStyles => "xlsx_get_styles",
-            OfficeTool::DocxGetStyles => "docx_get_styles",
-            OfficeTool::PptxGetStyles => "pptx_get_styles",
-            OfficeTool::DeleteFile => "delete_file",
-            OfficeTool::RenameFile => "rename_file",
-        }
-    }
-
-    /// The tool called `name`, or `VALIDATION_FAILED` listing the pool's tools.
-    pub(crate) fn resolve(name: &str) -> Result<OfficeTool, ErrorBody> {
-        Self::ALL
-            .into_iter()
-            .find(|tool| tool.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|tool| tool.name()).collect();
-                unknown_tool(Pool::Office, name, &names)
-            })
-    }
-}
 
 fn invalid(message: String) -> ErrorBody {
     ErrorBody::new(ErrorCode::ValidationFailed, message)
@@ -108,27 +43,28 @@ fn text_or_number(tool: &str, args: &Value, name: &str) -> Result<Option<String>
 impl Toolbox {
     pub(super) async fn run_office(
         &self,
-        tool: OfficeTool,
+        tool: ToolName,
         request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<Value, ErrorBody> {
         match tool {
-            OfficeTool::ListFiles => to_value(&office::list_files(&request.files)),
-            OfficeTool::GetFileInfo => self.get_file_info(request, args).await,
-            OfficeTool::GetFileMap => {
+            ToolName::ListFiles => to_value(&office::list_files(&request.files)),
+            ToolName::GetFileInfo => self.get_file_info(request, args).await,
+            ToolName::GetFileMap => {
                 let (entry, bytes) = self.entry_and_bytes(request, args).await?;
                 blocking(move || office::map(&entry, bytes)).await
             }
-            OfficeTool::ReadFile => self.read_file(request, args).await,
-            OfficeTool::WriteTextFile => self.write_text_file(request, args).await,
-            OfficeTool::XlsxOperations
-            | OfficeTool::DocxOperations
-            | OfficeTool::PptxOperations => self.operations(tool, request, args).await,
-            OfficeTool::XlsxGetStyles => self.get_styles(request, args, StylesOf::Xlsx).await,
-            OfficeTool::DocxGetStyles => self.get_styles(request, args, StylesOf::Docx).await,
-            OfficeTool::PptxGetStyles => self.get_styles(request, args, StylesOf::Pptx).await,
-            OfficeTool::DeleteFile => self.delete_file(request, args).await,
-            OfficeTool::RenameFile => self.rename_file(request, args).await,
+            ToolName::ReadFile => self.read_file(request, args).await,
+            ToolName::WriteTextFile => self.write_text_file(request, args).await,
+            ToolName::XlsxOperations | ToolName::DocxOperations | ToolName::PptxOperations => {
+                self.operations(tool, request, args).await
+            }
+            ToolName::XlsxGetStyles => self.get_styles(request, args, StylesOf::Xlsx).await,
+            ToolName::DocxGetStyles => self.get_styles(request, args, StylesOf::Docx).await,
+            ToolName::PptxGetStyles => self.get_styles(request, args, StylesOf::Pptx).await,
+            ToolName::DeleteFile => self.delete_file(request, args).await,
+            ToolName::RenameFile => self.rename_file(request, args).await,
+            other => Err(refusal(Pool::Office, other.as_str())),
         }
     }
 
@@ -153,7 +89,7 @@ impl Toolbox {
     }
 
     async fn read_file(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
-        let tool = OfficeTool::ReadFile.name();
+        let tool = ToolName::ReadFile.as_str();
         let start = count_arg(args, "line_start", 1..=i64::MAX, 1)?;
         let count = count_arg(args, "line_count", 1..=MAX_LINE_COUNT, DEFAULT_LINE_COUNT)?;
         let slide_index = args.optional_integer("slide_index", 0..=100_000)?;
@@ -206,12 +142,12 @@ impl Toolbox {
     /// blank document (`create_new`).
     async fn base_document(
         &self,
-        tool: OfficeTool,
+        tool: ToolName,
         request: &ToolCall,
         target: &str,
         format: Format,
     ) -> Result<(Vec<u8>, bool), ErrorBody> {
-        let name = tool.name();
+        let name = tool.as_str();
         let create_new = flag(name, &request.args, "create_new")?;
         let copy_from = match request.args.get("copy_from") {
             None | Some(Value::Null) => None,
@@ -233,7 +169,7 @@ impl Toolbox {
             (true, None, None) => Ok((blocking(move || office::blank(format)).await?, true)),
             (false, Some(source), None) => {
                 let entry = files::find(&request.files, &source)?;
-                office::editable(name, &entry.path)?;
+                office::editable(tool, &entry.path)?;
                 Ok((self.files.read(entry).await?, true))
             }
             (false, None, Some(entry)) => Ok((self.files.read(entry).await?, false)),
@@ -248,15 +184,15 @@ impl Toolbox {
 
     async fn operations(
         &self,
-        tool: OfficeTool,
+        tool: ToolName,
         request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<Value, ErrorBody> {
         let target = path::normalize(args.string("path")?)?;
-        let format = office::editable(tool.name(), &target)?;
+        let format = office::editable(tool, &target)?;
         let operations = Operations::parse(
             format,
-            tool.name(),
+            tool.as_str(),
             request.args.get("operations").unwrap_or(&Value::Null),
         )?;
         let (base, created) = self.base_document(tool, request, &target, format).await?;
@@ -309,19 +245,19 @@ impl Toolbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::TabularTool;
+    use crate::tools::resolve;
 
     #[test]
     fn pools_serve_their_own_tools_only() {
         assert_eq!(
-            TabularTool::resolve("table_query").unwrap(),
-            TabularTool::Query
+            resolve(Pool::Tabular, "table_query").unwrap(),
+            ToolName::TableQuery
         );
         assert_eq!(
-            OfficeTool::resolve("read_file").unwrap(),
-            OfficeTool::ReadFile
+            resolve(Pool::Office, "read_file").unwrap(),
+            ToolName::ReadFile
         );
-        let err = OfficeTool::resolve("table_query").unwrap_err();
+        let err = resolve(Pool::Office, "table_query").unwrap_err();
         assert_eq!(err.code, ErrorCode::ValidationFailed);
         assert!(
             err.message.contains(
@@ -330,8 +266,10 @@ mod tests {
             "{}",
             err.message
         );
-        for tool in OfficeTool::ALL {
-            assert_eq!(OfficeTool::resolve(tool.name()).unwrap(), tool);
+        for pool in Pool::ALL {
+            for tool in pool.tools() {
+                assert_eq!(resolve(pool, tool.as_str()).unwrap(), tool);
+            }
         }
     }
 }

@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use atelier_messages::store::ManifestEntry;
-use atelier_messages::tool::Pool;
+use atelier_messages::tool::{Pool, ToolName};
 use atelier_messages::{ErrorBody, ErrorCode, path};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Toolbox, blocking, count_arg, to_value, unknown_tool};
+use super::{Toolbox, blocking, count_arg, refusal, to_value};
 use crate::args::Args;
 use crate::files::{self, ToolCall};
 use crate::tabular::{
@@ -19,53 +19,6 @@ use crate::tabular::{
 
 /// The most rows `table_read_rows` returns at once.
 const MAX_READ_ROWS: i64 = 10_000;
-
-/// A tool of the tabular pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TabularTool {
-    GetMap,
-    Describe,
-    Stats,
-    ReadRows,
-    Query,
-    Export,
-    UpdateFromExport,
-}
-
-impl TabularTool {
-    const ALL: [TabularTool; 7] = [
-        TabularTool::GetMap,
-        TabularTool::Describe,
-        TabularTool::Stats,
-        TabularTool::ReadRows,
-        TabularTool::Query,
-        TabularTool::Export,
-        TabularTool::UpdateFromExport,
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            TabularTool::GetMap => "table_get_map",
-            TabularTool::Describe => "table_describe",
-            TabularTool::Stats => "table_stats",
-            TabularTool::ReadRows => "table_read_rows",
-            TabularTool::Query => "table_query",
-            TabularTool::Export => "table_export",
-            TabularTool::UpdateFromExport => "table_update_from_export",
-        }
-    }
-
-    /// The tool called `name`, or `VALIDATION_FAILED` listing the pool's tools.
-    pub(crate) fn resolve(name: &str) -> Result<TabularTool, ErrorBody> {
-        Self::ALL
-            .into_iter()
-            .find(|tool| tool.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|tool| tool.name()).collect();
-                unknown_tool(Pool::Tabular, name, &names)
-            })
-    }
-}
 
 fn invalid(tool: &str, message: String) -> ErrorBody {
     ErrorBody::new(ErrorCode::ValidationFailed, format!("{tool}: {message}"))
@@ -152,20 +105,20 @@ impl Source {
 impl Toolbox {
     pub(super) async fn run_tabular(
         &self,
-        tool: TabularTool,
+        tool: ToolName,
         request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<Value, ErrorBody> {
-        let name = tool.name();
+        let name = tool.as_str();
         match tool {
-            TabularTool::GetMap => self.on_table(request, args, |e, f| e.map(f)).await,
-            TabularTool::Describe => self.on_table(request, args, |e, f| e.describe(f)).await,
-            TabularTool::Stats => {
+            ToolName::TableGetMap => self.on_table(request, args, |e, f| e.map(f)).await,
+            ToolName::TableDescribe => self.on_table(request, args, |e, f| e.describe(f)).await,
+            ToolName::TableStats => {
                 let columns = string_list(request, name, "columns")?;
                 self.on_table(request, args, move |e, f| e.stats(f, columns.as_deref()))
                     .await
             }
-            TabularTool::ReadRows => {
+            ToolName::TableReadRows => {
                 let start = required_integer(args, name, "row_start", 1..=i64::MAX)?;
                 let count = required_integer(args, name, "row_count", 1..=MAX_READ_ROWS)?;
                 let columns = string_list(request, name, "columns")?;
@@ -174,7 +127,7 @@ impl Toolbox {
                 })
                 .await
             }
-            TabularTool::Query => {
+            ToolName::TableQuery => {
                 let query = args.string("query")?.to_string();
                 let max_rows = i64::try_from(MAX_WINDOW_ROWS).unwrap_or(i64::MAX);
                 let default_rows = i64::try_from(DEFAULT_WINDOW_ROWS).unwrap_or(max_rows);
@@ -185,8 +138,9 @@ impl Toolbox {
                 self.on_table(request, args, move |e, f| e.query(f, &query, window))
                     .await
             }
-            TabularTool::Export => self.table_export(request, args).await,
-            TabularTool::UpdateFromExport => self.table_update_from_export(request, args).await,
+            ToolName::TableExport => self.table_export(request, args).await,
+            ToolName::TableUpdateFromExport => self.table_update_from_export(request, args).await,
+            other => Err(refusal(Pool::Tabular, other.as_str())),
         }
     }
 
@@ -249,7 +203,7 @@ impl Toolbox {
         request: &ToolCall,
         args: &Args<'_>,
     ) -> Result<Value, ErrorBody> {
-        let name = TabularTool::UpdateFromExport.name();
+        let name = ToolName::TableUpdateFromExport.as_str();
         let query = args.optional_string("query")?.map(str::to_string);
         let target = path::normalize(args.string("target_path")?)?;
         if !target.to_ascii_lowercase().ends_with(".xlsx") {
