@@ -90,8 +90,7 @@ impl JobHost {
         tool: &ToolSpec,
         args: Value,
     ) -> Result<ToolOutput, ErrorBody> {
-        let recorded = self.store.applied(self.workbench(), call_id.into()).await?;
-        if let Some(output) = recorded.and_then(|applied| applied.output) {
+        if let Some(output) = self.recorded_output(call_id, tool).await? {
             tracing::info!(
                 call_id,
                 "tool call already applied; answering its recorded output"
@@ -133,6 +132,19 @@ impl JobHost {
                 .await?;
         }
         Ok(output)
+    }
+
+    /// The output recorded with a write call's applied changes (reads record none).
+    async fn recorded_output(
+        &self,
+        call_id: &str,
+        tool: &ToolSpec,
+    ) -> Result<Option<Value>, ErrorBody> {
+        if tool.is_read_only() {
+            return Ok(None);
+        }
+        let applied = self.store.applied(self.workbench(), call_id.into()).await?;
+        Ok(applied.and_then(|applied| applied.output))
     }
 
     async fn journaled_decision(&self, call_id: &str) -> Result<Option<bool>, ErrorBody> {

@@ -375,7 +375,20 @@ impl Cluster {
 
     /// Submits a job (without waiting) and returns its id.
     pub fn submit(&self, workbench: &str, message: &str, model: &str) -> anyhow::Result<String> {
-        let out = self.cli_ok(&["submit", workbench, message, "--model", model])?;
+        self.submit_with(workbench, message, model, &[])
+    }
+
+    /// Submits a job with `extra` flags (e.g. `--auto-approve`) and returns its id at once.
+    pub fn submit_with(
+        &self,
+        workbench: &str,
+        message: &str,
+        model: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<String> {
+        let mut args = vec!["submit", workbench, message, "--model", model];
+        args.extend_from_slice(extra);
+        let out = self.cli_ok(&args)?;
         Ok(out.stdout.trim().to_string())
     }
 

@@ -589,6 +589,43 @@ async fn auto_approve_runs_destructive_calls_without_pausing() -> anyhow::Result
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_delete_applied_before_a_crash_is_answered_as_done_not_run_again() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(delete_script()).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("crash", "plan.csv")?;
+    // Die after the delete reached the draft and before its result was journaled.
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&[("ATELIER_FAILPOINTS", "before_tool_result")])?;
+    let job_id = cluster.submit_with(
+        "crash",
+        "clean up",
+        &model.model_spec(),
+        &["--auto-approve"],
+    )?;
+    let coordinator = cluster.coordinator.as_mut().context("no coordinator")?;
+    anyhow::ensure!(
+        coordinator.wait_exit(JOB_TIMEOUT),
+        "the failpoint was never reached"
+    );
+    cluster.start_coordinator()?;
+    let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
+    let results = model.tool_results("implement", Some(1), 1);
+    let result: serde_json::Value =
+        serde_json::from_str(results.first().context("the model saw no tool result")?)?;
+    assert_eq!(
+        result,
+        json!({"path": "plan.csv", "deleted": true}),
+        "the model is told what the first run did, not a recomputed FILE_READ_FAILED"
+    );
+    let diff: serde_json::Value = cluster
+        .cli_ok(&["draft", "diff", "crash", "--json"])?
+        .json()?;
+    assert_eq!(diff["deleted"], json!(["plan.csv"]));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_job_over_its_model_turn_budget_fails_with_budget_exceeded() -> anyhow::Result<()> {
     let model = ScriptedModel::start(multi_item_script()).await?;
     let mut cluster = Cluster::start()?;
