@@ -748,8 +748,7 @@ fn crafted_and_damaged_files_get_codes() {
     let truncated = bytes[..bytes.len() / 2].to_vec();
     let err = read(&e, truncated, &selector()).unwrap_err();
     assert_eq!(err.code, ErrorCode::FileReadFailed);
-    let mut encrypted = super::package::CFB_MAGIC.to_vec();
-    encrypted.resize(4096, 0);
+    let encrypted = super::package::tests::encrypted_file();
     for name in ["secret.docx", "secret.xlsx", "secret.pptx"] {
         let err = describe(&entry(name, &encrypted), Some(encrypted.clone())).unwrap_err();
         assert_eq!(err.code, ErrorCode::FileReadFailed, "{name}");
