@@ -20,7 +20,6 @@ use zip::{CompressionMethod, ZipArchive, ZipWriter};
 use super::xml::Document;
 use guard::MAX_ENTRY_BYTES;
 
-
 pub(crate) fn read_failed(message: impl Into<String>) -> ErrorBody {
     ErrorBody::new(ErrorCode::FileReadFailed, message)
 }
