@@ -33,6 +33,11 @@ pub(crate) use formats::{
 };
 pub(crate) use pptx::PptxOp;
 pub(crate) use xlsx::XlsxOp;
+/// The spreadsheet editor, which also serves the tabular pool's `table_update_from_export`.
+pub(crate) use xlsx::{CellRef, CellValue, XlsxEditor, blank_workbook, validate_sheet_name};
+
+#[cfg(test)]
+pub(crate) use package::tests::{changed_parts, hostile_xlsx_files, parts, xlsx_with_calc_chain};
 
 /// Lines returned by `read_file` when the caller does not say.
 pub(crate) const DEFAULT_LINE_COUNT: i64 = 200;

@@ -1,14 +1,11 @@
 //! The office engines against real files: the keenbench corpus and fixtures from the python-docx
 //! and python-pptx sdists (tests/fixtures/office). Reads assert key content; edits are read back
 //! and the untouched parts compared byte-for-byte.
-
-use std::collections::BTreeMap;
-use std::io::Read;
-
 use atelier_messages::store::ManifestEntry;
 use atelier_messages::{ErrorCode, path};
 use serde_json::{Value, json};
 
+use super::package::tests::{changed_parts, parts};
 use super::{Format, Operations, Selector, StylesOf, blank, describe, map, read, styles};
 use crate::files::sha256_hex;
 
@@ -62,31 +59,6 @@ fn apply(e: &ManifestEntry, bytes: &[u8], ops: Value) -> (Vec<u8>, Vec<Value>) {
         .unwrap()
         .apply(bytes.to_vec())
         .unwrap()
-}
-
-/// Every entry of a zip, decompressed.
-fn parts(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes.to_vec())).unwrap();
-    let mut out = BTreeMap::new();
-    for i in 0..archive.len() {
-        let mut file = archive.by_index(i).unwrap();
-        let mut content = Vec::new();
-        file.read_to_end(&mut content).unwrap();
-        out.insert(
-            file.name().map(|n| n.to_string()).unwrap_or_default(),
-            content,
-        );
-    }
-    out
-}
-
-/// Names of the parts whose content differs (or exists on one side only).
-fn changed_parts(before: &[u8], after: &[u8]) -> Vec<String> {
-    let (a, b) = (parts(before), parts(after));
-    let mut names: Vec<String> = a.keys().chain(b.keys()).cloned().collect();
-    names.sort();
-    names.dedup();
-    names.into_iter().filter(|n| a.get(n) != b.get(n)).collect()
 }
 
 #[test]

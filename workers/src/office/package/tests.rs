@@ -1,6 +1,7 @@
 //! Package checks and edits, and the hostile packages other openers are tested with.
 
-use std::io::{Cursor, Write};
+use std::collections::BTreeMap;
+use std::io::{Cursor, Read, Write};
 
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
@@ -20,6 +21,61 @@ fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
         writer.write_all(content).unwrap();
     }
     writer.finish().unwrap().into_inner()
+}
+
+/// Every entry of a zip, decompressed.
+pub(crate) fn parts(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes.to_vec())).unwrap();
+    let mut out = BTreeMap::new();
+    for i in 0..archive.len() {
+        let mut file = archive.by_index(i).unwrap();
+        let mut content = Vec::new();
+        file.read_to_end(&mut content).unwrap();
+        out.insert(
+            file.name().map(|n| n.to_string()).unwrap_or_default(),
+            content,
+        );
+    }
+    out
+}
+
+/// Names of the parts whose content differs (or exists on one side only).
+pub(crate) fn changed_parts(before: &[u8], after: &[u8]) -> Vec<String> {
+    let (a, b) = (parts(before), parts(after));
+    let mut names: Vec<String> = a.keys().chain(b.keys()).cloned().collect();
+    names.sort();
+    names.dedup();
+    names.into_iter().filter(|n| a.get(n) != b.get(n)).collect()
+}
+
+/// A new workbook (one sheet, `Sheet1`) that also has a calculation chain, as Excel saves one
+/// with formulas.
+pub(crate) fn xlsx_with_calc_chain() -> Vec<u8> {
+    let mut entries = parts(&crate::office::xlsx::blank_workbook().unwrap());
+    let mut insert = |part: &str, before: &str, xml: &str| {
+        let text = String::from_utf8(entries[part].clone()).unwrap();
+        let text = text.replace(before, &format!("{xml}{before}"));
+        entries.insert(part.to_string(), text.into_bytes());
+    };
+    insert(
+        "[Content_Types].xml",
+        "</Types>",
+        r#"<Override PartName="/xl/calcChain.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.calcChain+xml"/>"#,
+    );
+    insert(
+        "xl/_rels/workbook.xml.rels",
+        "</Relationships>",
+        r#"<Relationship Id="rId9" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/calcChain" Target="calcChain.xml"/>"#,
+    );
+    entries.insert(
+        "xl/calcChain.xml".to_string(),
+        br#"<calcChain xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><c r="A1" i="1"/></calcChain>"#.to_vec(),
+    );
+    let entries: Vec<(&str, &[u8])> = entries
+        .iter()
+        .map(|(name, content)| (name.as_str(), content.as_slice()))
+        .collect();
+    zip_of(&entries)
 }
 
 /// An OLE compound file, as a password-protected Office file is stored.

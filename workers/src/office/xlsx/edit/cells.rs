@@ -96,6 +96,11 @@ impl XlsxEditor {
         }))
     }
 
+    /// The smallest rectangle holding every cell of a sheet; `None` when it has none.
+    pub(crate) fn used_range(&mut self, part: &str) -> Result<Option<CellRange>, ErrorBody> {
+        Ok(bounds(self.data(part)?))
+    }
+
     /// Writes `rows` with their first cell at `start`; cells outside the rectangle stay.
     pub(crate) fn write_rows(
         &mut self,

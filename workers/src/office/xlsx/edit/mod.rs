@@ -32,6 +32,8 @@ use cells::SheetData;
 use schema::{WORKBOOK_ORDER, ensure_child};
 
 pub(crate) use ops::{XlsxOp, apply};
+pub(crate) use sheets::validate_sheet_name;
+pub(crate) use values::CellValue;
 
 fn invalid(message: String) -> ErrorBody {
     ErrorBody::new(ErrorCode::ValidationFailed, message)
@@ -74,6 +76,11 @@ impl XlsxEditor {
             date1904,
             recalc: false,
         })
+    }
+
+    /// Whether the workbook has a styles part (needed to give dates a date format).
+    pub(crate) fn has_styles(&self) -> bool {
+        self.styles_part.is_some()
     }
 
     /// Writes the loaded rows back, drops the stale calculation chain, asks for a recalculation

@@ -144,6 +144,14 @@ impl XlsxEditor {
         Ok(true)
     }
 
+    /// Replaces the worksheet in `part` by an empty one: cells, merged cells, column widths,
+    /// views and every other sheet-level setting go. Its relationships part stays as it is.
+    pub(crate) fn clear_sheet(&mut self, part: &str) {
+        self.data.remove(part);
+        self.package.put(part, blank_worksheet());
+        self.recalc = true;
+    }
+
     pub(super) fn delete_sheet(&mut self, name: &str) -> Result<(), ErrorBody> {
         let sheet = self.sheet(name)?;
         let sheets = self.sheets()?;
