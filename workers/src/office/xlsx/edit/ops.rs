@@ -9,6 +9,7 @@ use atelier_messages::ErrorBody;
 
 use super::values::CellValue;
 use super::{XlsxEditor, invalid};
+use crate::office::formats::apply_in_order;
 use crate::office::xlsx::cellref::{CellRange, CellRef, cell_name};
 use crate::office::xlsx::styles::StyleSpec;
 
@@ -72,13 +73,7 @@ pub(crate) struct CellSpec {
 /// Applies `ops` in order; returns the new workbook and one result per operation.
 pub(crate) fn apply(bytes: Vec<u8>, ops: &[XlsxOp]) -> Result<(Vec<u8>, Vec<Value>), ErrorBody> {
     let mut editor = XlsxEditor::open(bytes)?;
-    let mut results = Vec::with_capacity(ops.len());
-    for (n, op) in ops.iter().enumerate() {
-        let result = editor
-            .apply_one(op)
-            .map_err(|e| ErrorBody::new(e.code, format!("operation {n}: {}", e.message)))?;
-        results.push(result);
-    }
+    let results = apply_in_order(&mut editor, ops, XlsxEditor::apply_one)?;
     Ok((editor.finish()?, results))
 }
 
