@@ -7,7 +7,8 @@
 //! - `xml`: a small XML tree that writes untouched elements back as read; refuses DTDs.
 //! - `package`: safe zip packages (bomb, DTD, encryption and truncation checks), part overlays,
 //!   relationships and content types; untouched entries are copied raw.
-//! - `xlsx`, `docx`, `pptx`, `pdf`: one module per format.
+//! - `xlsx`, `docx`, `pptx`, `pdf`: one module per format; the xlsx editor also writes the
+//!   tabular pool's `table_update_from_export`.
 //! - `formats`: file formats by extension and the dispatch of each tool to its engine.
 //! - `text`: text and CSV decoding, line windows, CSV dialect sniffing.
 
