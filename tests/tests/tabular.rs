@@ -336,6 +336,66 @@ async fn bad_arguments_get_stable_codes() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A target workbook the office pool refuses to open (encrypted, truncated) is refused by
+/// `table_update_from_export` with the same code, and no draft is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_target_workbooks_are_refused_like_the_office_pool_does() -> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    let quarterly = std::fs::read(corpora().join("keenbench/synthetic/quarterly_data.xlsx"))?;
+    // An OLE compound file: how Office stores a password-protected workbook.
+    let mut encrypted = vec![0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
+    encrypted.resize(4096, 0);
+    let truncated = quarterly[..quarterly.len() / 2].to_vec();
+    let hostile = [("encrypted.xlsx", encrypted), ("truncated.xlsx", truncated)];
+    let mut files = vec![(
+        corpora().join("keenbench/context/keenbench_launch_plan.csv"),
+        "plan.csv",
+    )];
+    for (name, bytes) in &hostile {
+        let path = cluster.dir.path().join(name);
+        std::fs::write(&path, bytes)?;
+        files.push((path, name));
+    }
+    cluster.cli_ok(&["wb", "create", "hostile"])?;
+    for (path, target) in &files {
+        let source = path.to_str().unwrap_or_default();
+        cluster.cli_ok(&["wb", "add", "hostile", source, "--as", target])?;
+    }
+    let listing: Listing = cluster.cli_ok(&["wb", "ls", "hostile", "--json"])?.json()?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    for (name, _) in &hostile {
+        let update = call(
+            &client,
+            &listing,
+            &format!("update-{name}"),
+            "table_update_from_export",
+            json!({"path": "plan.csv", "target_path": name, "sheet": "Q1", "mode": "append_rows"}),
+        )
+        .await?;
+        let office = atelier_tests::call_tool(
+            &client,
+            &listing,
+            &format!("office-{name}"),
+            "xlsx_operations",
+            json!({"path": name, "operations": [{"op": "ensure_sheet", "sheet": "Q1"}]}),
+            "office",
+        )
+        .await?;
+        let update_code = update.as_ref().err().map(|e| e.code);
+        assert_eq!(
+            update_code,
+            Some(ErrorCode::FileReadFailed),
+            "{name}: {update:?}"
+        );
+        assert_eq!(update_code, office.err().map(|e| e.code), "{name}");
+    }
+    let diff = cluster
+        .cli_ok(&["draft", "diff", "hostile", "--json"])?
+        .json::<Value>()?;
+    assert_eq!(diff["has_draft"], false);
+    Ok(())
+}
+
 /// At least 30 statements that must not run; none may create a file.
 fn adversarial(probe: &Path) -> Vec<String> {
     let p = probe.display();

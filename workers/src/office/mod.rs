@@ -7,7 +7,8 @@
 //! - `xml`: a small XML tree that writes untouched elements back as read; refuses DTDs.
 //! - `package`: safe zip packages (bomb, DTD, encryption and truncation checks), part overlays,
 //!   relationships and content types; untouched entries are copied raw.
-//! - `xlsx`, `docx`, `pptx`, `pdf`: one module per format.
+//! - `xlsx`, `docx`, `pptx`, `pdf`: one module per format; the xlsx editor also writes the
+//!   tabular pool's `table_update_from_export`.
 //! - `formats`: file formats by extension and the dispatch of each tool to its engine.
 //! - `text`: text and CSV decoding, line windows, CSV dialect sniffing.
 
@@ -33,6 +34,11 @@ pub(crate) use formats::{
 };
 pub(crate) use pptx::PptxOp;
 pub(crate) use xlsx::XlsxOp;
+/// The spreadsheet editor, which also serves the tabular pool's `table_update_from_export`.
+pub(crate) use xlsx::{CellRef, CellValue, XlsxEditor, blank_workbook, validate_sheet_name};
+
+#[cfg(test)]
+pub(crate) use package::tests::{changed_parts, hostile_xlsx_files, parts, xlsx_with_calc_chain};
 
 /// Lines returned by `read_file` when the caller does not say.
 pub(crate) const DEFAULT_LINE_COUNT: i64 = 200;

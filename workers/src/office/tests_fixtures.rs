@@ -1,14 +1,11 @@
 //! The office engines against real files: the keenbench corpus and fixtures from the python-docx
 //! and python-pptx sdists (tests/fixtures/office). Reads assert key content; edits are read back
 //! and the untouched parts compared byte-for-byte.
-
-use std::collections::BTreeMap;
-use std::io::Read;
-
 use atelier_messages::store::ManifestEntry;
-use atelier_messages::{ErrorCode, path};
+use atelier_messages::{ErrorBody, ErrorCode, path};
 use serde_json::{Value, json};
 
+use super::package::tests::{changed_parts, parts};
 use super::{Format, Operations, Selector, StylesOf, blank, describe, map, read, styles};
 use crate::files::sha256_hex;
 
@@ -39,6 +36,12 @@ fn fixture(name: &str) -> (ManifestEntry, Vec<u8>) {
     (entry(name, &bytes), bytes)
 }
 
+/// Asserts a refusal's code and that its message contains `words`.
+fn assert_refusal(err: &ErrorBody, code: ErrorCode, words: &str) {
+    assert_eq!(err.code, code, "{}", err.message);
+    assert!(err.message.contains(words), "{}", err.message);
+}
+
 fn selector() -> Selector {
     Selector {
         line_start: 1,
@@ -62,31 +65,6 @@ fn apply(e: &ManifestEntry, bytes: &[u8], ops: Value) -> (Vec<u8>, Vec<Value>) {
         .unwrap()
         .apply(bytes.to_vec())
         .unwrap()
-}
-
-/// Every entry of a zip, decompressed.
-fn parts(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes.to_vec())).unwrap();
-    let mut out = BTreeMap::new();
-    for i in 0..archive.len() {
-        let mut file = archive.by_index(i).unwrap();
-        let mut content = Vec::new();
-        file.read_to_end(&mut content).unwrap();
-        out.insert(
-            file.name().map(|n| n.to_string()).unwrap_or_default(),
-            content,
-        );
-    }
-    out
-}
-
-/// Names of the parts whose content differs (or exists on one side only).
-fn changed_parts(before: &[u8], after: &[u8]) -> Vec<String> {
-    let (a, b) = (parts(before), parts(after));
-    let mut names: Vec<String> = a.keys().chain(b.keys()).cloned().collect();
-    names.sort();
-    names.dedup();
-    names.into_iter().filter(|n| a.get(n) != b.get(n)).collect()
 }
 
 #[test]
@@ -179,11 +157,10 @@ fn reads_the_three_sheets_of_multi_sheet() {
         },
     )
     .unwrap_err();
-    assert_eq!(missing.code, ErrorCode::ValidationFailed);
-    assert!(
-        missing.message.contains("Revenue, Expenses, Summary"),
-        "{}",
-        missing.message
+    assert_refusal(
+        &missing,
+        ErrorCode::ValidationFailed,
+        "Revenue, Expenses, Summary",
     );
 }
 
@@ -748,8 +725,7 @@ fn crafted_and_damaged_files_get_codes() {
     let truncated = bytes[..bytes.len() / 2].to_vec();
     let err = read(&e, truncated, &selector()).unwrap_err();
     assert_eq!(err.code, ErrorCode::FileReadFailed);
-    let mut encrypted = super::package::CFB_MAGIC.to_vec();
-    encrypted.resize(4096, 0);
+    let encrypted = super::package::tests::encrypted_file();
     for name in ["secret.docx", "secret.xlsx", "secret.pptx"] {
         let err = describe(&entry(name, &encrypted), Some(encrypted.clone())).unwrap_err();
         assert_eq!(err.code, ErrorCode::FileReadFailed, "{name}");
@@ -772,11 +748,10 @@ fn crafted_and_damaged_files_get_codes() {
     assert_eq!(info["readable"], false);
     let ops = Operations::parse(Format::Xlsx, "xlsx_operations", &json!([{"op": "explode"}]))
         .unwrap_err();
-    assert_eq!(ops.code, ErrorCode::ValidationFailed);
-    assert!(
-        ops.message.contains("unknown variant `explode`"),
-        "{}",
-        ops.message
+    assert_refusal(
+        &ops,
+        ErrorCode::ValidationFailed,
+        "unknown variant `explode`",
     );
 }
 

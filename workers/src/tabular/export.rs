@@ -165,7 +165,7 @@ fn push_csv_record(out: &mut Vec<u8>, fields: impl Iterator<Item = Option<String
     out.push(b'\n');
 }
 
-pub(crate) fn xlsx_failed(e: XlsxError) -> ErrorBody {
+fn xlsx_failed(e: XlsxError) -> ErrorBody {
     ErrorBody::new(
         ErrorCode::FileWriteFailed,
         format!("cannot write the workbook: {e}"),
@@ -365,7 +365,7 @@ impl SheetWriter {
 }
 
 /// `VALIDATION_FAILED` for a sheet name Excel refuses.
-pub(crate) fn invalid_sheet(sheet: &str, e: XlsxError) -> ErrorBody {
+fn invalid_sheet(sheet: &str, e: XlsxError) -> ErrorBody {
     ErrorBody::new(
         ErrorCode::ValidationFailed,
         format!("invalid `sheet` {sheet:?}: {e}"),

@@ -203,7 +203,7 @@ impl TabularEngine {
             let checked = checked_or_whole(&conn, request.query)?;
             let columns = query::describe(&conn, &checked)?;
             let grid = workbook::Grid::collect(&conn, &checked, &columns)?;
-            workbook::update(request, existing, &grid)
+            workbook::update(request, existing, grid)
         })
     }
 

@@ -3,6 +3,7 @@
 //! The body is read as a sequence of blocks (paragraphs and tables, content controls flattened).
 //! Sections start at headings (paragraph styles with an outline level, `Heading N` or `Title`).
 
+mod blank;
 mod edit;
 mod styles;
 
@@ -15,7 +16,8 @@ use serde_json::{Value, json};
 use super::package::Package;
 use super::xml::Element;
 
-pub(crate) use edit::{DocxOp, apply as apply_operations, blank as blank_document};
+pub(crate) use blank::blank as blank_document;
+pub(crate) use edit::{DocxOp, apply as apply_operations};
 
 pub(crate) const W_P: &str = "w:p";
 pub(crate) const W_TBL: &str = "w:tbl";

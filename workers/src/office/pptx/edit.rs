@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use atelier_messages::{ErrorBody, ErrorCode};
 
 use super::{Pptx, Role, placeholder_role};
+use crate::office::formats::apply_in_order;
 use crate::office::xml::{Document, Element, Node};
 
 const NS_A: &str = "http://schemas.openxmlformats.org/drawingml/2006/main";
@@ -72,13 +73,7 @@ fn invalid(message: String) -> ErrorBody {
 /// Applies `ops` in order; returns the new presentation and one result per operation.
 pub(crate) fn apply(bytes: Vec<u8>, ops: &[PptxOp]) -> Result<(Vec<u8>, Vec<Value>), ErrorBody> {
     let mut pptx = Pptx::open(bytes)?;
-    let mut results = Vec::with_capacity(ops.len());
-    for (n, op) in ops.iter().enumerate() {
-        let result = pptx
-            .apply_one(op)
-            .map_err(|e| ErrorBody::new(e.code, format!("operation {n}: {}", e.message)))?;
-        results.push(result);
-    }
+    let results = apply_in_order(&mut pptx, ops, Pptx::apply_one)?;
     Ok((pptx.package.finish()?, results))
 }
 

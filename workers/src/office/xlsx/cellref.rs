@@ -29,7 +29,7 @@ pub(crate) fn cell_name(row: u32, col: u32) -> String {
 }
 
 /// Parses `B7` (or `$B$7`) into 0-based (row, col).
-pub(crate) fn parse_cell(text: &str) -> Result<(u32, u32), ErrorBody> {
+fn parse_cell(text: &str) -> Result<(u32, u32), ErrorBody> {
     let bad = || invalid(format!("{text:?} is not a cell reference like B7"));
     let clean: String = text.trim().chars().filter(|c| *c != '$').collect();
     let split = clean.find(|c: char| c.is_ascii_digit()).ok_or_else(bad)?;
@@ -49,6 +49,21 @@ pub(crate) fn parse_cell(text: &str) -> Result<(u32, u32), ErrorBody> {
         )));
     }
     Ok((row - 1, col - 1))
+}
+
+/// A cell position, 0-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CellRef {
+    pub(crate) row: u32,
+    pub(crate) col: u32,
+}
+
+impl CellRef {
+    /// Parses `B7` (or `$B$7`).
+    pub(crate) fn parse(text: &str) -> Result<CellRef, ErrorBody> {
+        let (row, col) = parse_cell(text)?;
+        Ok(CellRef { row, col })
+    }
 }
 
 /// A rectangular range, 0-based and inclusive.
@@ -113,6 +128,13 @@ mod tests {
         assert_eq!(column_name(16_383), "XFD");
         assert_eq!(parse_cell("B7").unwrap(), (6, 1));
         assert_eq!(parse_cell("$aa$10").unwrap(), (9, 26));
+        assert_eq!(
+            CellRef::parse("XFD1048576").unwrap(),
+            CellRef {
+                row: 1_048_575,
+                col: 16_383
+            }
+        );
         assert_eq!(cell_name(9, 26), "AA10");
         let range = CellRange::parse("E50:A1").unwrap();
         assert_eq!(range.to_string(), "A1:E50");

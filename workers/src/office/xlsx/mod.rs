@@ -13,7 +13,10 @@ use serde_json::Value;
 
 use super::package::{self, Package};
 
-pub(crate) use edit::{XlsxOp, apply as apply_operations};
+pub(crate) use cellref::CellRef;
+pub(crate) use edit::{
+    CellValue, XlsxEditor, XlsxOp, apply as apply_operations, validate_sheet_name,
+};
 pub(crate) use read::Workbook;
 
 const CONTENT_TYPES: &str = r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>

@@ -132,30 +132,23 @@ impl Workbook {
             Some(text) => checked_range(text)?,
             None => default_window(used),
         };
-        let formulas = formulas_in(&formulas, &wanted);
-        let merged = self
-            .merged(&sheet)
-            .into_iter()
-            .filter(|m| m.intersects(&wanted))
-            .map(|m| m.to_string())
-            .collect();
-        let rows = match used {
-            Some(used) => values_in(&data, &wanted, used.end.0),
-            None => Vec::new(),
+        let cells = Cells {
+            rows: match used {
+                Some(used) => values_in(&data, &wanted, used.end.0),
+                None => Vec::new(),
+            },
+            formulas: formulas_in(&formulas, &wanted),
+            has_more: used.is_some_and(|u| u.end.0 > wanted.end.0),
         };
-        let has_more = used.is_some_and(|u| u.end.0 > wanted.end.0);
-        Ok(RangeRead {
+        let merged = self.merged(&sheet);
+        Ok(RangeRead::new(
             sheet,
-            range: wanted.to_string(),
-            used_range: used.map(|u| u.to_string()),
-            row_count: rows.len(),
-            column_count: wanted.columns(),
-            rows,
-            formulas,
-            merged,
-            has_more,
-            sheets: self.sheet_names(),
-        })
+            wanted,
+            used,
+            cells,
+            &merged,
+            self.sheet_names(),
+        ))
     }
 }
 
@@ -226,22 +219,12 @@ impl Workbook {
         })?
         .map_err(calamine_failed)?;
         let used = if has_more { declared.or(seen) } else { seen };
-        Ok(RangeRead {
-            sheet,
-            range: wanted.to_string(),
-            used_range: used.map(|u| u.to_string()),
-            row_count: rows.len(),
-            column_count: wanted.columns(),
+        let cells = Cells {
             rows,
             formulas,
-            merged: merged
-                .into_iter()
-                .filter(|m| m.intersects(&wanted))
-                .map(|m| m.to_string())
-                .collect(),
             has_more,
-            sheets: names,
-        })
+        };
+        Ok(RangeRead::new(sheet, wanted, used, cells, &merged, names))
     }
 }
 
@@ -500,4 +483,40 @@ pub(crate) struct RangeRead {
     /// Whether the used range continues below `range`.
     has_more: bool,
     sheets: Vec<String>,
+}
+
+/// What was read of a range: its values, formulas, and whether the sheet goes on below it.
+struct Cells {
+    rows: Vec<Vec<Value>>,
+    formulas: BTreeMap<String, String>,
+    has_more: bool,
+}
+
+impl RangeRead {
+    /// The response for `wanted`, with the merged regions that intersect it.
+    fn new(
+        sheet: String,
+        wanted: CellRange,
+        used: Option<CellRange>,
+        cells: Cells,
+        merged: &[CellRange],
+        sheets: Vec<String>,
+    ) -> RangeRead {
+        RangeRead {
+            sheet,
+            range: wanted.to_string(),
+            used_range: used.map(|u| u.to_string()),
+            row_count: cells.rows.len(),
+            column_count: wanted.columns(),
+            rows: cells.rows,
+            formulas: cells.formulas,
+            merged: merged
+                .iter()
+                .filter(|m| m.intersects(&wanted))
+                .map(|m| m.to_string())
+                .collect(),
+            has_more: cells.has_more,
+            sheets,
+        }
+    }
 }

@@ -298,13 +298,7 @@ fn metadata_lines_above_the_header_are_skipped_and_kept_as_preamble() {
     );
     assert_eq!(map["has_header"], true);
     assert_eq!(map["row_count"], 2);
-    let names: Vec<&Value> = map["columns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| &c["name"])
-        .collect();
-    assert_eq!(names, vec!["Date", "Description", "Amount"]);
+    assert_eq!(column_names(&map), vec!["Date", "Description", "Amount"]);
     assert_eq!(
         fixture.rows(&file, 1, 5).rows,
         vec![
@@ -338,13 +332,7 @@ fn header_less_files_get_generated_names_and_a_warning() {
     let map = fixture.map(&file);
     assert_eq!(map["has_header"], false);
     assert_eq!(map["row_count"], 3);
-    let names: Vec<&Value> = map["columns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| &c["name"])
-        .collect();
-    assert_eq!(names, vec!["column0", "column1", "column2"]);
+    assert_eq!(column_names(&map), vec!["column0", "column1", "column2"]);
     assert!(
         map["warnings"].to_string().contains("no header row"),
         "{map}"
@@ -466,4 +454,14 @@ fn large_files_are_checked_on_a_prefix_with_the_same_result() {
         .filter(|name| !name.ends_with(".duckdb") && name != "locks")
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// The column names of a `table_get_map` result.
+fn column_names(map: &Value) -> Vec<&Value> {
+    map["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["name"])
+        .collect()
 }

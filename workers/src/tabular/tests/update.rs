@@ -245,3 +245,106 @@ fn bad_requests_are_refused() {
         ErrorCode::ValidationFailed
     );
 }
+
+#[test]
+fn only_the_target_sheet_and_what_it_needs_change() {
+    let fixture = Fixture::new();
+    let original = quarterly();
+    let appended = update(
+        &fixture,
+        &request(UpdateMode::AppendRows, "Q1", DUES),
+        Some(&original),
+    );
+    assert_eq!(
+        crate::office::changed_parts(&original, &appended.content),
+        vec![
+            "xl/styles.xml",
+            "xl/workbook.xml",
+            "xl/worksheets/sheet1.xml"
+        ]
+    );
+    let numbers = update(
+        &fixture,
+        &request(
+            UpdateMode::ReplaceSheet,
+            "Q3",
+            "SELECT note_len FROM (SELECT length(Notes) AS note_len FROM data) ORDER BY 1",
+        ),
+        Some(&original),
+    );
+    assert_eq!(
+        crate::office::changed_parts(&original, &numbers.content),
+        vec!["xl/workbook.xml", "xl/worksheets/sheet3.xml"]
+    );
+    let added = update(
+        &fixture,
+        &request(UpdateMode::ReplaceSheet, "Plan", DUES),
+        Some(&original),
+    );
+    assert_eq!(
+        crate::office::changed_parts(&original, &added.content),
+        vec![
+            "[Content_Types].xml",
+            "xl/_rels/workbook.xml.rels",
+            "xl/styles.xml",
+            "xl/workbook.xml",
+            "xl/worksheets/sheet5.xml"
+        ]
+    );
+}
+
+#[test]
+fn hostile_targets_get_the_office_pools_refusal_and_nothing_is_written() {
+    let fixture = Fixture::new();
+    let file = corpus("keenbench/context/keenbench_launch_plan.csv");
+    let ops = json!([{"op": "set_cells", "sheet": "Q1", "cells": [{"cell": "A1", "value": 1}]}]);
+    let office_edit =
+        crate::office::Operations::parse(crate::office::Format::Xlsx, "xlsx_operations", &ops)
+            .unwrap();
+    for (refusal, bytes) in crate::office::hostile_xlsx_files() {
+        let office = office_edit.apply(bytes.clone()).unwrap_err();
+        for mode in [
+            UpdateMode::ReplaceSheet,
+            UpdateMode::AppendRows,
+            UpdateMode::WriteRange,
+        ] {
+            let err = fixture
+                .engine
+                .update_workbook(csv(&file), &request(mode, "Q1", DUES), Some(&bytes))
+                .unwrap_err();
+            assert_eq!(err.code, ErrorCode::FileReadFailed, "{refusal} {mode:?}");
+            assert_eq!(err.code, office.code, "{refusal} {mode:?}");
+            assert!(err.message.contains(refusal), "{refusal}: {}", err.message);
+            assert_eq!(err.message, office.message);
+        }
+    }
+}
+
+#[test]
+fn the_calculation_chain_is_dropped() {
+    let fixture = Fixture::new();
+    let original = crate::office::xlsx_with_calc_chain();
+    let mut req = request(UpdateMode::WriteRange, "Sheet1", "SELECT 1.5 AS x");
+    req.start_cell = Some(CellRef::parse("B2").unwrap());
+    let updated = update(&fixture, &req, Some(&original));
+    assert_eq!(
+        crate::office::changed_parts(&original, &updated.content),
+        vec![
+            "[Content_Types].xml",
+            "xl/_rels/workbook.xml.rels",
+            "xl/calcChain.xml",
+            "xl/worksheets/sheet1.xml"
+        ]
+    );
+    let rows = &sheets(&updated.content)["Sheet1"];
+    assert_eq!(rows[1], vec![Data::Empty, Data::String("x".into())]);
+    assert_eq!(rows[2], vec![Data::Empty, Data::Float(1.5)]);
+    let parts = crate::office::parts(&updated.content);
+    assert!(!parts.contains_key("xl/calcChain.xml"));
+    for part in ["[Content_Types].xml", "xl/_rels/workbook.xml.rels"] {
+        let xml = String::from_utf8(parts[part].clone()).unwrap();
+        assert!(!xml.contains("calcChain"), "{part}: {xml}");
+    }
+    let workbook = String::from_utf8(parts["xl/workbook.xml"].clone()).unwrap();
+    assert!(workbook.contains(r#"fullCalcOnLoad="1""#), "{workbook}");
+}
