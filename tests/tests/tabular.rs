@@ -341,14 +341,14 @@ async fn bad_arguments_get_stable_codes() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_target_workbooks_are_refused_like_the_office_pool_does() -> anyhow::Result<()> {
     let cluster = Cluster::start()?;
-    let quarterly = std::fs::read(corpora().join("keenbench/synthetic/quarterly_data.xlsx"))?;
+    let quarterly = std::fs::read(fixtures().join("keenbench/synthetic/quarterly_data.xlsx"))?;
     // An OLE compound file: how Office stores a password-protected workbook.
     let mut encrypted = vec![0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
     encrypted.resize(4096, 0);
     let truncated = quarterly[..quarterly.len() / 2].to_vec();
     let hostile = [("encrypted.xlsx", encrypted), ("truncated.xlsx", truncated)];
     let mut files = vec![(
-        corpora().join("keenbench/context/keenbench_launch_plan.csv"),
+        fixtures().join("keenbench/context/keenbench_launch_plan.csv"),
         "plan.csv",
     )];
     for (name, bytes) in &hostile {

@@ -1,0 +1,161 @@
+//! Drafts, publish and checkpoints, idempotent writes, and refusals with their codes.
+use super::*;
+use serde_bytes::ByteBuf;
+
+fn fixture() -> (tempfile::TempDir, Workbenches) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let storage = Storage::open(&dir.path().join("db")).unwrap_or_else(|e| panic!("{e}"));
+    let blobs = BlobDir::open(dir.path().join("blobs")).unwrap_or_else(|e| panic!("{e}"));
+    (dir, Workbenches::new(storage, blobs))
+}
+
+fn file(path: &str, content: &str) -> FileContent {
+    FileContent {
+        path: path.into(),
+        content: ByteBuf::from(content.as_bytes().to_vec()),
+    }
+}
+
+fn write(
+    wb: &Workbenches,
+    workbench: &str,
+    call_id: &str,
+    files: Vec<FileContent>,
+    delete: &[String],
+) -> Result<Written, CoordinatorError> {
+    let changes = DraftChanges {
+        files,
+        delete: delete.to_vec(),
+    };
+    wb.write(workbench, call_id, changes, None)
+}
+
+fn code(result: Result<impl std::fmt::Debug, CoordinatorError>) -> Option<ErrorCode> {
+    result.err().map(|e| e.to_body().code)
+}
+
+#[test]
+fn draft_lifecycle_diff_publish_checkpoint() {
+    let (_dir, wb) = fixture();
+    wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
+    wb.add("q3", vec![file("a.csv", "x\n1\n"), file("b.txt", "keep")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    write(
+        &wb,
+        "q3",
+        "call-1",
+        vec![file("a.csv", "x\n2\n"), file("out/c.md", "new")],
+        &["b.txt".into()],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let diff = wb.diff("q3").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(diff.added, vec!["out/c.md"]);
+    assert_eq!(diff.modified, vec!["a.csv"]);
+    assert_eq!(diff.deleted, vec!["b.txt"]);
+    let published_before = wb
+        .read("q3", "a.csv", View::Published)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .1;
+    assert_eq!(published_before, b"x\n1\n");
+    let published = wb.publish("q3").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(published.checkpoint_id, "1");
+    assert_eq!(
+        wb.read("q3", "a.csv", View::Published)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .1,
+        b"x\n2\n"
+    );
+    assert_eq!(code(wb.publish("q3")), Some(ErrorCode::NoDraft));
+    assert_eq!(
+        wb.info("q3")
+            .map(|i| (i.file_count, i.has_draft, i.checkpoints))
+            .ok(),
+        Some((2, false, 1))
+    );
+}
+
+#[test]
+fn writes_are_idempotent_per_call_id() {
+    let (_dir, wb) = fixture();
+    wb.create("w").unwrap_or_else(|e| panic!("{e}"));
+    let first =
+        write(&wb, "w", "c1", vec![file("a.txt", "one")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let again =
+        write(&wb, "w", "c1", vec![file("a.txt", "two")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!first.replayed);
+    assert!(again.replayed);
+    assert_eq!(again.files, first.files);
+    assert_eq!(
+        wb.read("w", "a.txt", View::Draft)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .1,
+        b"one"
+    );
+}
+
+#[test]
+fn an_applied_call_keeps_its_answer_for_replays() {
+    let (_dir, wb) = fixture();
+    wb.create("w").unwrap_or_else(|e| panic!("{e}"));
+    wb.add("w", vec![file("gone.txt", "x")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        wb.applied("w", "del")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_none()
+    );
+    let answer = serde_json::json!({"path": "gone.txt", "deleted": true});
+    let changes = DraftChanges {
+        files: Vec::new(),
+        delete: vec!["gone.txt".into()],
+    };
+    wb.write("w", "del", changes, Some(answer.clone()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let applied = wb
+        .applied("w", "del")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("the call is recorded"));
+    assert_eq!(applied.output, Some(answer));
+    assert!(applied.written.replayed);
+    assert_eq!(applied.written.deleted, vec!["gone.txt"]);
+}
+
+#[test]
+fn bad_names_paths_and_states_get_codes() {
+    let (_dir, wb) = fixture();
+    assert_eq!(code(wb.create("../x")), Some(ErrorCode::ValidationFailed));
+    assert_eq!(
+        code(wb.list_files("nope", View::Published)),
+        Some(ErrorCode::NotFound)
+    );
+    wb.create("w").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(code(wb.create("w")), Some(ErrorCode::ValidationFailed));
+    assert_eq!(
+        code(write(&wb, "w", "c", vec![file("../evil", "x")], &[])),
+        Some(ErrorCode::SandboxViolation)
+    );
+    assert_eq!(code(wb.discard("w")), Some(ErrorCode::NoDraft));
+    assert_eq!(
+        code(wb.list_files("w", View::Draft)),
+        Some(ErrorCode::NoDraft)
+    );
+    write(&wb, "w", "c", vec![file("a", "x")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        code(wb.add("w", vec![file("b", "y")])),
+        Some(ErrorCode::DraftExists)
+    );
+    assert_eq!(
+        code(write(&wb, "w", "d", vec![], &["missing".into()])),
+        Some(ErrorCode::NotFound)
+    );
+    assert_eq!(
+        code(write(&wb, "w", "e", vec![], &[])),
+        Some(ErrorCode::ValidationFailed)
+    );
+    wb.discard("w").unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        wb.list_files("w", View::Current)
+            .map(|l| l.files.is_empty())
+            .unwrap_or(false)
+    );
+}
