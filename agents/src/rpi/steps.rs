@@ -1,10 +1,9 @@
-//! Journaled steps: model turns, tool calls, system prompts; the loop detector and budgets.
+//! Journaled steps: model turns, tool calls, system prompts; budgets.
 //!
 //! Every step has a key naming its position (`model/<phase>/<item>/<attempt>/<turn>`,
 //! `tool/<call id>`, …). A step found in the journal is taken from it; a new step runs and is
 //! journaled before the driver moves on.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
@@ -12,8 +11,10 @@ use atelier_messages::{ErrorBody, ErrorCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::phases::Driver;
-use super::{Budgets, RpiState, prompts};
+use super::driver::Driver;
+use super::loop_detector::LoopDetector;
+use super::prompts;
+use super::types::RpiState;
 use crate::AgentError;
 use crate::catalog::{ActionClass, ToolSpec};
 use crate::provider::{
@@ -22,9 +23,6 @@ use crate::provider::{
 
 /// Tool results longer than this are cut in the prompt (the full result stays in the journal).
 pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
-
-/// The marker a model writes to declare a plan item failed.
-pub const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
 
 /// Where a step sits: phase, plan item (0 outside Implement), attempt.
 #[derive(Debug, Clone, Copy)]
@@ -375,68 +373,6 @@ fn count_turn(state: &mut RpiState, usage: &Usage) {
     state.completion_tokens += usage.completion_tokens;
 }
 
-/// Remembers recent calls as (tool, canonical arguments) and counts repeats.
-struct LoopDetector {
-    window: VecDeque<String>,
-    size: usize,
-}
-
-impl LoopDetector {
-    fn new(budgets: &Budgets) -> Self {
-        Self {
-            window: VecDeque::new(),
-            size: budgets.loop_window.max(1),
-        }
-    }
-
-    /// Adds a call; returns how many times it now appears in the window.
-    fn observe(&mut self, call: &ToolCall) -> u32 {
-        let signature = format!("{}:{}", call.name, canonical_arguments(&call.arguments));
-        if self.window.len() == self.size {
-            self.window.pop_front();
-        }
-        self.window.push_back(signature.clone());
-        u32::try_from(
-            self.window
-                .iter()
-                .filter(|seen| **seen == signature)
-                .count(),
-        )
-        .unwrap_or(u32::MAX)
-    }
-}
-
-/// Arguments with sorted keys and collapsed, lower-cased whitespace in strings, so trivially
-/// different spellings of one call count as the same call.
-fn canonical_arguments(arguments: &str) -> String {
-    fn normalize(value: Value) -> Value {
-        match value {
-            Value::String(text) => Value::String(
-                text.split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .to_lowercase(),
-            ),
-            Value::Array(items) => Value::Array(items.into_iter().map(normalize).collect()),
-            Value::Object(map) => {
-                Value::Object(map.into_iter().map(|(k, v)| (k, normalize(v))).collect())
-            }
-            other => other,
-        }
-    }
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(value) => normalize(value).to_string(),
-        Err(_) => arguments.trim().to_string(),
-    }
-}
-
-pub(super) fn item_failure(answer: &str) -> Option<String> {
-    answer
-        .lines()
-        .find_map(|line| line.trim().strip_prefix(ITEM_FAILED_MARKER))
-        .map(|reason| reason.trim().to_string())
-}
-
 fn parse_arguments(arguments: &str) -> Result<Value, ErrorBody> {
     let trimmed = arguments.trim();
     if trimmed.is_empty() {
@@ -492,23 +428,6 @@ fn truncate(text: String) -> String {
 mod tests {
     use super::*;
 
-    fn call(name: &str, arguments: &str) -> ToolCall {
-        ToolCall {
-            id: "x".into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }
-    }
-
-    #[test]
-    fn item_failure_marker_is_found_on_any_line() {
-        assert_eq!(
-            item_failure("tried\nITEM_FAILED: no such column").as_deref(),
-            Some("no such column")
-        );
-        assert_eq!(item_failure("All done."), None);
-    }
-
     #[test]
     fn arguments_must_be_objects() {
         assert!(parse_arguments("").is_ok());
@@ -519,48 +438,6 @@ mod tests {
         assert_eq!(
             parse_arguments("{oops").err().map(|e| e.code),
             Some(ErrorCode::ValidationFailed)
-        );
-    }
-
-    #[test]
-    fn loop_detector_counts_canonically_equal_calls_in_its_window() {
-        let budgets = Budgets {
-            loop_window: 4,
-            ..Budgets::default()
-        };
-        let mut detector = LoopDetector::new(&budgets);
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"path":"a.csv","query":"SELECT 1"}"#
-            )),
-            1
-        );
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"query":"select   1","path":"a.csv"}"#
-            )),
-            2
-        );
-        assert_eq!(
-            detector.observe(&call("read_file", r#"{"path":"a.csv"}"#)),
-            1
-        );
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"path":"a.csv","query":"SELECT 1"}"#
-            )),
-            3
-        );
-        // The window holds 4 calls: the first one has left it.
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"path":"a.csv","query":"SELECT 1"}"#
-            )),
-            3
         );
     }
 
