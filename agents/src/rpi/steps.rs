@@ -7,7 +7,8 @@
 use std::time::Instant;
 
 use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
-use atelier_messages::{ErrorBody, ErrorCode};
+use atelier_messages::{ErrorBody, ErrorCode, journal};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -43,21 +44,11 @@ impl Scope {
     }
 
     fn system_key(&self) -> String {
-        format!(
-            "system/{}/{}/{}",
-            self.phase.as_str(),
-            self.item,
-            self.attempt
-        )
+        journal::system_prompt(self.phase, self.item, self.attempt)
     }
 
     fn model_key(&self, turn: u32) -> String {
-        format!(
-            "model/{}/{}/{}/{turn}",
-            self.phase.as_str(),
-            self.item,
-            self.attempt
-        )
+        journal::model_turn(self.phase, self.item, self.attempt, turn)
     }
 
     fn call_id(&self, job_id: &str, turn: u32, index: usize) -> String {
@@ -121,13 +112,7 @@ impl Driver<'_> {
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, AgentError> {
         let key = scope.model_key(turn);
-        if let Some(value) = self.host.recall(&key).await? {
-            let response: ModelResponse = serde_json::from_value(value).map_err(|error| {
-                ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("journal entry {key} is corrupt: {error}"),
-                )
-            })?;
+        if let Some(response) = self.recall::<ModelResponse>(&key).await? {
             count_turn(state, &response.usage);
             return Ok(response);
         }
@@ -136,9 +121,7 @@ impl Driver<'_> {
         let started = Instant::now();
         let response = self.provider.complete(request, on_delta).await?;
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let value = serde_json::to_value(&response)
-            .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
-        self.host.record(&key, &value).await?;
+        self.record(&key, &response).await?;
         count_turn(state, &response.usage);
         self.host.emit(EventKind::ModelTurn {
             phase: scope.phase,
@@ -239,19 +222,12 @@ impl Driver<'_> {
             Ok(args) => args,
             Err(error) => return Ok(error_text(&error)),
         };
-        let key = format!("tool/{call_id}");
-        let outcome = match self.host.recall(&key).await? {
-            Some(value) => serde_json::from_value(value).map_err(|error| {
-                ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("journal entry {key} is corrupt: {error}"),
-                )
-            })?,
+        let key = journal::tool_result(call_id);
+        let outcome = match self.recall::<Outcome>(&key).await? {
+            Some(outcome) => outcome,
             None => {
                 let outcome = self.run_tool(state, call_id, spec, args.clone()).await?;
-                let value = serde_json::to_value(&outcome)
-                    .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
-                self.host.record(&key, &value).await?;
+                self.record(&key, &outcome).await?;
                 let full = render(&outcome);
                 self.host.emit(EventKind::ToolIo {
                     call_id: call_id.to_string(),
@@ -324,13 +300,35 @@ impl Driver<'_> {
         spec: &ToolSpec,
         args: &Value,
     ) -> Result<bool, AgentError> {
-        let key = format!("approval/{call_id}");
+        let key = journal::approval(call_id);
         if let Some(Value::Bool(decision)) = self.host.recall(&key).await? {
             return Ok(decision);
         }
         let decision = self.host.approval(call_id, spec.name, args).await?;
         self.host.record(&key, &Value::Bool(decision)).await?;
         Ok(decision)
+    }
+
+    /// A journaled step, if it already happened.
+    async fn recall<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, AgentError> {
+        let Some(value) = self.host.recall(key).await? else {
+            return Ok(None);
+        };
+        let step = serde_json::from_value(value).map_err(|error| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!("journal entry {key} is corrupt: {error}"),
+            )
+        })?;
+        Ok(Some(step))
+    }
+
+    /// Journals a step; returns once it is durable.
+    async fn record<T: Serialize>(&self, key: &str, step: &T) -> Result<(), AgentError> {
+        let value = serde_json::to_value(step)
+            .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
+        self.host.record(key, &value).await?;
+        Ok(())
     }
 
     fn check_budgets(&self, state: &RpiState) -> Result<(), AgentError> {
@@ -449,6 +447,7 @@ mod tests {
             attempt: 1,
         };
         assert_eq!(scope.model_key(3), "model/implement/2/1/3");
+        assert_eq!(scope.system_key(), "system/implement/2/1");
         assert_eq!(scope.call_id("job", 3, 0), "job.implement.2.1.3.0");
         assert_eq!(Scope::single(Phase::Research).item_index(), None);
     }
