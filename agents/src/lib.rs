@@ -5,7 +5,9 @@
 //! that executes tool calls over NATS, checkpoints state in sled and publishes events.
 //!
 //! # Layout
-//! - [`provider`]: the [`provider::ModelProvider`] trait, chat types, `provider_from_spec`.
+//! - [`provider`]: the [`provider::ModelProvider`] trait and the chat types.
+//! - [`spec`]: model specs ([`spec::ModelSpec`]), [`spec::ProviderSettings`] and
+//!   [`spec::provider_from_spec`], the one place that knows every provider.
 //! - [`openai`]: Chat Completions (OpenAI and compatible servers) with streaming and tool calls.
 //! - [`replay`]: a deterministic scripted provider for demos and tests.
 //! - [`catalog`]: tool specs (JSON schemas, pool, capability, action class) and phase subsets.
@@ -20,5 +22,6 @@ pub mod plan;
 pub mod provider;
 pub mod replay;
 pub mod rpi;
+pub mod spec;
 
 pub use error::AgentError;

@@ -32,15 +32,13 @@ use tracing::Instrument;
 use crate::AgentError;
 use crate::catalog::ToolSpec;
 use crate::provider::{
-    ChatMessage, DeltaSink, ModelProvider, ModelRequest, ModelResponse, ProviderSettings, Role,
-    ToolCall, ToolChoice, Usage,
+    ChatMessage, DeltaSink, ModelProvider, ModelRequest, ModelResponse, Role, ToolCall, ToolChoice,
+    Usage,
 };
 
 /// The base URL of the OpenAI API.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
-const DEFAULT_TIMEOUT_SECS: u64 = 120;
-const DEFAULT_MAX_RETRIES: u32 = 3;
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
 const BACKOFF_CAP: Duration = Duration::from_secs(8);
@@ -59,13 +57,25 @@ impl fmt::Debug for ApiKey {
 
 /// How often and how patiently a call is retried.
 #[derive(Debug, Clone, Copy)]
-struct RetryPolicy {
-    max_retries: u32,
-    base: Duration,
-    cap: Duration,
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// The backoff ceiling of the first retry; it doubles with every further one.
+    pub base: Duration,
+    /// The largest backoff ceiling.
+    pub cap: Duration,
 }
 
 impl RetryPolicy {
+    /// `max_retries` retries with the standard backoff (0.5 s doubling up to 8 s, full jitter).
+    pub fn new(max_retries: u32) -> Self {
+        Self {
+            max_retries,
+            base: BACKOFF_BASE,
+            cap: BACKOFF_CAP,
+        }
+    }
+
     /// Full jitter: a uniform delay between zero and `min(cap, base · 2^attempt)`.
     fn backoff(&self, attempt: u32) -> Duration {
         let ceiling = self
@@ -75,6 +85,25 @@ impl RetryPolicy {
         let millis = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
         Duration::from_millis(rand::rng().random_range(0..=millis))
     }
+}
+
+/// The OpenAI API itself, or a server that speaks its Chat Completions dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// `openai:MODEL`: an API key is required.
+    OpenAi,
+    /// `openai-compat:BASE_URL#MODEL`: the API key is optional.
+    Compatible,
+}
+
+/// How a client authenticates, waits and retries.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Sent as a bearer token; blank counts as none.
+    pub api_key: Option<String>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    pub retry: RetryPolicy,
 }
 
 /// A Chat Completions client for one model on one server.
@@ -89,62 +118,35 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    /// Builds a provider; `kind` is `openai` (key required) or `openai-compat` (key optional).
-    ///
-    /// The key comes from `settings.openai_api_key`, else from the `OPENAI_API_KEY` variable.
+    /// A client for `model` at `base_url`; the OpenAI API itself needs an API key.
     pub fn new(
-        kind: &str,
+        flavor: Flavor,
         base_url: &str,
         model: &str,
-        settings: &ProviderSettings,
-    ) -> Result<Self, AgentError> {
-        let api_key = settings
-            .openai_api_key
-            .clone()
-            .or_else(|| std::env::var("OPENAI_API_KEY").ok());
-        Self::with_key(kind, base_url, model, settings, api_key)
-    }
-
-    /// Like [`OpenAiProvider::new`] with the key given explicitly (no environment lookup).
-    fn with_key(
-        kind: &str,
-        base_url: &str,
-        model: &str,
-        settings: &ProviderSettings,
-        api_key: Option<String>,
+        options: ClientOptions,
     ) -> Result<Self, AgentError> {
         let base_url = base_url.trim_end_matches('/');
-        let label = match kind {
-            "openai" => format!("openai:{model}"),
-            "openai-compat" => format!("openai-compat:{base_url}#{model}"),
-            other => {
-                return Err(AgentError::InvalidSpec {
-                    spec: format!("{other}:{model}"),
-                    reason: "the OpenAI client serves `openai` and `openai-compat` only".into(),
-                });
-            }
+        let label = match flavor {
+            Flavor::OpenAi => format!("openai:{model}"),
+            Flavor::Compatible => format!("openai-compat:{base_url}#{model}"),
         };
-        let api_key = api_key.filter(|key| !key.trim().is_empty()).map(ApiKey);
-        if kind == "openai" && api_key.is_none() {
+        let api_key = options
+            .api_key
+            .filter(|key| !key.trim().is_empty())
+            .map(ApiKey);
+        if flavor == Flavor::OpenAi && api_key.is_none() {
             return Err(AgentError::NotConfigured(format!(
                 "`{label}` needs an API key: set the OPENAI_API_KEY environment variable \
                  or `openai_api_key` in atelier.toml"
             )));
         }
-        let timeout = settings
-            .request_timeout_secs
-            .unwrap_or(DEFAULT_TIMEOUT_SECS);
         Ok(Self {
             label,
             endpoint: format!("{base_url}/chat/completions"),
             model: model.to_string(),
             api_key,
-            client: http_client(Duration::from_secs(timeout))?,
-            retry: RetryPolicy {
-                max_retries: settings.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
-                base: BACKOFF_BASE,
-                cap: BACKOFF_CAP,
-            },
+            client: http_client(options.timeout)?,
+            retry: options.retry,
         })
     }
 
@@ -985,18 +987,27 @@ mod tests {
         ])
     }
 
+    /// Options with a short timeout and millisecond backoffs.
+    fn options(api_key: Option<&str>, max_retries: u32) -> ClientOptions {
+        ClientOptions {
+            api_key: api_key.map(str::to_string),
+            timeout: Duration::from_secs(10),
+            retry: RetryPolicy {
+                max_retries,
+                base: Duration::from_millis(1),
+                cap: Duration::from_millis(5),
+            },
+        }
+    }
+
     fn provider(base: &str, max_retries: u32) -> OpenAiProvider {
-        let settings = ProviderSettings {
-            max_retries: Some(max_retries),
-            request_timeout_secs: Some(10),
-            ..ProviderSettings::default()
-        };
-        let mut provider =
-            OpenAiProvider::with_key("openai", base, "gpt-4o-mini", &settings, Some(KEY.into()))
-                .expect("provider");
-        provider.retry.base = Duration::from_millis(1);
-        provider.retry.cap = Duration::from_millis(5);
-        provider
+        OpenAiProvider::new(
+            Flavor::OpenAi,
+            base,
+            "gpt-4o-mini",
+            options(Some(KEY), max_retries),
+        )
+        .expect("provider")
     }
 
     fn simple_request() -> ModelRequest {
@@ -1263,20 +1274,19 @@ mod tests {
 
     #[test]
     fn openai_requires_a_key_but_compat_does_not() {
-        let settings = ProviderSettings::default();
-        let error = OpenAiProvider::with_key("openai", DEFAULT_BASE_URL, "gpt-4o", &settings, None)
-            .expect_err("no key");
+        let error =
+            OpenAiProvider::new(Flavor::OpenAi, DEFAULT_BASE_URL, "gpt-4o", options(None, 0))
+                .expect_err("no key");
         assert!(
             matches!(error, AgentError::NotConfigured(ref m) if m.contains("OPENAI_API_KEY") && m.contains("atelier.toml")),
             "{error}"
         );
 
-        let compat = OpenAiProvider::with_key(
-            "openai-compat",
+        let compat = OpenAiProvider::new(
+            Flavor::Compatible,
             "http://localhost:8000/v1/",
             "qwen",
-            &settings,
-            None,
+            options(None, 0),
         )
         .expect("compat without key");
         assert_eq!(
@@ -1285,12 +1295,11 @@ mod tests {
         );
         assert_eq!(compat.endpoint, "http://localhost:8000/v1/chat/completions");
 
-        let openai = OpenAiProvider::with_key(
-            "openai",
+        let openai = OpenAiProvider::new(
+            Flavor::OpenAi,
             DEFAULT_BASE_URL,
             "gpt-4o",
-            &settings,
-            Some(KEY.into()),
+            options(Some(KEY), 0),
         )
         .expect("openai");
         assert_eq!(openai.label(), "openai:gpt-4o");
@@ -1337,11 +1346,7 @@ mod tests {
 
     #[test]
     fn openai_backoff_stays_within_the_cap() {
-        let policy = RetryPolicy {
-            max_retries: 3,
-            base: BACKOFF_BASE,
-            cap: BACKOFF_CAP,
-        };
+        let policy = RetryPolicy::new(3);
         for attempt in 0..40 {
             assert!(policy.backoff(attempt) <= BACKOFF_CAP);
         }

@@ -57,7 +57,7 @@ pub struct OrchestratorTemplate {
     pub client: async_nats::Client,
     pub jetstream: jetstream::Context,
     pub jobs: jobs::Jobs,
-    pub provider_settings: atelier_agents::provider::ProviderSettings,
+    pub provider_settings: atelier_agents::spec::ProviderSettings,
     pub budgets: atelier_agents::rpi::Budgets,
     pub registry: Registry,
 }

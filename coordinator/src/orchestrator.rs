@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use atelier_agents::catalog::ToolSpec;
-use atelier_agents::provider::{ModelProvider, ProviderSettings, provider_from_spec};
+use atelier_agents::provider::ModelProvider;
 use atelier_agents::rpi::{self, AgentHost, Budgets, JobInput, RpiState};
+use atelier_agents::spec::{ProviderSettings, provider_from_spec};
 use atelier_messages::job::{EventKind, JobState, PendingApproval};
 use atelier_messages::store::{ListFiles, Listing, ManifestEntry, View};
 use atelier_messages::tool::{ToolOutput, ToolRequest};
