@@ -209,7 +209,7 @@ impl NatsHost {
         };
         calls::call(
             &self.config.client,
-            &subjects::tool(tool.pool.as_str()),
+            &subjects::tool(tool.pool().as_str()),
             &request,
             CallPolicy::TOOLS,
         )
@@ -229,7 +229,7 @@ impl AgentHost for NatsHost {
         tool: &ToolSpec,
         args: Value,
     ) -> Result<Value, ErrorBody> {
-        let span = tracing::info_span!("tool_call", tool = tool.name, call_id, pool = %tool.pool);
+        let span = tracing::info_span!("tool_call", tool = tool.name.as_str(), call_id, pool = %tool.pool());
         async {
             let started = Instant::now();
             let result = self.send_tool(call_id, tool, args).await;

@@ -119,7 +119,7 @@ impl<'a> From<&'a ToolSpec> for WireTool<'a> {
         Self {
             kind: "function",
             function: WireFunction {
-                name: spec.name,
+                name: spec.name.as_str(),
                 description: spec.description,
                 parameters: &spec.parameters,
             },

@@ -207,8 +207,8 @@ impl Driver<'_> {
         call: &ToolCall,
         allowed: &[ToolSpec],
     ) -> Result<String, AgentError> {
-        let Some(spec) = allowed.iter().find(|spec| spec.name == call.name) else {
-            let names: Vec<_> = allowed.iter().map(|spec| spec.name).collect();
+        let Some(spec) = allowed.iter().find(|spec| spec.name.as_str() == call.name) else {
+            let names: Vec<_> = allowed.iter().map(|spec| spec.name.as_str()).collect();
             return Ok(error_text(&ErrorBody::new(
                 ErrorCode::ValidationFailed,
                 format!(
@@ -232,7 +232,7 @@ impl Driver<'_> {
                 self.host.emit(EventKind::ToolIo {
                     call_id: call_id.to_string(),
                     tool: spec.name.to_string(),
-                    pool: Some(spec.pool.as_str().to_string()),
+                    pool: Some(spec.pool().to_string()),
                     phase: Some(scope.phase),
                     item: scope.item_index(),
                     arguments: cut(&args.to_string()),
@@ -304,7 +304,10 @@ impl Driver<'_> {
         if let Some(Value::Bool(decision)) = self.host.recall(&key).await? {
             return Ok(decision);
         }
-        let decision = self.host.approval(call_id, spec.name, args).await?;
+        let decision = self
+            .host
+            .approval(call_id, spec.name.as_str(), args)
+            .await?;
         self.host.record(&key, &Value::Bool(decision)).await?;
         Ok(decision)
     }

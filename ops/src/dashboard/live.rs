@@ -352,7 +352,7 @@ impl JobTrace {
                 self.push(IoEntry::Call(Box::new(CallRecord {
                     call_id: call_id.to_string(),
                     tool: tool.to_string(),
-                    pool: atelier_agents::catalog::find(tool).map(|s| s.pool.to_string()),
+                    pool: atelier_agents::catalog::find(tool).map(|s| s.pool().to_string()),
                     path: None,
                     phase: None,
                     item: None,
@@ -661,7 +661,7 @@ impl Inner {
                 ..
             } => {
                 let pool = atelier_agents::catalog::find(tool)
-                    .map(|spec| spec.pool.to_string())
+                    .map(|spec| spec.pool().to_string())
                     .unwrap_or_else(|| "unknown".into());
                 let outcome = if *ok { "ok" } else { "error" };
                 registry.add(
