@@ -81,38 +81,21 @@ mod tests {
             ..Budgets::default()
         };
         let mut detector = LoopDetector::new(&budgets);
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"path":"a.csv","query":"SELECT 1"}"#
-            )),
-            1
-        );
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"query":"select   1","path":"a.csv"}"#
-            )),
-            2
-        );
-        assert_eq!(
-            detector.observe(&call("read_file", r#"{"path":"a.csv"}"#)),
-            1
-        );
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"path":"a.csv","query":"SELECT 1"}"#
-            )),
-            3
-        );
-        // The window holds 4 calls: the first one has left it.
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"path":"a.csv","query":"SELECT 1"}"#
-            )),
-            3
-        );
+        let query = r#"{"path":"a.csv","query":"SELECT 1"}"#;
+        let steps = [
+            ("table_query", query, 1),
+            ("table_query", r#"{"query":"select   1","path":"a.csv"}"#, 2),
+            ("read_file", r#"{"path":"a.csv"}"#, 1),
+            ("table_query", query, 3),
+            // The window holds 4 calls: the first one has left it.
+            ("table_query", query, 3),
+        ];
+        for (step, (name, arguments, repeats)) in steps.into_iter().enumerate() {
+            assert_eq!(
+                detector.observe(&call(name, arguments)),
+                repeats,
+                "call #{step}"
+            );
+        }
     }
 }

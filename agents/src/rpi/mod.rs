@@ -32,8 +32,6 @@ use crate::AgentError;
 use crate::provider::ModelProvider;
 use driver::Driver;
 
-pub use prompts::ITEM_FAILED_MARKER;
-pub use steps::MAX_TOOL_RESULT_CHARS;
 pub use types::{AgentHost, Budgets, JobInput, RpiState};
 
 /// Runs the job from `state.phase` to the end, saving after every step.

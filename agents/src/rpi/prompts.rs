@@ -4,7 +4,7 @@ use atelier_messages::job::PlanItem;
 use atelier_messages::store::ManifestEntry;
 
 /// The marker a model writes to declare a plan item failed.
-pub const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
+const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
 
 /// The file manifest every prompt carries.
 pub(super) fn manifest(files: &[ManifestEntry]) -> String {

@@ -23,7 +23,7 @@ use crate::provider::{
 };
 
 /// Tool results longer than this are cut in the prompt (the full result stays in the journal).
-pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
+const MAX_TOOL_RESULT_CHARS: usize = 16_000;
 
 /// Where a step sits: phase, plan item (0 outside Implement), attempt.
 #[derive(Debug, Clone, Copy)]
