@@ -10,7 +10,8 @@
 //!   [`spec::provider_from_spec`], the one place that knows every provider.
 //! - [`openai`]: Chat Completions (OpenAI and compatible servers) with streaming and tool calls.
 //! - [`replay`]: a deterministic scripted provider for demos and tests.
-//! - [`catalog`]: tool specs (JSON schemas, pool, capability, action class) and phase subsets.
+//! - [`catalog`]: tool specs named by `ToolName` (JSON schemas, capability, action class; the
+//!   pool follows from the name) and phase subsets.
 //! - [`plan`]: parsing and rendering the plan checklist.
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
 //! - [`error`]: the crate error type, [`AgentError`].

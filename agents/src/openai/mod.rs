@@ -28,8 +28,9 @@
 mod client;
 mod failure;
 mod stream;
+mod wire;
+
 #[cfg(test)]
 mod tests;
-mod wire;
 
 pub use client::{ClientOptions, DEFAULT_BASE_URL, Flavor, OpenAiProvider, RetryPolicy};
