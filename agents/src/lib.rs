@@ -5,10 +5,13 @@
 //! that executes tool calls over NATS, checkpoints state in sled and publishes events.
 //!
 //! # Layout
-//! - [`provider`]: the [`provider::ModelProvider`] trait, chat types, `provider_from_spec`.
+//! - [`provider`]: the [`provider::ModelProvider`] trait and the chat types.
+//! - [`spec`]: model specs ([`spec::ModelSpec`]), [`spec::ProviderSettings`] and
+//!   [`spec::provider_from_spec`], the one place that knows every provider.
 //! - [`openai`]: Chat Completions (OpenAI and compatible servers) with streaming and tool calls.
 //! - [`replay`]: a deterministic scripted provider for demos and tests.
-//! - [`catalog`]: tool specs (JSON schemas, pool, capability, action class) and phase subsets.
+//! - [`catalog`]: tool specs named by `ToolName` (JSON schemas, capability, action class; the
+//!   pool follows from the name) and phase subsets.
 //! - [`plan`]: parsing and rendering the plan checklist.
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
 //! - [`error`]: the crate error type, [`AgentError`].
@@ -20,5 +23,6 @@ pub mod plan;
 pub mod provider;
 pub mod replay;
 pub mod rpi;
+pub mod spec;
 
 pub use error::AgentError;

@@ -1,6 +1,6 @@
 //! The model-provider abstraction: a chat request with tools in, text and tool calls out.
-
-use std::sync::Arc;
+//!
+//! Providers implement [`ModelProvider`]; `crate::spec` builds one from a model spec.
 
 use serde::{Deserialize, Serialize};
 
@@ -130,70 +130,4 @@ pub trait ModelProvider: Send + Sync {
         request: &ModelRequest,
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, AgentError>;
-}
-
-/// Settings the providers read (API keys never appear in logs or job views).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ProviderSettings {
-    /// API key for `openai:` and `openai-compat:` (falls back to `OPENAI_API_KEY`).
-    #[serde(default)]
-    pub openai_api_key: Option<String>,
-    /// Base URL for `openai:` (default `https://api.openai.com/v1`).
-    #[serde(default)]
-    pub openai_base_url: Option<String>,
-    /// Per-request timeout in seconds (default 120).
-    #[serde(default)]
-    pub request_timeout_secs: Option<u64>,
-    /// Retries on 429/5xx/connection errors before giving up (default 3).
-    #[serde(default)]
-    pub max_retries: Option<u32>,
-}
-
-/// Builds a provider from a model spec:
-/// `openai:MODEL`, `openai-compat:BASE_URL#MODEL`, `replay:FILE`.
-pub fn provider_from_spec(
-    spec: &str,
-    settings: &ProviderSettings,
-) -> Result<Arc<dyn ModelProvider>, AgentError> {
-    let invalid = |reason: &str| AgentError::InvalidSpec {
-        spec: spec.to_string(),
-        reason: reason.to_string(),
-    };
-    let (scheme, rest) = spec.split_once(':').ok_or_else(|| {
-        invalid("expected `openai:MODEL`, `openai-compat:BASE_URL#MODEL` or `replay:FILE`")
-    })?;
-    match scheme {
-        "openai" => {
-            if rest.is_empty() {
-                return Err(invalid("missing model name after `openai:`"));
-            }
-            let base_url = settings
-                .openai_base_url
-                .clone()
-                .unwrap_or_else(|| crate::openai::DEFAULT_BASE_URL.to_string());
-            Ok(Arc::new(crate::openai::OpenAiProvider::new(
-                "openai", &base_url, rest, settings,
-            )?))
-        }
-        "openai-compat" => {
-            let (base_url, model) = rest
-                .rsplit_once('#')
-                .ok_or_else(|| invalid("expected `openai-compat:BASE_URL#MODEL`"))?;
-            if base_url.is_empty() || model.is_empty() {
-                return Err(invalid("both BASE_URL and MODEL are required"));
-            }
-            Ok(Arc::new(crate::openai::OpenAiProvider::new(
-                "openai-compat",
-                base_url,
-                model,
-                settings,
-            )?))
-        }
-        "replay" => Ok(Arc::new(crate::replay::ReplayProvider::load(
-            std::path::Path::new(rest),
-        )?)),
-        _ => Err(invalid(
-            "unknown provider; use openai, openai-compat or replay",
-        )),
-    }
 }

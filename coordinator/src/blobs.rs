@@ -1,7 +1,7 @@
 //! Content-addressed blobs on disk: `<dir>/<first two hex>/<sha256>`, written durably.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
@@ -30,10 +30,6 @@ impl BlobDir {
     pub fn open(root: PathBuf) -> Result<Self, CoordinatorError> {
         std::fs::create_dir_all(&root).map_err(io_error(&root))?;
         Ok(Self { root })
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     fn path_of(&self, digest: &str) -> PathBuf {

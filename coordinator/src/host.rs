@@ -116,7 +116,7 @@ impl JobHost {
         };
         let mut output: ToolOutput = atelier_transport::request_to(
             &self.client,
-            &tool.pool.subject(),
+            &tool.pool().subject(),
             &request,
             Policy::TOOLS,
         )
@@ -167,7 +167,7 @@ impl AgentHost for JobHost {
         tool: &ToolSpec,
         args: Value,
     ) -> Result<Value, ErrorBody> {
-        let span = tracing::info_span!("tool_call", tool = tool.name, call_id, pool = %tool.pool);
+        let span = tracing::info_span!("tool_call", tool = tool.name.as_str(), call_id, pool = %tool.pool());
         async {
             let started = Instant::now();
             let result = self.run_tool(call_id, tool, args).await;

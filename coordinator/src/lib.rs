@@ -43,8 +43,8 @@ pub mod workbench;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use atelier_agents::provider::ProviderSettings;
 use atelier_agents::rpi::Budgets;
+use atelier_agents::spec::ProviderSettings;
 
 pub use error::CoordinatorError;
 pub use orchestrator::Orchestrators;

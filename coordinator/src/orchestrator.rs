@@ -11,8 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use atelier_agents::provider::{ModelProvider, ProviderSettings, provider_from_spec};
+use atelier_agents::provider::ModelProvider;
 use atelier_agents::rpi::{self, Budgets, JobInput, RpiState};
+use atelier_agents::spec::{ProviderSettings, provider_from_spec};
 use atelier_messages::job::{EventKind, JobState};
 use atelier_messages::{ErrorBody, ErrorCode};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use atelier_agents::provider::ProviderSettings;
+use atelier_agents::spec::ProviderSettings;
 use atelier_coordinator::{CoordinatorConfig, CoordinatorHandle, start_coordinator};
 use atelier_messages::tool::Pool;
 use atelier_workers::{WorkerConfig, WorkerHandle, start_worker};

@@ -1,57 +1,20 @@
 //! The tool catalog: what the model may call, where it runs, and what it may touch.
 //!
-//! Names, parameters and descriptions follow the seed contracts (docs/tools.md).
+//! Names, parameters and descriptions follow the seed contracts (docs/tools.md); the names
+//! themselves, and the pool each tool runs in, come from [`ToolName`].
+//!
+//! # Layout
+//! - this file: the whole catalog, lookup by name, and each phase's subset.
+//! - `tool_spec`: [`ToolSpec`] with its [`Capability`] and [`ActionClass`], and schema helpers.
+//! - `office`, `tabular`: the tools of each pool.
 
 mod office;
 mod tabular;
+mod tool_spec;
 
-use atelier_messages::tool::Pool;
-use serde::Serialize;
-use serde_json::{Value, json};
+use atelier_messages::tool::ToolName;
 
-/// What a tool may do to the workbench.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Capability {
-    Read,
-    Write,
-    Create,
-}
-
-/// How consequential a call is (destructive calls need approval).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ActionClass {
-    Navigational,
-    Additive,
-    Destructive,
-}
-
-/// One tool the model may call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
-    /// JSON schema of the arguments object.
-    pub parameters: Value,
-    pub pool: Pool,
-    pub capability: Capability,
-    pub action_class: ActionClass,
-}
-
-impl ToolSpec {
-    pub fn is_read_only(&self) -> bool {
-        self.capability == Capability::Read
-    }
-}
-
-fn path_param() -> Value {
-    json!({"type": "string", "description": "Workbench file path"})
-}
-
-fn object(properties: Value, required: &[&str]) -> Value {
-    json!({"type": "object", "properties": properties, "required": required})
-}
+pub use tool_spec::{ActionClass, Capability, ToolSpec};
 
 /// Every tool, in a stable order.
 pub fn catalog() -> Vec<ToolSpec> {
@@ -62,6 +25,7 @@ pub fn catalog() -> Vec<ToolSpec> {
 
 /// Looks a tool up by name.
 pub fn find(name: &str) -> Option<ToolSpec> {
+    let name = ToolName::parse(name)?;
     catalog().into_iter().find(|spec| spec.name == name)
 }
 
@@ -77,7 +41,7 @@ pub fn research_tools() -> Vec<ToolSpec> {
 pub fn plan_tools() -> Vec<ToolSpec> {
     catalog()
         .into_iter()
-        .filter(|spec| spec.name == "read_file")
+        .filter(|spec| spec.name == ToolName::ReadFile)
         .collect()
 }
 
@@ -88,11 +52,38 @@ pub fn implement_tools() -> Vec<ToolSpec> {
 
 #[cfg(test)]
 mod tests {
+    use atelier_messages::tool::Pool;
+
     use super::*;
 
     #[test]
+    fn the_catalog_lists_every_tool_once_each_pool_in_its_file() {
+        let mut names: Vec<_> = catalog().iter().map(|spec| spec.name).collect();
+        names.sort();
+        assert_eq!(names, ToolName::ALL.to_vec());
+        assert!(
+            office::tools()
+                .iter()
+                .all(|spec| spec.pool() == Pool::Office)
+        );
+        assert!(
+            tabular::tools()
+                .iter()
+                .all(|spec| spec.pool() == Pool::Tabular)
+        );
+        assert_eq!(
+            find("table_query").map(|spec| spec.pool()),
+            Some(Pool::Tabular)
+        );
+        assert_eq!(find("rm_rf"), None);
+    }
+
+    #[test]
     fn research_tools_are_read_only_and_include_table_map() {
-        let names: Vec<_> = research_tools().iter().map(|spec| spec.name).collect();
+        let names: Vec<_> = research_tools()
+            .iter()
+            .map(|spec| spec.name.as_str())
+            .collect();
         assert!(names.contains(&"table_get_map"));
         assert!(!names.contains(&"table_export"));
         assert!(!names.contains(&"write_text_file"));

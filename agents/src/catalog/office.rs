@@ -1,36 +1,9 @@
 //! Tools served by the office pool (files, text, office documents); contracts in docs/tools.md.
 
-use atelier_messages::tool::Pool;
+use atelier_messages::tool::ToolName;
 use serde_json::{Value, json};
 
-use super::{ActionClass, Capability, ToolSpec, object, path_param};
-
-fn spec(
-    name: &'static str,
-    description: &'static str,
-    parameters: Value,
-    capability: Capability,
-    action_class: ActionClass,
-) -> ToolSpec {
-    ToolSpec {
-        name,
-        description,
-        parameters,
-        pool: Pool::Office,
-        capability,
-        action_class,
-    }
-}
-
-fn read_only(name: &'static str, description: &'static str, parameters: Value) -> ToolSpec {
-    spec(
-        name,
-        description,
-        parameters,
-        Capability::Read,
-        ActionClass::Navigational,
-    )
-}
+use super::tool_spec::{ActionClass, Capability, ToolSpec, object, path_only, path_param};
 
 /// `path`, `operations` (items described by `items`), `create_new`, `copy_from`.
 fn operations_params(items: Value) -> Value {
@@ -160,25 +133,24 @@ fn pptx_items() -> Value {
 
 /// The office pool's tools, in a stable order.
 pub(super) fn tools() -> Vec<ToolSpec> {
-    let path_only = || object(json!({"path": path_param()}), &["path"]);
     vec![
-        read_only(
-            "list_files",
+        ToolSpec::read_only(
+            ToolName::ListFiles,
             "List all files in the workbench with their metadata (path, kind, size).",
             object(json!({}), &[]),
         ),
-        read_only(
-            "get_file_info",
+        ToolSpec::read_only(
+            ToolName::GetFileInfo,
             "Get metadata for a file: kind and size; sheets with dimensions (xlsx); headings, sections, tables and word count (docx); slides with titles and layouts (pptx); page count (pdf); lines and columns (text, csv).",
             path_only(),
         ),
-        read_only(
-            "get_file_map",
+        ToolSpec::read_only(
+            ToolName::GetFileMap,
             "Get a deterministic map of a file's regions to read one at a time: row chunks per sheet with the header row (xlsx), sections by heading (docx), slides (pptx), page groups (pdf), line chunks (text).",
             path_only(),
         ),
-        read_only(
-            "read_file",
+        ToolSpec::read_only(
+            ToolName::ReadFile,
             "Read one region of a file. Use get_file_info or get_file_map first, then read specific regions: sheet+range for spreadsheets, section for docx, slide_index for pptx, pages for pdf, line_start/line_count for text.",
             object(
                 json!({
@@ -194,23 +166,23 @@ pub(super) fn tools() -> Vec<ToolSpec> {
                 &["path"],
             ),
         ),
-        read_only(
-            "xlsx_get_styles",
+        ToolSpec::read_only(
+            ToolName::XlsxGetStyles,
             "List the cell formats used on each sheet of a workbook (font, fill, number format, alignment, borders) so new cells can match them.",
             path_only(),
         ),
-        read_only(
-            "docx_get_styles",
+        ToolSpec::read_only(
+            ToolName::DocxGetStyles,
             "List a document's default font, the paragraph, character and table styles in use, run formatting in use, and the paragraph styles available.",
             path_only(),
         ),
-        read_only(
-            "pptx_get_styles",
+        ToolSpec::read_only(
+            ToolName::PptxGetStyles,
             "List a presentation's theme fonts and colors, its layouts, and the fonts and sizes used on slides.",
             path_only(),
         ),
-        spec(
-            "write_text_file",
+        ToolSpec::new(
+            ToolName::WriteTextFile,
             "Write or create a text file (md, txt, csv, json, etc.) in the draft. Folders are allowed in the path.",
             object(
                 json!({
@@ -222,36 +194,36 @@ pub(super) fn tools() -> Vec<ToolSpec> {
             Capability::Create,
             ActionClass::Additive,
         ),
-        spec(
-            "xlsx_operations",
+        ToolSpec::new(
+            ToolName::XlsxOperations,
             "Apply operations to an xlsx workbook in the draft (all or nothing): ensure_sheet, delete_sheet, rename_sheet, set_cells (typed), set_range (2-D values keeping JSON types), set_column_widths, set_row_heights, freeze_panes, set_style. Untouched sheets keep their values, formulas, merged cells, widths and formats.",
             operations_params(xlsx_items()),
             Capability::Write,
             ActionClass::Additive,
         ),
-        spec(
-            "docx_operations",
+        ToolSpec::new(
+            ToolName::DocxOperations,
             "Apply operations to a docx document in the draft (all or nothing): replace_text, append_paragraph, insert_paragraph (after a heading), append_table, set_table_cell, append_table_row, delete_paragraph. Untouched content, styles, tables, headers and images are kept.",
             operations_params(docx_items()),
             Capability::Write,
             ActionClass::Additive,
         ),
-        spec(
-            "pptx_operations",
+        ToolSpec::new(
+            ToolName::PptxOperations,
             "Apply operations to a pptx presentation in the draft (all or nothing): add_slide (from a layout), set_slide_text, append_bullets, delete_slide, set_notes. Slide indexes are 0-based.",
             operations_params(pptx_items()),
             Capability::Write,
             ActionClass::Additive,
         ),
-        spec(
-            "delete_file",
+        ToolSpec::new(
+            ToolName::DeleteFile,
             "Delete a file from the draft (the published file stays until the draft is published).",
             path_only(),
             Capability::Write,
             ActionClass::Destructive,
         ),
-        spec(
-            "rename_file",
+        ToolSpec::new(
+            ToolName::RenameFile,
             "Rename or move a file in the draft (folders allowed); the extension's kind must stay the same.",
             object(
                 json!({

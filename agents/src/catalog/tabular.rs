@@ -1,48 +1,39 @@
 //! Tools served by the tabular pool (DuckDB over delimited text tables); contracts in docs/tools.md
 //! (schemas exactly as the seed `tabular-text-csv.md`, plus `table_update_from_export`).
 
-use atelier_messages::tool::Pool;
+use atelier_messages::tool::ToolName;
 use serde_json::json;
 
-use super::{ActionClass, Capability, ToolSpec, object, path_param};
+use super::tool_spec::{ActionClass, Capability, ToolSpec, object, path_only, path_param};
 
 /// The tabular pool's tools, in a stable order.
 pub(super) fn tools() -> Vec<ToolSpec> {
     vec![
-        ToolSpec {
-            name: "table_get_map",
-            description: "Get a structural map of a tabular text file (CSV). Returns column names, inferred types, row count, chunk boundaries, and encoding metadata. Use this to understand the table structure before reading or querying.",
-            parameters: object(json!({"path": path_param()}), &["path"]),
-            pool: Pool::Tabular,
-            capability: Capability::Read,
-            action_class: ActionClass::Navigational,
-        },
-        ToolSpec {
-            name: "table_describe",
-            description: "Get detailed column descriptions for a tabular text file. Returns per-column inferred type, nullability, and distinct-value estimates. More detailed than the map's column list.",
-            parameters: object(json!({"path": path_param()}), &["path"]),
-            pool: Pool::Tabular,
-            capability: Capability::Read,
-            action_class: ActionClass::Navigational,
-        },
-        ToolSpec {
-            name: "table_stats",
-            description: "Get summary statistics for columns in a tabular file. Numeric columns: min, max, mean, sum, stddev. String columns: min/max length, most common values. Date columns: min, max. Specify columns to limit scope, or omit for all columns.",
-            parameters: object(
+        ToolSpec::read_only(
+            ToolName::TableGetMap,
+            "Get a structural map of a tabular text file (CSV). Returns column names, inferred types, row count, chunk boundaries, and encoding metadata. Use this to understand the table structure before reading or querying.",
+            path_only(),
+        ),
+        ToolSpec::read_only(
+            ToolName::TableDescribe,
+            "Get detailed column descriptions for a tabular text file. Returns per-column inferred type, nullability, and distinct-value estimates. More detailed than the map's column list.",
+            path_only(),
+        ),
+        ToolSpec::read_only(
+            ToolName::TableStats,
+            "Get summary statistics for columns in a tabular file. Numeric columns: min, max, mean, sum, stddev. String columns: min/max length, most common values. Date columns: min, max. Specify columns to limit scope, or omit for all columns.",
+            object(
                 json!({
                     "path": path_param(),
                     "columns": {"type": "array", "items": {"type": "string"}, "description": "Column names to get stats for. Omit for all columns."}
                 }),
                 &["path"],
             ),
-            pool: Pool::Tabular,
-            capability: Capability::Read,
-            action_class: ActionClass::Navigational,
-        },
-        ToolSpec {
-            name: "table_read_rows",
-            description: "Read a range of rows from a tabular file by position. Use for browsing data without writing SQL. Returns rows with column headers and types.",
-            parameters: object(
+        ),
+        ToolSpec::read_only(
+            ToolName::TableReadRows,
+            "Read a range of rows from a tabular file by position. Use for browsing data without writing SQL. Returns rows with column headers and types.",
+            object(
                 json!({
                     "path": path_param(),
                     "row_start": {"type": "integer", "description": "First row to read (1-based, excluding header)"},
@@ -51,14 +42,11 @@ pub(super) fn tools() -> Vec<ToolSpec> {
                 }),
                 &["path", "row_start", "row_count"],
             ),
-            pool: Pool::Tabular,
-            capability: Capability::Read,
-            action_class: ActionClass::Navigational,
-        },
-        ToolSpec {
-            name: "table_query",
-            description: "Run a read-only SQL query against a tabular file. The table is available as 'data' in the query (e.g., SELECT * FROM data WHERE amount > 100). Only SELECT statements are allowed. For large results, use window_rows and window_offset to paginate. Run a COUNT(*) first to estimate result size before fetching rows.",
-            parameters: object(
+        ),
+        ToolSpec::read_only(
+            ToolName::TableQuery,
+            "Run a read-only SQL query against a tabular file. The table is available as 'data' in the query (e.g., SELECT * FROM data WHERE amount > 100). Only SELECT statements are allowed. For large results, use window_rows and window_offset to paginate. Run a COUNT(*) first to estimate result size before fetching rows.",
+            object(
                 json!({
                     "path": path_param(),
                     "query": {"type": "string", "description": "SQL SELECT query. Reference the table as 'data'."},
@@ -67,14 +55,11 @@ pub(super) fn tools() -> Vec<ToolSpec> {
                 }),
                 &["path", "query"],
             ),
-            pool: Pool::Tabular,
-            capability: Capability::Read,
-            action_class: ActionClass::Navigational,
-        },
-        ToolSpec {
-            name: "table_export",
-            description: "Export tabular data to a file in Draft. Can export the full table or a query result subset. Target must be a .csv or .xlsx file path in Draft.",
-            parameters: object(
+        ),
+        ToolSpec::new(
+            ToolName::TableExport,
+            "Export tabular data to a file in Draft. Can export the full table or a query result subset. Target must be a .csv or .xlsx file path in Draft.",
+            object(
                 json!({
                     "path": {"type": "string", "description": "Source workbench file path"},
                     "query": {"type": "string", "description": "Optional SQL query to filter/transform data before export. If omitted, exports the full table."},
@@ -84,14 +69,13 @@ pub(super) fn tools() -> Vec<ToolSpec> {
                 }),
                 &["path", "target_path", "format"],
             ),
-            pool: Pool::Tabular,
-            capability: Capability::Create,
-            action_class: ActionClass::Additive,
-        },
-        ToolSpec {
-            name: "table_update_from_export",
-            description: "Write tabular data (the full table or a query result) into an .xlsx workbook in Draft, creating it if needed and keeping its other sheets. Modes: replace_sheet (the sheet's content becomes the result), append_rows (rows go below the sheet's last used row), write_range (the result overwrites the cells from start_cell). Numbers stay numbers and dates stay dates.",
-            parameters: object(
+            Capability::Create,
+            ActionClass::Additive,
+        ),
+        ToolSpec::new(
+            ToolName::TableUpdateFromExport,
+            "Write tabular data (the full table or a query result) into an .xlsx workbook in Draft, creating it if needed and keeping its other sheets. Modes: replace_sheet (the sheet's content becomes the result), append_rows (rows go below the sheet's last used row), write_range (the result overwrites the cells from start_cell). Numbers stay numbers and dates stay dates.",
+            object(
                 json!({
                     "path": {"type": "string", "description": "Source workbench file path"},
                     "query": {"type": "string", "description": "Optional SQL query to filter/transform data before writing. If omitted, writes the full table."},
@@ -103,9 +87,8 @@ pub(super) fn tools() -> Vec<ToolSpec> {
                 }),
                 &["path", "target_path", "mode"],
             ),
-            pool: Pool::Tabular,
-            capability: Capability::Write,
-            action_class: ActionClass::Additive,
-        },
+            Capability::Write,
+            ActionClass::Additive,
+        ),
     ]
 }

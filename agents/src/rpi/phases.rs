@@ -4,20 +4,14 @@ use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
 use atelier_messages::{ErrorBody, ErrorCode};
 use tracing::{Instrument, info_span};
 
-use super::prompts::{self, ItemContext};
-use super::steps::{LoopEnd, Scope, item_failure};
-use super::{AgentHost, Budgets, JobInput, RpiState};
+use super::driver::Driver;
+use super::prompts::{self, ItemContext, item_failure};
+use super::steps::{LoopEnd, Scope};
+use super::types::RpiState;
 use crate::AgentError;
-use crate::catalog;
+use crate::catalog::{self, ToolSpec};
 use crate::plan;
-use crate::provider::{ChatMessage, ModelProvider, ModelRequest, ToolChoice};
-
-pub(super) struct Driver<'a> {
-    pub job: &'a JobInput,
-    pub provider: &'a dyn ModelProvider,
-    pub host: &'a dyn AgentHost,
-    pub budgets: Budgets,
-}
+use crate::provider::{ChatMessage, ModelRequest, ToolChoice};
 
 /// How one attempt at a plan item ended.
 struct Failure {
@@ -43,19 +37,12 @@ impl Driver<'_> {
     }
 
     async fn research(&self, state: &mut RpiState) -> Result<(), AgentError> {
-        let scope = Scope::single(Phase::Research);
-        let workbench = self.job.workbench.clone();
-        let system = self
-            .system_prompt(scope, move |manifest| {
-                prompts::research(&workbench, manifest)
-            })
-            .await?;
+        let workbench = &self.job.workbench;
         let end = self
-            .tool_loop(
+            .single_phase_loop(
                 state,
-                scope,
-                system,
-                self.job.message.clone(),
+                Phase::Research,
+                |manifest| prompts::research(workbench, manifest),
                 catalog::research_tools(),
                 self.budgets.research_turns,
             )
@@ -70,17 +57,12 @@ impl Driver<'_> {
     }
 
     async fn plan(&self, state: &mut RpiState) -> Result<(), AgentError> {
-        let scope = Scope::single(Phase::Plan);
         let research = state.research.clone().unwrap_or_default();
-        let system = self
-            .system_prompt(scope, move |manifest| prompts::plan(&research, manifest))
-            .await?;
         let end = self
-            .tool_loop(
+            .single_phase_loop(
                 state,
-                scope,
-                system,
-                self.job.message.clone(),
+                Phase::Plan,
+                |manifest| prompts::plan(&research, manifest),
                 catalog::plan_tools(),
                 self.budgets.plan_turns,
             )
@@ -94,6 +76,29 @@ impl Driver<'_> {
         state.plan_md = Some(plan::render(&state.items, state.original_count));
         state.phase = Phase::Implement;
         self.save(state).await
+    }
+
+    /// A phase that is not per item: its journaled system prompt, then the tool loop on the
+    /// user's request.
+    async fn single_phase_loop(
+        &self,
+        state: &mut RpiState,
+        phase: Phase,
+        build_prompt: impl FnOnce(&str) -> String,
+        tools: Vec<ToolSpec>,
+        budget: u32,
+    ) -> Result<LoopEnd, AgentError> {
+        let scope = Scope::single(phase);
+        let system = self.system_prompt(scope, build_prompt).await?;
+        self.tool_loop(
+            state,
+            scope,
+            system,
+            self.job.message.clone(),
+            tools,
+            budget,
+        )
+        .await
     }
 
     async fn implement(&self, state: &mut RpiState) -> Result<(), AgentError> {

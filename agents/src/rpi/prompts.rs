@@ -1,9 +1,10 @@
-//! The system prompts of each phase.
+//! The system prompts of each phase, and the marker a model answers with when an item fails.
 
 use atelier_messages::job::PlanItem;
 use atelier_messages::store::ManifestEntry;
 
-use super::steps::ITEM_FAILED_MARKER;
+/// The marker a model writes to declare a plan item failed.
+const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
 
 /// The file manifest every prompt carries.
 pub(super) fn manifest(files: &[ManifestEntry]) -> String {
@@ -81,4 +82,26 @@ pub(super) fn summary(plan_md: &str, manifest: &str) -> String {
          what is in the draft for them to review (publish or discard). Mention failed items.\n\n\
          Plan with results:\n{plan_md}\n\n{manifest}"
     )
+}
+
+/// The reason a model gave for failing an item, if its answer carries the marker.
+pub(super) fn item_failure(answer: &str) -> Option<String> {
+    answer
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(ITEM_FAILED_MARKER))
+        .map(|reason| reason.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn item_failure_marker_is_found_on_any_line() {
+        assert_eq!(
+            item_failure("tried\nITEM_FAILED: no such column").as_deref(),
+            Some("no such column")
+        );
+        assert_eq!(item_failure("All done."), None);
+    }
 }

@@ -1,19 +1,21 @@
-//! Journaled steps: model turns, tool calls, system prompts; the loop detector and budgets.
+//! Journaled steps: model turns, tool calls, system prompts; budgets.
 //!
 //! Every step has a key naming its position (`model/<phase>/<item>/<attempt>/<turn>`,
 //! `tool/<call id>`, …). A step found in the journal is taken from it; a new step runs and is
 //! journaled before the driver moves on.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
-use atelier_messages::{ErrorBody, ErrorCode};
+use atelier_messages::{ErrorBody, ErrorCode, journal};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::phases::Driver;
-use super::{Budgets, RpiState, prompts};
+use super::driver::Driver;
+use super::loop_detector::LoopDetector;
+use super::prompts;
+use super::types::RpiState;
 use crate::AgentError;
 use crate::catalog::{ActionClass, ToolSpec};
 use crate::provider::{
@@ -21,10 +23,7 @@ use crate::provider::{
 };
 
 /// Tool results longer than this are cut in the prompt (the full result stays in the journal).
-pub const MAX_TOOL_RESULT_CHARS: usize = 16_000;
-
-/// The marker a model writes to declare a plan item failed.
-pub const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
+const MAX_TOOL_RESULT_CHARS: usize = 16_000;
 
 /// Where a step sits: phase, plan item (0 outside Implement), attempt.
 #[derive(Debug, Clone, Copy)]
@@ -45,21 +44,11 @@ impl Scope {
     }
 
     fn system_key(&self) -> String {
-        format!(
-            "system/{}/{}/{}",
-            self.phase.as_str(),
-            self.item,
-            self.attempt
-        )
+        journal::system_prompt(self.phase, self.item, self.attempt)
     }
 
     fn model_key(&self, turn: u32) -> String {
-        format!(
-            "model/{}/{}/{}/{turn}",
-            self.phase.as_str(),
-            self.item,
-            self.attempt
-        )
+        journal::model_turn(self.phase, self.item, self.attempt, turn)
     }
 
     fn call_id(&self, job_id: &str, turn: u32, index: usize) -> String {
@@ -123,13 +112,7 @@ impl Driver<'_> {
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, AgentError> {
         let key = scope.model_key(turn);
-        if let Some(value) = self.host.recall(&key).await? {
-            let response: ModelResponse = serde_json::from_value(value).map_err(|error| {
-                ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("journal entry {key} is corrupt: {error}"),
-                )
-            })?;
+        if let Some(response) = self.recall::<ModelResponse>(&key).await? {
             count_turn(state, &response.usage);
             return Ok(response);
         }
@@ -138,9 +121,7 @@ impl Driver<'_> {
         let started = Instant::now();
         let response = self.provider.complete(request, on_delta).await?;
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let value = serde_json::to_value(&response)
-            .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
-        self.host.record(&key, &value).await?;
+        self.record(&key, &response).await?;
         count_turn(state, &response.usage);
         self.host.emit(EventKind::ModelTurn {
             phase: scope.phase,
@@ -226,8 +207,8 @@ impl Driver<'_> {
         call: &ToolCall,
         allowed: &[ToolSpec],
     ) -> Result<String, AgentError> {
-        let Some(spec) = allowed.iter().find(|spec| spec.name == call.name) else {
-            let names: Vec<_> = allowed.iter().map(|spec| spec.name).collect();
+        let Some(spec) = allowed.iter().find(|spec| spec.name.as_str() == call.name) else {
+            let names: Vec<_> = allowed.iter().map(|spec| spec.name.as_str()).collect();
             return Ok(error_text(&ErrorBody::new(
                 ErrorCode::ValidationFailed,
                 format!(
@@ -241,24 +222,17 @@ impl Driver<'_> {
             Ok(args) => args,
             Err(error) => return Ok(error_text(&error)),
         };
-        let key = format!("tool/{call_id}");
-        let outcome = match self.host.recall(&key).await? {
-            Some(value) => serde_json::from_value(value).map_err(|error| {
-                ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("journal entry {key} is corrupt: {error}"),
-                )
-            })?,
+        let key = journal::tool_result(call_id);
+        let outcome = match self.recall::<Outcome>(&key).await? {
+            Some(outcome) => outcome,
             None => {
                 let outcome = self.run_tool(state, call_id, spec, args.clone()).await?;
-                let value = serde_json::to_value(&outcome)
-                    .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
-                self.host.record(&key, &value).await?;
+                self.record(&key, &outcome).await?;
                 let full = render(&outcome);
                 self.host.emit(EventKind::ToolIo {
                     call_id: call_id.to_string(),
                     tool: spec.name.to_string(),
-                    pool: Some(spec.pool.as_str().to_string()),
+                    pool: Some(spec.pool().to_string()),
                     phase: Some(scope.phase),
                     item: scope.item_index(),
                     arguments: cut(&args.to_string()),
@@ -326,13 +300,38 @@ impl Driver<'_> {
         spec: &ToolSpec,
         args: &Value,
     ) -> Result<bool, AgentError> {
-        let key = format!("approval/{call_id}");
+        let key = journal::approval(call_id);
         if let Some(Value::Bool(decision)) = self.host.recall(&key).await? {
             return Ok(decision);
         }
-        let decision = self.host.approval(call_id, spec.name, args).await?;
+        let decision = self
+            .host
+            .approval(call_id, spec.name.as_str(), args)
+            .await?;
         self.host.record(&key, &Value::Bool(decision)).await?;
         Ok(decision)
+    }
+
+    /// A journaled step, if it already happened.
+    async fn recall<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, AgentError> {
+        let Some(value) = self.host.recall(key).await? else {
+            return Ok(None);
+        };
+        let step = serde_json::from_value(value).map_err(|error| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!("journal entry {key} is corrupt: {error}"),
+            )
+        })?;
+        Ok(Some(step))
+    }
+
+    /// Journals a step; returns once it is durable.
+    async fn record<T: Serialize>(&self, key: &str, step: &T) -> Result<(), AgentError> {
+        let value = serde_json::to_value(step)
+            .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
+        self.host.record(key, &value).await?;
+        Ok(())
     }
 
     fn check_budgets(&self, state: &RpiState) -> Result<(), AgentError> {
@@ -373,68 +372,6 @@ fn count_turn(state: &mut RpiState, usage: &Usage) {
     state.model_turns += 1;
     state.prompt_tokens += usage.prompt_tokens;
     state.completion_tokens += usage.completion_tokens;
-}
-
-/// Remembers recent calls as (tool, canonical arguments) and counts repeats.
-struct LoopDetector {
-    window: VecDeque<String>,
-    size: usize,
-}
-
-impl LoopDetector {
-    fn new(budgets: &Budgets) -> Self {
-        Self {
-            window: VecDeque::new(),
-            size: budgets.loop_window.max(1),
-        }
-    }
-
-    /// Adds a call; returns how many times it now appears in the window.
-    fn observe(&mut self, call: &ToolCall) -> u32 {
-        let signature = format!("{}:{}", call.name, canonical_arguments(&call.arguments));
-        if self.window.len() == self.size {
-            self.window.pop_front();
-        }
-        self.window.push_back(signature.clone());
-        u32::try_from(
-            self.window
-                .iter()
-                .filter(|seen| **seen == signature)
-                .count(),
-        )
-        .unwrap_or(u32::MAX)
-    }
-}
-
-/// Arguments with sorted keys and collapsed, lower-cased whitespace in strings, so trivially
-/// different spellings of one call count as the same call.
-fn canonical_arguments(arguments: &str) -> String {
-    fn normalize(value: Value) -> Value {
-        match value {
-            Value::String(text) => Value::String(
-                text.split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .to_lowercase(),
-            ),
-            Value::Array(items) => Value::Array(items.into_iter().map(normalize).collect()),
-            Value::Object(map) => {
-                Value::Object(map.into_iter().map(|(k, v)| (k, normalize(v))).collect())
-            }
-            other => other,
-        }
-    }
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(value) => normalize(value).to_string(),
-        Err(_) => arguments.trim().to_string(),
-    }
-}
-
-pub(super) fn item_failure(answer: &str) -> Option<String> {
-    answer
-        .lines()
-        .find_map(|line| line.trim().strip_prefix(ITEM_FAILED_MARKER))
-        .map(|reason| reason.trim().to_string())
 }
 
 fn parse_arguments(arguments: &str) -> Result<Value, ErrorBody> {
@@ -492,23 +429,6 @@ fn truncate(text: String) -> String {
 mod tests {
     use super::*;
 
-    fn call(name: &str, arguments: &str) -> ToolCall {
-        ToolCall {
-            id: "x".into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }
-    }
-
-    #[test]
-    fn item_failure_marker_is_found_on_any_line() {
-        assert_eq!(
-            item_failure("tried\nITEM_FAILED: no such column").as_deref(),
-            Some("no such column")
-        );
-        assert_eq!(item_failure("All done."), None);
-    }
-
     #[test]
     fn arguments_must_be_objects() {
         assert!(parse_arguments("").is_ok());
@@ -523,48 +443,6 @@ mod tests {
     }
 
     #[test]
-    fn loop_detector_counts_canonically_equal_calls_in_its_window() {
-        let budgets = Budgets {
-            loop_window: 4,
-            ..Budgets::default()
-        };
-        let mut detector = LoopDetector::new(&budgets);
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"path":"a.csv","query":"SELECT 1"}"#
-            )),
-            1
-        );
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"query":"select   1","path":"a.csv"}"#
-            )),
-            2
-        );
-        assert_eq!(
-            detector.observe(&call("read_file", r#"{"path":"a.csv"}"#)),
-            1
-        );
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"path":"a.csv","query":"SELECT 1"}"#
-            )),
-            3
-        );
-        // The window holds 4 calls: the first one has left it.
-        assert_eq!(
-            detector.observe(&call(
-                "table_query",
-                r#"{"path":"a.csv","query":"SELECT 1"}"#
-            )),
-            3
-        );
-    }
-
-    #[test]
     fn step_keys_name_their_position() {
         let scope = Scope {
             phase: Phase::Implement,
@@ -572,6 +450,7 @@ mod tests {
             attempt: 1,
         };
         assert_eq!(scope.model_key(3), "model/implement/2/1/3");
+        assert_eq!(scope.system_key(), "system/implement/2/1");
         assert_eq!(scope.call_id("job", 3, 0), "job.implement.2.1.3.0");
         assert_eq!(Scope::single(Phase::Research).item_index(), None);
     }

@@ -1,0 +1,255 @@
+//! Turning an answer into a [`ModelResponse`]: server-sent events decoded whatever the chunk
+//! boundaries, text deltas passed on as they arrive, tool-call fragments assembled by `index`;
+//! and the same for a server that answers with one plain completion.
+
+use std::collections::BTreeMap;
+
+use super::failure::Failure;
+use super::wire::{Chunk, ChunkChoice, Completion};
+use crate::provider::{DeltaSink, ModelResponse, ToolCall, Usage};
+
+/// Splits a byte stream into SSE `data` payloads, whatever the chunk boundaries.
+///
+/// Lines end with LF or CRLF; `data:` lines accumulate until a blank line ends the event;
+/// comments (`: keep-alive`) and other fields (`event:`, `id:`, `retry:`) are ignored.
+#[derive(Debug, Default)]
+pub(super) struct SseDecoder {
+    line: Vec<u8>,
+    data: Option<String>,
+}
+
+impl SseDecoder {
+    /// Feeds bytes; returns the payloads of the events they complete.
+    pub(super) fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        let mut events = Vec::new();
+        for &byte in bytes {
+            if byte != b'\n' {
+                self.line.push(byte);
+                continue;
+            }
+            let mut line = std::mem::take(&mut self.line);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if let Some(event) = self.take_line(&String::from_utf8_lossy(&line)) {
+                events.push(event);
+            }
+        }
+        events
+    }
+
+    /// Ends the stream; returns an event the server did not terminate with a blank line.
+    pub(super) fn finish(&mut self) -> Option<String> {
+        let line = std::mem::take(&mut self.line);
+        let line = String::from_utf8_lossy(&line);
+        let line = line.trim_end_matches('\r');
+        self.take_line(line).or_else(|| self.data.take())
+    }
+
+    fn take_line(&mut self, line: &str) -> Option<String> {
+        if line.is_empty() {
+            return self.data.take();
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        if field == "data" {
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match &mut self.data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(value);
+                }
+                None => self.data = Some(value.to_string()),
+            }
+        }
+        None
+    }
+}
+
+/// A tool call being assembled from stream fragments.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// The turn so far, built from decoded stream events.
+#[derive(Debug, Default)]
+pub(super) struct StreamAccumulator {
+    content: String,
+    calls: BTreeMap<u32, PartialCall>,
+    finish_reason: Option<String>,
+    usage: Usage,
+    done: bool,
+}
+
+impl StreamAccumulator {
+    pub(super) fn apply_data(
+        &mut self,
+        data: &str,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<(), Failure> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let chunk: Chunk = serde_json::from_str(data)
+            .map_err(|e| Failure::bad_response(format!("a stream event is not valid JSON: {e}")))?;
+        if let Some(error) = chunk.error {
+            return Err(Failure::unavailable(format!(
+                "the stream reported an error: {}",
+                error.into_message()
+            )));
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = usage.into();
+        }
+        for choice in chunk.choices.unwrap_or_default() {
+            self.apply_choice(choice, on_delta);
+        }
+        Ok(())
+    }
+
+    fn apply_choice(&mut self, choice: ChunkChoice, on_delta: DeltaSink<'_>) {
+        if let Some(reason) = choice.finish_reason {
+            self.finish_reason = Some(reason);
+        }
+        let Some(delta) = choice.delta else {
+            return;
+        };
+        if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
+            on_delta(&text);
+            self.content.push_str(&text);
+        }
+        for (position, fragment) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+            let index = fragment
+                .index
+                .unwrap_or_else(|| u32::try_from(position).unwrap_or(u32::MAX));
+            let call = self.calls.entry(index).or_default();
+            if call.id.is_empty()
+                && let Some(id) = fragment.id
+            {
+                call.id = id;
+            }
+            if let Some(function) = fragment.function {
+                if call.name.is_empty()
+                    && let Some(name) = function.name
+                {
+                    call.name = name;
+                }
+                if let Some(arguments) = function.arguments {
+                    call.arguments.push_str(&arguments);
+                }
+            }
+        }
+    }
+
+    pub(super) fn finish(self) -> Result<ModelResponse, Failure> {
+        if !self.done && self.finish_reason.is_none() {
+            return Err(Failure::unavailable(
+                "the stream ended before the model finished its answer",
+            ));
+        }
+        let tool_calls = self
+            .calls
+            .into_iter()
+            .map(|(index, call)| finish_call(index, call))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ModelResponse {
+            content: self.content,
+            tool_calls,
+            finish_reason: self.finish_reason,
+            usage: self.usage,
+        })
+    }
+}
+
+fn finish_call(index: u32, call: PartialCall) -> Result<ToolCall, Failure> {
+    if call.name.is_empty() {
+        return Err(Failure::bad_response(format!(
+            "tool call #{index} has no function name"
+        )));
+    }
+    Ok(ToolCall {
+        id: if call.id.is_empty() {
+            format!("call_{index}")
+        } else {
+            call.id
+        },
+        name: call.name,
+        arguments: normalize_arguments(call.arguments),
+    })
+}
+
+/// A call without arguments is sent back as `{}`, which every server accepts.
+fn normalize_arguments(arguments: String) -> String {
+    if arguments.trim().is_empty() {
+        "{}".to_string()
+    } else {
+        arguments
+    }
+}
+
+/// The response in a plain (non-streaming) completion, its text sent to `on_delta` at once.
+pub(super) fn from_completion(
+    completion: Completion,
+    on_delta: DeltaSink<'_>,
+) -> Result<ModelResponse, Failure> {
+    let Some(choice) = completion.choices.into_iter().next() else {
+        return Err(Failure::bad_response("the completion has no choices"));
+    };
+    let content = choice.message.content.unwrap_or_default();
+    if !content.is_empty() {
+        on_delta(&content);
+    }
+    let calls = choice.message.tool_calls.unwrap_or_default();
+    let tool_calls = (0u32..)
+        .zip(calls)
+        .map(|(index, call)| {
+            finish_call(
+                index,
+                PartialCall {
+                    id: call.id,
+                    name: call.function.name,
+                    arguments: call.function.arguments,
+                },
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ModelResponse {
+        content,
+        tool_calls,
+        finish_reason: choice.finish_reason,
+        usage: completion.usage.map(Usage::from).unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_sse_decoder_is_robust_to_chunk_boundaries() {
+        let stream = ": keep-alive\r\n\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata: {\"b\":\"é\"}\n\ndata: [DONE]\n\n";
+        let expected = vec!["{\"a\":1}", "{\"b\":\"é\"}", "[DONE]"];
+        let bytes = stream.as_bytes();
+        for split in 0..=bytes.len() {
+            let mut decoder = SseDecoder::default();
+            let mut events = decoder.push(&bytes[..split]);
+            events.extend(decoder.push(&bytes[split..]));
+            events.extend(decoder.finish());
+            assert_eq!(events, expected, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn openai_sse_decoder_flushes_an_unterminated_event() {
+        let mut decoder = SseDecoder::default();
+        assert!(decoder.push(b"data: {\"x\":1}").is_empty());
+        assert_eq!(decoder.finish().as_deref(), Some("{\"x\":1}"));
+    }
+}

@@ -1,0 +1,284 @@
+//! The Chat Completions JSON shapes: the request body, the streamed chunks, the plain
+//! (non-streaming) completion and the error object.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::catalog::ToolSpec;
+use crate::provider::{ChatMessage, ModelRequest, Role, ToolCall, ToolChoice, Usage};
+
+// ---------------------------------------------------------------------------------------------
+// Request body
+
+#[derive(Debug, Serialize)]
+pub(super) struct ChatBody<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<u8>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+}
+
+impl<'a> ChatBody<'a> {
+    pub(super) fn new(model: &'a str, request: &'a ModelRequest) -> Self {
+        let has_tools = !request.tools.is_empty();
+        Self {
+            model,
+            messages: request.messages.iter().map(WireMessage::from).collect(),
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            temperature: (!is_reasoning_model(model)).then_some(0),
+            tools: request.tools.iter().map(WireTool::from).collect(),
+            tool_choice: has_tools.then_some(tool_choice_name(request.tool_choice)),
+            parallel_tool_calls: has_tools.then_some(false),
+        }
+    }
+}
+
+fn tool_choice_name(choice: ToolChoice) -> &'static str {
+    match choice {
+        ToolChoice::Auto => "auto",
+        ToolChoice::Required => "required",
+        ToolChoice::None => "none",
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct WireMessage<'a> {
+    role: Role,
+    /// `null` for an assistant turn that only calls tools.
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<WireToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+impl<'a> From<&'a ChatMessage> for WireMessage<'a> {
+    fn from(message: &'a ChatMessage) -> Self {
+        let only_calls = message.content.is_empty() && !message.tool_calls.is_empty();
+        Self {
+            role: message.role,
+            content: (!only_calls).then_some(message.content.as_str()),
+            tool_calls: message.tool_calls.iter().map(WireToolCall::from).collect(),
+            tool_call_id: message.tool_call_id.as_deref(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionCall<'a>,
+}
+
+impl<'a> From<&'a ToolCall> for WireToolCall<'a> {
+    fn from(call: &'a ToolCall) -> Self {
+        Self {
+            id: &call.id,
+            kind: "function",
+            function: WireFunctionCall {
+                name: &call.name,
+                arguments: &call.arguments,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+impl<'a> From<&'a ToolSpec> for WireTool<'a> {
+    fn from(spec: &'a ToolSpec) -> Self {
+        Self {
+            kind: "function",
+            function: WireFunction {
+                name: spec.name.as_str(),
+                description: spec.description,
+                parameters: &spec.parameters,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// Reasoning models reject sampling parameters such as `temperature`.
+fn is_reasoning_model(model: &str) -> bool {
+    // Routers spell models as `vendor/model`.
+    let name = model.rsplit('/').next().unwrap_or(model);
+    let mut chars = name.chars();
+    name.starts_with("gpt-5")
+        || (chars.next() == Some('o') && chars.next().is_some_and(|c| c.is_ascii_digit()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streamed chunks
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Chunk {
+    pub(super) choices: Option<Vec<ChunkChoice>>,
+    pub(super) usage: Option<WireUsage>,
+    pub(super) error: Option<WireError>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ChunkChoice {
+    pub(super) delta: Option<Delta>,
+    pub(super) finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Delta {
+    pub(super) content: Option<String>,
+    pub(super) tool_calls: Option<Vec<DeltaToolCall>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct DeltaToolCall {
+    pub(super) index: Option<u32>,
+    pub(super) id: Option<String>,
+    pub(super) function: Option<DeltaFunction>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct DeltaFunction {
+    pub(super) name: Option<String>,
+    pub(super) arguments: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(usage: WireUsage) -> Self {
+        Usage {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Non-streaming answers
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Completion {
+    #[serde(default)]
+    pub(super) choices: Vec<CompletionChoice>,
+    pub(super) usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct CompletionChoice {
+    pub(super) message: CompletionMessage,
+    pub(super) finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct CompletionMessage {
+    pub(super) content: Option<String>,
+    pub(super) tool_calls: Option<Vec<CompletionToolCall>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct CompletionToolCall {
+    #[serde(default)]
+    pub(super) id: String,
+    pub(super) function: CompletionFunction,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct CompletionFunction {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) arguments: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ErrorEnvelope {
+    pub(super) error: WireError,
+}
+
+/// OpenAI's error object; some compatible servers send a bare string instead.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum WireError {
+    Object { message: String },
+    Text(String),
+}
+
+impl WireError {
+    pub(super) fn into_message(self) -> String {
+        match self {
+            WireError::Object { message } | WireError::Text(message) => message,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_omits_temperature_for_reasoning_models() {
+        let request = ModelRequest {
+            phase: "research".into(),
+            item_index: None,
+            messages: vec![ChatMessage::user("Hi")],
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+        };
+        for (model, expected) in [
+            ("gpt-4o-mini", Some(0)),
+            ("gpt-4.1", Some(0)),
+            ("qwen2.5-7b", Some(0)),
+            ("gpt-5.2", None),
+            ("o3-mini", None),
+            ("o4-mini", None),
+            ("openai/gpt-5", None),
+        ] {
+            let body = ChatBody::new(model, &request);
+            assert_eq!(body.temperature, expected, "{model}");
+        }
+    }
+}
