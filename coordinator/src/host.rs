@@ -112,7 +112,6 @@ impl JobHost {
             tool: tool.name.to_string(),
             args,
             files: self.files().await?,
-            return_changes: true,
         };
         let mut output: ToolOutput = atelier_transport::request_to(
             &self.client,

@@ -24,12 +24,13 @@ pub enum ErrorCode {
     UserCanceled,
     ApprovalRejected,
     UnsupportedVersion,
+    ResultTooLarge,
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -48,6 +49,7 @@ impl ErrorCode {
         ErrorCode::UserCanceled,
         ErrorCode::ApprovalRejected,
         ErrorCode::UnsupportedVersion,
+        ErrorCode::ResultTooLarge,
         ErrorCode::Internal,
     ];
 
@@ -72,6 +74,7 @@ impl ErrorCode {
             ErrorCode::UserCanceled => "USER_CANCELED",
             ErrorCode::ApprovalRejected => "APPROVAL_REJECTED",
             ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
+            ErrorCode::ResultTooLarge => "RESULT_TOO_LARGE",
             ErrorCode::Internal => "INTERNAL",
         }
     }

@@ -61,12 +61,6 @@ pub struct ToolRequest {
     pub args: serde_json::Value,
     /// The files the agent sees (the draft when one exists, else published).
     pub files: Vec<ManifestEntry>,
-    /// When true the worker does not write the draft itself: the reply's
-    /// [`ToolOutput::changes`] carry what to write and the caller applies them (the coordinator
-    /// does, in-process and once per call id). When false (plain clients) the worker applies
-    /// them through `atelier.store.write`.
-    #[serde(default)]
-    pub return_changes: bool,
 }
 
 /// What a write tool changes in the draft: files written, then paths removed (a rename is the
@@ -95,7 +89,9 @@ pub struct ToolOutput {
     /// Which worker ran it (`<pool>-<host>-<pid>`).
     pub worker: String,
     pub elapsed_ms: u64,
-    /// The draft changes for the caller to apply (only when the request set `return_changes`).
+    /// The draft changes of a write tool. Workers never write the draft: the caller applies
+    /// these once per call id (the coordinator does, in-process; another client through
+    /// `atelier.store.write`).
     #[serde(default)]
     pub changes: Option<DraftChanges>,
 }

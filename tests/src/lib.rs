@@ -55,6 +55,7 @@ fn free_port() -> u16 {
 /// A throwaway nats-server with JetStream, killed on drop.
 pub struct NatsServer {
     child: Option<Child>,
+    max_payload: usize,
     pub url: String,
     port: u16,
     dir: PathBuf,
@@ -62,8 +63,14 @@ pub struct NatsServer {
 
 impl NatsServer {
     pub fn start(dir: &Path) -> anyhow::Result<Self> {
+        Self::start_with_max_payload(dir, 64 << 20)
+    }
+
+    /// A server whose messages may be at most `max_payload` bytes.
+    pub fn start_with_max_payload(dir: &Path, max_payload: usize) -> anyhow::Result<Self> {
         let mut server = Self {
             child: None,
+            max_payload,
             url: String::new(),
             port: free_port(),
             dir: dir.join("nats"),
@@ -79,8 +86,9 @@ impl NatsServer {
         std::fs::write(
             &config,
             format!(
-                "host: 127.0.0.1\nport: {}\nmax_payload: 67108864\njetstream {{ store_dir: {:?} }}\n",
+                "host: 127.0.0.1\nport: {}\nmax_payload: {}\njetstream {{ store_dir: {:?} }}\n",
                 self.port,
+                self.max_payload,
                 self.dir.join("js").display().to_string()
             ),
         )?;
@@ -242,8 +250,14 @@ impl Cluster {
 
     /// nats-server + coordinator + one worker per listed pool (repeat a pool for more).
     pub fn start_with(pools: &[&str]) -> anyhow::Result<Self> {
+        Self::start_with_max_payload(pools, 64 << 20)
+    }
+
+    /// Like [`Cluster::start_with`], on a server whose messages may be at most `max_payload`
+    /// bytes (a stock `nats-server` allows 1 MiB).
+    pub fn start_with_max_payload(pools: &[&str], max_payload: usize) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let nats = NatsServer::start(dir.path())?;
+        let nats = NatsServer::start_with_max_payload(dir.path(), max_payload)?;
         let mut cluster = Self {
             dir,
             nats,
@@ -292,10 +306,19 @@ impl Cluster {
     }
 
     pub fn start_worker(&mut self, pool: &str) -> anyhow::Result<()> {
+        self.start_worker_with_env(pool, &[])
+    }
+
+    /// Starts a worker with extra environment (e.g. a tabular query timeout or a failpoint).
+    pub fn start_worker_with_env(
+        &mut self,
+        pool: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<()> {
         let data = self.data_dir();
         let data = data.to_string_lossy().to_string();
         let name = format!("worker-{pool}-{}", self.workers.len());
-        let process = Process::spawn(
+        let process = Process::spawn_with_env(
             &name,
             &[
                 "worker",
@@ -307,6 +330,7 @@ impl Cluster {
                 &data,
             ],
             self.dir.path(),
+            env,
         )?;
         self.workers.push(process);
         // A worker is ready when its queue subscription exists; give it a moment.
@@ -467,8 +491,9 @@ pub async fn nats_request(
     Ok(reply.payload)
 }
 
-/// Sends one tool call (MessagePack) to `pool` with the files of `listing`, as the coordinator
-/// would, and decodes the reply.
+/// Sends one tool call (MessagePack) to `pool` with the files of `listing` and applies the
+/// draft changes of its reply through `atelier.store.write`, as the coordinator does, so a write
+/// tool's result is in the draft when this returns.
 pub async fn call_tool(
     client: &async_nats::Client,
     listing: &atelier_messages::store::Listing,
@@ -477,6 +502,7 @@ pub async fn call_tool(
     args: serde_json::Value,
     pool: &str,
 ) -> anyhow::Result<Result<atelier_messages::tool::ToolOutput, atelier_messages::ErrorBody>> {
+    use atelier_messages::store::WriteDraft;
     use atelier_messages::{
         Format, PROTOCOL_VERSION, decode_reply, encode, subjects, tool::ToolRequest,
     };
@@ -488,9 +514,26 @@ pub async fn call_tool(
         tool: tool.into(),
         args,
         files: listing.files.clone(),
-        return_changes: false,
     };
     let payload = encode(&request, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
     let reply = nats_request(client, &subjects::tool(pool), payload, false).await?;
-    Ok(decode_reply(&reply, Format::MessagePack))
+    let mut output: atelier_messages::tool::ToolOutput =
+        match decode_reply(&reply, Format::MessagePack) {
+            Ok(output) => output,
+            Err(error) => return Ok(Err(error)),
+        };
+    if let Some(changes) = output.changes.take() {
+        let write = WriteDraft {
+            v: PROTOCOL_VERSION,
+            workbench: listing.workbench.clone(),
+            call_id: call_id.into(),
+            files: changes.files,
+            delete: changes.delete,
+        };
+        let policy = atelier_transport::Policy::once(Duration::from_secs(60));
+        if let Err(error) = atelier_transport::request(client, &write, policy).await {
+            return Ok(Err(error));
+        }
+    }
+    Ok(Ok(output))
 }

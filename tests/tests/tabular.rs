@@ -622,7 +622,6 @@ async fn concurrent_first_calls_on_two_workers_ingest_once() -> anyhow::Result<(
                 tool: "table_query".into(),
                 args,
                 files: listing.files.clone(),
-                return_changes: false,
             };
             let payload =
                 encode(&request, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;

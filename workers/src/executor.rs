@@ -8,9 +8,8 @@
 //! [`WorkerStatsData`]). It starts a pump task that forwards each request to the actor. The
 //! actor hands every call to its own task once a concurrency permit is free; the task decodes
 //! the request, runs the tool (in a `tool_call` span whose parent is the W3C trace context of the
-//! request's headers, so it joins the job's trace), delivers the draft changes the tool staged
-//! (in the reply for a caller that asked for them, else through the store) and replies in the
-//! request's format. Shutdown stops the pump, lets calls already received finish, then stops
+//! request's headers, so it joins the job's trace) and replies in the request's format, with the
+//! draft changes the tool staged for the caller to apply. Shutdown stops the pump, lets calls already received finish, then stops
 //! the actor.
 
 use std::collections::HashMap;
@@ -19,9 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::service::{Request, Service, ServiceExt, endpoint::Endpoint};
-use atelier_messages::tool::{DraftChanges, Pool, ToolOutput, ToolRequest};
+use atelier_messages::tool::{Pool, ToolOutput, ToolRequest};
 use atelier_messages::worker::{TOOL_ENDPOINT, WorkerStatsData, service_name};
-use atelier_messages::{ErrorBody, Reply, decode, encode_reply};
+use atelier_messages::{ErrorBody, ErrorCode, Format, Reply, decode, encode_reply};
 use atelier_transport::headers::{format_of, has_progress_mark, join_trace, with_format};
 use atelier_transport::keep_alive;
 use futures::StreamExt;
@@ -37,6 +36,8 @@ use crate::tools::Toolbox;
 
 /// The most concurrent calls one worker process accepts.
 const MAX_CONCURRENCY: usize = 4096;
+/// Bytes of a reply's max payload kept for headers and protocol framing.
+const REPLY_OVERHEAD: usize = 1024;
 /// How long shutdown waits for calls in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -292,6 +293,7 @@ impl Call {
                 encode_reply(&Reply::<ToolOutput>::error(error), format)
             }
         };
+        let payload = self.within_max_payload(payload, format);
         if let Some(progress) = progress {
             progress.abort();
         }
@@ -303,18 +305,34 @@ impl Call {
         }
     }
 
+    /// A reply the server would refuse becomes a `RESULT_TOO_LARGE` error the caller gets at
+    /// once, instead of no reply at all.
+    fn within_max_payload(&self, payload: Vec<u8>, format: Format) -> Vec<u8> {
+        let max_payload = self.client.server_info().max_payload;
+        // Headers and protocol overhead take a little of the limit.
+        let room = max_payload.saturating_sub(REPLY_OVERHEAD);
+        if max_payload == 0 || payload.len() <= room {
+            return payload;
+        }
+        let error = ErrorBody::new(
+            ErrorCode::ResultTooLarge,
+            format!(
+                "the tool's result is {} bytes, over the NATS server's max_payload of {max_payload} bytes; \
+                 ask for less (a row window, a cell range, fewer lines) or raise max_payload",
+                payload.len()
+            ),
+        );
+        tracing::warn!(worker = %self.worker_id, bytes = payload.len(), max_payload, "tool result too large for one message");
+        self.counters.record_error(&error);
+        encode_reply(&Reply::<ToolOutput>::error(error), format)
+    }
+
     async fn run(&self, request: ToolRequest) -> Result<ToolOutput, ErrorBody> {
         let started = Instant::now();
         let call = ToolCall::new(request);
         let result = self.toolbox.run(&call).await;
         let (request, staged) = call.finish();
-        let result = match result {
-            Ok(output) => self
-                .deliver(&request, staged)
-                .await
-                .map(|changes| (output, changes)),
-            Err(error) => Err(error),
-        };
+        let changes = (!staged.is_empty()).then_some(staged);
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         match &result {
             Ok(_) => tracing::info!(elapsed_ms, "tool call done"),
@@ -323,7 +341,7 @@ impl Call {
                 tracing::info!(elapsed_ms, code = %error.code, message = %error.message, "tool call failed")
             }
         }
-        let (output, changes) = result?;
+        let output = result?;
         Ok(ToolOutput {
             call_id: request.call_id,
             tool: request.tool,
@@ -332,23 +350,6 @@ impl Call {
             elapsed_ms,
             changes,
         })
-    }
-
-    /// The staged draft changes go back in the reply to a caller that asked for them; a plain
-    /// client's are applied through the store (once per call id) before the reply.
-    async fn deliver(
-        &self,
-        request: &ToolRequest,
-        staged: DraftChanges,
-    ) -> Result<Option<DraftChanges>, ErrorBody> {
-        if staged.is_empty() {
-            return Ok(None);
-        }
-        if request.return_changes {
-            return Ok(Some(staged));
-        }
-        self.toolbox.apply(request, staged).await?;
-        Ok(None)
     }
 }
 

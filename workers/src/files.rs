@@ -1,16 +1,15 @@
 //! Workbench files as a worker sees them: the request's manifest, local blob paths (shared blob
 //! directory, else fetched from the DraftStore and cached), and the draft changes a call makes.
 //!
-//! Tools never write the draft themselves: they stage their changes on the [`ToolCall`]. The
-//! executor then returns them to a caller that asked for them (`return_changes`, the
-//! coordinator) or applies them through `atelier.store.write` for plain clients.
+//! Tools never write the draft: they stage their changes on the [`ToolCall`], and the executor
+//! returns them in the reply for the caller to apply (workers hold no right to write drafts).
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use atelier_messages::store::{FileContent, GetBlob, ManifestEntry, WriteDraft, Written};
+use atelier_messages::store::{FileContent, GetBlob, ManifestEntry};
 use atelier_messages::tool::{DraftChanges, ToolRequest};
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, path};
 use atelier_transport::Policy;
@@ -126,7 +125,7 @@ impl Deref for ToolCall {
     }
 }
 
-/// Reads workbench content for tool calls and applies draft changes for plain clients.
+/// Reads workbench content for tool calls.
 pub(crate) struct FileAccess {
     client: async_nats::Client,
     blob_dir: Option<PathBuf>,
@@ -186,24 +185,6 @@ impl FileAccess {
             .map_err(|e| {
                 ErrorBody::new(ErrorCode::Internal, format!("blob cache task failed: {e}"))
             })?
-    }
-
-    /// Applies staged changes to the request's draft through the store, once per call id.
-    pub(crate) async fn apply(
-        &self,
-        request: &ToolRequest,
-        changes: DraftChanges,
-    ) -> Result<Written, ErrorBody> {
-        let write = WriteDraft {
-            v: PROTOCOL_VERSION,
-            workbench: request.workbench.clone(),
-            call_id: request.call_id.clone(),
-            files: changes.files,
-            delete: changes.delete,
-        };
-        atelier_transport::request(&self.client, &write, Policy::STORE)
-            .await
-            .map_err(|error| store_failure(ErrorCode::FileWriteFailed, error))
     }
 }
 

@@ -1,7 +1,7 @@
 //! What each phase asks and how it advances the state.
 
+use atelier_messages::ErrorCode;
 use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
-use atelier_messages::{ErrorBody, ErrorCode};
 use tracing::{Instrument, info_span};
 
 use super::driver::Driver;
@@ -222,11 +222,6 @@ impl Driver<'_> {
                 reason,
                 retry: false,
             }),
-            Err(AgentError::Job(body)) if is_item_scoped(&body) => Some(Failure {
-                code: Some(body.code),
-                reason: body.message,
-                retry: true,
-            }),
             Err(other) => return Err(other),
         })
     }
@@ -266,12 +261,4 @@ impl Driver<'_> {
     pub(super) async fn save(&self, state: &RpiState) -> Result<(), AgentError> {
         self.host.save(state).await.map_err(AgentError::Job)
     }
-}
-
-/// Failures that end one attempt at an item rather than the whole job.
-fn is_item_scoped(error: &ErrorBody) -> bool {
-    matches!(
-        error.code,
-        ErrorCode::ToolWorkerUnavailable | ErrorCode::ToolTimeout
-    )
 }

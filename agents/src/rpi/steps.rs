@@ -277,18 +277,12 @@ impl Driver<'_> {
             tool: spec.name.to_string(),
             path,
         });
+        // Every tool failure — transient ones too (`TOOL_TIMEOUT`, `TOOL_WORKER_UNAVAILABLE`,
+        // after the transport's retries) — is journaled and told to the model, in every phase;
+        // only a cancel ends the job here.
         match self.host.call_tool(call_id, spec, args).await {
             Ok(output) => Ok(Outcome::Ok(output)),
-            Err(error)
-                if matches!(
-                    error.code,
-                    ErrorCode::ToolWorkerUnavailable
-                        | ErrorCode::ToolTimeout
-                        | ErrorCode::UserCanceled
-                ) =>
-            {
-                Err(AgentError::Job(error))
-            }
+            Err(error) if error.code == ErrorCode::UserCanceled => Err(AgentError::Job(error)),
             Err(error) => Ok(Outcome::Error(error)),
         }
     }

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use async_nats::StatusCode;
-use async_nats::client::RequestErrorKind;
+use async_nats::client::{PublishErrorKind, RequestErrorKind};
 use atelier_messages::codec::PROGRESS_HEADER;
 use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, ErrorCode, Format, decode_reply, encode};
@@ -130,6 +130,13 @@ fn no_responders(subject: &str) -> ErrorBody {
     )
 }
 
+fn too_large(subject: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!("request on `{subject}` exceeds the server's max payload"),
+    )
+}
+
 fn request_headers(format: Format, progress: bool) -> async_nats::HeaderMap {
     let mut headers = with_format(format);
     if progress {
@@ -159,10 +166,7 @@ async fn try_once(
                 ErrorCode::ToolTimeout,
                 format!("no reply on `{subject}` within {} s", timeout.as_secs()),
             ),
-            RequestErrorKind::MaxPayloadExceeded => ErrorBody::new(
-                ErrorCode::ValidationFailed,
-                format!("request on `{subject}` exceeds the server's max payload"),
-            ),
+            RequestErrorKind::MaxPayloadExceeded => too_large(subject),
             _ => ErrorBody::new(
                 ErrorCode::ToolWorkerUnavailable,
                 format!("request on `{subject}` failed: {error}"),
@@ -197,7 +201,10 @@ async fn try_with_progress(
             payload,
         )
         .await
-        .map_err(|e| transport(e.to_string()))?;
+        .map_err(|error| match error.kind() {
+            PublishErrorKind::MaxPayloadExceeded => too_large(subject),
+            _ => transport(error.to_string()),
+        })?;
     let deadline = Instant::now() + policy.max_duration;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());

@@ -9,7 +9,7 @@ mod tabular;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use atelier_messages::tool::{DraftChanges, Pool, ToolName, ToolRequest};
+use atelier_messages::tool::{Pool, ToolName};
 use atelier_messages::{ErrorBody, ErrorCode};
 use serde::Serialize;
 use serde_json::Value;
@@ -85,15 +85,6 @@ impl Toolbox {
             files: FileAccess::new(client, blob_dir, cache_dir),
             tabular: Arc::new(TabularEngine::new(cache_dir)),
         }
-    }
-
-    /// Applies a plain client's staged draft changes through the store.
-    pub(crate) async fn apply(
-        &self,
-        request: &ToolRequest,
-        changes: DraftChanges,
-    ) -> Result<(), ErrorBody> {
-        self.files.apply(request, changes).await.map(|_| ())
     }
 
     /// Runs one tool call and returns the tool's response object.
