@@ -26,10 +26,10 @@ use tracing::Instrument;
 
 use crate::draft_store::DraftStoreHandle;
 use crate::events::EventSink;
-use crate::failpoint;
 use crate::jobs::{JobRecord, Jobs};
 use crate::lifecycle::Transition;
 use crate::storage::blocking;
+use atelier_transport::failpoint;
 
 /// How often a job awaiting approval re-reads its journal (a decision also wakes it at once).
 const APPROVAL_POLL: Duration = Duration::from_secs(1);

@@ -12,10 +12,10 @@ use atelier_transport::headers::format_of;
 use futures::StreamExt;
 
 use crate::error::CoordinatorError;
-use crate::failpoint;
 use crate::jobs;
 use crate::orchestrator::Orchestrators;
 use crate::storage::blocking;
+use atelier_transport::failpoint;
 
 /// Creates (or updates) the JOBS and EVENTS streams.
 pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorError> {

@@ -19,7 +19,6 @@
 //! - [`control`]: the `atelier.ctl.*` verbs.
 //! - [`intake`]: streams and the JetStream job consumer.
 //! - [`events`]: ordered event publishing into the EVENTS stream.
-//! - [`failpoint`]: named kill points for crash tests.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
 //!
 //! Imports flow one way: `intake`, `control` → `orchestrator` → `host` → `draft_store`,
@@ -30,7 +29,6 @@ mod control;
 pub mod draft_store;
 pub mod error;
 pub mod events;
-pub mod failpoint;
 mod host;
 pub mod intake;
 pub mod jobs;

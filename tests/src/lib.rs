@@ -338,6 +338,44 @@ impl Cluster {
         Ok(())
     }
 
+    /// The draft's files, path → digest.
+    pub fn draft_digests(
+        &self,
+        workbench: &str,
+    ) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+        let listing: atelier_messages::store::Listing = self
+            .cli_ok(&["wb", "ls", workbench, "--draft", "--json"])?
+            .json()?;
+        Ok(listing
+            .files
+            .into_iter()
+            .map(|file| (file.path, file.digest))
+            .collect())
+    }
+
+    /// Per call id, how many times the coordinator's store applied (not replayed) a draft write,
+    /// from its log (kept across restarts).
+    pub fn applied_writes(&self) -> std::collections::HashMap<String, usize> {
+        let log =
+            std::fs::read_to_string(self.dir.path().join("coordinator.log")).unwrap_or_default();
+        let mut applied = std::collections::HashMap::new();
+        for line in log
+            .lines()
+            .filter(|line| line.contains("draft write") && line.contains("replayed=false"))
+        {
+            if let Some(call_id) = line
+                .split("call_id=")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+            {
+                *applied
+                    .entry(call_id.trim_matches('"').to_string())
+                    .or_insert(0) += 1;
+            }
+        }
+        applied
+    }
+
     /// Runs the CLI against this cluster.
     pub fn cli(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
         let output = Command::new(atelier_bin())

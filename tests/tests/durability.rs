@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use atelier_messages::job::{EventKind, ItemStatus, JobEvent, JobState, JobSubmit, JobView};
-use atelier_messages::store::Listing;
 use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, decode, encode, subjects};
 use atelier_tests::scripted::{Script, ScriptedModel};
 use atelier_tests::{Cluster, wait_until};
@@ -45,39 +44,6 @@ fn multi_item_script() -> Script {
 const MODEL_TURNS: usize = 8;
 const TOOL_CALLS: usize = 3;
 const CHECKPOINTS: usize = 6;
-
-fn draft_digests(cluster: &Cluster, workbench: &str) -> anyhow::Result<BTreeMap<String, String>> {
-    let listing: Listing = cluster
-        .cli_ok(&["wb", "ls", workbench, "--draft", "--json"])?
-        .json()?;
-    Ok(listing
-        .files
-        .into_iter()
-        .map(|file| (file.path, file.digest))
-        .collect())
-}
-
-/// Per call id, how many times the store applied (not replayed) a draft write.
-fn applied_writes(cluster: &Cluster) -> HashMap<String, usize> {
-    let log =
-        std::fs::read_to_string(cluster.dir.path().join("coordinator.log")).unwrap_or_default();
-    let mut applied = HashMap::new();
-    for line in log
-        .lines()
-        .filter(|line| line.contains("draft write") && line.contains("replayed=false"))
-    {
-        if let Some(call_id) = line
-            .split("call_id=")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-        {
-            *applied
-                .entry(call_id.trim_matches('"').to_string())
-                .or_insert(0) += 1;
-        }
-    }
-    applied
-}
 
 struct RunOutcome {
     view: JobView,
@@ -118,8 +84,8 @@ async fn run_multi_item_job(failpoint: Option<&str>) -> anyhow::Result<RunOutcom
             .or_insert(0) += 1;
     }
     Ok(RunOutcome {
-        digests: draft_digests(&cluster, "wb")?,
-        applied: applied_writes(&cluster),
+        digests: cluster.draft_digests("wb")?,
+        applied: cluster.applied_writes(),
         asks,
         view,
     })
@@ -275,7 +241,7 @@ async fn nats_server_killed_and_restarted_mid_job_the_job_completes() -> anyhow:
         view.error,
         cluster.logs()
     );
-    assert_eq!(draft_digests(&cluster, "outage")?.len(), 3);
+    assert_eq!(cluster.draft_digests("outage")?.len(), 3);
     assert_eq!(model.count("research", None, 0), 1);
     Ok(())
 }
@@ -338,7 +304,7 @@ async fn a_provider_outage_fails_the_job_and_resume_continues_without_redoing_st
         "journaled research turns are not asked again"
     );
     assert_eq!(model.count("research", None, 1), 1);
-    assert_eq!(draft_digests(&cluster, "resume")?.len(), 3);
+    assert_eq!(cluster.draft_digests("resume")?.len(), 3);
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use atelier_messages::job::JobState;
 use atelier_tests::Cluster;
 use atelier_tests::scripted::{Script, ScriptedModel};
@@ -67,4 +68,165 @@ async fn a_result_over_the_servers_max_payload_is_a_clear_error_at_once() -> any
         started.elapsed()
     );
     Ok(())
+}
+
+/// A write tool call the exactly-once matrix runs, on a workbench holding `plan.csv`,
+/// `quarterly_data.xlsx` and `simple.docx`.
+struct WriteCase {
+    name: &'static str,
+    pool: &'static str,
+    call: serde_json::Value,
+}
+
+fn write_cases() -> Vec<WriteCase> {
+    vec![
+        WriteCase {
+            name: "delete_file",
+            pool: "office",
+            call: json!({"name": "delete_file", "arguments": {"path": "plan.csv"}}),
+        },
+        WriteCase {
+            name: "rename_file",
+            pool: "office",
+            call: json!({"name": "rename_file", "arguments": {"path": "plan.csv", "new_path": "milestones.csv"}}),
+        },
+        WriteCase {
+            name: "create_new",
+            pool: "office",
+            call: json!({"name": "xlsx_operations", "arguments": {"path": "new.xlsx", "create_new": true,
+                "operations": [{"op": "set_cells", "sheet": "Sheet1", "cells": [{"cell": "A1", "value": 42}]}]}}),
+        },
+        WriteCase {
+            name: "append_rows",
+            pool: "tabular",
+            call: json!({"name": "table_update_from_export", "arguments": {"path": "plan.csv",
+                "query": "SELECT * FROM data", "target_path": "quarterly_data.xlsx", "sheet": "Q1",
+                "mode": "append_rows"}}),
+        },
+        WriteCase {
+            name: "append_paragraph",
+            pool: "office",
+            call: json!({"name": "docx_operations", "arguments": {"path": "simple.docx",
+                "operations": [{"op": "append_paragraph", "text": "Added exactly once."}]}}),
+        },
+    ]
+}
+
+fn one_write_script(call: &serde_json::Value) -> Script {
+    serde_json::from_value(json!({
+        "research": [{"content": "Three files."}],
+        "plan": [{"content": "- [ ] 1. Change — one write"}],
+        "implement": {"1": [{"tool_calls": [call]}, {"content": "Done."}]},
+        "summary": [{"content": "Done."}]
+    }))
+    .unwrap_or_default()
+}
+
+/// Where a run is killed.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    /// No crash: the reference run.
+    Nowhere,
+    /// The coordinator, after the call's changes reached the draft, before its result was journaled.
+    CoordinatorAfterWrite,
+    /// The worker, after computing the call, before replying.
+    WorkerBeforeReply,
+}
+
+/// What a run left: the job's state, the draft, the result the model was shown, and how many
+/// times each call's changes were applied.
+#[derive(Debug, PartialEq)]
+struct WriteRun {
+    state: JobState,
+    draft: std::collections::BTreeMap<String, String>,
+    shown: Vec<String>,
+    applied: Vec<usize>,
+}
+
+async fn run_write(case: &WriteCase, kill: Kill) -> anyhow::Result<WriteRun> {
+    let model = ScriptedModel::start(one_write_script(&case.call)).await?;
+    let other_pool = if case.pool == "office" {
+        "tabular"
+    } else {
+        "office"
+    };
+    let mut cluster = Cluster::start_with(&[other_pool])?;
+    let failpoint = [("ATELIER_FAILPOINTS", "worker_before_reply")];
+    match kill {
+        Kill::WorkerBeforeReply => cluster.start_worker_with_env(case.pool, &failpoint)?,
+        _ => cluster.start_worker(case.pool)?,
+    }
+    if let Kill::CoordinatorAfterWrite = kill {
+        cluster.kill_coordinator();
+        cluster.start_coordinator_with_env(&[("ATELIER_FAILPOINTS", "before_tool_result")])?;
+    }
+    let fixtures = atelier_tests::fixtures().join("keenbench");
+    cluster.workbench_with_launch_plan("w", "plan.csv")?;
+    for file in ["synthetic/quarterly_data.xlsx", "office/simple.docx"] {
+        let path = fixtures.join(file).to_string_lossy().to_string();
+        cluster.cli_ok(&["wb", "add", "w", &path])?;
+    }
+    let job_id = cluster.submit_with("w", "change", &model.model_spec(), &["--auto-approve"])?;
+    match kill {
+        Kill::Nowhere => {}
+        Kill::CoordinatorAfterWrite => {
+            let coordinator = cluster.coordinator.as_mut().context("no coordinator")?;
+            anyhow::ensure!(
+                coordinator.wait_exit(JOB_TIMEOUT),
+                "{}: the coordinator never died",
+                case.name
+            );
+            cluster.start_coordinator()?;
+        }
+        Kill::WorkerBeforeReply => {
+            let worker = cluster.workers.last_mut().context("no worker")?;
+            anyhow::ensure!(
+                worker.wait_exit(JOB_TIMEOUT),
+                "{}: the worker never died",
+                case.name
+            );
+            cluster.start_worker(case.pool)?;
+        }
+    }
+    let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+    Ok(WriteRun {
+        state: view.state,
+        draft: cluster.draft_digests("w")?,
+        shown: model.tool_results("implement", Some(1), 1),
+        applied: cluster.applied_writes().into_values().collect(),
+    })
+}
+
+async fn assert_exactly_once(kill: Kill) -> anyhow::Result<()> {
+    for case in write_cases() {
+        let reference = run_write(&case, Kill::Nowhere).await?;
+        assert_eq!(reference.state, JobState::Succeeded, "{}", case.name);
+        assert_eq!(reference.applied, vec![1], "{}", case.name);
+        assert!(
+            !reference.shown[0].contains("\"error\""),
+            "{}: {:?}",
+            case.name,
+            reference.shown
+        );
+        let crashed = run_write(&case, kill).await?;
+        assert_eq!(
+            crashed, reference,
+            "{} killed at {kill:?}: the draft, the model's view and the number of applications \
+             must equal an uninterrupted run's",
+            case.name
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn write_tools_apply_once_and_tell_the_truth_when_the_coordinator_dies_after_the_write()
+-> anyhow::Result<()> {
+    assert_exactly_once(Kill::CoordinatorAfterWrite).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn write_tools_apply_once_and_tell_the_truth_when_the_worker_dies_before_replying()
+-> anyhow::Result<()> {
+    assert_exactly_once(Kill::WorkerBeforeReply).await
 }

@@ -6,11 +6,11 @@
 //! `$SRV.PING/INFO/STATS` (and `nats micro ls|info|stats`) list every worker with its requests,
 //! errors and latency; the endpoint's stats `data` adds calls in flight and tool errors (see
 //! [`WorkerStatsData`]). It starts a pump task that forwards each request to the actor. The
-//! actor hands every call to its own task once a concurrency permit is free; the task decodes
-//! the request, runs the tool (in a `tool_call` span whose parent is the W3C trace context of the
-//! request's headers, so it joins the job's trace) and replies in the request's format, with the
-//! draft changes the tool staged for the caller to apply. Shutdown stops the pump, lets calls already received finish, then stops
-//! the actor.
+//! actor hands every call to its own task, which sends progress to a caller that asked for it,
+//! waits for a concurrency permit, decodes the request, runs the tool (in a `tool_call` span
+//! whose parent is the W3C trace context of the request's headers, so it joins the job's trace)
+//! and replies in the request's format, with the draft changes the tool staged for the caller to
+//! apply. Shutdown stops the pump, lets calls already received finish, then stops the actor.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,10 +22,10 @@ use atelier_messages::tool::{Pool, ToolOutput, ToolRequest};
 use atelier_messages::worker::{TOOL_ENDPOINT, WorkerStatsData, service_name};
 use atelier_messages::{ErrorBody, ErrorCode, Format, Reply, decode, encode_reply};
 use atelier_transport::headers::{format_of, has_progress_mark, join_trace, with_format};
-use atelier_transport::keep_alive;
+use atelier_transport::{failpoint, keep_alive};
 use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -136,14 +136,13 @@ impl Actor for ToolExecutor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             Msg::Call(request) => {
-                let permit = state.permits.clone().acquire_owned().await?;
                 let call = Call {
                     worker_id: state.worker_id.clone(),
                     client: state.client.clone(),
                     toolbox: state.toolbox.clone(),
                     counters: state.counters.clone(),
                 };
-                tokio::spawn(call.serve(*request, permit));
+                tokio::spawn(call.serve(*request, Arc::clone(&state.permits)));
             }
             Msg::Drain(reply) => {
                 if let Some(pump) = state.pump.take() {
@@ -262,7 +261,10 @@ struct Call {
 }
 
 impl Call {
-    async fn serve(self, request: Request, _permit: OwnedSemaphorePermit) {
+    /// Answers one request once a concurrency permit is free; a caller that asked for progress
+    /// gets it from the moment the request arrives, waiting for a permit included, so a busy
+    /// worker's queued calls are not mistaken for lost ones.
+    async fn serve(self, request: Request, permits: Arc<Semaphore>) {
         let message = &request.message;
         let headers = message.headers.as_ref();
         let format = format_of(headers);
@@ -273,6 +275,9 @@ impl Call {
         // Only callers that ask for progress (the coordinator does) get it: a plain
         // request/reply client takes the first message as the answer.
         let progress = has_progress_mark(headers).then(|| keep_alive(self.client.clone(), reply));
+        let Ok(_permit) = permits.acquire_owned().await else {
+            return;
+        };
         let payload = match decode::<ToolRequest>(&message.payload, format) {
             Ok(tool_request) => {
                 let span = tracing::info_span!(
@@ -294,6 +299,7 @@ impl Call {
             }
         };
         let payload = self.within_max_payload(payload, format);
+        failpoint::hit("worker_before_reply");
         if let Some(progress) = progress {
             progress.abort();
         }

@@ -17,8 +17,8 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 
 use crate::blobs::BlobDir;
 use crate::error::CoordinatorError;
-use crate::failpoint;
 use crate::storage::{self, Storage, trees};
+use atelier_transport::failpoint;
 
 /// A manifest: path → entry, ordered by path.
 pub type Manifest = BTreeMap<String, ManifestEntry>;

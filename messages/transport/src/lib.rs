@@ -13,9 +13,11 @@
 //! - [`request`]: typed request/reply with a [`Policy`] (timeouts, retries, progress).
 //! - [`serve`]: the responder side: a [`Router`] of verbs on one wildcard subscription, replies
 //!   in the request's format, progress keep-alives.
+//! - [`failpoint`]: named kill points for crash tests (`ATELIER_FAILPOINTS`).
 //! - [`error`]: [`TransportError`], for failures to start serving.
 
 pub mod error;
+pub mod failpoint;
 pub mod headers;
 pub mod request;
 pub mod serve;

@@ -1,10 +1,12 @@
-//! Named kill points for crash tests: `ATELIER_FAILPOINTS=name[@n][,name[@n]...]` makes the
-//! process SIGKILL itself the n-th time (default: first) it passes `name`.
+//! Named kill points for crash tests, in every Atelier process:
+//! `ATELIER_FAILPOINTS=name[@n][,name[@n]...]` makes the process SIGKILL itself the n-th time
+//! (default: first) it passes `name`.
 //!
 //! Points: `after_submit_record` (job recorded, message not yet acked), `after_model_turn`
 //! (model answer journaled), `before_tool_result` (tool answered, result not yet journaled),
 //! `after_tool_result` (tool result journaled), `after_checkpoint` (phase/item state saved),
-//! `store_before_flush` (a draft write or publish committed but not yet flushed).
+//! `store_before_flush` (a draft write or publish committed but not yet flushed) in the
+//! coordinator; `worker_before_reply` (a tool call computed, its reply not yet sent) in workers.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
