@@ -2,6 +2,7 @@
 //! approve, resume). State changes go through [`Transition`]s; cancel and approval decisions
 //! reach a running job as messages to its orchestrator.
 
+use atelier_messages::approval::ApprovalDecision;
 use atelier_messages::job::{
     ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobState, JobView, ListJobs, Ping,
     Pong, ResumeJob,
@@ -102,11 +103,29 @@ impl Control {
                 ),
             ));
         };
+        if let Some(call_id) = request.call_id.as_deref()
+            && call_id != pending.call_id
+        {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "job `{}` waits for call `{}`, not `{call_id}`: this decision is stale; look \
+                     at the job again (`atelier job {}`) and decide on the call it shows",
+                    request.job_id, pending.call_id, request.job_id
+                ),
+            ));
+        }
+        let decision = ApprovalDecision {
+            approved: !request.reject,
+            reason: request.reason.clone(),
+        };
+        let approved = decision.approved;
+        let value = serde_json::to_value(&decision)
+            .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
         let jobs = self.jobs();
         let job_id = request.job_id.clone();
         let key = journal::approval(&pending.call_id);
-        let approved = !request.reject;
-        blocking(move || jobs.record(&job_id, &key, &serde_json::Value::Bool(approved))).await?;
+        blocking(move || jobs.record(&job_id, &key, &value)).await?;
         self.orchestrators
             .tell(&request.job_id, OrchestratorMsg::ApprovalDecided);
         tracing::info!(job_id = %request.job_id, call_id = %pending.call_id, approved, "approval decided");

@@ -11,6 +11,7 @@
 //! and for workers.
 
 use atelier_messages::ErrorBody;
+use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::store::{
     DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo, Written,
 };
@@ -158,6 +159,20 @@ impl DraftStoreHandle {
     ) -> Result<Written, ErrorBody> {
         self.change(move |wb| wb.write(&workbench, &call_id, changes, output))
             .await
+    }
+
+    pub async fn set_approvals(
+        &self,
+        workbench: String,
+        approvals: ApprovalPolicy,
+    ) -> Result<WorkbenchInfo, ErrorBody> {
+        self.change(move |wb| wb.set_approvals(&workbench, approvals))
+            .await
+    }
+
+    /// The workbench as listed.
+    pub async fn workbench(&self, workbench: String) -> Result<WorkbenchInfo, ErrorBody> {
+        self.read(move |wb| wb.info(&workbench)).await
     }
 
     pub async fn list_workbenches(&self) -> Result<Vec<WorkbenchInfo>, ErrorBody> {

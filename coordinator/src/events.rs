@@ -82,11 +82,12 @@ async fn try_publish(
     payload: bytes::Bytes,
 ) -> Result<(), String> {
     let mut headers = async_nats::HeaderMap::new();
-    // A job's end is published at least once; the stream's duplicate window keeps one copy.
-    if let EventKind::JobFinished { state, .. } = &event.kind {
+    // A run's end is published at least once; the stream's duplicate window keeps one copy,
+    // and a resumed job's next run announces its own.
+    if let EventKind::JobFinished { run, .. } = &event.kind {
         headers.insert(
             "Nats-Msg-Id",
-            format!("{}.finished.{state}", event.job_id).as_str(),
+            format!("{}.finished.{run}", event.job_id).as_str(),
         );
     }
     let ack = jetstream

@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use atelier_agents::catalog::ToolSpec;
 use atelier_agents::rpi::{AgentHost, RpiState};
+use atelier_messages::approval::{ActionClass, ApprovalDecision, ApprovalMode};
 use atelier_messages::job::{EventKind, PendingApproval};
 use atelier_messages::journal::{self, StepKind};
 use atelier_messages::store::{ManifestEntry, View};
 use atelier_messages::tool::{ToolOutput, ToolRequest};
-use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms};
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use atelier_transport::Policy;
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -146,9 +147,27 @@ impl JobHost {
         Ok(applied.and_then(|applied| applied.output))
     }
 
-    async fn journaled_decision(&self, call_id: &str) -> Result<Option<bool>, ErrorBody> {
-        let decision = self.recall(&journal::approval(call_id)).await?;
-        Ok(decision.and_then(|value| value.as_bool()))
+    /// The decision the control plane journaled for `call_id` (a bare boolean in journals
+    /// written before decisions carried a reason).
+    async fn journaled_decision(
+        &self,
+        call_id: &str,
+    ) -> Result<Option<ApprovalDecision>, ErrorBody> {
+        let Some(value) = self.recall(&journal::approval(call_id)).await? else {
+            return Ok(None);
+        };
+        if let Some(approved) = value.as_bool() {
+            return Ok(Some(ApprovalDecision {
+                approved,
+                reason: None,
+            }));
+        }
+        serde_json::from_value(value).map(Some).map_err(|error| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!("the approval decision for {call_id} is corrupt: {error}"),
+            )
+        })
     }
 
     async fn transition(&self, transition: Transition) -> Result<(), ErrorBody> {
@@ -239,39 +258,38 @@ impl AgentHost for JobHost {
         Ok(())
     }
 
-    async fn approval(
-        &self,
-        call_id: &str,
-        tool: &str,
-        arguments: &Value,
-    ) -> Result<bool, ErrorBody> {
-        if self.record.auto_approve {
-            return Ok(true);
-        }
-        if let Some(decision) = self.journaled_decision(call_id).await? {
+    fn approval_mode(&self, class: ActionClass) -> ApprovalMode {
+        self.record.approval_policy().mode(class)
+    }
+
+    async fn already_applied(&self, call_id: &str) -> Result<bool, ErrorBody> {
+        let applied = self.store.applied(self.workbench(), call_id.into()).await?;
+        Ok(applied.is_some())
+    }
+
+    async fn approval(&self, pending: PendingApproval) -> Result<ApprovalDecision, ErrorBody> {
+        let call_id = pending.call_id.clone();
+        if let Some(decision) = self.journaled_decision(&call_id).await? {
             return Ok(decision);
         }
-        let pending = PendingApproval {
-            call_id: call_id.to_string(),
-            tool: tool.to_string(),
-            arguments: arguments.to_string(),
-            requested_at_ms: now_ms(),
-        };
         self.transition(Transition::AwaitApproval(pending.clone()))
             .await?;
-        tracing::info!(call_id, tool, "waiting for approval");
+        tracing::info!(call_id, tool = %pending.tool, class = %pending.action_class, "waiting for approval");
         self.events.emit(EventKind::ApprovalRequested {
             call_id: pending.call_id,
             tool: pending.tool,
             arguments: pending.arguments,
+            action_class: pending.action_class,
+            why: pending.why,
         });
         loop {
             self.checkpoint().await?;
-            if let Some(decision) = self.journaled_decision(call_id).await? {
+            if let Some(decision) = self.journaled_decision(&call_id).await? {
                 self.transition(Transition::ApprovalResolved).await?;
                 self.events.emit(EventKind::ApprovalResolved {
-                    call_id: call_id.to_string(),
-                    approved: decision,
+                    call_id: call_id.clone(),
+                    approved: decision.approved,
+                    reason: decision.reason.clone(),
                 });
                 return Ok(decision);
             }

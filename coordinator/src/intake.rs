@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer, stream};
+use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::job::JobSubmit;
 use atelier_messages::{decode, subjects};
 use atelier_transport::headers::format_of;
@@ -35,6 +36,8 @@ pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorEr
         subjects: vec![subjects::EVENTS_ALL.to_string()],
         retention: stream::RetentionPolicy::Limits,
         max_age: Duration::from_secs(7 * 24 * 3600),
+        // The window in which a re-announced `finished` event (same run) is dropped.
+        duplicate_window: Duration::from_secs(600),
         max_bytes: 1 << 30,
         storage: stream::StorageType::File,
         ..Default::default()
@@ -117,7 +120,8 @@ async fn accept(
         .or_else(|| default_model.map(str::to_string))
         .unwrap_or_default();
     let jobs = orchestrators.jobs().clone();
-    let recorded = blocking(move || jobs.record_if_new(&submit, &model)).await;
+    let approvals = approvals_for(orchestrators, &submit).await;
+    let recorded = blocking(move || jobs.record_if_new(&submit, &model, approvals)).await;
     let record = match recorded {
         Ok((record, _is_new)) => record,
         Err(error) => {
@@ -135,4 +139,20 @@ async fn accept(
     if let Err(error) = orchestrators.start(record).await {
         tracing::error!(%error, "could not start job");
     }
+}
+
+/// The job's approval policy: its own, else its workbench's, else the default (destructive
+/// calls ask).
+async fn approvals_for(orchestrators: &Orchestrators, submit: &JobSubmit) -> ApprovalPolicy {
+    if let Some(approvals) = submit.approvals {
+        return approvals;
+    }
+    let workbench = orchestrators
+        .store()
+        .workbench(submit.workbench.clone())
+        .await;
+    workbench
+        .ok()
+        .and_then(|info| info.approvals)
+        .unwrap_or_default()
 }

@@ -1,6 +1,7 @@
 //! Job records and RPI checkpoints in sled.
 
 use atelier_agents::rpi::RpiState;
+use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::job::{CoordinatorStats, JobState, JobSubmit, JobView, PendingApproval};
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,22 @@ pub struct JobRecord {
     pub cancel_requested: bool,
     #[serde(default)]
     pub pending_approval: Option<PendingApproval>,
+    /// The current run: 0 for the first, one more per resume.
+    #[serde(default)]
+    pub run: u32,
+    /// Which action classes wait for approval, fixed when the job was accepted.
+    #[serde(default)]
+    pub approvals: ApprovalPolicy,
+}
+
+impl JobRecord {
+    /// The job's approval policy (`--auto-approve` lets every call run).
+    pub fn approval_policy(&self) -> ApprovalPolicy {
+        if self.auto_approve {
+            return ApprovalPolicy::AUTO;
+        }
+        self.approvals
+    }
 }
 
 /// Job records and their RPI state.
@@ -77,6 +94,7 @@ impl Jobs {
         &self,
         submit: &JobSubmit,
         model: &str,
+        approvals: ApprovalPolicy,
     ) -> Result<(JobRecord, bool), CoordinatorError> {
         let tree = self.storage.tree(trees::JOBS)?;
         let now = now_ms();
@@ -92,6 +110,8 @@ impl Jobs {
             auto_approve: submit.auto_approve,
             cancel_requested: false,
             pending_approval: None,
+            run: 0,
+            approvals,
         };
         let swapped = tree.compare_and_swap(
             submit.job_id.as_bytes(),
@@ -313,5 +333,6 @@ fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
         completion_tokens: rpi.completion_tokens,
         pending_approval: record.pending_approval,
         plan_md: rpi.plan_md,
+        run: record.run,
     }
 }

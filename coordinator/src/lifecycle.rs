@@ -109,6 +109,7 @@ pub fn apply(record: &mut JobRecord, transition: Transition) -> Result<(), Error
             record.state = JobState::Queued;
             record.error = None;
             record.cancel_requested = false;
+            record.run += 1;
         }
     }
     Ok(())
@@ -131,6 +132,8 @@ mod tests {
             auto_approve: false,
             cancel_requested: false,
             pending_approval: None,
+            run: 0,
+            approvals: Default::default(),
         }
     }
 
@@ -140,6 +143,8 @@ mod tests {
             tool: "delete_file".into(),
             arguments: "{}".into(),
             requested_at_ms: 1,
+            action_class: atelier_messages::approval::ActionClass::Destructive,
+            why: None,
         }
     }
 
@@ -197,7 +202,7 @@ mod tests {
         failed.error = Some(ErrorBody::new(ErrorCode::Internal, "x"));
         failed.cancel_requested = true;
         apply(&mut failed, Transition::Resume).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(failed.state, JobState::Queued);
+        assert_eq!((failed.state, failed.run), (JobState::Queued, 1));
         assert_eq!((failed.error, failed.cancel_requested), (None, false));
     }
 

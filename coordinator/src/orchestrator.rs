@@ -123,6 +123,12 @@ impl Actor for PhaseOrchestrator {
 
 async fn run_job(config: OrchestratorConfig, mut rpi: RpiState, signals: Arc<RunSignals>) {
     let OrchestratorConfig { record, template } = config;
+    // The record this orchestrator was started with may be stale: a job cancelled between its
+    // intake and this start stays cancelled, and nothing is announced for it.
+    if let Err(refused) = transition(&template.jobs, &record.job_id, Transition::Start).await {
+        tracing::warn!(code = %refused.code, reason = %refused.message, "job not started");
+        return;
+    }
     let (events, publisher) = EventSink::start(template.jetstream.clone(), &record.job_id);
     if record.state == JobState::Queued {
         events.emit(EventKind::JobAccepted);
@@ -135,10 +141,7 @@ async fn run_job(config: OrchestratorConfig, mut rpi: RpiState, signals: Arc<Run
         events: events.clone(),
         signals,
     };
-    let outcome = match transition(&template.jobs, &record.job_id, Transition::Start).await {
-        Ok(()) => drive(&template, &host, &mut rpi).await,
-        Err(error) => Err(error),
-    };
+    let outcome = drive(&template, &host, &mut rpi).await;
     let (final_state, error) = match outcome {
         Ok(()) => (JobState::Succeeded, None),
         Err(error) if error.code == ErrorCode::UserCanceled => (JobState::Cancelled, Some(error)),
@@ -150,6 +153,7 @@ async fn run_job(config: OrchestratorConfig, mut rpi: RpiState, signals: Arc<Run
     events.emit(EventKind::JobFinished {
         state: final_state,
         error: error.clone(),
+        run: record.run,
     });
     drop(host);
     drop(events);
@@ -204,7 +208,7 @@ fn actor_name(job_id: &str) -> String {
 const NAME_PREFIX: &str = "atelier-job-";
 
 /// How long a resumed job waits for its previous run's orchestrator to let go of the name.
-const HANDOVER: Duration = Duration::from_secs(5);
+const HANDOVER: Duration = Duration::from_secs(30);
 
 /// Starts orchestrators and reaches them by job id.
 #[derive(Clone)]
@@ -221,6 +225,10 @@ impl Orchestrators {
         &self.template.jobs
     }
 
+    pub fn store(&self) -> &DraftStoreHandle {
+        &self.template.store
+    }
+
     /// Starts the job unless it is finished or already runs in this process.
     pub async fn start(&self, record: JobRecord) -> Result<(), CoordinatorError> {
         self.spawn(record).await.map(|_| ())
@@ -233,7 +241,8 @@ impl Orchestrators {
         while !self.spawn(record.clone()).await? {
             if started.elapsed() > HANDOVER {
                 return Err(CoordinatorError::Actor(format!(
-                    "job `{}` is still running here",
+                    "job `{}` is queued but its previous run has not ended here yet; it starts \
+                     when the coordinator next starts",
                     record.job_id
                 )));
             }

@@ -3,7 +3,7 @@
 
 use atelier_messages::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, FileBytes, GetBlob,
-    ListFiles, ListWorkbenches, PublishDraft, ReadFile, WriteDraft,
+    ListFiles, ListWorkbenches, PublishDraft, ReadFile, SetApprovals, WriteDraft,
 };
 use atelier_messages::subjects::store;
 use atelier_messages::tool::DraftChanges;
@@ -51,6 +51,11 @@ pub(crate) async fn serve(
             };
             store
                 .write(request.workbench, request.call_id, changes, None)
+                .await
+        })
+        .route(|store, request: SetApprovals| async move {
+            store
+                .set_approvals(request.workbench, request.approvals)
                 .await
         })
         .route(|store, request: GetBlob| async move {

@@ -18,9 +18,13 @@ pub struct JobSubmit {
     pub model: Option<String>,
     #[serde(default)]
     pub submitted_at_ms: u64,
-    /// Run destructive tool calls without pausing for approval.
+    /// Run every tool call without pausing for approval.
     #[serde(default)]
     pub auto_approve: bool,
+    /// Which action classes need approval in this job (default: the workbench's policy, else
+    /// destructive calls ask).
+    #[serde(default)]
+    pub approvals: Option<crate::approval::ApprovalPolicy>,
 }
 
 /// Lifecycle state of a job.
@@ -155,6 +159,9 @@ pub struct JobView {
     /// The plan as markdown with `[x]`/`[!]` marks.
     #[serde(default)]
     pub plan_md: Option<String>,
+    /// The job's current run (0 for the first; each `atelier resume` adds one).
+    #[serde(default)]
+    pub run: u32,
 }
 
 /// A tool call paused until a person approves or rejects it.
@@ -165,6 +172,16 @@ pub struct PendingApproval {
     /// The call's arguments as JSON text.
     pub arguments: String,
     pub requested_at_ms: u64,
+    /// Why it waits: its action class…
+    #[serde(default = "destructive")]
+    pub action_class: crate::approval::ActionClass,
+    /// …and what makes it so (e.g. "overwrites reports/q3.csv").
+    #[serde(default)]
+    pub why: Option<String>,
+}
+
+fn destructive() -> crate::approval::ActionClass {
+    crate::approval::ActionClass::Destructive
 }
 
 impl JobView {
@@ -208,15 +225,20 @@ pub struct CancelJob {
     pub job_id: String,
 }
 
-/// `atelier.ctl.approve`: approve (or reject) the job's pending destructive call.
+/// `atelier.ctl.approve`: approve (or reject) the job's pending call.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApproveCall {
     pub v: u16,
     pub job_id: String,
     #[serde(default)]
     pub reject: bool,
+    /// Recorded with the decision; a rejection's reason is told to the model.
     #[serde(default)]
     pub reason: Option<String>,
+    /// The call this decision is for: a decision about another call than the one now pending
+    /// (a stale page, a second person) is refused. Without it, the pending call is decided.
+    #[serde(default)]
+    pub call_id: Option<String>,
 }
 
 /// `atelier.ctl.resume`: continue a failed job from its journal.
@@ -360,10 +382,16 @@ pub enum EventKind {
         call_id: String,
         tool: String,
         arguments: String,
+        #[serde(default = "destructive")]
+        action_class: crate::approval::ActionClass,
+        #[serde(default)]
+        why: Option<String>,
     },
     ApprovalResolved {
         call_id: String,
         approved: bool,
+        #[serde(default)]
+        reason: Option<String>,
     },
     /// The model repeats itself; it was told so.
     LoopWarning {
@@ -374,6 +402,9 @@ pub enum EventKind {
         state: JobState,
         #[serde(default)]
         error: Option<ErrorBody>,
+        /// Which run of the job ended (0 for the first; each `atelier resume` adds one).
+        #[serde(default)]
+        run: u32,
     },
 }
 

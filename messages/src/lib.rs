@@ -8,6 +8,7 @@
 //!
 //! # Layout
 //! - [`subjects`]: subject names, streams, queue groups.
+//! - [`approval`]: action classes, approval policies and decisions.
 //! - [`verb`]: the [`Verb`](verb::Verb) trait: each request type with its subject and reply.
 //! - [`codec`]: formats, versioned decoding, the reply envelope.
 //! - [`error`]: stable error codes.
@@ -18,6 +19,7 @@
 //! - [`worker`]: pool service names and worker stats payloads (`$SRV.STATS`).
 //! - [`journal`]: the keys job steps are journaled under.
 
+pub mod approval;
 pub mod codec;
 pub mod error;
 pub mod job;

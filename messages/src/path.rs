@@ -1,13 +1,33 @@
 //! Workbench paths: the one rule for what a path on the wire may be.
 //!
-//! A path is relative, UTF-8, `/`-separated, with folders allowed. Empty segments and `.` are
-//! dropped; `..`, absolute paths, backslashes, drive prefixes, NUL and control characters are
-//! refused with `SANDBOX_VIOLATION`.
+//! A path is relative, UTF-8 in NFC, `/`-separated, with folders allowed. Empty segments and `.`
+//! are dropped; `..`, absolute paths, backslashes, drive prefixes, NUL and control characters,
+//! bidirectional controls and zero-width characters (which make one name look like another) are
+//! refused with `SANDBOX_VIOLATION`; a segment may have at most 255 bytes. Within a workbench a
+//! name is a file or a folder, never both ([`clash`]).
+
+use unicode_normalization::UnicodeNormalization;
 
 use crate::{ErrorBody, ErrorCode};
 
 /// Longest accepted path, in bytes.
 pub const MAX_PATH_BYTES: usize = 1024;
+/// Longest accepted path segment (a file or folder name), in bytes, as most file systems allow.
+pub const MAX_SEGMENT_BYTES: usize = 255;
+
+/// Characters that reorder or hide text: bidirectional embeddings, overrides, isolates and
+/// marks, and zero-width characters.
+fn is_deceptive(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{061C}'
+            | '\u{FEFF}'
+    )
+}
 
 /// Normalizes a workbench path or refuses it.
 pub fn normalize(raw: &str) -> Result<String, ErrorBody> {
@@ -25,6 +45,9 @@ pub fn normalize(raw: &str) -> Result<String, ErrorBody> {
     if raw.chars().any(char::is_control) {
         return Err(violation("contains control characters"));
     }
+    if raw.chars().any(is_deceptive) {
+        return Err(violation("contains bidirectional or zero-width characters"));
+    }
     if raw.contains('\\') {
         return Err(violation("contains a backslash"));
     }
@@ -34,11 +57,15 @@ pub fn normalize(raw: &str) -> Result<String, ErrorBody> {
     if raw.len() >= 2 && raw.as_bytes()[1] == b':' {
         return Err(violation("has a drive prefix"));
     }
+    let composed: String = raw.nfc().collect();
     let mut segments = Vec::new();
-    for segment in raw.split('/') {
+    for segment in composed.split('/') {
         match segment {
             "" | "." => continue,
             ".." => return Err(violation("leaves the workbench with `..`")),
+            other if other.len() > MAX_SEGMENT_BYTES => {
+                return Err(violation("has a name over 255 bytes"));
+            }
             other => segments.push(other),
         }
     }
@@ -46,6 +73,30 @@ pub fn normalize(raw: &str) -> Result<String, ErrorBody> {
         return Err(ErrorBody::new(ErrorCode::ValidationFailed, "path is empty"));
     }
     Ok(segments.join("/"))
+}
+
+/// The existing path that `new` cannot stand beside: one that is a folder of `new` (`a` when
+/// `new` is `a/b`) or has `new` as its folder (`a/b` when `new` is `a`). Both paths normalized.
+pub fn clash<'a>(existing: impl IntoIterator<Item = &'a str>, new: &str) -> Option<&'a str> {
+    existing.into_iter().find(|path| {
+        let under = |outer: &str, inner: &str| {
+            inner.len() > outer.len()
+                && inner.starts_with(outer)
+                && inner.as_bytes()[outer.len()] == b'/'
+        };
+        under(path, new) || under(new, path)
+    })
+}
+
+/// The `VALIDATION_FAILED` error for a path that clashes with a file or folder.
+pub fn clash_error(new: &str, existing: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!(
+            "{new} cannot be added beside {existing}: a name is either a file or a folder; choose \
+             another path"
+        ),
+    )
 }
 
 /// The coarse kind of a file, from its extension.
@@ -95,6 +146,37 @@ mod tests {
             let code = normalize(bad).err().map(|e| e.code);
             assert_eq!(code, Some(ErrorCode::SandboxViolation), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn refuses_names_that_look_like_others() {
+        for bad in [
+            "invoice\u{202E}fdp.exe",
+            "a\u{200B}b.csv",
+            "\u{FEFF}data.csv",
+            "x\u{2066}y",
+            &format!("{}.csv", "a".repeat(252)),
+        ] {
+            let code = normalize(bad).err().map(|e| e.code);
+            assert_eq!(code, Some(ErrorCode::SandboxViolation), "{bad:?}");
+        }
+        assert!(normalize(&format!("{}.csv", "a".repeat(251))).is_ok());
+    }
+
+    #[test]
+    fn composes_to_nfc() {
+        let decomposed = "cafe\u{301}.csv";
+        assert_eq!(normalize(decomposed).ok().as_deref(), Some("caf\u{e9}.csv"));
+    }
+
+    #[test]
+    fn a_name_is_a_file_or_a_folder() {
+        let existing = ["a", "reports/q3.xlsx", "ab/c"];
+        assert_eq!(clash(existing, "a/b"), Some("a"));
+        assert_eq!(clash(existing, "reports"), Some("reports/q3.xlsx"));
+        assert_eq!(clash(existing, "reports/q4.xlsx"), None);
+        assert_eq!(clash(existing, "ab"), Some("ab/c"));
+        assert_eq!(clash(existing, "a.csv"), None);
     }
 
     #[test]

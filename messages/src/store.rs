@@ -108,6 +108,14 @@ pub struct WriteDraft {
     pub delete: Vec<String>,
 }
 
+/// `atelier.store.approvals`: which action classes wait for approval in the workbench's jobs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetApprovals {
+    pub v: u16,
+    pub workbench: String,
+    pub approvals: crate::approval::ApprovalPolicy,
+}
+
 /// `atelier.store.blob`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GetBlob {
@@ -124,6 +132,9 @@ pub struct WorkbenchInfo {
     pub has_draft: bool,
     #[serde(default)]
     pub checkpoints: u64,
+    /// The approval policy of jobs that set none (`None`: destructive calls ask).
+    #[serde(default)]
+    pub approvals: Option<crate::approval::ApprovalPolicy>,
 }
 
 /// The files of one view.

@@ -48,8 +48,9 @@ pub mod store {
     pub const DISCARD: &str = "atelier.store.discard";
     pub const WRITE: &str = "atelier.store.write";
     pub const BLOB: &str = "atelier.store.blob";
+    pub const APPROVALS: &str = "atelier.store.approvals";
     /// Every store verb, for subscription and for bad-input tests.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 11] = [
         CREATE,
         LIST_WORKBENCHES,
         ADD,
@@ -60,6 +61,7 @@ pub mod store {
         DISCARD,
         WRITE,
         BLOB,
+        APPROVALS,
     ];
     /// Wildcard the DraftStore subscribes to.
     pub const WILDCARD: &str = "atelier.store.*";

@@ -21,8 +21,8 @@ use crate::job::{
 };
 use crate::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes,
-    GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, WorkbenchInfo,
-    WriteDraft, Written,
+    GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals,
+    WorkbenchInfo, WriteDraft, Written,
 };
 use crate::subjects::{ctl, store};
 
@@ -54,6 +54,7 @@ verbs! {
     DiscardDraft => Done, store::DISCARD;
     WriteDraft => Written, store::WRITE;
     GetBlob => BlobBytes, store::BLOB;
+    SetApprovals => WorkbenchInfo, store::APPROVALS;
     ListJobs => Vec<JobView>, ctl::JOBS;
     GetJob => JobView, ctl::JOB;
     Ping => Pong, ctl::PING;

@@ -5,13 +5,15 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use async_nats::jetstream::{self, consumer};
+use atelier_messages::approval::{ActionClass, ApprovalMode, ApprovalPolicy};
 use atelier_messages::job::{
     ApproveCall, CancelJob, CoordinatorStats, EventKind, GetJob, GetStats, JobEvent, JobState,
     JobSubmit, JobView, ListJobs, ResumeJob,
 };
 use atelier_messages::store::{
     AddFiles, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes, FileContent,
-    ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, View, WorkbenchInfo,
+    ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals, View,
+    WorkbenchInfo,
 };
 use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, Format, PROTOCOL_VERSION, decode, encode, now_ms, subjects};
@@ -114,8 +116,8 @@ impl Client {
         let listing = self.ls(workbench, draft).await?;
         let mut written = Vec::new();
         for entry in listing.files {
+            let target = export_target(dir, &entry.path)?;
             let file = self.cat(workbench, &entry.path, draft).await?;
-            let target = dir.join(&entry.path);
             if let Some(parent) = target.parent() {
                 std::fs::create_dir_all(parent)
                     .with_context(|| format!("cannot create {}", parent.display()))?;
@@ -159,7 +161,17 @@ impl Client {
         model: Option<String>,
         job_id: Option<String>,
         auto_approve: bool,
+        approvals: Option<ApprovalPolicy>,
     ) -> anyhow::Result<String> {
+        if let Some(existing) = &job_id
+            && let Ok(view) = self.job(existing).await
+        {
+            bail!(
+                "VALIDATION_FAILED: job `{existing}` already exists ({}); JetStream would drop \
+                 this submission as a duplicate. Choose another --job-id or leave it out",
+                view.state
+            );
+        }
         let job_id = job_id.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
         let submit = JobSubmit {
             v: PROTOCOL_VERSION,
@@ -169,6 +181,7 @@ impl Client {
             model,
             submitted_at_ms: now_ms(),
             auto_approve,
+            approvals,
         };
         let payload = encode(&submit, Format::MessagePack).map_err(coded)?;
         let mut headers = async_nats::HeaderMap::new();
@@ -203,17 +216,26 @@ impl Client {
         .await
     }
 
-    pub async fn approve(
-        &self,
-        job_id: &str,
-        reject: bool,
-        reason: Option<String>,
-    ) -> anyhow::Result<JobView> {
+    pub async fn approve(&self, job_id: &str, decision: Decision) -> anyhow::Result<JobView> {
         self.call(&ApproveCall {
             v: PROTOCOL_VERSION,
             job_id: job_id.into(),
-            reject,
-            reason,
+            reject: decision.reject,
+            reason: decision.reason,
+            call_id: decision.call_id,
+        })
+        .await
+    }
+
+    pub async fn set_approvals(
+        &self,
+        workbench: &str,
+        approvals: ApprovalPolicy,
+    ) -> anyhow::Result<WorkbenchInfo> {
+        self.call(&SetApprovals {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            approvals,
         })
         .await
     }
@@ -253,8 +275,11 @@ impl Client {
         self.job(job_id).await
     }
 
-    /// Follows a job's events from the start until it finishes; returns its final state.
+    /// Follows a job's events from the start until its current run finishes (the ends of
+    /// earlier runs of a resumed job are shown, not stopped at); returns its final state.
     pub async fn watch(&self, job_id: &str, output: WatchOutput) -> anyhow::Result<JobState> {
+        // Not recorded yet (just submitted): its first run.
+        let current_run = self.job(job_id).await.map(|view| view.run).unwrap_or(0);
         let js = jetstream::new(self.nats.clone());
         let stream = js
             .get_stream(subjects::EVENTS_STREAM)
@@ -283,7 +308,9 @@ impl Client {
                 }
             };
             progress.show(&event);
-            if let EventKind::JobFinished { state, .. } = event.kind {
+            if let EventKind::JobFinished { state, run, .. } = event.kind
+                && run >= current_run
+            {
                 progress.finish();
                 return Ok(state);
             }
@@ -292,11 +319,69 @@ impl Client {
     }
 }
 
+/// Where `path` goes under `dir`, refusing anything that could land outside it whatever the
+/// server sent: a path that is not already normalized (`..`, absolute, …) or a symbolic link on
+/// the way (an attacker's `dir/reports -> /etc`).
+fn export_target(dir: &Path, path: &str) -> anyhow::Result<PathBuf> {
+    let safe = atelier_messages::path::normalize(path)
+        .ok()
+        .filter(|normal| normal == path);
+    let Some(safe) = safe else {
+        bail!(
+            "SANDBOX_VIOLATION: the server listed the unsafe path {path:?}; nothing was written for it"
+        );
+    };
+    let mut target = dir.to_path_buf();
+    for segment in safe.split('/') {
+        target.push(segment);
+        let is_link = std::fs::symlink_metadata(&target)
+            .map(|meta| meta.file_type().is_symlink())
+            .unwrap_or(false);
+        if is_link {
+            bail!(
+                "SANDBOX_VIOLATION: {} is a symbolic link; export into a folder without links",
+                target.display()
+            );
+        }
+    }
+    Ok(target)
+}
+
 fn file_name(path: &Path) -> anyhow::Result<String> {
     path.file_name()
         .and_then(|name| name.to_str())
         .map(str::to_string)
         .with_context(|| format!("{} has no usable file name; use --as PATH", path.display()))
+}
+
+/// A person's decision on a job's pending call.
+#[derive(Debug, Clone, Default)]
+pub struct Decision {
+    pub reject: bool,
+    pub reason: Option<String>,
+    /// The call decided on; a decision for another call than the pending one is refused.
+    pub call_id: Option<String>,
+}
+
+/// An approval policy from `CLASS=MODE` pairs (e.g. `destructive=auto`), over the default.
+pub fn parse_approvals(pairs: &[String]) -> anyhow::Result<Option<ApprovalPolicy>> {
+    if pairs.is_empty() {
+        return Ok(None);
+    }
+    let mut policy = ApprovalPolicy::default();
+    for pair in pairs {
+        let parsed = pair.split_once('=').and_then(|(class, mode)| {
+            Some((ActionClass::parse(class)?, ApprovalMode::parse(mode)?))
+        });
+        let Some((class, mode)) = parsed else {
+            bail!(
+                "VALIDATION_FAILED: --approve takes CLASS=MODE with CLASS additive or destructive \
+                 and MODE ask or auto, e.g. `--approve destructive=auto`; got {pair:?}"
+            );
+        };
+        policy = policy.with(class, mode);
+    }
+    Ok(Some(policy))
 }
 
 /// How `watch` shows events.
@@ -393,7 +478,7 @@ impl Progress {
                         let _ = write!(out, "{text}");
                         let _ = out.flush();
                     }),
-                    EventKind::JobFinished { state, error } => {
+                    EventKind::JobFinished { state, error, .. } => {
                         let reason = error
                             .as_ref()
                             .map(|e| format!(" — {e}"))
@@ -410,5 +495,31 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_stays_inside_its_folder() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let inside = export_target(dir.path(), "reports/q3.csv").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(inside, dir.path().join("reports").join("q3.csv"));
+        for unsafe_path in ["../evil", "/etc/passwd", "a/../../b", "a//b", "./a"] {
+            assert!(
+                export_target(dir.path(), unsafe_path).is_err(),
+                "{unsafe_path}"
+            );
+        }
+        let elsewhere = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("link"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let through_link = export_target(dir.path(), "link/x.txt");
+        assert!(
+            through_link.is_err_and(|e| e.to_string().contains("SANDBOX_VIOLATION")),
+            "a link on the way is refused"
+        );
     }
 }

@@ -31,6 +31,9 @@ pub struct Settings {
     pub http_addr: String,
     /// Bearer token for the dashboard and its API (required when bound beyond loopback).
     pub dashboard_token: Option<String>,
+    /// Extra `Host` names the dashboard answers to (e.g. behind a proxy); it always answers to
+    /// its own address, and on loopback to `localhost`.
+    pub dashboard_hosts: Vec<String>,
     /// OTLP/HTTP endpoint for traces (e.g. `http://127.0.0.1:4318`); else `OTEL_EXPORTER_OTLP_ENDPOINT`.
     pub otlp_endpoint: Option<String>,
     /// How long the step journal of a finished job is kept (seconds; default 7 days).
@@ -54,6 +57,7 @@ impl Default for Settings {
             worker_concurrency: 4,
             http_addr: DEFAULT_HTTP_ADDR.to_string(),
             dashboard_token: None,
+            dashboard_hosts: Vec::new(),
             otlp_endpoint: None,
             journal_retention_secs: 7 * 24 * 3600,
             job_max_model_turns: Budgets::default().max_model_turns,
@@ -102,6 +106,7 @@ impl Settings {
             addr,
             token: self.dashboard_token.clone(),
             any_port_when_taken: self.http_addr == DEFAULT_HTTP_ADDR,
+            hosts: self.dashboard_hosts.clone(),
         })
     }
 
@@ -126,6 +131,24 @@ impl Settings {
     /// Where `up` records the URL of the server it started.
     pub fn url_file(&self) -> PathBuf {
         self.data_dir.join("nats.url")
+    }
+
+    /// Where `up` records the workers' URL (with the worker role's credentials).
+    pub fn worker_url_file(&self) -> PathBuf {
+        self.data_dir.join("nats-worker.url")
+    }
+
+    /// The NATS URL for a worker: configured, or the worker URL a running `atelier up` recorded.
+    pub fn worker_nats_url(&self) -> anyhow::Result<String> {
+        if let Some(url) = &self.nats_url {
+            return Ok(url.clone());
+        }
+        match std::fs::read_to_string(self.worker_url_file()) {
+            Ok(url) if !url.trim().is_empty() => Ok(url.trim().to_string()),
+            _ => anyhow::bail!(
+                "`atelier worker` needs --nats URL (or ATELIER_NATS_URL), or --data of a running `atelier up`"
+            ),
+        }
     }
 
     /// The NATS URL for clients: configured, or the one a running `atelier up` recorded.

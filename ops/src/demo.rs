@@ -19,12 +19,12 @@ const MESSAGE: &str = "Summarize July revenue by region into summary.xlsx and wr
 pub async fn run(settings: &Settings, keep: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let system = System::start(settings).await?;
-    println!("atelier is up; NATS at {}", system.url());
+    println!("atelier is up; NATS at {}", system.display_url());
     let outcome = run_job(settings, &system).await;
     if keep && outcome.is_ok() {
         println!(
             "\nthe system keeps running (NATS at {}); Ctrl-C to stop",
-            system.url()
+            system.display_url()
         );
         system::shutdown_signal().await;
     }
@@ -40,7 +40,7 @@ pub async fn run(settings: &Settings, keep: bool) -> anyhow::Result<ExitCode> {
 
 async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
     let client = Client {
-        nats: system::connect(system.url()).await?,
+        nats: system::connect(system.client_url()).await?,
     };
     prepare_workbench(&client).await?;
     let model = match &settings.default_model {
@@ -63,7 +63,7 @@ async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
     println!("job: {MESSAGE:?} on workbench `{WORKBENCH}`");
     let started = Instant::now();
     let job_id = client
-        .submit(WORKBENCH, MESSAGE, Some(model), None, false)
+        .submit(WORKBENCH, MESSAGE, Some(model), None, false, None)
         .await?;
     let state = client.watch(&job_id, WatchOutput::Human).await?;
     println!(

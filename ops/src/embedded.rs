@@ -7,6 +7,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tokio::process::{Child, Command};
 
+use crate::nats_roles::{Role, Roles, write_private};
+
 /// Oldest supported server (JetStream KV and multi-filter consumers need 2.10).
 pub const MIN_VERSION: (u32, u32) = (2, 10);
 /// Largest message the embedded server accepts (files travel inline in store requests).
@@ -18,22 +20,25 @@ const INSTALL_HINT: &str = "install nats-server >= 2.10 with `scripts/setup.sh` 
 /// A running child server; stopped on drop at the latest.
 pub struct EmbeddedNats {
     child: Child,
-    url: String,
+    host_port: String,
+    roles: Roles,
 }
 
 impl EmbeddedNats {
-    pub fn url(&self) -> &str {
-        &self.url
+    /// The URL with `role`'s credentials.
+    pub fn url(&self, role: Role) -> String {
+        self.roles.url(role, &self.host_port)
     }
 
-    /// Starts `binary` with JetStream stored under `data_dir/nats`.
+    /// Starts `binary` with JetStream stored under `data_dir/nats`, admitting the three roles.
     pub async fn start(binary: &str, data_dir: &Path, port: u16) -> anyhow::Result<Self> {
         check_version(binary).await?;
         let dir = data_dir.join("nats");
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let port = pick_port(port)?;
-        let config = write_config(&dir, port)?;
+        let roles = Roles::generate();
+        let config = write_config(&dir, port, &roles)?;
         let log = std::fs::File::create(dir.join("nats-server.log"))
             .context("cannot create the server log")?;
         let child = Command::new(binary)
@@ -45,22 +50,30 @@ impl EmbeddedNats {
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("cannot start `{binary}`; {INSTALL_HINT}"))?;
-        let url = format!("nats://127.0.0.1:{port}");
-        let server = Self { child, url };
+        let server = Self {
+            child,
+            host_port: format!("127.0.0.1:{port}"),
+            roles,
+        };
         server.wait_ready(&dir).await?;
         Ok(server)
     }
 
     async fn wait_ready(&self, dir: &Path) -> anyhow::Result<()> {
         for _ in 0..100 {
-            if async_nats::connect(&self.url).await.is_ok() {
+            let url = self.url(Role::Client);
+            if atelier_transport::connect::options(&url)
+                .connect(&url)
+                .await
+                .is_ok()
+            {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         bail!(
             "nats-server did not accept connections on {} within 10 s; see {}",
-            self.url,
+            self.host_port,
             dir.join("nats-server.log").display()
         )
     }
@@ -126,14 +139,15 @@ fn pick_port(preferred: u16) -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-fn write_config(dir: &Path, port: u16) -> anyhow::Result<PathBuf> {
+fn write_config(dir: &Path, port: u16, roles: &Roles) -> anyhow::Result<PathBuf> {
     let store = dir.join("jetstream");
     let config = format!(
-        "host: 127.0.0.1\nport: {port}\nmax_payload: {MAX_PAYLOAD_BYTES}\njetstream {{\n  store_dir: {store:?}\n}}\n",
+        "host: 127.0.0.1\nport: {port}\nmax_payload: {MAX_PAYLOAD_BYTES}\njetstream {{\n  store_dir: {store:?}\n}}\n{}",
+        roles.authorization(),
         store = store.display().to_string()
     );
     let path = dir.join("nats-server.conf");
-    std::fs::write(&path, config).with_context(|| format!("cannot write {}", path.display()))?;
+    write_private(&path, &config)?;
     Ok(path)
 }
 

@@ -8,6 +8,7 @@ mod dashboard;
 mod demo;
 mod embedded;
 mod metrics;
+mod nats_roles;
 mod system;
 mod telemetry;
 
@@ -20,7 +21,7 @@ use atelier_messages::store::Listing;
 use atelier_messages::tool::Pool;
 use clap::{Parser, Subcommand};
 
-use crate::client::{Client, WatchOutput};
+use crate::client::{Client, Decision, WatchOutput};
 use crate::config::{FlagOverrides, Settings};
 
 #[derive(Parser)]
@@ -79,9 +80,13 @@ enum Command {
         /// Job id (default: a new UUID v7); re-submitting an id is a no-op.
         #[arg(long)]
         job_id: Option<String>,
-        /// Run destructive tool calls (delete, rename) without pausing for approval.
+        /// Run every tool call without pausing for approval.
         #[arg(long)]
         auto_approve: bool,
+        /// Which action classes wait for approval: CLASS=MODE (additive|destructive = ask|auto),
+        /// repeatable; default: the workbench's policy, else destructive calls ask.
+        #[arg(long = "approve", value_name = "CLASS=MODE")]
+        approvals: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -91,11 +96,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Approve (or --reject) the destructive call a job is waiting on.
+    /// Approve (or --reject) the call a job is waiting on.
     Approve {
         job: String,
         #[arg(long)]
         reject: bool,
+        /// Recorded with the decision; a rejection's reason is told to the model.
+        #[arg(long)]
+        reason: Option<String>,
+        /// The call decided on (refused if the job now waits for another).
+        #[arg(long = "call")]
+        call_id: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -176,6 +187,14 @@ enum WbCommand {
         dir: PathBuf,
         #[arg(long)]
         draft: bool,
+    },
+    /// Set which action classes wait for approval in the workbench's jobs (CLASS=MODE).
+    Approvals {
+        name: String,
+        #[arg(required = true, value_name = "CLASS=MODE")]
+        approvals: Vec<String>,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -264,8 +283,9 @@ async fn dashboard(settings: &Settings) -> anyhow::Result<ExitCode> {
     let url = settings.client_nats_url()?;
     let dashboard = dashboard::start(&url, settings.dashboard()?).await?;
     println!(
-        "dashboard at {} (NATS {url}); Ctrl-C to stop",
-        dashboard.url()
+        "dashboard at {} (NATS {}); Ctrl-C to stop",
+        dashboard.url(),
+        nats_roles::redact(&url)
     );
     system::shutdown_signal().await;
     dashboard.stop();
@@ -274,7 +294,11 @@ async fn dashboard(settings: &Settings) -> anyhow::Result<ExitCode> {
 
 async fn up(settings: &Settings) -> anyhow::Result<ExitCode> {
     let system = system::System::start(settings).await?;
-    println!("atelier is up; NATS at {}", system.url());
+    println!(
+        "atelier is up; NATS at {} (credentials in {})",
+        system.display_url(),
+        settings.url_file().display()
+    );
     println!("dashboard at {}", system.dashboard_url());
     println!(
         "data in {}; press Ctrl-C to stop",
@@ -298,10 +322,7 @@ async fn coordinator(settings: &Settings) -> anyhow::Result<ExitCode> {
 }
 
 async fn worker(settings: &Settings, pool: &str) -> anyhow::Result<ExitCode> {
-    let url = settings
-        .nats_url
-        .clone()
-        .context("`atelier worker` needs --nats URL (or ATELIER_NATS_URL)")?;
+    let url = settings.worker_nats_url()?;
     let pool = Pool::parse(pool).context("--pool must be tabular or office")?;
     let handle = system::worker(system::connect(&url).await?, settings, pool).await?;
     tracing::info!(worker = handle.worker_id(), "worker ready");
@@ -326,10 +347,12 @@ async fn client_command(client: &Client, command: Command) -> anyhow::Result<Exi
             wait,
             job_id,
             auto_approve,
+            approvals,
             json,
         } => {
+            let approvals = client::parse_approvals(&approvals)?;
             let job_id = client
-                .submit(&workbench, &message, model, job_id, auto_approve)
+                .submit(&workbench, &message, model, job_id, auto_approve, approvals)
                 .await?;
             if !wait {
                 if json {
@@ -374,8 +397,19 @@ async fn client_command(client: &Client, command: Command) -> anyhow::Result<Exi
             return Ok(exit_for(state));
         }
         Command::Cancel { job, json } => show_job(&client.cancel(&job).await?, json)?,
-        Command::Approve { job, reject, json } => {
-            show_job(&client.approve(&job, reject, None).await?, json)?
+        Command::Approve {
+            job,
+            reject,
+            reason,
+            call_id,
+            json,
+        } => {
+            let decision = Decision {
+                reject,
+                reason,
+                call_id,
+            };
+            show_job(&client.approve(&job, decision).await?, json)?
         }
         Command::Resume { job, json } => show_job(&client.resume(&job).await?, json)?,
         Command::Jobs {
@@ -440,6 +474,21 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
         WbCommand::Create { name } => {
             let info = client.create(&name).await?;
             println!("created workbench {}", info.name);
+        }
+        WbCommand::Approvals {
+            name,
+            approvals,
+            json,
+        } => {
+            let policy = client::parse_approvals(&approvals)?.unwrap_or_default();
+            let info = client.set_approvals(&name, policy).await?;
+            if json {
+                return print_json(&info);
+            }
+            println!(
+                "{}: additive calls {:?}, destructive calls {:?}",
+                info.name, policy.additive, policy.destructive
+            );
         }
         WbCommand::List { json } => {
             let list = client.workbenches().await?;

@@ -1,5 +1,6 @@
 //! Starting the server-side pieces: coordinator, workers, or all of them (`up`).
 
+use crate::nats_roles::{Role, redact, write_private};
 use std::path::Path;
 
 use anyhow::Context;
@@ -27,7 +28,7 @@ const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30)
 /// server's INFO arrives the client does not know its `max_payload` and would refuse any
 /// message over 1 MiB.
 pub async fn connect(url: &str) -> anyhow::Result<async_nats::Client> {
-    let client = async_nats::ConnectOptions::new()
+    let client = atelier_transport::connect::options(url)
         .name("atelier")
         .retry_on_initial_connect()
         .connect(url)
@@ -112,7 +113,7 @@ pub async fn shutdown_signal() {
 pub struct System {
     nats: Option<crate::embedded::EmbeddedNats>,
     url: String,
-    url_file: Option<std::path::PathBuf>,
+    url_files: Vec<std::path::PathBuf>,
     coordinator: CoordinatorHandle,
     workers: Vec<WorkerHandle>,
     dashboard: crate::dashboard::Dashboard,
@@ -122,46 +123,60 @@ impl System {
     /// Starts nats-server (unless a URL is configured), the coordinator and one worker per pool.
     pub async fn start(settings: &Settings) -> anyhow::Result<System> {
         let data_dir = absolute(&settings.data_dir)?;
-        let (nats, url) = match &settings.nats_url {
-            Some(url) => (None, url.clone()),
-            None => {
-                let server = crate::embedded::EmbeddedNats::start(
+        let nats = match &settings.nats_url {
+            Some(_) => None,
+            None => Some(
+                crate::embedded::EmbeddedNats::start(
                     &settings.nats_server_bin,
                     &data_dir,
                     settings.nats_port,
                 )
-                .await?;
-                let url = server.url().to_string();
-                (Some(server), url)
-            }
+                .await?,
+            ),
         };
-        let client = connect(&url).await?;
-        let coordinator = coordinator(client.clone(), settings).await?;
+        // Each piece connects as its role on the embedded server; a configured server is the
+        // operator's to secure (docs/operations.md), and every piece uses its URL.
+        let url_of = |role: Role| match (&nats, &settings.nats_url) {
+            (Some(server), _) => server.url(role),
+            (None, Some(url)) => url.clone(),
+            (None, None) => String::new(),
+        };
+        let coordinator = coordinator(connect(&url_of(Role::Coordinator)).await?, settings).await?;
+        let worker_client = connect(&url_of(Role::Worker)).await?;
         let mut workers = Vec::new();
         for pool in Pool::ALL {
-            workers.push(worker(client.clone(), settings, pool).await?);
+            workers.push(worker(worker_client.clone(), settings, pool).await?);
         }
+        let url = url_of(Role::Client);
         let dashboard = crate::dashboard::start(&url, settings.dashboard()?).await?;
-        let url_file = if nats.is_some() {
-            let path = settings.url_file();
-            std::fs::write(&path, &url)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            Some(path)
-        } else {
-            None
-        };
+        let mut url_files = Vec::new();
+        if nats.is_some() {
+            for (path, role) in [
+                (settings.url_file(), Role::Client),
+                (settings.worker_url_file(), Role::Worker),
+            ] {
+                write_private(&path, &url_of(role))?;
+                url_files.push(path);
+            }
+        }
         Ok(System {
             nats,
             url,
-            url_file,
+            url_files,
             coordinator,
             workers,
             dashboard,
         })
     }
 
-    pub fn url(&self) -> &str {
+    /// The clients' NATS URL, with the client role's credentials on the embedded server.
+    pub fn client_url(&self) -> &str {
         &self.url
+    }
+
+    /// The clients' NATS URL without credentials, for printing.
+    pub fn display_url(&self) -> String {
+        redact(&self.url)
     }
 
     /// The dashboard's URL (`http://127.0.0.1:7474` unless configured or taken).
@@ -176,7 +191,7 @@ impl System {
             worker.shutdown().await;
         }
         self.coordinator.shutdown().await;
-        if let Some(path) = self.url_file {
+        for path in self.url_files {
             let _ = std::fs::remove_file(path);
         }
         if let Some(nats) = self.nats {

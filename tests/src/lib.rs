@@ -470,6 +470,25 @@ impl Cluster {
         self.cli(&args)?.json()
     }
 
+    /// Polls `atelier job ID --json` until the job is in `state`.
+    pub fn wait_for_state(
+        &self,
+        job_id: &str,
+        state: atelier_messages::job::JobState,
+    ) -> anyhow::Result<atelier_messages::job::JobView> {
+        let mut seen = None;
+        wait_until(Duration::from_secs(60), || {
+            let view: Option<atelier_messages::job::JobView> = self
+                .cli(&["job", job_id, "--json"])
+                .ok()
+                .and_then(|out| out.json().ok());
+            seen = view.filter(|view| view.state == state);
+            seen.is_some()
+        })
+        .with_context(|| format!("job never reached {state}\n{}", self.logs()))?;
+        seen.context("no view")
+    }
+
     /// Polls `atelier job ID --json` until the job is in a terminal state.
     pub fn wait_finished(
         &self,

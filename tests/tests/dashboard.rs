@@ -439,6 +439,7 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
         async || Ok(dashboard.get("/api/status").await?["nats_reconnects"] == 1),
     )
     .await?;
+    // It writes summary.xlsx again, over the first job's: a destructive call, approved ahead.
     let second = cluster.cli(&[
         "submit",
         "q3",
@@ -447,6 +448,8 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
         &model.model_spec(),
         "--wait",
         "--json",
+        "--approve",
+        "destructive=auto",
     ])?;
     ensure!(
         second.success,
@@ -542,6 +545,66 @@ async fn access_needs_the_token_beyond_loopback_and_never_shows_it() -> anyhow::
         .output()?;
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("dashboard_token"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_naming_another_host_are_refused_so_dns_rebinding_cannot_publish()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("q3", "plan.csv")?;
+    let listing: atelier_messages::store::Listing =
+        cluster.cli_ok(&["wb", "ls", "q3", "--json"])?.json()?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let args = json!({"path": "notes.md", "content": "draft"});
+    atelier_tests::call_tool(&client, &listing, "c1", "write_text_file", args, "office")
+        .await?
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
+    let http = http_client(false)?;
+    let port = dashboard
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let publish = format!("{}/api/workbenches/q3/publish", dashboard.url);
+    // A page on evil.example whose name now resolves to 127.0.0.1: its Host, or its Origin.
+    for (host, origin) in [
+        (format!("evil.example:{port}"), None),
+        (
+            format!("127.0.0.1:{port}"),
+            Some(format!("http://evil.example:{port}")),
+        ),
+    ] {
+        let mut request = http
+            .post(&publish)
+            .header("host", &host)
+            .header("x-atelier-csrf", "1");
+        if let Some(origin) = &origin {
+            request = request.header("origin", origin);
+        }
+        let response = request.send().await?;
+        assert_eq!(
+            response.status(),
+            reqwest::StatusCode::FORBIDDEN,
+            "{host} {origin:?}"
+        );
+        let body: Value = response.json().await?;
+        assert_eq!(body["error"]["code"], "HOST_NOT_ALLOWED");
+    }
+    let diff: Value = cluster.cli_ok(&["draft", "diff", "q3", "--json"])?.json()?;
+    assert_eq!(diff["has_draft"], true, "the draft was not published");
+    // Its own address (and localhost) still work.
+    let response = http
+        .post(&publish)
+        .header("host", format!("localhost:{port}"))
+        .header("x-atelier-csrf", "1")
+        .send()
+        .await?;
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let diff: Value = cluster.cli_ok(&["draft", "diff", "q3", "--json"])?.json()?;
+    assert_eq!(diff["has_draft"], false);
     Ok(())
 }
 

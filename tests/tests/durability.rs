@@ -365,6 +365,7 @@ async fn a_thousand_jobs_across_three_coordinator_crashes_complete_exactly_once(
             model: Some(model.model_spec()),
             submitted_at_ms: 0,
             auto_approve: false,
+            approvals: None,
         };
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", id.as_str());
@@ -466,27 +467,13 @@ fn delete_script() -> Script {
     .unwrap_or_default()
 }
 
-fn wait_for_state(cluster: &Cluster, job_id: &str, state: JobState) -> anyhow::Result<JobView> {
-    let mut seen = None;
-    wait_until(JOB_TIMEOUT, || {
-        let view: Option<JobView> = cluster
-            .cli(&["job", job_id, "--json"])
-            .ok()
-            .and_then(|out| out.json().ok());
-        seen = view.filter(|view| view.state == state);
-        seen.is_some()
-    })
-    .with_context(|| format!("job never reached {state}\n{}", cluster.logs()))?;
-    seen.context("no view")
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_destructive_call_waits_for_approval_across_a_restart_then_runs() -> anyhow::Result<()> {
     let model = ScriptedModel::start(delete_script()).await?;
     let mut cluster = Cluster::start()?;
     cluster.workbench_with_launch_plan("approve", "plan.csv")?;
     let job_id = cluster.submit("approve", "clean up", &model.model_spec())?;
-    let waiting = wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
+    let waiting = cluster.wait_for_state(&job_id, JobState::AwaitingApproval)?;
     let pending = waiting.pending_approval.context("no pending approval")?;
     assert_eq!(pending.tool, "delete_file");
     assert!(pending.arguments.contains("plan.csv"));
@@ -497,7 +484,7 @@ async fn a_destructive_call_waits_for_approval_across_a_restart_then_runs() -> a
     assert_eq!(diff["has_draft"], false);
     cluster.kill_coordinator();
     cluster.start_coordinator()?;
-    wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
+    cluster.wait_for_state(&job_id, JobState::AwaitingApproval)?;
     cluster.cli_ok(&["approve", &job_id])?;
     let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
     assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
@@ -520,7 +507,7 @@ async fn a_rejected_destructive_call_is_told_to_the_model_and_nothing_is_deleted
     let cluster = Cluster::start()?;
     cluster.workbench_with_launch_plan("reject", "plan.csv")?;
     let job_id = cluster.submit("reject", "clean up", &model.model_spec())?;
-    wait_for_state(&cluster, &job_id, JobState::AwaitingApproval)?;
+    cluster.wait_for_state(&job_id, JobState::AwaitingApproval)?;
     cluster.cli_ok(&["approve", &job_id, "--reject"])?;
     let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
     assert_eq!(view.state, JobState::Succeeded);

@@ -2,6 +2,7 @@
 //! through the data directory, and stops everything on Ctrl-C.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -28,12 +29,30 @@ fn up_serves_clients_and_ctrl_c_stops_everything() -> anyhow::Result<()> {
         .find_map(|line| {
             line.split("NATS at ")
                 .nth(1)
-                .map(|rest| rest.trim().to_string())
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(str::to_string)
         })
         .context("`up` never printed its NATS URL")?;
     assert!(url.starts_with("nats://127.0.0.1:"), "{url}");
     let port: u16 = url.rsplit(':').next().unwrap_or_default().parse()?;
-    assert_eq!(std::fs::read_to_string(data.join("nats.url"))?.trim(), url);
+    // The client's URL, with its credentials, is in the data directory for its owner only.
+    let client_url = std::fs::read_to_string(data.join("nats.url"))?;
+    assert!(
+        client_url.starts_with("nats://client:")
+            && client_url.ends_with(&format!("@127.0.0.1:{port}")),
+        "{client_url}"
+    );
+    let mode = std::fs::metadata(data.join("nats.url"))?
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    // Without credentials the server refuses.
+    let runtime = tokio::runtime::Runtime::new()?;
+    assert!(
+        runtime.block_on(async_nats::connect(&url)).is_err(),
+        "anonymous access"
+    );
 
     // A client with only --data finds the server `up` started.
     let created = Command::new(atelier_bin())
@@ -111,4 +130,148 @@ fn client_commands_without_a_server_say_what_to_do() -> anyhow::Result<()> {
         "{stderr}"
     );
     Ok(())
+}
+
+/// `atelier up` in a temp data directory, killed on drop.
+struct Up {
+    child: std::process::Child,
+    data: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Up {
+    fn start() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let data = dir.path().join("data");
+        let child = Command::new(atelier_bin())
+            .args([
+                "up",
+                "--data",
+                &data.to_string_lossy(),
+                "--http",
+                "127.0.0.1:0",
+            ])
+            .env("ATELIER_NATS_PORT", "0")
+            .env_remove("ATELIER_NATS_URL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let up = Self {
+            child,
+            data,
+            _dir: dir,
+        };
+        wait_until(Duration::from_secs(30), || {
+            up.data.join("nats-worker.url").exists()
+        })?;
+        Ok(up)
+    }
+
+    fn url(&self, file: &str) -> anyhow::Result<String> {
+        Ok(std::fs::read_to_string(self.data.join(file))?)
+    }
+
+    fn cli(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        Ok(Command::new(atelier_bin())
+            .args(args)
+            .args(["--data", &self.data.to_string_lossy()])
+            .output()?)
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()> {
+    use atelier_messages::PROTOCOL_VERSION;
+    use atelier_messages::job::JobSubmit;
+    use atelier_messages::store::CreateWorkbench;
+    use atelier_transport::Policy;
+    use futures::StreamExt;
+
+    let up = Up::start()?;
+    let created = up.cli(&["wb", "create", "mine"])?;
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let connect = |url: String| async move {
+            atelier_transport::connect::options(&url)
+                .connect(&url)
+                .await
+        };
+        let worker = connect(up.url("nats-worker.url")?).await?;
+        let client = connect(up.url("nats.url")?).await?;
+        let quick = Policy::once(Duration::from_secs(2));
+
+        // A worker may not change workbenches or submit jobs.
+        let create = CreateWorkbench {
+            v: PROTOCOL_VERSION,
+            workbench: "by-worker".into(),
+        };
+        assert!(
+            atelier_transport::request(&worker, &create, quick)
+                .await
+                .is_err()
+        );
+        let submit = JobSubmit {
+            v: PROTOCOL_VERSION,
+            job_id: "by-worker".into(),
+            workbench: "mine".into(),
+            message: "x".into(),
+            model: None,
+            submitted_at_ms: 0,
+            auto_approve: false,
+            approvals: None,
+        };
+        let payload = atelier_messages::encode(&submit, atelier_messages::Format::MessagePack)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let js = async_nats::jetstream::new(worker.clone());
+        let acked = tokio::time::timeout(Duration::from_secs(3), async {
+            js.publish(atelier_messages::subjects::JOB_SUBMIT, payload.into())
+                .await?
+                .await
+        })
+        .await;
+        assert!(
+            !matches!(acked, Ok(Ok(_))),
+            "the worker's submission was accepted"
+        );
+
+        // A client may not answer Atelier subjects: its would-be store never hears a request.
+        let mut fake_store = client
+            .queue_subscribe(
+                atelier_messages::subjects::store::WILDCARD,
+                "atelier-store".into(),
+            )
+            .await?;
+        let listed = up.cli(&["wb", "list", "--json"])?;
+        let names: serde_json::Value = serde_json::from_slice(&listed.stdout)?;
+        let names: Vec<&str> = names
+            .as_array()
+            .map(|list| list.iter().filter_map(|wb| wb["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(names, vec!["mine"], "no workbench made by the worker");
+        let overheard = tokio::time::timeout(Duration::from_millis(500), fake_store.next()).await;
+        assert!(
+            !matches!(overheard, Ok(Some(_))),
+            "a client received a store request"
+        );
+        let jobs = up.cli(&["jobs", "--json"])?;
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&jobs.stdout)?,
+            serde_json::json!([])
+        );
+        anyhow::Ok(())
+    })
 }

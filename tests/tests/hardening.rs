@@ -230,3 +230,200 @@ async fn write_tools_apply_once_and_tell_the_truth_when_the_worker_dies_before_r
 -> anyhow::Result<()> {
     assert_exactly_once(Kill::WorkerBeforeReply).await
 }
+
+/// The `finished` events of `job_id` in the EVENTS stream, as (state, run).
+async fn finished_events(cluster: &Cluster, job_id: &str) -> anyhow::Result<Vec<(JobState, u32)>> {
+    use atelier_messages::job::{EventKind, JobEvent};
+    use atelier_messages::{Format, decode, subjects};
+    use futures::StreamExt;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let js = async_nats::jetstream::new(client);
+    let consumer = js
+        .get_stream(subjects::EVENTS_STREAM)
+        .await?
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+            filter_subject: subjects::event(job_id, "finished"),
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    let mut finished = Vec::new();
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(500), messages.next()).await
+    {
+        let event: JobEvent =
+            decode(&message?.payload, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let EventKind::JobFinished { state, run, .. } = event.kind {
+            finished.push((state, run));
+        }
+    }
+    Ok(finished)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_run_of_a_resumed_job_ends_and_announces_its_own_end() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(research_query_script("SELECT 1")).await?;
+    model.fail_with(401);
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("again", "plan.csv")?;
+    let job_id = cluster.submit("again", "count", &model.model_spec())?;
+    let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+    assert_eq!((view.state, view.run), (JobState::Failed, 0));
+    for run in 1..=4 {
+        // Resumed the moment the previous run is recorded as ended, while its orchestrator may
+        // still be stopping: the job must run again, not stay queued.
+        cluster.cli_ok(&["resume", &job_id])?;
+        let watched = cluster.cli(&["watch", &job_id, "--json"])?;
+        let last: serde_json::Value = serde_json::from_str(
+            watched
+                .stdout
+                .lines()
+                .last()
+                .context("watch printed no event")?,
+        )?;
+        assert_eq!(last["kind"]["type"], "job_finished", "{last}");
+        assert_eq!(
+            last["kind"]["run"], run,
+            "watch follows the new run: {last}"
+        );
+        let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+        assert_eq!((view.state, view.run), (JobState::Failed, run));
+    }
+    let finished = finished_events(&cluster, &job_id).await?;
+    let expected: Vec<(JobState, u32)> = (0..=4).map(|run| (JobState::Failed, run)).collect();
+    assert_eq!(
+        finished, expected,
+        "one `finished` event per run, none dropped as a duplicate"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reused_job_id_is_refused_with_a_clear_answer() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(research_query_script("SELECT 1")).await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("ids", "plan.csv")?;
+    let spec = model.model_spec();
+    let args = [
+        "submit", "ids", "count", "--model", &spec, "--job-id", "job-7", "--wait",
+    ];
+    cluster.cli_ok(&args)?;
+    let again = cluster.cli(&args)?;
+    assert!(again.failed_with("VALIDATION_FAILED"), "{}", again.stderr);
+    assert!(again.stderr.contains("already exists"), "{}", again.stderr);
+    Ok(())
+}
+
+fn overwrite_script() -> Script {
+    serde_json::from_value(json!({
+        "research": [{"content": "plan.csv holds the milestones."}],
+        "plan": [{"content": "- [ ] 1. Replace — overwrite plan.csv"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "plan.csv", "content": "gone\n"}}]},
+            {"content": "Handled."}
+        ]},
+        "summary": [{"content": "done"}]
+    }))
+    .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn overwriting_a_file_waits_for_approval_and_a_stale_decision_is_refused()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(overwrite_script()).await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("ask", "plan.csv")?;
+    let job_id = cluster.submit("ask", "replace it", &model.model_spec())?;
+    let waiting = cluster.wait_for_state(&job_id, JobState::AwaitingApproval)?;
+    let pending = waiting.pending_approval.context("a pending call")?;
+    assert_eq!(pending.tool, "write_text_file");
+    assert_eq!(
+        pending.action_class,
+        atelier_messages::approval::ActionClass::Destructive
+    );
+    assert_eq!(pending.why.as_deref(), Some("overwrites plan.csv"));
+    // A decision about another call (a stale page) is refused and changes nothing.
+    let stale = cluster.cli(&["approve", &job_id, "--call", "some-older-call"])?;
+    assert!(stale.failed_with("VALIDATION_FAILED"), "{}", stale.stderr);
+    assert_eq!(
+        cluster
+            .wait_for_state(&job_id, JobState::AwaitingApproval)?
+            .state,
+        JobState::AwaitingApproval
+    );
+    cluster.cli_ok(&[
+        "approve",
+        &job_id,
+        "--reject",
+        "--call",
+        &pending.call_id,
+        "--reason",
+        "keep the plan",
+    ])?;
+    let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+    assert_eq!(view.state, JobState::Succeeded);
+    let shown = model.tool_results("implement", Some(1), 1);
+    let result: serde_json::Value =
+        serde_json::from_str(shown.first().context("the model saw no tool result")?)?;
+    assert_eq!(result["error"]["code"], "APPROVAL_REJECTED");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("keep the plan")),
+        "the reason is told to the model: {result}"
+    );
+    let diff: serde_json::Value = cluster
+        .cli_ok(&["draft", "diff", "ask", "--json"])?
+        .json()?;
+    assert_eq!(diff["has_draft"], false, "nothing was written");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workbench_policy_lets_destructive_calls_run_and_a_job_can_ask_for_additive_ones()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(overwrite_script()).await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("auto", "plan.csv")?;
+    let policy: serde_json::Value = cluster
+        .cli_ok(&["wb", "approvals", "auto", "destructive=auto", "--json"])?
+        .json()?;
+    assert_eq!(policy["approvals"]["destructive"], "auto");
+    let view = cluster.run_job("auto", "replace it", &model.model_spec(), &[])?;
+    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
+    let content = cluster.cli_ok(&["wb", "cat", "auto", "plan.csv", "--draft"])?;
+    assert_eq!(content.stdout, "gone\n");
+
+    // A job that asks for additive calls too waits on a new file as well.
+    let model = ScriptedModel::start(serde_json::from_value(json!({
+        "research": [{"content": "ok"}],
+        "plan": [{"content": "- [ ] 1. Add — a new note"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "new.md", "content": "x"}}]},
+            {"content": "Added."}
+        ]},
+        "summary": [{"content": "done"}]
+    }))?)
+    .await?;
+    cluster.cli_ok(&["draft", "discard", "auto"])?;
+    let job_id = cluster.submit_with(
+        "auto",
+        "add",
+        &model.model_spec(),
+        &["--approve", "additive=ask"],
+    )?;
+    let waiting = cluster.wait_for_state(&job_id, JobState::AwaitingApproval)?;
+    let pending = waiting.pending_approval.context("a pending call")?;
+    assert_eq!(
+        pending.action_class,
+        atelier_messages::approval::ActionClass::Additive
+    );
+    cluster.cli_ok(&["approve", &job_id])?;
+    assert_eq!(
+        cluster.wait_finished(&job_id, JOB_TIMEOUT)?.state,
+        JobState::Succeeded
+    );
+    let bad = cluster.cli(&["submit", "auto", "x", "--approve", "everything=yes"])?;
+    assert!(bad.failed_with("VALIDATION_FAILED"), "{}", bad.stderr);
+    Ok(())
+}

@@ -5,16 +5,21 @@
 //!
 //! # Layout
 //! - this file: the whole catalog, lookup by name, and each phase's subset.
-//! - `tool_spec`: [`ToolSpec`] with its [`Capability`] and [`ActionClass`], and schema helpers.
+//! - `tool_spec`: [`ToolSpec`] with its [`Capability`] and typical [`ActionClass`], and schema
+//!   helpers.
+//! - `classify`: the action class of one call, from its tool, arguments and the files.
 //! - `office`, `tabular`: the tools of each pool.
 
+mod classify;
 mod office;
 mod tabular;
 mod tool_spec;
 
 use atelier_messages::tool::ToolName;
 
-pub use tool_spec::{ActionClass, Capability, ToolSpec};
+pub use atelier_messages::approval::ActionClass;
+pub use classify::{Classified, classify};
+pub use tool_spec::{Capability, ToolSpec};
 
 /// Every tool, in a stable order.
 pub fn catalog() -> Vec<ToolSpec> {

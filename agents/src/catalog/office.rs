@@ -1,9 +1,10 @@
 //! Tools served by the office pool (files, text, office documents); contracts in docs/tools.md.
 
+use atelier_messages::approval::ActionClass;
 use atelier_messages::tool::ToolName;
 use serde_json::{Value, json};
 
-use super::tool_spec::{ActionClass, Capability, ToolSpec, object, path_only, path_param};
+use super::tool_spec::{Capability, ToolSpec, object, path_only, path_param};
 
 /// `path`, `operations` (items described by `items`), `create_new`, `copy_from`.
 fn operations_params(items: Value) -> Value {

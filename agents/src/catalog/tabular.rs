@@ -1,10 +1,11 @@
 //! Tools served by the tabular pool (DuckDB over delimited text tables); contracts in docs/tools.md
 //! (schemas exactly as the seed `tabular-text-csv.md`, plus `table_update_from_export`).
 
+use atelier_messages::approval::ActionClass;
 use atelier_messages::tool::ToolName;
 use serde_json::json;
 
-use super::tool_spec::{ActionClass, Capability, ToolSpec, object, path_only, path_param};
+use super::tool_spec::{Capability, ToolSpec, object, path_only, path_param};
 
 /// The tabular pool's tools, in a stable order.
 pub(super) fn tools() -> Vec<ToolSpec> {

@@ -1,6 +1,7 @@
 //! What a tool is: its name, description and argument schema, what it may touch and how
 //! consequential a call is; with the schema helpers the tool lists share.
 
+use atelier_messages::approval::ActionClass;
 use atelier_messages::tool::{Pool, ToolName};
 use serde_json::{Value, json};
 
@@ -12,14 +13,6 @@ pub enum Capability {
     Create,
 }
 
-/// How consequential a call is (destructive calls need approval).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActionClass {
-    Navigational,
-    Additive,
-    Destructive,
-}
-
 /// One tool the model may call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
@@ -28,6 +21,7 @@ pub struct ToolSpec {
     /// JSON schema of the arguments object.
     pub parameters: Value,
     pub capability: Capability,
+    /// The class of a typical call; [`classify`](super::classify) decides each call's own.
     pub action_class: ActionClass,
 }
 

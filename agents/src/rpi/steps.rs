@@ -6,8 +6,9 @@
 
 use std::time::Instant;
 
-use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
-use atelier_messages::{ErrorBody, ErrorCode, journal};
+use atelier_messages::approval::ApprovalMode;
+use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, PendingApproval, Phase};
+use atelier_messages::{ErrorBody, ErrorCode, journal, now_ms};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,7 +18,7 @@ use super::loop_detector::LoopDetector;
 use super::prompts;
 use super::types::RpiState;
 use crate::AgentError;
-use crate::catalog::{ActionClass, ToolSpec};
+use crate::catalog::{self, Classified, ToolSpec};
 use crate::provider::{
     ChatMessage, DeltaSink, ModelRequest, ModelResponse, ToolCall, ToolChoice, Usage,
 };
@@ -260,16 +261,8 @@ impl Driver<'_> {
                 self.budgets.max_tool_calls
             )));
         }
-        if spec.action_class == ActionClass::Destructive
-            && !self.approved(call_id, spec, &args).await?
-        {
-            return Ok(Outcome::Error(ErrorBody::new(
-                ErrorCode::ApprovalRejected,
-                format!(
-                    "the user rejected this `{}` call; do not repeat it — continue another way or finish",
-                    spec.name
-                ),
-            )));
+        if let Some(rejected) = self.approval_refusal(call_id, spec, &args).await? {
+            return Ok(Outcome::Error(rejected));
         }
         let path = args.get("path").and_then(Value::as_str).map(str::to_string);
         self.host.emit(EventKind::ToolExecuting {
@@ -287,23 +280,47 @@ impl Driver<'_> {
         }
     }
 
-    /// The journaled decision on a destructive call, or a new one from the host.
-    async fn approved(
+    /// The refusal told to the model when a call that needs approval (by its action class and
+    /// the job's policy) is rejected; `None` when it may run.
+    async fn approval_refusal(
         &self,
         call_id: &str,
         spec: &ToolSpec,
         args: &Value,
-    ) -> Result<bool, AgentError> {
-        let key = journal::approval(call_id);
-        if let Some(Value::Bool(decision)) = self.host.recall(&key).await? {
-            return Ok(decision);
+    ) -> Result<Option<ErrorBody>, AgentError> {
+        if spec.is_read_only() {
+            return Ok(None);
         }
-        let decision = self
-            .host
-            .approval(call_id, spec.name.as_str(), args)
-            .await?;
-        self.host.record(&key, &Value::Bool(decision)).await?;
-        Ok(decision)
+        let files = self.host.files().await?;
+        let Classified { class, why } = catalog::classify(spec, args, &files);
+        if self.host.approval_mode(class) == ApprovalMode::Auto
+            || self.host.already_applied(call_id).await?
+        {
+            return Ok(None);
+        }
+        let pending = PendingApproval {
+            call_id: call_id.to_string(),
+            tool: spec.name.to_string(),
+            arguments: args.to_string(),
+            requested_at_ms: now_ms(),
+            action_class: class,
+            why,
+        };
+        let decision = self.host.approval(pending).await?;
+        if decision.approved {
+            return Ok(None);
+        }
+        let reason = decision
+            .reason
+            .map(|reason| format!(" ({reason})"))
+            .unwrap_or_default();
+        Ok(Some(ErrorBody::new(
+            ErrorCode::ApprovalRejected,
+            format!(
+                "the user rejected this `{}` call{reason}; do not repeat it — continue another way or finish",
+                spec.name
+            ),
+        )))
     }
 
     /// A journaled step, if it already happened.

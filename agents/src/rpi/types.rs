@@ -2,6 +2,8 @@
 //! [`AgentHost`] that executes tools, journals steps and publishes events.
 
 use atelier_messages::ErrorBody;
+use atelier_messages::approval::{ActionClass, ApprovalDecision, ApprovalMode};
+use atelier_messages::job::PendingApproval;
 use atelier_messages::job::{EventKind, Phase, PlanItem};
 use atelier_messages::store::ManifestEntry;
 use serde::{Deserialize, Serialize};
@@ -119,14 +121,16 @@ pub trait AgentHost: Send + Sync {
     async fn record(&self, key: &str, value: &Value) -> Result<(), ErrorBody>;
     /// A step boundary: `Err(USER_CANCELED)` when the job was cancelled.
     async fn checkpoint(&self) -> Result<(), ErrorBody>;
-    /// Waits for the decision on a destructive call (`true`: approved). Auto-approving
-    /// policies answer at once.
-    async fn approval(
-        &self,
-        call_id: &str,
-        tool: &str,
-        arguments: &Value,
-    ) -> Result<bool, ErrorBody>;
+    /// Whether calls of `class` wait for a person in this job (its approval policy).
+    fn approval_mode(&self, class: ActionClass) -> ApprovalMode;
+    /// True when this call's changes are already in the draft (the process died before its
+    /// result was journaled): it ran, so it is not asked about again, whatever the files now
+    /// make it look like.
+    async fn already_applied(&self, call_id: &str) -> Result<bool, ErrorBody>;
+    /// Waits for the decision on a call that needs approval; the decision is journaled under
+    /// [`journal::approval`](atelier_messages::journal::approval) of the call id, so a
+    /// restarted job finds it.
+    async fn approval(&self, pending: PendingApproval) -> Result<ApprovalDecision, ErrorBody>;
     /// Publishes a progress event.
     fn emit(&self, kind: EventKind);
 }

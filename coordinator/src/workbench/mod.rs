@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use atelier_messages::path::{kind_of, normalize};
+use atelier_messages::approval::ApprovalPolicy;
+use atelier_messages::path::{self, kind_of, normalize};
 use atelier_messages::store::{
     DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo, Written,
 };
@@ -29,6 +30,9 @@ struct WorkbenchRecord {
     created_at_ms: u64,
     #[serde(default)]
     checkpoints: u64,
+    /// The approval policy of jobs on this workbench that set none.
+    #[serde(default)]
+    approvals: Option<ApprovalPolicy>,
 }
 
 /// What the store keeps of an applied call: the write, and the tool's answer so that a re-sent
@@ -106,6 +110,16 @@ fn tx_put<T: Serialize>(
     Ok(())
 }
 
+/// Refuses a manifest where one of `added` is a file beside a folder of the same name.
+fn refuse_clashes(manifest: &Manifest, added: &[ManifestEntry]) -> Result<(), CoordinatorError> {
+    for entry in added {
+        if let Some(existing) = path::clash(manifest.keys().map(String::as_str), &entry.path) {
+            return Err(path::clash_error(&entry.path, existing).into());
+        }
+    }
+    Ok(())
+}
+
 fn flatten(error: TransactionError<CoordinatorError>) -> CoordinatorError {
     match error {
         TransactionError::Abort(inner) => inner,
@@ -135,6 +149,7 @@ impl Workbenches {
             name: name.to_string(),
             created_at_ms: now_ms(),
             checkpoints: 0,
+            approvals: None,
         };
         let inserted = tree.compare_and_swap(
             name.as_bytes(),
@@ -164,7 +179,23 @@ impl Workbenches {
             file_count: published.len() as u64,
             has_draft: self.manifest(name, "draft")?.is_some(),
             checkpoints: record.checkpoints,
+            approvals: record.approvals,
         })
+    }
+
+    /// Sets the approval policy of the workbench's future jobs.
+    pub fn set_approvals(
+        &self,
+        name: &str,
+        approvals: ApprovalPolicy,
+    ) -> Result<WorkbenchInfo, CoordinatorError> {
+        let mut record = self.record(name)?;
+        record.approvals = Some(approvals);
+        self.storage
+            .tree(trees::WORKBENCHES)?
+            .insert(name.as_bytes(), storage::encode(&record)?)?;
+        self.storage.flush()?;
+        self.info(name)
     }
 
     pub fn list(&self) -> Result<Vec<WorkbenchInfo>, CoordinatorError> {
@@ -201,6 +232,7 @@ impl Workbenches {
                 for entry in &entries {
                     published.insert(entry.path.clone(), entry.clone());
                 }
+                refuse_clashes(&published, &entries).map_err(abort)?;
                 tx_put(tree, &key(workbench, "published"), &published)
             })
             .map_err(flatten)?;
@@ -446,6 +478,7 @@ impl Workbenches {
                         ));
                     }
                 }
+                refuse_clashes(&draft, &entries).map_err(abort)?;
                 tx_put(manifests, &key(workbench, "draft"), &draft)?;
                 let written = Written {
                     files: entries.clone(),

@@ -121,6 +121,30 @@ fn an_applied_call_keeps_its_answer_for_replays() {
 }
 
 #[test]
+fn a_name_is_a_file_or_a_folder_never_both() {
+    let (_dir, wb) = fixture();
+    wb.create("w").unwrap_or_else(|e| panic!("{e}"));
+    wb.add("w", vec![file("a", "x")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        code(wb.add("w", vec![file("b", "y"), file("a/b", "y")])),
+        Some(ErrorCode::ValidationFailed)
+    );
+    assert_eq!(
+        code(write(&wb, "w", "c1", vec![file("a/c.txt", "x")], &[])),
+        Some(ErrorCode::ValidationFailed)
+    );
+    // Moving the file out of the way in the same call is fine.
+    write(&wb, "w", "c2", vec![file("a/c.txt", "x")], &["a".into()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let listing = wb
+        .list_files("w", View::Draft)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let paths: Vec<_> = listing.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, vec!["a/c.txt"]);
+}
+
+#[test]
 fn bad_names_paths_and_states_get_codes() {
     let (_dir, wb) = fixture();
     assert_eq!(code(wb.create("../x")), Some(ErrorCode::ValidationFailed));

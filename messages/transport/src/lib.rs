@@ -9,6 +9,7 @@
 //! (`TOOL_WORKER_UNAVAILABLE`, `TOOL_TIMEOUT`, `VALIDATION_FAILED` for an oversized payload).
 //!
 //! # Layout
+//! - [`connect`]: connect options with the credentials a URL carries.
 //! - [`headers`]: the payload format of a message, trace-context propagation, progress marks.
 //! - [`request`]: typed request/reply with a [`Policy`] (timeouts, retries, progress).
 //! - [`serve`]: the responder side: a [`Router`] of verbs on one wildcard subscription, replies
@@ -16,6 +17,7 @@
 //! - [`failpoint`]: named kill points for crash tests (`ATELIER_FAILPOINTS`).
 //! - [`error`]: [`TransportError`], for failures to start serving.
 
+pub mod connect;
 pub mod error;
 pub mod failpoint;
 pub mod headers;

@@ -291,11 +291,19 @@ async fn cancel(State(state): State<Shared>, Path(id): Path<String>) -> Response
 
 #[derive(Deserialize, Default)]
 struct Reason {
+    #[serde(default)]
     reason: Option<String>,
+    /// The call the page showed; a decision for a call no longer pending is refused.
+    #[serde(default)]
+    call_id: Option<String>,
 }
 
-async fn approve(State(state): State<Shared>, Path(id): Path<String>) -> Response {
-    decide(&state, id, false, None).await
+async fn approve(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    body: Option<Json<Reason>>,
+) -> Response {
+    decide(&state, id, false, body).await
 }
 
 async fn reject(
@@ -303,16 +311,24 @@ async fn reject(
     Path(id): Path<String>,
     body: Option<Json<Reason>>,
 ) -> Response {
-    let reason = body.and_then(|Json(body)| body.reason);
-    decide(&state, id, true, reason).await
+    decide(&state, id, true, body).await
 }
 
-async fn decide(state: &AppState, id: String, reject: bool, reason: Option<String>) -> Response {
+async fn decide(
+    state: &AppState,
+    id: String,
+    reject: bool,
+    body: Option<Json<Reason>>,
+) -> Response {
+    let (reason, call_id) = body
+        .map(|Json(body)| (body.reason, body.call_id))
+        .unwrap_or_default();
     let request = ApproveCall {
         v: PROTOCOL_VERSION,
         job_id: id,
         reject,
         reason,
+        call_id,
     };
     answer(call(state, &request).await)
 }

@@ -1,7 +1,9 @@
 //! Access: when a token is configured, every page, `/api/...` and `/metrics` needs it, as
 //! `Authorization: Bearer TOKEN` or as the `HttpOnly` cookie the login page sets. Every POST to
 //! the API also needs either the bearer header or `X-Atelier-Csrf: 1` (which the UI sends and a
-//! cross-site form cannot), so another site cannot make a browser publish a draft. The token is
+//! cross-site form cannot), so another site cannot make a browser publish a draft. Every request
+//! must name the dashboard's own address in `Host` (and in `Origin` when it has one), so a page
+//! whose DNS name was rebound to this machine cannot use the dashboard either. The token is
 //! never written into a page or a log.
 
 use std::sync::Arc;
@@ -54,10 +56,41 @@ fn cookie(headers: &HeaderMap) -> Option<&str> {
         .map(|(_, value)| value)
 }
 
+/// The host part (`host[:port]`) of an `Origin` header value.
+fn origin_host(origin: &str) -> &str {
+    origin.split_once("://").map_or(origin, |(_, rest)| rest)
+}
+
+/// True when `Host` (and `Origin`, when present) name one of `allowed`.
+fn addressed_to_us(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let named = |value: &str| allowed.iter().any(|host| host.eq_ignore_ascii_case(value));
+    let host_ok = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(named);
+    let origin_ok = match headers.get(header::ORIGIN) {
+        None => true,
+        Some(origin) => origin
+            .to_str()
+            .is_ok_and(|origin| named(origin_host(origin))),
+    };
+    host_ok && origin_ok
+}
+
 /// The middleware in front of every route.
 pub async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
     let headers = request.headers();
+    if let Some(allowed) = &state.hosts
+        && !addressed_to_us(headers, allowed)
+    {
+        return api_error(
+            StatusCode::FORBIDDEN,
+            "HOST_NOT_ALLOWED",
+            "this dashboard answers only to its own address; open it by the address `atelier` \
+             printed, or add the name to `dashboard_hosts` in atelier.toml",
+        );
+    }
     let by_bearer = state
         .token
         .as_deref()
@@ -113,6 +146,43 @@ pub fn logout_cookie() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_our_own_address_may_be_named() {
+        let allowed = crate::dashboard::allowed_hosts(
+            "127.0.0.1:7474".parse().unwrap_or_else(|e| panic!("{e}")),
+            &[],
+        )
+        .unwrap_or_default();
+        let headers = |host: &str, origin: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::HOST,
+                host.parse().unwrap_or_else(|e| panic!("{e:?}")),
+            );
+            if let Some(origin) = origin {
+                headers.insert(
+                    header::ORIGIN,
+                    origin.parse().unwrap_or_else(|e| panic!("{e:?}")),
+                );
+            }
+            headers
+        };
+        assert!(addressed_to_us(&headers("127.0.0.1:7474", None), &allowed));
+        assert!(addressed_to_us(
+            &headers("localhost:7474", Some("http://localhost:7474")),
+            &allowed
+        ));
+        assert!(!addressed_to_us(&headers("evil:7474", None), &allowed));
+        assert!(!addressed_to_us(
+            &headers("127.0.0.1:7474", Some("http://evil:7474")),
+            &allowed
+        ));
+        assert!(!addressed_to_us(&HeaderMap::new(), &allowed));
+        let everywhere: std::net::SocketAddr =
+            "0.0.0.0:7474".parse().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(crate::dashboard::allowed_hosts(everywhere, &[]), None);
+    }
 
     #[test]
     fn compares_secrets_exactly() {

@@ -39,6 +39,32 @@ pub struct DashboardConfig {
     pub token: Option<String>,
     /// Listen on any free port when `addr`'s port is taken (for the default address).
     pub any_port_when_taken: bool,
+    /// Extra `Host` names to answer to (see [`allowed_hosts`]).
+    pub hosts: Vec<String>,
+}
+
+/// The `Host` values (and `Origin` hosts) the dashboard answers to once it listens on `addr`:
+/// that address, `localhost` on loopback, and the configured names. `None` when it listens on
+/// every interface and no names are configured (the token, required there, protects it). A
+/// page served under any other name — a rebound DNS name pointing at 127.0.0.1 — is refused.
+pub fn allowed_hosts(addr: SocketAddr, configured: &[String]) -> Option<Vec<String>> {
+    if addr.ip().is_unspecified() && configured.is_empty() {
+        return None;
+    }
+    let port = addr.port();
+    let mut hosts: Vec<String> = configured
+        .iter()
+        .flat_map(|name| [name.clone(), format!("{name}:{port}")])
+        .collect();
+    hosts.push(addr.to_string());
+    if addr.ip().is_loopback() {
+        hosts.extend([
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ]);
+    }
+    Some(hosts)
 }
 
 impl DashboardConfig {
@@ -69,6 +95,8 @@ pub struct AppState {
     pub live: Live,
     pub connection: Arc<Connection>,
     pub token: Option<String>,
+    /// The `Host` values requests may carry (`None`: any).
+    pub hosts: Option<Vec<String>>,
 }
 
 /// A running dashboard.
@@ -101,6 +129,7 @@ pub async fn start(nats_url: &str, config: DashboardConfig) -> anyhow::Result<Da
         live: Live::new(),
         connection,
         token: config.token.filter(|t| !t.trim().is_empty()),
+        hosts: allowed_hosts(addr, &config.hosts),
     });
     let feeder = tokio::spawn(feed(Arc::clone(&state)));
     let router = api::router(state);
@@ -136,7 +165,7 @@ async fn listen(config: &DashboardConfig) -> anyhow::Result<tokio::net::TcpListe
 /// A NATS connection that records its own reconnects.
 async fn connect(url: &str, connection: Arc<Connection>) -> anyhow::Result<async_nats::Client> {
     let seen_disconnect = Arc::new(AtomicBool::new(false));
-    let client = async_nats::ConnectOptions::new()
+    let client = atelier_transport::connect::options(url)
         .name("atelier-dashboard")
         .retry_on_initial_connect()
         .event_callback(move |event| {

@@ -339,7 +339,8 @@ function logEntry(entry, n, open) {
 function approvalBox(job) {
   const pending = job.pending_approval;
   if (!pending) return '';
-  return `<div class="approval" id="approval"><b>Waiting for approval:</b> <span class="mono">${esc(pending.tool)}</span>
+  const why = pending.why ? ` <span class="small">(${esc(pending.action_class)}: ${esc(pending.why)})</span>` : '';
+  return `<div class="approval" id="approval"><b>Waiting for approval:</b> <span class="mono">${esc(pending.tool)}</span>${why}
     <span class="small muted">since ${time(pending.requested_at_ms)}</span>
     <pre class="mono small">${esc(prettyJson(pending.arguments))}</pre>
     <div class="actions"><button id="approve" class="primary">Approve</button><button id="reject" class="danger">Reject</button></div></div>`;
@@ -371,8 +372,9 @@ function wireJobActions(job) {
   const wbPath = `/api/workbenches/${encodeURIComponent(job.workbench)}`;
   act('cancel', `${jobPath}/cancel`, 'Cancel requested', 'Cancel this job at its next step?');
   act('resume', `${jobPath}/resume`, 'Resume requested');
-  act('approve', `${jobPath}/approve`, 'Approved');
-  act('reject', `${jobPath}/reject`, 'Rejected', null, { reason: 'rejected in the dashboard' });
+  const pendingCall = job.pending_approval ? job.pending_approval.call_id : undefined;
+  act('approve', `${jobPath}/approve`, 'Approved', null, { call_id: pendingCall });
+  act('reject', `${jobPath}/reject`, 'Rejected', null, { reason: 'rejected in the dashboard', call_id: pendingCall });
   act('publish', `${wbPath}/publish`, `Published the draft of ${job.workbench}`);
   act('discard', `${wbPath}/discard`, `Discarded the draft of ${job.workbench}`, 'Throw the draft away?');
 }

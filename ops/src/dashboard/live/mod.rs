@@ -307,7 +307,7 @@ impl Inner {
                     *elapsed_ms as f64 / 1000.0,
                 );
             }
-            EventKind::JobFinished { state, error } => {
+            EventKind::JobFinished { state, error, .. } => {
                 registry.add(
                     metrics::JOBS_FINISHED,
                     vec![("state", state.to_string())],

@@ -64,6 +64,7 @@ fn script() -> Vec<JobEvent> {
             EventKind::JobFinished {
                 state: JobState::Failed,
                 error: None,
+                run: 0,
             },
         ),
     ]

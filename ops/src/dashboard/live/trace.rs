@@ -241,6 +241,7 @@ impl JobTrace {
                 call_id,
                 tool,
                 arguments,
+                ..
             } => {
                 self.state = Some(JobState::AwaitingApproval);
                 if let Some(record) = self.call_mut(at, call_id, tool) {
@@ -255,7 +256,9 @@ impl JobTrace {
                     approved: None,
                 });
             }
-            EventKind::ApprovalResolved { call_id, approved } => {
+            EventKind::ApprovalResolved {
+                call_id, approved, ..
+            } => {
                 self.state = Some(JobState::Running);
                 self.resolve_approval(call_id, *approved);
             }
@@ -263,7 +266,7 @@ impl JobTrace {
                 at_ms: at,
                 text: format!("the model repeated `{tool}` {repeats} times; it was told so"),
             }),
-            EventKind::JobFinished { state, error } => {
+            EventKind::JobFinished { state, error, .. } => {
                 self.state = Some(*state);
                 self.finished_ms = Some(at);
                 self.error.clone_from(error);
