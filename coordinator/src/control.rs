@@ -132,15 +132,19 @@ impl Control {
         self.view(&request.job_id).await
     }
 
-    /// Continues a failed or cancelled job from its journal.
+    /// Continues a failed or cancelled job from its journal: it is `queued` at once and runs
+    /// when a slot is free (a queued job is adopted again after a restart).
     async fn resume(&self, job_id: &str) -> Result<JobView, ErrorBody> {
         let jobs = self.jobs();
         let id = job_id.to_string();
         let record = blocking(move || jobs.transition(&id, Transition::Resume)).await?;
-        self.orchestrators
-            .start_resumed(record)
-            .await
-            .map_err(ErrorBody::from)?;
+        let orchestrators = self.orchestrators.clone();
+        tokio::spawn(async move {
+            let job_id = record.job_id.clone();
+            if let Err(error) = orchestrators.start_resumed(record).await {
+                tracing::error!(%job_id, %error, "could not start the resumed job");
+            }
+        });
         self.view(job_id).await
     }
 }

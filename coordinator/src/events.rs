@@ -1,16 +1,27 @@
 //! Job events into the EVENTS stream, in order, without blocking the emitter.
+//!
+//! The queue between the job and its publisher is bounded where it can grow: while NATS is
+//! slow or away, streamed text (`assistant_delta`) beyond [`MAX_PENDING`] waiting events is
+//! dropped (the summary itself is in the job record); every other event — phases, items, tool
+//! calls, approvals, the end — is kept, and those are bounded by the job's steps.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use atelier_messages::job::{EventKind, JobEvent};
 use atelier_messages::{Format, PROTOCOL_VERSION, encode, now_ms, subjects};
-use std::time::{Duration, Instant};
-
 use tokio::sync::mpsc;
+
+/// Events waiting to be published beyond which streamed text is dropped.
+pub const MAX_PENDING: usize = 1024;
 
 /// Publishes one job's events in emission order from a background task.
 #[derive(Clone)]
 pub struct EventSink {
     job_id: String,
     sender: mpsc::UnboundedSender<JobEvent>,
+    pending: Arc<AtomicUsize>,
 }
 
 impl EventSink {
@@ -20,21 +31,31 @@ impl EventSink {
         job_id: &str,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (sender, mut receiver) = mpsc::unbounded_channel::<JobEvent>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let published = Arc::clone(&pending);
         let task = tokio::spawn(async move {
             while let Some(event) = receiver.recv().await {
                 publish(&jetstream, &event).await;
+                published.fetch_sub(1, Ordering::Relaxed);
             }
         });
         (
             Self {
                 job_id: job_id.to_string(),
                 sender,
+                pending,
             },
             task,
         )
     }
 
     pub fn emit(&self, kind: EventKind) {
+        let backlog = self.pending.load(Ordering::Relaxed);
+        if backlog >= MAX_PENDING && matches!(kind, EventKind::AssistantDelta { .. }) {
+            tracing::debug!(job_id = %self.job_id, backlog, "event backlog full; streamed text dropped");
+            return;
+        }
+        self.pending.fetch_add(1, Ordering::Relaxed);
         let event = JobEvent {
             v: PROTOCOL_VERSION,
             job_id: self.job_id.clone(),
@@ -42,6 +63,7 @@ impl EventSink {
             kind,
         };
         if self.sender.send(event).is_err() {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
             tracing::warn!(job_id = %self.job_id, "event publisher stopped; event dropped");
         }
     }

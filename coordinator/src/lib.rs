@@ -66,6 +66,8 @@ pub struct CoordinatorConfig {
     pub budgets: Budgets,
     /// How long the journal of a finished job is kept.
     pub journal_retention: Duration,
+    /// Jobs run at once; more wait (submissions stay in JetStream, adopted jobs `queued`).
+    pub max_running_jobs: usize,
 }
 
 impl CoordinatorConfig {
@@ -121,6 +123,7 @@ pub async fn start_coordinator(
         store: store.clone(),
         provider_settings: config.provider_settings.clone(),
         budgets: config.budgets,
+        slots: std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_running_jobs.max(1))),
     });
     let control = control::Control {
         coordinator_id: config.coordinator_id.clone(),
@@ -135,10 +138,16 @@ pub async fn start_coordinator(
         let jobs = jobs.clone();
         blocking(move || jobs.unfinished()).await?
     };
-    for record in unfinished {
-        tracing::info!(job_id = %record.job_id, state = %record.state, "adopting unfinished job");
-        orchestrators.start(record).await?;
-    }
+    // Adopted jobs wait for a slot like new ones, without holding up start-up.
+    let adopting = orchestrators.clone();
+    tasks.push(tokio::spawn(async move {
+        for record in unfinished {
+            tracing::info!(job_id = %record.job_id, state = %record.state, "adopting unfinished job");
+            if let Err(error) = adopting.start(record).await {
+                tracing::error!(%error, "could not adopt a job");
+            }
+        }
+    }));
     tasks.push(intake::run_intake(jetstream, orchestrators, config.default_model.clone()).await?);
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), "coordinator ready");
     Ok(CoordinatorHandle {

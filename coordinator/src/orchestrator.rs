@@ -17,6 +17,7 @@ use atelier_agents::spec::{ProviderSettings, provider_from_spec};
 use atelier_messages::job::{EventKind, JobState};
 use atelier_messages::{ErrorBody, ErrorCode};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -37,18 +38,23 @@ pub struct OrchestratorTemplate {
     pub store: DraftStoreHandle,
     pub provider_settings: ProviderSettings,
     pub budgets: Budgets,
+    /// One permit per job allowed to run at once in this process.
+    pub slots: Arc<Semaphore>,
 }
 
 /// Configuration of one orchestrator.
 pub struct OrchestratorConfig {
     pub record: JobRecord,
     pub template: OrchestratorTemplate,
+    /// The job's running slot, held until the actor stops.
+    pub slot: OwnedSemaphorePermit,
 }
 
 /// The actor's state, built in `pre_start`.
 pub struct OrchestratorState {
     signals: Arc<RunSignals>,
     run: JoinHandle<()>,
+    _slot: OwnedSemaphorePermit,
 }
 
 /// The actor's messages.
@@ -86,14 +92,23 @@ impl Actor for PhaseOrchestrator {
         }
         let span = tracing::info_span!("job", job_id = %config.record.job_id, workbench = %config.record.workbench);
         let run_signals = Arc::clone(&signals);
+        let OrchestratorConfig {
+            record,
+            template,
+            slot,
+        } = config;
         let run = tokio::spawn(
             async move {
-                run_job(config, rpi, run_signals).await;
+                run_job(record, template, rpi, run_signals).await;
                 let _ = myself.cast(OrchestratorMsg::RunEnded);
             }
             .instrument(span),
         );
-        Ok(OrchestratorState { signals, run })
+        Ok(OrchestratorState {
+            signals,
+            run,
+            _slot: slot,
+        })
     }
 
     async fn handle(
@@ -121,8 +136,12 @@ impl Actor for PhaseOrchestrator {
     }
 }
 
-async fn run_job(config: OrchestratorConfig, mut rpi: RpiState, signals: Arc<RunSignals>) {
-    let OrchestratorConfig { record, template } = config;
+async fn run_job(
+    record: JobRecord,
+    template: OrchestratorTemplate,
+    mut rpi: RpiState,
+    signals: Arc<RunSignals>,
+) {
     // The record this orchestrator was started with may be stale: a job cancelled between its
     // intake and this start stays cancelled, and nothing is announced for it.
     if let Err(refused) = transition(&template.jobs, &record.job_id, Transition::Start).await {
@@ -256,10 +275,19 @@ impl Orchestrators {
         if record.state.is_terminal() {
             return Ok(true);
         }
+        if ractor::registry::where_is(actor_name(&record.job_id)).is_some() {
+            return Ok(false);
+        }
+        // Waits while the coordinator runs as many jobs as it may.
+        let slot = Arc::clone(&self.template.slots)
+            .acquire_owned()
+            .await
+            .map_err(|error| CoordinatorError::Actor(error.to_string()))?;
         let name = actor_name(&record.job_id);
         let config = OrchestratorConfig {
             record,
             template: self.template.clone(),
+            slot,
         };
         match Actor::spawn(Some(name), PhaseOrchestrator, config).await {
             Ok(_) => Ok(true),

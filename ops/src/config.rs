@@ -38,6 +38,8 @@ pub struct Settings {
     pub otlp_endpoint: Option<String>,
     /// How long the step journal of a finished job is kept (seconds; default 7 days).
     pub journal_retention_secs: u64,
+    /// Jobs one coordinator runs at once; more wait in their queue (JetStream or `queued`).
+    pub max_running_jobs: usize,
     /// Per-job limits; a job that reaches one fails with `BUDGET_EXCEEDED`.
     pub job_max_model_turns: u64,
     pub job_max_tool_calls: u64,
@@ -60,6 +62,7 @@ impl Default for Settings {
             dashboard_hosts: Vec::new(),
             otlp_endpoint: None,
             journal_retention_secs: 7 * 24 * 3600,
+            max_running_jobs: 64,
             job_max_model_turns: Budgets::default().max_model_turns,
             job_max_tool_calls: Budgets::default().max_tool_calls,
             job_max_tokens: Budgets::default().max_tokens,

@@ -63,6 +63,7 @@ pub async fn coordinator(
         },
         budgets: settings.budgets(),
         journal_retention: std::time::Duration::from_secs(settings.journal_retention_secs),
+        max_running_jobs: settings.max_running_jobs,
     };
     start_coordinator(client, config)
         .await

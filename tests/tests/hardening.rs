@@ -427,3 +427,42 @@ async fn a_workbench_policy_lets_destructive_calls_run_and_a_job_can_ask_for_add
     assert!(bad.failed_with("VALIDATION_FAILED"), "{}", bad.stderr);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coordinator_runs_at_most_its_job_limit_and_the_rest_wait_their_turn()
+-> anyhow::Result<()> {
+    let script: Script = serde_json::from_value(json!({
+        "research": [{"content": "ok"}],
+        "plan": [{"content": "", "delay_ms": 1500}],
+        "summary": [{"content": "done"}]
+    }))?;
+    let model = ScriptedModel::start(script).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&[("ATELIER_MAX_RUNNING_JOBS", "2")])?;
+    cluster.cli_ok(&["wb", "create", "busy"])?;
+    let jobs: Vec<String> = (0..5)
+        .map(|n| cluster.submit("busy", &format!("job {n}"), &model.model_spec()))
+        .collect::<anyhow::Result<_>>()?;
+    let mut most_running = 0;
+    let started = Instant::now();
+    loop {
+        let views: Vec<atelier_messages::job::JobView> =
+            cluster.cli_ok(&["jobs", "--json"])?.json()?;
+        let running = views
+            .iter()
+            .filter(|v| v.state == JobState::Running)
+            .count();
+        most_running = most_running.max(running);
+        let done = views.iter().filter(|v| v.state.is_terminal()).count();
+        if done == jobs.len() {
+            assert!(views.iter().all(|v| v.state == JobState::Succeeded));
+            break;
+        }
+        anyhow::ensure!(started.elapsed() < JOB_TIMEOUT, "jobs did not finish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(most_running <= 2, "{most_running} jobs ran at once");
+    assert_eq!(most_running, 2, "the limit is used");
+    Ok(())
+}

@@ -20,11 +20,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use atelier_messages::{ErrorBody, ErrorCode};
-use duckdb::Connection;
+use duckdb::{Config, Connection};
 use serde::{Deserialize, Serialize};
 
+use super::Limits;
 use super::dialect::{NumberFormat, detect_null_markers, detect_number_format, sample_values};
 use super::encoding::{self, Detected, WEAK_GUESS};
+use super::query::with_deadline;
 use crate::files::{check_digest, temp_path_for};
 
 /// Rows the pre-checks sample (dialect, number format, null markers); the final read's own
@@ -58,13 +60,16 @@ pub(crate) struct SourceMeta {
 pub(crate) struct TableCache {
     root: PathBuf,
     locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// Loading runs under the queries' memory limit and threads, and its own time limit.
+    limits: Limits,
 }
 
 impl TableCache {
-    pub(crate) fn new(cache_dir: &Path) -> Self {
+    pub(crate) fn new(cache_dir: &Path, limits: Limits) -> Self {
         Self {
             root: cache_dir.join("tabular"),
             locks: Mutex::new(HashMap::new()),
+            limits,
         }
     }
 
@@ -79,7 +84,7 @@ impl TableCache {
         let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
         let _host_lock = self.host_lock(digest)?;
         if !target.exists() {
-            build(csv, &target)?;
+            build(csv, &target, &self.limits)?;
         }
         Ok(target)
     }
@@ -105,11 +110,23 @@ impl TableCache {
     }
 }
 
+/// A load failure: the memory limit is a resource limit, like the time limit
+/// (`TOOL_TIMEOUT`); anything else is the file's (`FILE_READ_FAILED`).
 fn read_failed(csv: &Path) -> impl Fn(duckdb::Error) -> ErrorBody + '_ {
     move |e| {
+        let message = e.to_string();
+        if message.contains("Out of Memory") {
+            return ErrorBody::new(
+                ErrorCode::ToolTimeout,
+                format!(
+                    "loading {} exceeded the worker's memory limit (ATELIER_TABULAR_MEMORY_LIMIT): {message}",
+                    csv.display()
+                ),
+            );
+        }
         ErrorBody::new(
             ErrorCode::FileReadFailed,
-            format!("cannot read {} as a table: {e}", csv.display()),
+            format!("cannot read {} as a table: {message}", csv.display()),
         )
     }
 }
@@ -132,7 +149,7 @@ impl Drop for Scratch {
     }
 }
 
-fn build(csv: &Path, target: &Path) -> Result<(), ErrorBody> {
+fn build(csv: &Path, target: &Path, limits: &Limits) -> Result<(), ErrorBody> {
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(cache_failed)?;
     }
@@ -148,7 +165,7 @@ fn build(csv: &Path, target: &Path) -> Result<(), ErrorBody> {
         replaced = encoding::transcode(csv, detected, &utf8)?;
         utf8
     };
-    let built = ingest(&source, &temp, detected, replaced)
+    let built = ingest(&source, &temp, detected, replaced, limits)
         .and_then(|()| std::fs::rename(&temp, target).map_err(cache_failed));
     tracing::info!(csv = %csv.display(), database = %target.display(), encoding = %detected.name(), ok = built.is_ok(), "ingested table");
     built
@@ -315,20 +332,52 @@ fn ingest(
     database: &Path,
     detected: Detected,
     replaced: u64,
+    limits: &Limits,
 ) -> Result<(), ErrorBody> {
-    let conn = Connection::open(database).map_err(|e| {
-        ErrorBody::new(
-            ErrorCode::Internal,
-            format!("cannot create table cache database: {e}"),
-        )
+    let config = Config::default()
+        .max_memory(&limits.memory)
+        .and_then(|config| config.threads(limits.threads));
+    let conn = config
+        .and_then(|config| Connection::open_with_flags(database, config))
+        .map_err(|e| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!("cannot create table cache database: {e}"),
+            )
+        })?;
+    with_deadline(&conn, limits.ingest_timeout, || {
+        load(&conn, source, database, detected, replaced)
+    })
+    .map_err(|error| match error.code {
+        ErrorCode::ToolTimeout => ErrorBody::new(
+            ErrorCode::ToolTimeout,
+            format!(
+                "loading {} took longer than the worker's {} ms; the file is too large for this worker \
+                 (raise ATELIER_TABULAR_INGEST_TIMEOUT_MS)",
+                source.display(),
+                limits.ingest_timeout.as_millis()
+            ),
+        ),
+        _ => error,
     })?;
+    conn.close().map_err(|(_, e)| read_failed(source)(e))
+}
+
+/// Loads `source` into the table `data` of `conn`.
+fn load(
+    conn: &Connection,
+    source: &Path,
+    database: &Path,
+    detected: Detected,
+    replaced: u64,
+) -> Result<(), ErrorBody> {
     let failed = read_failed(source);
     let literal = sql_string(&source.to_string_lossy());
     let started = std::time::Instant::now();
     let prefix = prefix_copy(source, database);
     let checked = match prefix.as_ref().and_then(|scratch| scratch.0.first()) {
-        Some(path) => pre_check(&conn, path).or_else(|_| pre_check(&conn, source)),
-        None => pre_check(&conn, source),
+        Some(path) => pre_check(conn, path).or_else(|_| pre_check(conn, source)),
+        None => pre_check(conn, source),
     };
     drop(prefix);
     let (sniffed, sample, sample_options) = checked.map_err(&failed)?;
@@ -341,7 +390,7 @@ fn ingest(
     };
     let format = options.numbers;
     let mut warnings = with_reader(&options, |o| {
-        create_data(&conn, &literal, o, options.padding, options.numbers)
+        create_data(conn, &literal, o, options.padding, options.numbers)
     })
     .map_err(&failed)?;
     tracing::info!(
@@ -393,7 +442,7 @@ fn ingest(
         sql_string(&json)
     ))
     .map_err(&failed)?;
-    conn.close().map_err(|(_, e)| failed(e))
+    Ok(())
 }
 
 /// The first lines of the file, when the sniffer skipped them as metadata above the header.
@@ -500,7 +549,10 @@ mod tests {
         let csv = dir.path().join("in.csv");
         std::fs::write(&csv, "a,b\n1,x\n2,y\n").unwrap();
         let digest = crate::files::sha256_hex(b"a,b\n1,x\n2,y\n");
-        let cache = Arc::new(TableCache::new(&dir.path().join("cache")));
+        let cache = Arc::new(TableCache::new(
+            &dir.path().join("cache"),
+            Limits::default(),
+        ));
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let (cache, csv, digest) = (cache.clone(), csv.clone(), digest.clone());
@@ -523,7 +575,7 @@ mod tests {
     #[test]
     fn unreadable_csv_is_file_read_failed_and_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = TableCache::new(dir.path());
+        let cache = TableCache::new(dir.path(), Limits::default());
         let missing = dir.path().join("missing.csv");
         let err = cache.database(&missing, &"0".repeat(64)).unwrap_err();
         assert_eq!(err.code, ErrorCode::FileReadFailed);

@@ -36,6 +36,8 @@ use query::CheckedQuery;
 
 /// Default: how long one tool call's SQL may run before DuckDB is interrupted.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default: how long loading a CSV into its cached database may take.
+const INGEST_TIMEOUT: Duration = Duration::from_secs(600);
 /// Default: DuckDB's memory limit per cached database (shared by its concurrent calls).
 const QUERY_MEMORY: &str = "2GB";
 /// Default: DuckDB threads per cached database.
@@ -45,13 +47,16 @@ const OPEN_DATABASES: usize = 16;
 
 /// Environment overrides of the limits (until `WorkerConfig` carries them).
 const ENV_TIMEOUT_MS: &str = "ATELIER_TABULAR_QUERY_TIMEOUT_MS";
+const ENV_INGEST_TIMEOUT_MS: &str = "ATELIER_TABULAR_INGEST_TIMEOUT_MS";
 const ENV_MEMORY: &str = "ATELIER_TABULAR_MEMORY_LIMIT";
 const ENV_THREADS: &str = "ATELIER_TABULAR_THREADS";
 
-/// Resource limits of the query connections.
+/// Resource limits of the query connections and of loading a CSV.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Limits {
     pub(crate) timeout: Duration,
+    /// How long loading a CSV may take (under the same memory limit and threads).
+    pub(crate) ingest_timeout: Duration,
     /// A DuckDB memory size, e.g. `2GB` or `512MB`.
     pub(crate) memory: String,
     pub(crate) threads: i64,
@@ -61,6 +66,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             timeout: QUERY_TIMEOUT,
+            ingest_timeout: INGEST_TIMEOUT,
             memory: QUERY_MEMORY.to_string(),
             threads: QUERY_THREADS,
         }
@@ -69,12 +75,17 @@ impl Default for Limits {
 
 impl Limits {
     /// The defaults, overridden by `ATELIER_TABULAR_QUERY_TIMEOUT_MS`,
-    /// `ATELIER_TABULAR_MEMORY_LIMIT` and `ATELIER_TABULAR_THREADS` when set and valid.
+    /// `ATELIER_TABULAR_INGEST_TIMEOUT_MS`, `ATELIER_TABULAR_MEMORY_LIMIT` and
+    /// `ATELIER_TABULAR_THREADS` when set and valid.
     pub(crate) fn from_env() -> Self {
         let mut limits = Self::default();
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        if let Some(ms) = var(ENV_TIMEOUT_MS).and_then(|v| v.trim().parse::<u64>().ok()) {
+        let millis = |name: &str| var(name).and_then(|v| v.trim().parse::<u64>().ok());
+        if let Some(ms) = millis(ENV_TIMEOUT_MS) {
             limits.timeout = Duration::from_millis(ms.max(1));
+        }
+        if let Some(ms) = millis(ENV_INGEST_TIMEOUT_MS) {
+            limits.ingest_timeout = Duration::from_millis(ms.max(1));
         }
         if let Some(memory) = var(ENV_MEMORY) {
             limits.memory = memory.trim().to_string();
@@ -118,7 +129,7 @@ impl TabularEngine {
 
     pub(crate) fn with_limits(cache_dir: &Path, limits: Limits) -> Self {
         Self {
-            cache: TableCache::new(cache_dir),
+            cache: TableCache::new(cache_dir, limits.clone()),
             limits,
             open: Mutex::new(Vec::new()),
         }

@@ -25,6 +25,9 @@ use super::cells::{Cell, Column, ColumnType};
 pub(crate) const DEFAULT_WINDOW_ROWS: u64 = 100;
 /// The largest window a caller may ask for.
 pub(crate) const MAX_WINDOW_ROWS: u64 = 10_000;
+/// The most bytes of rows (as JSON) one window returns, whatever its row count: a window of
+/// wide rows stops early, with `has_more` and a warning saying how to read on.
+pub(crate) const MAX_WINDOW_BYTES: usize = 512 * 1024;
 
 /// A checked query: exactly one `SELECT`, trailing `;` removed.
 #[derive(Debug, Clone)]
@@ -63,6 +66,9 @@ pub(crate) struct QueryWindow {
     pub(crate) window_offset: u64,
     pub(crate) has_more: bool,
     pub(crate) query_elapsed_ms: u64,
+    /// Set when the window stopped early at [`MAX_WINDOW_BYTES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) warning: Option<String>,
 }
 
 fn refused(message: impl Into<String>) -> ErrorBody {
@@ -216,16 +222,28 @@ pub(crate) fn run_window(
     let started = Instant::now();
     let checked = check(conn, query)?;
     let columns = describe(conn, &checked)?;
-    let mut rows = Vec::new();
+    let mut rows: Vec<Vec<Value>> = Vec::new();
+    let mut bytes = 0;
+    let mut byte_limited = false;
     let probe = Window {
         rows: window.rows.saturating_add(1),
         offset: window.offset,
     };
     scan(conn, &checked, &columns, Some(probe), |cells| {
-        rows.push(cells.iter().map(Cell::to_json).collect());
+        if byte_limited {
+            return Ok(());
+        }
+        let row: Vec<Value> = cells.iter().map(Cell::to_json).collect();
+        let size = serde_json::to_vec(&row).map_or(0, |json| json.len());
+        if bytes + size > MAX_WINDOW_BYTES && !rows.is_empty() {
+            byte_limited = true;
+            return Ok(());
+        }
+        bytes += size;
+        rows.push(row);
         Ok(())
     })?;
-    let more = rows.len() as u64 > window.rows;
+    let more = byte_limited || rows.len() as u64 > window.rows;
     rows.truncate(usize::try_from(window.rows).unwrap_or(usize::MAX));
     let returned = rows.len() as u64;
     let total = if more || (returned == 0 && window.offset > 0) {
@@ -243,8 +261,19 @@ pub(crate) fn run_window(
         window_offset: window.offset,
         has_more: more,
         query_elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        warning: byte_limited.then(|| {
+            format!(
+                "the window stopped at {returned} rows to stay under {} KiB; read on with \
+                 window_offset {} or select fewer columns",
+                MAX_WINDOW_BYTES / 1024,
+                window.offset + returned
+            )
+        }),
     })
 }
+
+/// How often a timed-out statement is interrupted again.
+const REINTERRUPT_EVERY: Duration = Duration::from_millis(10);
 
 /// Runs `work` on `conn`, interrupting DuckDB if it takes longer than `timeout`
 /// (then the error is `TOOL_TIMEOUT`).
@@ -260,7 +289,17 @@ pub(crate) fn with_deadline<T>(
     std::thread::spawn(move || {
         if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
             flag.store(true, Ordering::SeqCst);
-            interrupt.interrupt();
+            // DuckDB forgets an interrupt that arrives between two statements, so keep
+            // interrupting until the work gives up.
+            loop {
+                interrupt.interrupt();
+                if !matches!(
+                    wait.recv_timeout(REINTERRUPT_EVERY),
+                    Err(mpsc::RecvTimeoutError::Timeout)
+                ) {
+                    break;
+                }
+            }
         }
     });
     let result = work();

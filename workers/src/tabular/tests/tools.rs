@@ -191,7 +191,7 @@ fn query_windows_count_only_when_needed() {
 fn memory_limit_is_tool_timeout_and_the_engine_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let limits = Limits {
-        memory: "32MB".into(),
+        memory: "128MB".into(),
         ..Limits::default()
     };
     let engine = TabularEngine::with_limits(&dir.path().join("cache"), limits);
@@ -230,4 +230,68 @@ fn a_timed_out_query_leaves_the_engine_healthy() {
         .query(&sales, "SELECT count(*) FROM data", 1, 0)
         .unwrap();
     assert_eq!(ok.rows, vec![vec![json!(ROWS)]]);
+}
+
+#[test]
+fn a_window_of_wide_rows_stops_at_its_byte_limit_and_says_how_to_read_on() {
+    let fixture = Fixture::new();
+    let sales = fixture.sales();
+    let wide = "SELECT id, repeat('x', 4000) AS text FROM data ORDER BY id";
+    let window = fixture.query(&sales, wide, 1000, 0).unwrap();
+    let bytes = serde_json::to_vec(&window.rows).unwrap().len();
+    assert!(bytes <= query::MAX_WINDOW_BYTES, "{bytes}");
+    assert!(
+        window.row_count > 0 && window.row_count < 250,
+        "{}",
+        window.row_count
+    );
+    assert!(window.has_more);
+    assert_eq!(window.total_row_count, ROWS);
+    let next = format!("window_offset {}", window.row_count);
+    assert!(
+        window.warning.as_deref().is_some_and(|w| w.contains(&next)),
+        "{:?}",
+        window.warning
+    );
+    let narrow = fixture
+        .query(&sales, "SELECT id FROM data", 1000, 0)
+        .unwrap();
+    assert_eq!(narrow.warning, None);
+}
+
+#[test]
+fn loading_a_csv_past_its_time_limit_is_tool_timeout_and_leaves_no_broken_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let hurried = Limits {
+        ingest_timeout: Duration::from_millis(1),
+        ..Limits::default()
+    };
+    let path = dir.path().join("big.csv");
+    let mut text = String::from("a,b,c\n");
+    for n in 0..300_000 {
+        text.push_str(&format!("{n},{},row {n}\n", n * 3));
+    }
+    std::fs::write(&path, &text).unwrap();
+    let digest = sha256_hex(text.as_bytes());
+    let file = CsvFile {
+        name: "big.csv",
+        path: &path,
+        digest: &digest,
+    };
+    let window = Window { rows: 1, offset: 0 };
+    let count = "SELECT count(*) FROM data";
+    let err = TabularEngine::with_limits(&cache, hurried)
+        .query(file, count, window)
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::ToolTimeout, "{err}");
+    assert!(
+        err.message.contains("ATELIER_TABULAR_INGEST_TIMEOUT_MS"),
+        "{}",
+        err.message
+    );
+    // The interrupted load left nothing half-made behind: a patient engine loads it whole.
+    let patient = TabularEngine::with_limits(&cache, Limits::default());
+    let ok = patient.query(file, count, window).unwrap();
+    assert_eq!(ok.rows, vec![vec![json!(300_000)]]);
 }
