@@ -1,0 +1,193 @@
+//! The command line: every subcommand and flag of `atelier`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "atelier",
+    version,
+    about = "Durable, resumable LLM agent jobs over workbenches of office and tabular files"
+)]
+pub(crate) struct Cli {
+    /// NATS server URL (default: the one `atelier up` started for this data directory).
+    #[arg(long, global = true, env = "ATELIER_NATS_URL")]
+    pub(crate) nats: Option<String>,
+    /// Data directory (sled, blobs, embedded NATS store). Default `.atelier`.
+    #[arg(long, global = true)]
+    pub(crate) data: Option<PathBuf>,
+    /// Configuration file (default `./atelier.toml` when present).
+    #[arg(long, global = true)]
+    pub(crate) config: Option<PathBuf>,
+    /// Dashboard address for `up` and `dashboard` (default 127.0.0.1:7474; beyond loopback it
+    /// needs `dashboard_token` / ATELIER_DASHBOARD_TOKEN).
+    #[arg(long, global = true)]
+    pub(crate) http: Option<String>,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Run everything in one process: nats-server (unless --nats), coordinator, one worker per pool.
+    Up,
+    /// Run a coordinator (job intake, orchestrators, draft store, control plane).
+    Coordinator,
+    /// Serve the ops dashboard, its JSON API and /metrics for a running system (--nats, --http).
+    Dashboard,
+    /// Run a tool worker for one pool; start more processes to scale out.
+    Worker {
+        #[arg(long, value_parser = ["tabular", "office"])]
+        pool: String,
+    },
+    /// Workbenches.
+    #[command(subcommand)]
+    Wb(WbCommand),
+    /// The draft of a workbench.
+    #[command(subcommand)]
+    Draft(DraftCommand),
+    /// Submit a job: a message for the agent to carry out on a workbench.
+    Submit {
+        workbench: String,
+        message: String,
+        /// Model spec: openai:MODEL, openai-compat:BASE_URL#MODEL, replay:FILE.
+        #[arg(long)]
+        model: Option<String>,
+        /// Follow the job and exit non-zero unless it succeeds.
+        #[arg(long)]
+        wait: bool,
+        /// Job id (default: a new UUID v7); re-submitting an id is a no-op.
+        #[arg(long)]
+        job_id: Option<String>,
+        /// Run every tool call without pausing for approval.
+        #[arg(long)]
+        auto_approve: bool,
+        /// Which action classes wait for approval: CLASS=MODE (additive|destructive = ask|auto),
+        /// repeatable; default: the workbench's policy, else destructive calls ask.
+        #[arg(long = "approve", value_name = "CLASS=MODE")]
+        approvals: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a job at its next step boundary (USER_CANCELED); the draft stays consistent.
+    Cancel {
+        job: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve (or --reject) the call a job is waiting on.
+    Approve {
+        job: String,
+        #[arg(long)]
+        reject: bool,
+        /// Recorded with the decision; a rejection's reason is told to the model.
+        #[arg(long)]
+        reason: Option<String>,
+        /// The call decided on (refused if the job now waits for another).
+        #[arg(long = "call")]
+        call_id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a failed or cancelled job from its journal (journaled steps are not redone).
+    Resume {
+        job: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Follow a job's events (from its start) until it finishes.
+    Watch {
+        job: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List jobs.
+    Jobs {
+        #[arg(long, value_parser = ["queued", "running", "awaiting_approval", "succeeded", "failed", "cancelled"])]
+        state: Option<String>,
+        #[arg(long)]
+        workbench: Option<String>,
+        /// Storage size and job counts instead of the list.
+        #[arg(long)]
+        stats: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one job.
+    Job {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the demo: start everything, run a job on a sample workbench, show the draft diff.
+    Demo {
+        /// Keep the system running after the demo (Ctrl-C to stop).
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum WbCommand {
+    /// Create a workbench.
+    Create { name: String },
+    /// List workbenches.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add files to a workbench's published state.
+    Add {
+        name: String,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Path inside the workbench (one file only).
+        #[arg(long = "as")]
+        as_path: Option<String>,
+    },
+    /// List files.
+    Ls {
+        name: String,
+        #[arg(long)]
+        draft: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a file's content.
+    Cat {
+        name: String,
+        path: String,
+        #[arg(long)]
+        draft: bool,
+    },
+    /// Write a workbench's files into a folder.
+    Export {
+        name: String,
+        dir: PathBuf,
+        #[arg(long)]
+        draft: bool,
+    },
+    /// Set which action classes wait for approval in the workbench's jobs (CLASS=MODE).
+    Approvals {
+        name: String,
+        #[arg(required = true, value_name = "CLASS=MODE")]
+        approvals: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum DraftCommand {
+    /// Added, modified and deleted paths of the draft against published.
+    Diff {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the draft the published state (the previous one becomes a checkpoint).
+    Publish { name: String },
+    /// Throw the draft away.
+    Discard { name: String },
+}
