@@ -1,4 +1,6 @@
-//! Content-addressed blobs on disk: `<dir>/<first two hex>/<sha256>`, written durably.
+//! Content-addressed blobs on disk: `<dir>/<first two hex>/<sha256>`, written durably; small
+//! ones are kept durable in sled by the caller and written here only as a cache
+//! ([`BlobDir::put_cached`]) for workers on this host.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,8 +38,18 @@ impl BlobDir {
         self.root.join(&digest[..2]).join(digest)
     }
 
+    /// Writes `bytes` as a cache file (temp file, rename; no fsync): its durable copy is
+    /// elsewhere. A reader must check the file against the manifest's size or digest.
+    pub fn put_cached(&self, bytes: &[u8]) -> Result<String, CoordinatorError> {
+        self.write(bytes, false)
+    }
+
     /// Stores `bytes` (temp file, fsync, rename, fsync dir) and returns the digest.
     pub fn put(&self, bytes: &[u8]) -> Result<String, CoordinatorError> {
+        self.write(bytes, true)
+    }
+
+    fn write(&self, bytes: &[u8], durable: bool) -> Result<String, CoordinatorError> {
         let digest = digest_of(bytes);
         let target = self.path_of(&digest);
         if target.exists() {
@@ -48,11 +60,15 @@ impl BlobDir {
         let temp = dir.join(format!(".{digest}.{}.tmp", std::process::id()));
         let mut file = std::fs::File::create(&temp).map_err(io_error(&temp))?;
         file.write_all(bytes).map_err(io_error(&temp))?;
-        file.sync_all().map_err(io_error(&temp))?;
+        if durable {
+            file.sync_all().map_err(io_error(&temp))?;
+        }
         std::fs::rename(&temp, &target).map_err(io_error(&target))?;
-        std::fs::File::open(&dir)
-            .and_then(|handle| handle.sync_all())
-            .map_err(io_error(&dir))?;
+        if durable {
+            std::fs::File::open(&dir)
+                .and_then(|handle| handle.sync_all())
+                .map_err(io_error(&dir))?;
+        }
         Ok(digest)
     }
 

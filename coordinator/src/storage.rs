@@ -19,6 +19,9 @@ pub(crate) mod trees {
     pub const JOBS: &str = "jobs";
     pub const RPI: &str = "rpi";
     pub const JOURNAL: &str = "journal";
+    /// Small blobs (see `workbench::INLINE_BLOB_BYTES`), durable with the manifests that
+    /// name them.
+    pub const BLOBS: &str = "blobs";
 }
 
 /// The coordinator's durable state.

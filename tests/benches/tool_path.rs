@@ -44,9 +44,12 @@ fn script(calls: Vec<Value>) -> Script {
 }
 
 fn write_calls() -> Vec<Value> {
-    let content = "x".repeat(1023) + "\n";
+    // 1 KB each, every one different (so each is a new blob to store).
     (0..CALLS)
-        .map(|n| json!({"name": "write_text_file", "arguments": {"path": format!("out/{n}.txt"), "content": content}}))
+        .map(|n| {
+            let content = format!("{n:08}") + &"x".repeat(1015) + "\n";
+            json!({"name": "write_text_file", "arguments": {"path": format!("out/{n}.txt"), "content": content}})
+        })
         .collect()
 }
 
@@ -95,6 +98,9 @@ impl FsyncCounter {
             .status();
         let _ = self.child.wait();
         let summary = std::fs::read_to_string(&self.output).unwrap_or_default();
+        if std::env::var_os("TOOL_PATH_SHOW_STRACE").is_some() {
+            println!("{summary}");
+        }
         summary
             .lines()
             .filter(|line| {

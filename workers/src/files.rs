@@ -148,8 +148,10 @@ impl FileAccess {
     /// A local file holding the entry's content.
     pub(crate) async fn local_path(&self, entry: &ManifestEntry) -> Result<PathBuf, ErrorBody> {
         let relative = blob_relative(&entry.digest)?;
+        // Small blobs are only a cache in the shared directory (their durable copy is in the
+        // coordinator's database): a file of the wrong size is fetched from the store instead.
         if let Some(shared) = self.blob_dir.as_ref().map(|dir| dir.join(&relative))
-            && exists(&shared).await
+            && has_size(&shared, entry.size).await
         {
             return Ok(shared);
         }
@@ -201,6 +203,12 @@ fn store_failure(code: ErrorCode, error: ErrorBody) -> ErrorBody {
 
 async fn exists(path: &Path) -> bool {
     tokio::fs::try_exists(path).await.unwrap_or(false)
+}
+
+async fn has_size(path: &Path, size: u64) -> bool {
+    tokio::fs::metadata(path)
+        .await
+        .is_ok_and(|meta| meta.len() == size)
 }
 
 /// Checks a fetched blob against its digest and caches it atomically.

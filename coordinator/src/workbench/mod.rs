@@ -45,6 +45,10 @@ pub struct AppliedCall {
     pub output: Option<serde_json::Value>,
 }
 
+/// Blobs up to this size are kept in sled (durable with their manifest, one flush for both)
+/// rather than fsynced as files of their own.
+pub const INLINE_BLOB_BYTES: usize = 64 * 1024;
+
 /// Longest workbench name.
 pub const MAX_NAME_LEN: usize = 64;
 
@@ -248,7 +252,7 @@ impl Workbenches {
         let mut entries = Vec::with_capacity(files.len());
         for file in files {
             let path = normalize(&file.path)?;
-            let digest = self.blobs.put(&file.content)?;
+            let digest = self.put_blob(&file.content)?;
             entries.push(ManifestEntry {
                 kind: kind_of(&path).to_string(),
                 size: file.content.len() as u64,
@@ -304,7 +308,24 @@ impl Workbenches {
         Ok((entry, bytes))
     }
 
+    /// Stores a blob. A small one goes into sled, where the flush that commits its manifest
+    /// makes it durable too (no fsync of its own), and into the blob directory as a cache for
+    /// workers on this host; a large one is written to the blob directory durably.
+    fn put_blob(&self, bytes: &[u8]) -> Result<String, CoordinatorError> {
+        if bytes.len() > INLINE_BLOB_BYTES {
+            return self.blobs.put(bytes);
+        }
+        let digest = self.blobs.put_cached(bytes)?;
+        self.storage
+            .tree(trees::BLOBS)?
+            .insert(digest.as_bytes(), bytes)?;
+        Ok(digest)
+    }
+
     pub fn blob(&self, digest: &str) -> Result<Vec<u8>, CoordinatorError> {
+        if let Some(bytes) = self.storage.tree(trees::BLOBS)?.get(digest.as_bytes())? {
+            return Ok(bytes.to_vec());
+        }
         self.blobs.get(digest)?.ok_or_else(|| {
             ErrorBody::new(
                 ErrorCode::NotFound,

@@ -183,3 +183,47 @@ fn bad_names_paths_and_states_get_codes() {
             .unwrap_or(false)
     );
 }
+
+#[test]
+fn small_blobs_live_in_the_database_and_their_files_are_only_a_cache() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let storage = Storage::open(&dir.path().join("db")).unwrap_or_else(|e| panic!("{e}"));
+    let blob_root = dir.path().join("blobs");
+    let blobs = BlobDir::open(blob_root.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let wb = Workbenches::new(storage, blobs);
+    wb.create("w").unwrap_or_else(|e| panic!("{e}"));
+    let large = "x".repeat(INLINE_BLOB_BYTES + 1);
+    let listing = wb
+        .add(
+            "w",
+            vec![file("small.txt", "tiny"), file("large.txt", &large)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let digest = |path: &str| {
+        listing
+            .files
+            .iter()
+            .find(|entry| entry.path == path)
+            .map(|entry| entry.digest.clone())
+            .unwrap_or_else(|| panic!("{path} listed"))
+    };
+    let cache_file = |digest: &str| blob_root.join(&digest[..2]).join(digest);
+    // The small blob's file is a cache: gone, the content still reads from the database.
+    let small = digest("small.txt");
+    std::fs::remove_file(cache_file(&small)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(wb.blob(&small).unwrap_or_else(|e| panic!("{e}")), b"tiny");
+    // The large one is a durable file of its own.
+    let large_digest = digest("large.txt");
+    assert_eq!(
+        std::fs::read(cache_file(&large_digest))
+            .unwrap_or_default()
+            .len(),
+        INLINE_BLOB_BYTES + 1
+    );
+    assert_eq!(
+        wb.blob(&large_digest)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .len(),
+        INLINE_BLOB_BYTES + 1
+    );
+}
