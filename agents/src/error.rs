@@ -9,6 +9,8 @@ pub enum AgentError {
     NotConfigured(String),
     #[error("invalid model spec `{spec}`: {reason}")]
     InvalidSpec { spec: String, reason: String },
+    #[error("model spec `{spec}` is not allowed: {reason}")]
+    NotAllowed { spec: String, reason: String },
     #[error("the provider rejected the credentials: {0}")]
     AuthFailed(String),
     #[error("the provider is rate limiting: {0}")]
@@ -30,6 +32,7 @@ impl AgentError {
             AgentError::NotConfigured(_) | AgentError::InvalidSpec { .. } => {
                 ErrorCode::ProviderNotConfigured
             }
+            AgentError::NotAllowed { .. } => ErrorCode::ModelNotAllowed,
             AgentError::AuthFailed(_) => ErrorCode::ProviderAuthFailed,
             AgentError::RateLimited(_) => ErrorCode::ProviderRateLimited,
             AgentError::Unavailable(_) | AgentError::BadResponse(_) => {

@@ -13,7 +13,6 @@ use atelier_transport::headers::format_of;
 use futures::StreamExt;
 
 use crate::error::CoordinatorError;
-use crate::jobs;
 use crate::orchestrator::Orchestrators;
 use crate::storage::blocking;
 use atelier_transport::failpoint;
@@ -103,7 +102,7 @@ async fn accept(
 ) {
     let format = format_of(message.headers.as_ref());
     let submit = decode::<JobSubmit>(&message.payload, format).and_then(|submit| {
-        jobs::validate_submit(&submit)?;
+        submit.validate()?;
         Ok(submit)
     });
     let submit = match submit {

@@ -54,35 +54,6 @@ pub struct Jobs {
     storage: Storage,
 }
 
-/// Longest accepted job id.
-pub const MAX_JOB_ID_LEN: usize = 64;
-
-/// Checks a submitted job before it is recorded.
-pub fn validate_submit(submit: &JobSubmit) -> Result<(), ErrorBody> {
-    let id_ok = !submit.job_id.is_empty()
-        && submit.job_id.len() <= MAX_JOB_ID_LEN
-        && submit
-            .job_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !id_ok {
-        return Err(ErrorBody::new(
-            ErrorCode::ValidationFailed,
-            format!(
-                "job_id {:?} must be 1-{MAX_JOB_ID_LEN} characters of A-Z a-z 0-9 - _",
-                submit.job_id
-            ),
-        ));
-    }
-    if submit.message.trim().is_empty() {
-        return Err(ErrorBody::new(
-            ErrorCode::ValidationFailed,
-            "the job message is empty",
-        ));
-    }
-    Ok(())
-}
-
 impl Jobs {
     pub fn new(storage: Storage) -> Self {
         Self { storage }

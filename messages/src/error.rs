@@ -25,12 +25,13 @@ pub enum ErrorCode {
     ApprovalRejected,
     UnsupportedVersion,
     ResultTooLarge,
+    ModelNotAllowed,
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -50,6 +51,7 @@ impl ErrorCode {
         ErrorCode::ApprovalRejected,
         ErrorCode::UnsupportedVersion,
         ErrorCode::ResultTooLarge,
+        ErrorCode::ModelNotAllowed,
         ErrorCode::Internal,
     ];
 
@@ -75,6 +77,7 @@ impl ErrorCode {
             ErrorCode::ApprovalRejected => "APPROVAL_REJECTED",
             ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
             ErrorCode::ResultTooLarge => "RESULT_TOO_LARGE",
+            ErrorCode::ModelNotAllowed => "MODEL_NOT_ALLOWED",
             ErrorCode::Internal => "INTERNAL",
         }
     }

@@ -27,6 +27,38 @@ pub struct JobSubmit {
     pub approvals: Option<crate::approval::ApprovalPolicy>,
 }
 
+/// Longest accepted job id.
+pub const MAX_JOB_ID_LEN: usize = 64;
+
+impl JobSubmit {
+    /// Checks the submission's own fields (the CLI before it publishes, the coordinator before
+    /// it records): an id of 1–64 characters of `A-Z a-z 0-9 - _`, and a message.
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        let id_ok = !self.job_id.is_empty()
+            && self.job_id.len() <= MAX_JOB_ID_LEN
+            && self
+                .job_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !id_ok {
+            return Err(ErrorBody::new(
+                crate::ErrorCode::ValidationFailed,
+                format!(
+                    "job_id {:?} must be 1-{MAX_JOB_ID_LEN} characters of A-Z a-z 0-9 - _",
+                    self.job_id
+                ),
+            ));
+        }
+        if self.message.trim().is_empty() {
+            return Err(ErrorBody::new(
+                crate::ErrorCode::ValidationFailed,
+                "the job message is empty",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Lifecycle state of a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -183,6 +183,7 @@ impl Client {
             auto_approve,
             approvals,
         };
+        submit.validate().map_err(coded)?;
         let payload = encode(&submit, Format::MessagePack).map_err(coded)?;
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", job_id.as_str());

@@ -40,6 +40,10 @@ pub struct Settings {
     pub journal_retention_secs: u64,
     /// Jobs one coordinator runs at once; more wait in their queue (JetStream or `queued`).
     pub max_running_jobs: usize,
+    /// Accept `openai-compat:` model URLs beyond this machine from submitters (default off).
+    pub allow_adhoc_model_urls: bool,
+    /// The directory `replay:` scripts are read from (default: the data directory).
+    pub replay_dir: Option<PathBuf>,
     /// Per-job limits; a job that reaches one fails with `BUDGET_EXCEEDED`.
     pub job_max_model_turns: u64,
     pub job_max_tool_calls: u64,
@@ -63,6 +67,8 @@ impl Default for Settings {
             otlp_endpoint: None,
             journal_retention_secs: 7 * 24 * 3600,
             max_running_jobs: 64,
+            allow_adhoc_model_urls: false,
+            replay_dir: None,
             job_max_model_turns: Budgets::default().max_model_turns,
             job_max_tool_calls: Budgets::default().max_tool_calls,
             job_max_tokens: Budgets::default().max_tokens,
@@ -129,6 +135,15 @@ impl Settings {
             max_tokens: self.job_max_tokens,
             ..Budgets::default()
         }
+    }
+
+    /// The directory `replay:` model scripts are read from, absolute.
+    pub fn replay_dir(&self) -> anyhow::Result<PathBuf> {
+        let dir = self
+            .replay_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.clone());
+        crate::system::absolute(&dir)
     }
 
     /// Where `up` records the URL of the server it started.

@@ -59,6 +59,8 @@ pub async fn coordinator(
         provider_settings: ProviderSettings {
             openai_api_key: settings.openai_api_key.clone(),
             openai_base_url: settings.openai_base_url.clone(),
+            allow_adhoc_urls: settings.allow_adhoc_model_urls,
+            replay_dir: Some(settings.replay_dir()?),
             ..ProviderSettings::default()
         },
         budgets: settings.budgets(),

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use atelier_messages::job::{EventKind, JobEvent};
-use atelier_messages::{Format, decode, subjects};
+use atelier_messages::job::EventKind;
+use atelier_messages::subjects;
 use atelier_tests::Cluster;
 use atelier_tests::scripted::{Script, ScriptedModel};
 use futures::StreamExt;
@@ -153,22 +153,9 @@ async fn run(
 }
 
 async fn tool_latencies(nats: &async_nats::Client, job: &str) -> anyhow::Result<Vec<u64>> {
-    let js = async_nats::jetstream::new(nats.clone());
-    let consumer = js
-        .get_stream(subjects::EVENTS_STREAM)
-        .await?
-        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
-            filter_subject: subjects::event(job, "tool_complete"),
-            ..Default::default()
-        })
-        .await?;
-    let mut messages = consumer.messages().await?;
+    let events = atelier_tests::stored_events(nats, subjects::event(job, "tool_complete")).await?;
     let mut latencies = Vec::new();
-    while let Ok(Some(message)) =
-        tokio::time::timeout(Duration::from_millis(500), messages.next()).await
-    {
-        let event: JobEvent =
-            decode(&message?.payload, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for event in events {
         if let EventKind::ToolComplete { ok, elapsed_us, .. } = event.kind {
             assert!(ok, "every benchmarked call succeeds");
             latencies.push(elapsed_us);

@@ -594,3 +594,31 @@ pub async fn call_tool(
     }
     Ok(Ok(output))
 }
+
+/// Every event stored in the EVENTS stream on `subject` (e.g. one kind of one job's events),
+/// read until the stream has nothing more for half a second.
+pub async fn stored_events(
+    client: &async_nats::Client,
+    subject: String,
+) -> anyhow::Result<Vec<atelier_messages::job::JobEvent>> {
+    use atelier_messages::{Format, decode, subjects};
+    use futures::StreamExt;
+    let consumer = async_nats::jetstream::new(client.clone())
+        .get_stream(subjects::EVENTS_STREAM)
+        .await?
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+            filter_subject: subject,
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    let mut events = Vec::new();
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(500), messages.next()).await
+    {
+        let event =
+            decode(&message?.payload, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
+        events.push(event);
+    }
+    Ok(events)
+}

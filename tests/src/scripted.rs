@@ -52,6 +52,8 @@ pub struct LoggedRequest {
     pub item: Option<u32>,
     pub turn: usize,
     pub body: Value,
+    /// The `Authorization` header it carried, if any.
+    pub authorization: Option<String>,
     /// When the request arrived.
     pub at: std::time::Instant,
 }
@@ -175,6 +177,7 @@ fn phase_of(body: &Value) -> (String, Option<u32>) {
 
 async fn complete(
     State(shared): State<Shared>,
+    headers: axum::http::HeaderMap,
     body: axum::Json<Value>,
 ) -> axum::response::Response {
     let body = body.0;
@@ -189,6 +192,10 @@ async fn complete(
             item,
             turn,
             body: body.clone(),
+            authorization: headers
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string),
             at: std::time::Instant::now(),
         });
     }

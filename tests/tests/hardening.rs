@@ -233,31 +233,17 @@ async fn write_tools_apply_once_and_tell_the_truth_when_the_worker_dies_before_r
 
 /// The `finished` events of `job_id` in the EVENTS stream, as (state, run).
 async fn finished_events(cluster: &Cluster, job_id: &str) -> anyhow::Result<Vec<(JobState, u32)>> {
-    use atelier_messages::job::{EventKind, JobEvent};
-    use atelier_messages::{Format, decode, subjects};
-    use futures::StreamExt;
+    use atelier_messages::job::EventKind;
     let client = async_nats::connect(&cluster.nats.url).await?;
-    let js = async_nats::jetstream::new(client);
-    let consumer = js
-        .get_stream(subjects::EVENTS_STREAM)
-        .await?
-        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
-            filter_subject: subjects::event(job_id, "finished"),
-            ..Default::default()
+    let subject = atelier_messages::subjects::event(job_id, "finished");
+    let events = atelier_tests::stored_events(&client, subject).await?;
+    Ok(events
+        .into_iter()
+        .filter_map(|event| match event.kind {
+            EventKind::JobFinished { state, run, .. } => Some((state, run)),
+            _ => None,
         })
-        .await?;
-    let mut messages = consumer.messages().await?;
-    let mut finished = Vec::new();
-    while let Ok(Some(message)) =
-        tokio::time::timeout(Duration::from_millis(500), messages.next()).await
-    {
-        let event: JobEvent =
-            decode(&message?.payload, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if let EventKind::JobFinished { state, run, .. } = event.kind {
-            finished.push((state, run));
-        }
-    }
-    Ok(finished)
+        .collect())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -464,5 +450,74 @@ async fn a_coordinator_runs_at_most_its_job_limit_and_the_rest_wait_their_turn()
     }
     assert!(most_running <= 2, "{most_running} jobs ran at once");
     assert_eq!(most_running, 2, "the limit is used");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_operators_key_never_goes_to_a_submitters_url_and_foreign_urls_are_refused()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(research_query_script("SELECT 1")).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&[("ATELIER_OPENAI_API_KEY", "sk-operator-secret")])?;
+    cluster.workbench_with_launch_plan("keys", "plan.csv")?;
+    // A loopback openai-compat server may serve a job, but never sees the operator's key.
+    let view = cluster.run_job("keys", "count", &model.model_spec(), &[])?;
+    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
+    let requests = model.requests();
+    assert!(!requests.is_empty());
+    assert!(
+        requests
+            .iter()
+            .all(|request| request.authorization.is_none()),
+        "a key was sent: {:?}",
+        requests
+            .iter()
+            .map(|r| r.authorization.clone())
+            .collect::<Vec<_>>()
+    );
+    // A URL beyond this machine, or a replay script outside the replay directory: refused
+    // with a code at once, nothing fetched or read.
+    for spec in [
+        "openai-compat:https://attacker.example/v1#m",
+        "replay:/etc/passwd",
+    ] {
+        let started = Instant::now();
+        let refused = cluster.run_job("keys", "count", spec, &[])?;
+        assert_eq!(refused.state, JobState::Failed, "{spec}");
+        assert_eq!(
+            refused.error.map(|e| e.code),
+            Some(atelier_messages::ErrorCode::ModelNotAllowed),
+            "{spec}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{spec}: answered at once"
+        );
+    }
+    assert!(
+        !cluster.logs().contains("sk-operator-secret"),
+        "the key is in a log"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_malformed_submission_is_refused_at_once_instead_of_hanging() -> anyhow::Result<()> {
+    let cluster = Cluster::start_with(&[])?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    for args in [
+        vec!["submit", "w", "   ", "--wait"],
+        vec!["submit", "w", "go", "--job-id", "../x", "--wait"],
+    ] {
+        let started = Instant::now();
+        let out = cluster.cli(&args)?;
+        assert!(
+            out.failed_with("VALIDATION_FAILED"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?} hung");
+    }
     Ok(())
 }

@@ -195,13 +195,21 @@ impl OpenAiProvider {
     ) -> Result<ModelResponse, Failure> {
         let mut decoder = SseDecoder::default();
         let mut stream = StreamAccumulator::default();
+        let mut received = 0;
         while let Some(bytes) = response
             .chunk()
             .await
             .map_err(|e| self.transport_failure(&e))?
         {
+            received += bytes.len();
+            if received > MAX_RESPONSE_BYTES {
+                return Err(too_large("the streamed answer", MAX_RESPONSE_BYTES));
+            }
             for data in decoder.push(&bytes) {
                 stream.apply_data(&data, on_delta)?;
+            }
+            if decoder.pending() > MAX_EVENT_BYTES {
+                return Err(too_large("one streamed event", MAX_EVENT_BYTES));
             }
         }
         if let Some(data) = decoder.finish() {
@@ -217,10 +225,10 @@ impl OpenAiProvider {
         response: reqwest::Response,
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, Failure> {
-        let bytes = response
-            .bytes()
+        let bytes = read_capped(response, MAX_RESPONSE_BYTES)
             .await
-            .map_err(|e| self.transport_failure(&e))?;
+            .map_err(|e| self.transport_failure(&e))?
+            .ok_or_else(|| too_large("the answer", MAX_RESPONSE_BYTES))?;
         let completion: Completion = serde_json::from_slice(&bytes)
             .map_err(|e| Failure::bad_response(format!("the completion is not valid JSON: {e}")))?;
         from_completion(completion, on_delta)
@@ -324,6 +332,35 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|value| value.contains("application/json"))
 }
 
+/// The most bytes one answer may have: far beyond any real completion, short of memory trouble.
+const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+/// The most bytes one server-sent event (or one unfinished line) may have.
+const MAX_EVENT_BYTES: usize = 1024 * 1024;
+/// The most bytes of an error body read for its message.
+const ERROR_BODY_READ_LIMIT: usize = 64 * 1024;
+
+fn too_large(what: &str, limit: usize) -> Failure {
+    Failure::bad_response(format!(
+        "{what} is over {} KiB; the server is not answering like a chat model",
+        limit / 1024
+    ))
+}
+
+/// The body, or `None` when it is over `limit` bytes (read no further than that).
+async fn read_capped(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
 /// The server's explanation: OpenAI's `{"error":{"message":…}}`, else the start of the body.
 async fn error_message(response: reqwest::Response) -> String {
     let reason = response
@@ -331,9 +368,10 @@ async fn error_message(response: reqwest::Response) -> String {
         .canonical_reason()
         .unwrap_or("error")
         .to_string();
-    let Ok(text) = response.text().await else {
+    let Ok(Some(bytes)) = read_capped(response, ERROR_BODY_READ_LIMIT).await else {
         return reason;
     };
+    let text = String::from_utf8_lossy(&bytes).to_string();
     if let Ok(body) = serde_json::from_str::<ErrorEnvelope>(&text) {
         return body.error.into_message();
     }

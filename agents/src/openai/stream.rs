@@ -38,6 +38,12 @@ impl SseDecoder {
         events
     }
 
+    /// Bytes of the line and event being assembled (what a server that never ends a line or
+    /// an event would make grow).
+    pub(super) fn pending(&self) -> usize {
+        self.line.len() + self.data.as_ref().map_or(0, String::len)
+    }
+
     /// Ends the stream; returns an event the server did not terminate with a blank line.
     pub(super) fn finish(&mut self) -> Option<String> {
         let line = std::mem::take(&mut self.line);
