@@ -28,6 +28,8 @@
 
 pub mod error;
 pub mod executor;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 
 mod args;
 mod files;

@@ -335,3 +335,9 @@ mod tests {
 }
 #[cfg(test)]
 mod tests_fixtures;
+
+/// The guarded package reader, for the fuzz targets.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_open(bytes: Vec<u8>) -> Result<(), ErrorBody> {
+    package::Package::open(bytes, "fuzz input").map(|_| ())
+}
