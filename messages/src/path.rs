@@ -54,9 +54,6 @@ pub fn normalize(raw: &str) -> Result<String, ErrorBody> {
     if raw.starts_with('/') {
         return Err(violation("is absolute"));
     }
-    if raw.len() >= 2 && raw.as_bytes()[1] == b':' {
-        return Err(violation("has a drive prefix"));
-    }
     let composed: String = raw.nfc().collect();
     let mut segments = Vec::new();
     for segment in composed.split('/') {
@@ -72,7 +69,12 @@ pub fn normalize(raw: &str) -> Result<String, ErrorBody> {
     if segments.is_empty() {
         return Err(ErrorBody::new(ErrorCode::ValidationFailed, "path is empty"));
     }
-    Ok(segments.join("/"))
+    let path = segments.join("/");
+    // Checked on the result, so `./C:/x` cannot become `C:/x`.
+    if path.len() >= 2 && path.as_bytes()[1] == b':' {
+        return Err(violation("has a drive prefix"));
+    }
+    Ok(path)
 }
 
 /// The existing path that `new` cannot stand beside: one that is a folder of `new` (`a` when
@@ -137,6 +139,8 @@ mod tests {
             "a/../../x",
             "/etc/passwd",
             "C:/x",
+            "./C:/x",
+            "./::X",
             "a\\b",
             "a\u{0}b",
             "a\nb",
