@@ -29,6 +29,38 @@ pub struct JobRecord {
     pub cancel_requested: bool,
     #[serde(default)]
     pub pending_approval: Option<PendingApproval>,
+    /// The conversation message this job answers.
+    #[serde(default)]
+    pub message_id: Option<String>,
+}
+
+impl JobRecord {
+    /// A job about to run, answering `message_id`.
+    pub fn queued(submit: &JobSubmit, model: &str, message_id: Option<String>) -> Self {
+        let now = now_ms();
+        JobRecord {
+            job_id: submit.job_id.clone(),
+            workbench: submit.workbench.clone(),
+            message: submit.message.clone(),
+            model: model.to_string(),
+            state: JobState::Queued,
+            error: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+            auto_approve: submit.auto_approve,
+            cancel_requested: false,
+            pending_approval: None,
+            message_id,
+        }
+    }
+
+    /// A submission refused with `error`: failed before it ran.
+    pub fn refused(submit: &JobSubmit, error: ErrorBody) -> Self {
+        let mut record = Self::queued(submit, submit.model.as_deref().unwrap_or_default(), None);
+        record.state = JobState::Failed;
+        record.error = Some(error);
+        record
+    }
 }
 
 /// Job records and their RPI state.
@@ -40,23 +72,25 @@ pub struct Jobs {
 /// Longest accepted job id.
 pub const MAX_JOB_ID_LEN: usize = 64;
 
-/// Checks a submitted job before it is recorded.
-pub fn validate_submit(submit: &JobSubmit) -> Result<(), ErrorBody> {
-    let id_ok = !submit.job_id.is_empty()
-        && submit.job_id.len() <= MAX_JOB_ID_LEN
-        && submit
-            .job_id
+/// Checks a job id: 1-64 characters of A-Z a-z 0-9 - _.
+pub fn validate_job_id(job_id: &str) -> Result<(), ErrorBody> {
+    let id_ok = !job_id.is_empty()
+        && job_id.len() <= MAX_JOB_ID_LEN
+        && job_id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !id_ok {
-        return Err(ErrorBody::new(
-            ErrorCode::ValidationFailed,
-            format!(
-                "job_id {:?} must be 1-{MAX_JOB_ID_LEN} characters of A-Z a-z 0-9 - _",
-                submit.job_id
-            ),
-        ));
+    if id_ok {
+        return Ok(());
     }
+    Err(ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!("job_id {job_id:?} must be 1-{MAX_JOB_ID_LEN} characters of A-Z a-z 0-9 - _"),
+    ))
+}
+
+/// Checks a submitted job before it is recorded.
+pub fn validate_submit(submit: &JobSubmit) -> Result<(), ErrorBody> {
+    validate_job_id(&submit.job_id)?;
     if submit.message.trim().is_empty() {
         return Err(ErrorBody::new(
             ErrorCode::ValidationFailed,
@@ -69,45 +103,6 @@ pub fn validate_submit(submit: &JobSubmit) -> Result<(), ErrorBody> {
 impl Jobs {
     pub fn new(storage: Storage) -> Self {
         Self { storage }
-    }
-
-    /// Records a job unless one with the same id exists; returns the record and whether it is new.
-    /// The record is fsynced before this returns.
-    pub fn record_if_new(
-        &self,
-        submit: &JobSubmit,
-        model: &str,
-    ) -> Result<(JobRecord, bool), CoordinatorError> {
-        let tree = self.storage.tree(trees::JOBS)?;
-        let now = now_ms();
-        let record = JobRecord {
-            job_id: submit.job_id.clone(),
-            workbench: submit.workbench.clone(),
-            message: submit.message.clone(),
-            model: model.to_string(),
-            state: JobState::Queued,
-            error: None,
-            created_at_ms: now,
-            updated_at_ms: now,
-            auto_approve: submit.auto_approve,
-            cancel_requested: false,
-            pending_approval: None,
-        };
-        let swapped = tree.compare_and_swap(
-            submit.job_id.as_bytes(),
-            None as Option<&[u8]>,
-            Some(storage::encode(&record)?),
-        )?;
-        if let Err(existing) = swapped {
-            let current = existing
-                .current
-                .map(|bytes| storage::decode(&bytes))
-                .transpose()?
-                .unwrap_or(record);
-            return Ok((current, false));
-        }
-        self.storage.flush()?;
-        Ok((record, true))
     }
 
     pub fn get(&self, job_id: &str) -> Result<Option<JobRecord>, CoordinatorError> {

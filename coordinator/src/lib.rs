@@ -16,7 +16,10 @@
 //! - [`orchestrator`]: the PhaseOrchestrator actor (one per running job) and [`Orchestrators`],
 //!   which starts them and reaches them by job id.
 //! - [`host`]: what a running job sees: tool calls, files, journal, signals.
+//! - [`context`]: what a job's model calls carry besides the manifest (conversation, budgets).
 //! - [`control`]: the `atelier.ctl.*` verbs.
+//! - `workshop_service`: the `atelier.workshop.*` verbs (conversation, rewind, regenerate,
+//!   models, checkpoints, restore, blob collection).
 //! - [`intake`]: streams and the JetStream job consumer.
 //! - [`events`]: ordered event publishing into the EVENTS stream.
 //! - [`failpoint`]: named kill points for crash tests.
@@ -26,6 +29,7 @@
 //! `jobs` → `lifecycle`, `storage`.
 
 pub mod blobs;
+pub mod context;
 mod control;
 pub mod draft_store;
 pub mod error;
@@ -39,6 +43,7 @@ pub mod orchestrator;
 pub mod storage;
 mod store_service;
 pub mod workbench;
+mod workshop_service;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -68,6 +73,8 @@ pub struct CoordinatorConfig {
     pub budgets: Budgets,
     /// How long the journal of a finished job is kept.
     pub journal_retention: Duration,
+    /// Checkpoints kept per workbench.
+    pub checkpoints_kept: u64,
 }
 
 impl CoordinatorConfig {
@@ -113,7 +120,8 @@ pub async fn start_coordinator(
     intake::ensure_streams(&jetstream).await?;
 
     let (store, store_join) = DraftStoreHandle::spawn(DraftStoreConfig {
-        workbenches: Workbenches::new(storage, blobs),
+        workbenches: Workbenches::new(storage, blobs)
+            .with_checkpoints_kept(config.checkpoints_kept),
     })
     .await?;
     let orchestrators = Orchestrators::new(OrchestratorTemplate {
@@ -128,9 +136,14 @@ pub async fn start_coordinator(
         coordinator_id: config.coordinator_id.clone(),
         orchestrators: orchestrators.clone(),
     };
+    let workshop = workshop_service::Workshop {
+        orchestrators: orchestrators.clone(),
+        default_model: config.default_model.clone(),
+    };
     let mut tasks = vec![
         store_service::serve(client.clone(), store.clone()).await?,
         control::serve(client.clone(), control).await?,
+        workshop_service::serve(client.clone(), workshop).await?,
         spawn_journal_pruning(jobs.clone(), config.journal_retention),
     ];
     let unfinished = {

@@ -131,6 +131,7 @@ mod tests {
             auto_approve: false,
             cancel_requested: false,
             pending_approval: None,
+            message_id: None,
         }
     }
 

@@ -20,6 +20,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::context;
 use crate::draft_store::DraftStoreHandle;
 use crate::error::CoordinatorError;
 use crate::events::EventSink;
@@ -27,6 +28,7 @@ use crate::host::{JobHost, RunSignals};
 use crate::jobs::{JobRecord, Jobs};
 use crate::lifecycle::Transition;
 use crate::storage::blocking;
+use crate::workbench::TurnEnd;
 
 /// Everything an orchestrator needs besides its job record.
 #[derive(Clone)]
@@ -144,6 +146,22 @@ async fn run_job(config: OrchestratorConfig, mut rpi: RpiState, signals: Arc<Run
         Err(error) if error.code == ErrorCode::UserCanceled => (JobState::Cancelled, Some(error)),
         Err(error) => (JobState::Failed, Some(error)),
     };
+    // The answer joins the conversation and frees the workbench before the end is announced,
+    // so whoever hears of the end finds both; a repeat after a crash changes nothing.
+    let turn = TurnEnd {
+        job_id: record.job_id.clone(),
+        state: final_state,
+        answer: rpi.summary.clone(),
+        error: error.clone(),
+        model: record.model.clone(),
+    };
+    if let Err(store_error) = template
+        .store
+        .finish_turn(record.workbench.clone(), turn)
+        .await
+    {
+        tracing::error!(%store_error, "could not record the job's answer in the conversation");
+    }
     // The end is announced before it is recorded: a crash in between re-runs the (fully
     // journaled) job and announces again, and the EVENTS stream de-duplicates the announcement.
     // Recording first could leave a finished job whose watchers never hear of it.
@@ -184,6 +202,7 @@ async fn drive(
         job_id: record.job_id.clone(),
         workbench: record.workbench.clone(),
         message: record.message.clone(),
+        context: context::build(&template.store, record).await?,
     };
     rpi::run(&input, rpi_state, provider.as_ref(), host, template.budgets)
         .await
@@ -219,6 +238,14 @@ impl Orchestrators {
 
     pub fn jobs(&self) -> &Jobs {
         &self.template.jobs
+    }
+
+    pub fn store(&self) -> &DraftStoreHandle {
+        &self.template.store
+    }
+
+    pub fn jetstream(&self) -> &async_nats::jetstream::Context {
+        &self.template.jetstream
     }
 
     /// Starts the job unless it is finished or already runs in this process.

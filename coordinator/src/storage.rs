@@ -19,6 +19,7 @@ pub(crate) mod trees {
     pub const JOBS: &str = "jobs";
     pub const RPI: &str = "rpi";
     pub const JOURNAL: &str = "journal";
+    pub const WORKSHOP: &str = "workshop";
 }
 
 /// The coordinator's durable state.

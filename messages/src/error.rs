@@ -25,11 +25,15 @@ pub enum ErrorCode {
     ApprovalRejected,
     UnsupportedVersion,
     Internal,
+    /// A job is answering on the workbench; wait for it (or cancel it) first.
+    WorkbenchBusy,
+    /// The draft revision of a rewind's target was pruned (by a publish, discard or retention).
+    RevisionPruned,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -49,6 +53,8 @@ impl ErrorCode {
         ErrorCode::ApprovalRejected,
         ErrorCode::UnsupportedVersion,
         ErrorCode::Internal,
+        ErrorCode::WorkbenchBusy,
+        ErrorCode::RevisionPruned,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -73,6 +79,8 @@ impl ErrorCode {
             ErrorCode::ApprovalRejected => "APPROVAL_REJECTED",
             ErrorCode::UnsupportedVersion => "UNSUPPORTED_VERSION",
             ErrorCode::Internal => "INTERNAL",
+            ErrorCode::WorkbenchBusy => "WORKBENCH_BUSY",
+            ErrorCode::RevisionPruned => "REVISION_PRUNED",
         }
     }
 }

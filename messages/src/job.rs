@@ -21,6 +21,10 @@ pub struct JobSubmit {
     /// Run destructive tool calls without pausing for approval.
     #[serde(default)]
     pub auto_approve: bool,
+    /// Accept the message although the workbench has a draft, and keep working on that draft
+    /// (otherwise the job is refused with `DRAFT_EXISTS`).
+    #[serde(default)]
+    pub continue_draft: bool,
 }
 
 /// Lifecycle state of a job.

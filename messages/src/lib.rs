@@ -17,6 +17,7 @@
 //! - [`path`]: workbench path normalization and file kinds.
 //! - [`worker`]: pool service names and worker stats payloads (`$SRV.STATS`).
 //! - [`journal`]: the keys job steps are journaled under.
+//! - [`workshop`]: conversations, rewind/regenerate, models, checkpoints.
 
 pub mod codec;
 pub mod error;
@@ -28,6 +29,7 @@ pub mod subjects;
 pub mod tool;
 pub mod verb;
 pub mod worker;
+pub mod workshop;
 
 pub use codec::{Format, Reply, decode, decode_reply, encode, encode_reply};
 pub use error::{ErrorBody, ErrorCode};

@@ -67,6 +67,23 @@ pub mod store {
     pub const QUEUE: &str = "atelier-store";
 }
 
+/// Workshop verbs (request/reply, served by coordinators).
+pub mod workshop {
+    pub const HISTORY: &str = "atelier.workshop.history";
+    pub const CHECK: &str = "atelier.workshop.check";
+    pub const REWIND: &str = "atelier.workshop.rewind";
+    pub const REGENERATE: &str = "atelier.workshop.regenerate";
+    pub const SET_MODEL: &str = "atelier.workshop.set_model";
+    pub const CHECKPOINTS: &str = "atelier.workshop.checkpoints";
+    pub const CHECKPOINT: &str = "atelier.workshop.checkpoint";
+    pub const RESTORE: &str = "atelier.workshop.restore";
+    pub const GC: &str = "atelier.workshop.gc";
+    /// Wildcard the workshop service subscribes to.
+    pub const WILDCARD: &str = "atelier.workshop.*";
+    /// Queue group shared by coordinators answering workshop requests.
+    pub const QUEUE: &str = "atelier-workshop";
+}
+
 /// The request subject of a tool pool: `atelier.tool.<pool>`.
 pub fn tool(pool: &str) -> String {
     format!("atelier.tool.{pool}")

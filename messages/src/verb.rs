@@ -24,7 +24,12 @@ use crate::store::{
     GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, WorkbenchInfo,
     WriteDraft, Written,
 };
-use crate::subjects::{ctl, store};
+use crate::subjects::{ctl, store, workshop};
+use crate::workshop::{
+    CheckMessage, CheckpointInfo, CollectGarbage, Collected, CreateCheckpoint, GetHistory, History,
+    ListCheckpoints, ModelSet, Regenerate, Regenerated, RestoreCheckpoint, Restored, Rewind,
+    Rewound, SetModel,
+};
 
 /// A request/reply verb: the request type, its subject and its reply type.
 pub trait Verb: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -61,4 +66,13 @@ verbs! {
     ApproveCall => JobView, ctl::APPROVE;
     ResumeJob => JobView, ctl::RESUME;
     GetStats => CoordinatorStats, ctl::STATS;
+    GetHistory => History, workshop::HISTORY;
+    CheckMessage => Done, workshop::CHECK;
+    Rewind => Rewound, workshop::REWIND;
+    Regenerate => Regenerated, workshop::REGENERATE;
+    SetModel => ModelSet, workshop::SET_MODEL;
+    ListCheckpoints => Vec<CheckpointInfo>, workshop::CHECKPOINTS;
+    CreateCheckpoint => CheckpointInfo, workshop::CHECKPOINT;
+    RestoreCheckpoint => Restored, workshop::RESTORE;
+    CollectGarbage => Collected, workshop::GC;
 }

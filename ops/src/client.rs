@@ -22,6 +22,17 @@ use serde_bytes::ByteBuf;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A message to submit as a job.
+#[derive(Debug)]
+pub struct Submission<'a> {
+    pub workbench: &'a str,
+    pub message: &'a str,
+    pub model: Option<String>,
+    pub job_id: Option<String>,
+    pub auto_approve: bool,
+    pub continue_draft: bool,
+}
+
 /// A connected client.
 pub struct Client {
     pub nats: async_nats::Client,
@@ -32,7 +43,7 @@ fn coded(error: ErrorBody) -> anyhow::Error {
 }
 
 impl Client {
-    async fn call<V: Verb>(&self, request: &V) -> anyhow::Result<V::Reply> {
+    pub(crate) async fn call<V: Verb>(&self, request: &V) -> anyhow::Result<V::Reply> {
         atelier_transport::request(&self.nats, request, Policy::once(TIMEOUT))
             .await
             .map_err(coded)
@@ -152,23 +163,19 @@ impl Client {
     }
 
     /// Publishes a job to the JOBS stream (de-duplicated by job id) and returns its id.
-    pub async fn submit(
-        &self,
-        workbench: &str,
-        message: &str,
-        model: Option<String>,
-        job_id: Option<String>,
-        auto_approve: bool,
-    ) -> anyhow::Result<String> {
-        let job_id = job_id.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+    pub async fn submit(&self, submission: Submission<'_>) -> anyhow::Result<String> {
+        let job_id = submission
+            .job_id
+            .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
         let submit = JobSubmit {
             v: PROTOCOL_VERSION,
             job_id: job_id.clone(),
-            workbench: workbench.into(),
-            message: message.into(),
-            model,
+            workbench: submission.workbench.into(),
+            message: submission.message.into(),
+            model: submission.model,
             submitted_at_ms: now_ms(),
-            auto_approve,
+            auto_approve: submission.auto_approve,
+            continue_draft: submission.continue_draft,
         };
         let payload = encode(&submit, Format::MessagePack).map_err(coded)?;
         let mut headers = async_nats::HeaderMap::new();

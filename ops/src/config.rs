@@ -35,6 +35,8 @@ pub struct Settings {
     pub otlp_endpoint: Option<String>,
     /// How long the step journal of a finished job is kept (seconds; default 7 days).
     pub journal_retention_secs: u64,
+    /// How many checkpoints each workbench keeps (older ones are pruned; default 50).
+    pub checkpoints_kept: u64,
     /// Per-job limits; a job that reaches one fails with `BUDGET_EXCEEDED`.
     pub job_max_model_turns: u64,
     pub job_max_tool_calls: u64,
@@ -56,6 +58,7 @@ impl Default for Settings {
             dashboard_token: None,
             otlp_endpoint: None,
             journal_retention_secs: 7 * 24 * 3600,
+            checkpoints_kept: atelier_coordinator::workbench::DEFAULT_CHECKPOINTS_KEPT,
             job_max_model_turns: Budgets::default().max_model_turns,
             job_max_tool_calls: Budgets::default().max_tool_calls,
             job_max_tokens: Budgets::default().max_tokens,

@@ -62,6 +62,7 @@ pub async fn coordinator(
         },
         budgets: settings.budgets(),
         journal_retention: std::time::Duration::from_secs(settings.journal_retention_secs),
+        checkpoints_kept: settings.checkpoints_kept,
     };
     start_coordinator(client, config)
         .await

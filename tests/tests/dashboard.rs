@@ -445,6 +445,7 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
         "Again",
         "--model",
         &model.model_spec(),
+        "--continue-draft",
         "--wait",
         "--json",
     ])?;

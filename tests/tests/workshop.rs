@@ -1,0 +1,400 @@
+//! The Workshop end to end: the conversation in every job's context, one job at a time and
+//! `DRAFT_EXISTS`, rewind and regenerate, checkpoints and restore, all across coordinator
+//! SIGKILLs (real nats-server, coordinator and workers; a scripted model).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use atelier_messages::job::{JobState, JobSubmit, JobView};
+use atelier_messages::store::Listing;
+use atelier_messages::workshop::{CheckpointInfo, CheckpointReason, ConversationMessage, Role};
+use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, encode, subjects};
+use atelier_tests::scripted::{Script, ScriptedModel};
+use atelier_tests::{Cluster, wait_until};
+use serde_json::json;
+
+const NOTES: &str = "# Notes\nEngineering leads.\n";
+
+/// Research, a one-item plan that writes notes.md, and a summary; `delay_ms` slows research.
+fn notes_script(delay_ms: u64) -> Script {
+    serde_json::from_value(json!({
+        "research": [{"content": "The plan has five milestones.", "delay_ms": delay_ms}],
+        "plan": [{"content": "- [ ] 1. Notes — write notes.md"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": NOTES}}]},
+            {"content": "Written."}
+        ]},
+        "summary": [{"content": "notes.md is in the draft."}]
+    }))
+    .unwrap_or_default()
+}
+
+fn history(cluster: &Cluster, workbench: &str) -> anyhow::Result<Vec<ConversationMessage>> {
+    cluster.cli_ok(&["history", workbench, "--json"])?.json()
+}
+
+fn roles_and_ids(messages: &[ConversationMessage]) -> Vec<(String, Role)> {
+    messages
+        .iter()
+        .map(|message| (message.id.clone(), message.role))
+        .collect()
+}
+
+fn draft_paths(cluster: &Cluster, workbench: &str) -> anyhow::Result<Option<Vec<String>>> {
+    let out = cluster.cli(&["wb", "ls", workbench, "--draft", "--json"])?;
+    if out.failed_with(ErrorCode::NoDraft.as_str()) {
+        return Ok(None);
+    }
+    let listing: Listing = out.json()?;
+    Ok(Some(listing.files.into_iter().map(|f| f.path).collect()))
+}
+
+fn published_paths(cluster: &Cluster, workbench: &str) -> anyhow::Result<Vec<String>> {
+    let listing: Listing = cluster.cli_ok(&["wb", "ls", workbench, "--json"])?.json()?;
+    Ok(listing.files.into_iter().map(|f| f.path).collect())
+}
+
+/// The system prompts of one job's research phase, in the order asked.
+fn research_prompts(model: &ScriptedModel) -> Vec<String> {
+    model
+        .requests()
+        .into_iter()
+        .filter(|request| request.phase == "research")
+        .map(|request| {
+            request.body["messages"][0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+fn assert_succeeded(view: &JobView, cluster: &Cluster) {
+    assert_eq!(
+        view.state,
+        JobState::Succeeded,
+        "{:?}\n{}",
+        view.error,
+        cluster.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_message_sees_the_first_and_a_draft_refuses_new_messages() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(notes_script(0)).await?;
+    let spec = model.model_spec();
+    let mut cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("q3", "plan.csv")?;
+
+    let first = cluster.run_job("q3", "Summarize the launch plan", &spec, &[])?;
+    assert_succeeded(&first, &cluster);
+    assert!(
+        !research_prompts(&model)[0].contains("Earlier conversation"),
+        "the first job has no earlier conversation"
+    );
+
+    // A draft exists: a new message is refused at once, and nothing joins the conversation.
+    let refused = cluster.cli(&["submit", "q3", "And now?", "--model", &spec])?;
+    assert!(refused.failed_with("DRAFT_EXISTS"), "{refused:?}");
+    assert!(
+        refused.stderr.contains("publish or discard"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(history(&cluster, "q3")?.len(), 2);
+
+    // A client that skips the check is answered through the job: failed with the code.
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let js = async_nats::jetstream::new(client);
+    let submit = JobSubmit {
+        v: PROTOCOL_VERSION,
+        job_id: "raw-refused".into(),
+        workbench: "q3".into(),
+        message: "bypassing the check".into(),
+        model: Some(spec.clone()),
+        submitted_at_ms: 0,
+        auto_approve: false,
+        continue_draft: false,
+    };
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", "raw-refused");
+    let payload = encode(&submit, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
+    js.publish_with_headers(subjects::JOB_SUBMIT, headers, payload.into())
+        .await?
+        .await?;
+    let watched = cluster.cli(&["watch", "raw-refused", "--json"])?;
+    assert!(!watched.success);
+    let view = cluster.wait_finished("raw-refused", Duration::from_secs(20))?;
+    assert_eq!(view.state, JobState::Failed);
+    assert_eq!(view.error.map(|e| e.code), Some(ErrorCode::DraftExists));
+    assert_eq!(history(&cluster, "q3")?.len(), 2);
+
+    // Publish, then the second message is answered with the first one in its context.
+    cluster.cli_ok(&["draft", "publish", "q3"])?;
+    cluster.kill_coordinator();
+    cluster.start_coordinator()?;
+    let second = cluster.run_job("q3", "Now count the milestones", &spec, &[])?;
+    assert_succeeded(&second, &cluster);
+    let prompts = research_prompts(&model);
+    let second_prompt = prompts.last().context("no second research prompt")?;
+    assert!(
+        second_prompt.contains("Earlier conversation"),
+        "{second_prompt}"
+    );
+    assert!(
+        second_prompt.contains("[m1 user]\nSummarize the launch plan"),
+        "{second_prompt}"
+    );
+    assert!(
+        second_prompt.contains("[m2 assistant]\nnotes.md is in the draft."),
+        "{second_prompt}"
+    );
+    assert!(
+        second_prompt.contains("published the draft"),
+        "{second_prompt}"
+    );
+    // The request itself is the user turn, not part of the earlier conversation.
+    assert!(
+        !second_prompt.contains("Now count the milestones"),
+        "{second_prompt}"
+    );
+
+    // With --continue-draft the message is taken and works on the draft.
+    let third = cluster.run_job("q3", "Keep going", &spec, &["--continue-draft"])?;
+    assert_succeeded(&third, &cluster);
+    let messages = history(&cluster, "q3")?;
+    let texts: Vec<_> = messages.iter().map(|m| (m.role, m.text.as_str())).collect();
+    assert_eq!(texts[0], (Role::User, "Summarize the launch plan"));
+    assert_eq!(texts[1], (Role::Assistant, "notes.md is in the draft."));
+    assert_eq!(texts[2].0, Role::System);
+    assert_eq!(texts[3], (Role::User, "Now count the milestones"));
+    assert_eq!(texts[5], (Role::User, "Keep going"));
+    assert_eq!(messages.len(), 7);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_job_at_a_time_and_rewind_then_regenerate_across_a_sigkill() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(notes_script(2_500)).await?;
+    let spec = model.model_spec();
+    let mut cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("q3", "plan.csv")?;
+
+    // While the (slow) job runs, other messages and rewinds are refused as busy.
+    let job = cluster.submit("q3", "Write notes", &spec)?;
+    wait_until(Duration::from_secs(20), || {
+        cluster
+            .cli(&["job", &job, "--json"])
+            .ok()
+            .and_then(|out| out.json::<JobView>().ok())
+            .is_some_and(|view| view.state == JobState::Running)
+    })?;
+    let busy = cluster.cli(&[
+        "submit",
+        "q3",
+        "Another",
+        "--model",
+        &spec,
+        "--continue-draft",
+    ])?;
+    assert!(busy.failed_with("WORKBENCH_BUSY"), "{busy:?}");
+    let rewind_busy = cluster.cli(&["rewind", "q3", "m1"])?;
+    assert!(rewind_busy.failed_with("WORKBENCH_BUSY"), "{rewind_busy:?}");
+    assert_succeeded(
+        &cluster.wait_finished(&job, Duration::from_secs(60))?,
+        &cluster,
+    );
+    assert_eq!(
+        draft_paths(&cluster, "q3")?,
+        Some(vec!["notes.md".into(), "plan.csv".into()])
+    );
+
+    // Unknown ids are NOT_FOUND; rewinding to the user message removes notes.md from the draft.
+    assert!(
+        cluster
+            .cli(&["rewind", "q3", "m9"])?
+            .failed_with("NOT_FOUND")
+    );
+    assert!(
+        cluster
+            .cli(&["rewind", "q3", "bogus"])?
+            .failed_with("NOT_FOUND")
+    );
+    let rewound: serde_json::Value = cluster.cli_ok(&["rewind", "q3", "m1", "--json"])?.json()?;
+    assert_eq!(rewound["removed"], json!(["m2"]));
+    assert_eq!(rewound["has_draft"], false);
+    assert_eq!(draft_paths(&cluster, "q3")?, None);
+
+    // The rewind survives a SIGKILL.
+    cluster.kill_coordinator();
+    cluster.start_coordinator()?;
+    let after_kill = history(&cluster, "q3")?;
+    assert_eq!(
+        roles_and_ids(&after_kill),
+        vec![
+            ("m1".to_string(), Role::User),
+            ("m3".to_string(), Role::System)
+        ]
+    );
+
+    // Regenerate answers m1 again; the coordinator is killed mid-job and the job completes.
+    let regenerated: serde_json::Value = cluster
+        .cli_ok(&["regenerate", "q3", "--job-id", "regen-1", "--json"])?
+        .json()?;
+    assert_eq!(regenerated["from_message_id"], "m1");
+    std::thread::sleep(Duration::from_millis(800));
+    cluster.kill_coordinator();
+    cluster.start_coordinator()?;
+    assert_succeeded(
+        &cluster.wait_finished("regen-1", Duration::from_secs(60))?,
+        &cluster,
+    );
+    assert_eq!(
+        draft_paths(&cluster, "q3")?,
+        Some(vec!["notes.md".into(), "plan.csv".into()])
+    );
+    let notes = cluster.cli_ok(&["wb", "cat", "q3", "notes.md", "--draft"])?;
+    assert_eq!(notes.stdout, NOTES);
+    let messages = history(&cluster, "q3")?;
+    assert_eq!(
+        roles_and_ids(&messages),
+        vec![
+            ("m1".to_string(), Role::User),
+            ("m4".to_string(), Role::System),
+            ("m5".to_string(), Role::Assistant),
+        ],
+        "the regenerate replaced what followed m1, and one answer came after the crash"
+    );
+    assert_eq!(messages[2].job_id.as_deref(), Some("regen-1"));
+
+    // Regenerating again replaces that answer; the draft goes back to m1's (none) first.
+    cluster.cli_ok(&[
+        "regenerate",
+        "q3",
+        "--job-id",
+        "regen-2",
+        "--wait",
+        "--json",
+    ])?;
+    let ids: Vec<_> = history(&cluster, "q3")?.into_iter().map(|m| m.id).collect();
+    assert_eq!(ids, ["m1", "m6", "m7"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restoring_the_first_checkpoint_brings_back_the_state_before_the_first_publish()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(notes_script(0)).await?;
+    let spec = model.model_spec();
+    let mut cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("q3", "plan.csv")?;
+    assert_succeeded(&cluster.run_job("q3", "Write notes", &spec, &[])?, &cluster);
+    cluster.cli_ok(&["draft", "publish", "q3"])?;
+    assert_eq!(published_paths(&cluster, "q3")?, ["notes.md", "plan.csv"]);
+    cluster.cli_ok(&["checkpoint", "q3", "--note", "after notes"])?;
+
+    let checkpoints: Vec<CheckpointInfo> =
+        cluster.cli_ok(&["checkpoints", "q3", "--json"])?.json()?;
+    let summary: Vec<_> = checkpoints
+        .iter()
+        .map(|c| (c.id.as_str(), c.reason, c.files.len(), c.note.as_deref()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("1", CheckpointReason::Publish, 1, None),
+            ("2", CheckpointReason::Manual, 2, Some("after notes")),
+        ]
+    );
+    assert!(checkpoints.iter().all(|c| c.at_ms > 0));
+
+    // Refused while a draft exists; unknown ids are NOT_FOUND.
+    assert_succeeded(&cluster.run_job("q3", "Again", &spec, &[])?, &cluster);
+    assert!(
+        cluster
+            .cli(&["restore", "q3", "1"])?
+            .failed_with("DRAFT_EXISTS")
+    );
+    cluster.cli_ok(&["draft", "discard", "q3"])?;
+    assert!(
+        cluster
+            .cli(&["restore", "q3", "77"])?
+            .failed_with("NOT_FOUND")
+    );
+
+    let restored: serde_json::Value = cluster.cli_ok(&["restore", "q3", "1", "--json"])?.json()?;
+    assert_eq!(restored["safety_checkpoint_id"], "3");
+    cluster.kill_coordinator();
+    cluster.start_coordinator()?;
+    assert_eq!(published_paths(&cluster, "q3")?, ["plan.csv"]);
+    let last = history(&cluster, "q3")?.pop().context("no messages")?;
+    assert!(
+        last.text.starts_with("restored checkpoint 1"),
+        "{}",
+        last.text
+    );
+    // The replaced state is itself a checkpoint, and restoring it brings notes.md back.
+    cluster.cli_ok(&["restore", "q3", "3"])?;
+    assert_eq!(published_paths(&cluster, "q3")?, ["notes.md", "plan.csv"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn checkpoint_retention_and_blob_garbage_collection() -> anyhow::Result<()> {
+    let mut cluster = Cluster::start()?;
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&[("ATELIER_CHECKPOINTS_KEPT", "2")])?;
+    cluster.cli_ok(&["wb", "create", "keep"])?;
+    let dir = tempfile::tempdir()?;
+    for n in 1..=4 {
+        let file = dir.path().join(format!("v{n}.txt"));
+        std::fs::write(&file, format!("version {n}\n"))?;
+        let path = file.to_string_lossy().to_string();
+        cluster.cli_ok(&["wb", "add", "keep", &path, "--as", "data.txt"])?;
+        cluster.cli_ok(&["checkpoint", "keep"])?;
+    }
+    let checkpoints: Vec<CheckpointInfo> =
+        cluster.cli_ok(&["checkpoints", "keep", "--json"])?.json()?;
+    let ids: Vec<_> = checkpoints.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["3", "4"]);
+
+    // Versions 1 and 2 are referenced by nothing now: collected; 3 and 4 stay readable.
+    let blobs = cluster.data_dir().join("blobs");
+    let count = || {
+        walk_files(&blobs)
+            .into_iter()
+            .filter(|p| {
+                !p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().ends_with(".tmp"))
+            })
+            .count()
+    };
+    let before = count();
+    let collected: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
+    assert_eq!(collected["removed_blobs"], 2);
+    assert_eq!(count(), before - 2);
+    let current = cluster.cli_ok(&["wb", "cat", "keep", "data.txt"])?;
+    assert_eq!(current.stdout, "version 4\n");
+    cluster.cli_ok(&["restore", "keep", "3"])?;
+    assert_eq!(
+        cluster.cli_ok(&["wb", "cat", "keep", "data.txt"])?.stdout,
+        "version 3\n"
+    );
+    // A second collection finds nothing more to remove.
+    let again: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
+    assert_eq!(again["removed_blobs"], 0);
+    Ok(())
+}
+
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk_files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
