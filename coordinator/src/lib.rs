@@ -17,6 +17,7 @@
 //!   which starts them and reaches them by job id.
 //! - [`host`]: what a running job sees: tool calls, files, journal, signals.
 //! - [`context`]: what a job's model calls carry besides the manifest (conversation, budgets).
+//! - [`review`]: the draft's content review, with the office pool's file diffs.
 //! - [`control`]: the `atelier.ctl.*` verbs.
 //! - `workshop_service`: the `atelier.workshop.*` verbs (conversation, rewind, regenerate,
 //!   models, checkpoints, restore, blob collection).
@@ -40,6 +41,7 @@ pub mod intake;
 pub mod jobs;
 pub mod lifecycle;
 pub mod orchestrator;
+pub mod review;
 pub mod storage;
 mod store_service;
 pub mod workbench;
@@ -137,6 +139,7 @@ pub async fn start_coordinator(
         orchestrators: orchestrators.clone(),
     };
     let workshop = workshop_service::Workshop {
+        client: client.clone(),
         orchestrators: orchestrators.clone(),
         default_model: config.default_model.clone(),
     };

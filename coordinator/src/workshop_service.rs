@@ -1,7 +1,8 @@
 //! The Workshop behind NATS: `atelier.workshop.*` verbs (history, check, rewind, regenerate,
-//! set_model, checkpoints, checkpoint, restore, gc), answered through the DraftStore handle;
+//! set_model, checkpoints, checkpoint, restore, gc, review), answered through the DraftStore handle;
 //! a regenerate's job is started here once it is recorded.
 
+use atelier_messages::review::ReviewDraft;
 use atelier_messages::store::Done;
 use atelier_messages::subjects::workshop;
 use atelier_messages::workshop::{
@@ -14,10 +15,12 @@ use atelier_transport::Router;
 use crate::error::CoordinatorError;
 use crate::jobs;
 use crate::orchestrator::Orchestrators;
+use crate::review;
 
 /// What the workshop verbs act on.
 #[derive(Clone)]
 pub(crate) struct Workshop {
+    pub client: async_nats::Client,
     pub orchestrators: Orchestrators,
     /// Model spec for messages that name none and workbenches without a default.
     pub default_model: Option<String>,
@@ -70,7 +73,11 @@ pub(crate) async fn serve(
         })
         .route(
             |ws, _: CollectGarbage| async move { ws.orchestrators.store().collect_garbage().await },
-        );
+        )
+        .route(|ws, request: ReviewDraft| async move {
+            let store = ws.orchestrators.store();
+            review::review(&ws.client, store, request.workbench, request.sample).await
+        });
     Ok(router
         .serve(client, workshop::WILDCARD, workshop::QUEUE)
         .await?)

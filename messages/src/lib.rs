@@ -18,12 +18,14 @@
 //! - [`worker`]: pool service names and worker stats payloads (`$SRV.STATS`).
 //! - [`journal`]: the keys job steps are journaled under.
 //! - [`workshop`]: conversations, rewind/regenerate, models, checkpoints.
+//! - [`review`]: content diffs of a draft's files.
 
 pub mod codec;
 pub mod error;
 pub mod job;
 pub mod journal;
 pub mod path;
+pub mod review;
 pub mod store;
 pub mod subjects;
 pub mod tool;

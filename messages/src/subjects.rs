@@ -78,10 +78,33 @@ pub mod workshop {
     pub const CHECKPOINT: &str = "atelier.workshop.checkpoint";
     pub const RESTORE: &str = "atelier.workshop.restore";
     pub const GC: &str = "atelier.workshop.gc";
+    pub const REVIEW: &str = "atelier.workshop.review";
+    /// Every workshop verb, for bad-input tests.
+    pub const ALL: [&str; 10] = [
+        HISTORY,
+        CHECK,
+        REWIND,
+        REGENERATE,
+        SET_MODEL,
+        CHECKPOINTS,
+        CHECKPOINT,
+        RESTORE,
+        GC,
+        REVIEW,
+    ];
     /// Wildcard the workshop service subscribes to.
     pub const WILDCARD: &str = "atelier.workshop.*";
     /// Queue group shared by coordinators answering workshop requests.
     pub const QUEUE: &str = "atelier-workshop";
+}
+
+/// Content review verbs served by the office pool's workers (request/reply).
+pub mod review {
+    pub const FILE: &str = "atelier.review.file";
+    /// Wildcard the office workers subscribe to.
+    pub const WILDCARD: &str = "atelier.review.*";
+    /// Queue group shared by the office workers.
+    pub const QUEUE: &str = "atelier-review";
 }
 
 /// The request subject of a tool pool: `atelier.tool.<pool>`.

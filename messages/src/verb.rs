@@ -19,12 +19,13 @@ use crate::job::{
     ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobView, ListJobs, Ping, Pong,
     ResumeJob,
 };
+use crate::review::{DiffFile, FileDiff, Review, ReviewDraft};
 use crate::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes,
     GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, WorkbenchInfo,
     WriteDraft, Written,
 };
-use crate::subjects::{ctl, store, workshop};
+use crate::subjects::{ctl, review, store, workshop};
 use crate::workshop::{
     CheckMessage, CheckpointInfo, CollectGarbage, Collected, CreateCheckpoint, GetHistory, History,
     ListCheckpoints, ModelSet, Regenerate, Regenerated, RestoreCheckpoint, Restored, Rewind,
@@ -75,4 +76,6 @@ verbs! {
     CreateCheckpoint => CheckpointInfo, workshop::CHECKPOINT;
     RestoreCheckpoint => Restored, workshop::RESTORE;
     CollectGarbage => Collected, workshop::GC;
+    ReviewDraft => Review, workshop::REVIEW;
+    DiffFile => FileDiff, review::FILE;
 }

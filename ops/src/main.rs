@@ -23,7 +23,7 @@ use clap::{Parser, Subcommand};
 
 use crate::client::{Client, WatchOutput};
 use crate::config::{FlagOverrides, Settings};
-use crate::output::{print_job, print_jobs, print_json, print_listing, print_stats};
+use crate::output::{print_job, print_jobs, print_json, print_listing, print_review, print_stats};
 
 #[derive(Parser)]
 #[command(
@@ -191,7 +191,8 @@ enum WbCommand {
 
 #[derive(Subcommand)]
 enum DraftCommand {
-    /// Added, modified and deleted paths of the draft against published.
+    /// What the draft changes: per file a unified diff (text), rows (CSV), cells (xlsx),
+    /// paragraphs (docx) or slide text (pptx), with counts and a bounded sample.
     Diff {
         name: String,
         #[arg(long)]
@@ -480,11 +481,11 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
 async fn draft_command(client: &Client, command: DraftCommand) -> anyhow::Result<()> {
     match command {
         DraftCommand::Diff { name, json } => {
-            let diff = client.diff(&name).await?;
+            let review = client.review(&name).await?;
             if json {
-                return print_json(&diff);
+                return print_json(&review);
             }
-            demo::print_diff(&diff);
+            print_review(&review);
         }
         DraftCommand::Publish { name } => {
             let published = client.publish(&name).await?;

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use atelier_messages::PROTOCOL_VERSION;
+use atelier_messages::review::{Review, ReviewDraft};
 use atelier_messages::store::Done;
 use atelier_messages::workshop::{
     CheckMessage, CheckpointInfo, CollectGarbage, Collected, ConversationMessage, CreateCheckpoint,
@@ -155,6 +156,16 @@ impl Client {
             v: PROTOCOL_VERSION,
             workbench: workbench.into(),
             checkpoint_id: checkpoint_id.into(),
+        })
+        .await
+    }
+
+    /// The draft's content review.
+    pub async fn review(&self, workbench: &str) -> anyhow::Result<Review> {
+        self.call(&ReviewDraft {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            sample: None,
         })
         .await
     }

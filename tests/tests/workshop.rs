@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use atelier_messages::job::{JobState, JobSubmit, JobView};
+use atelier_messages::review::{Change, ContentDiff, Review};
 use atelier_messages::store::Listing;
 use atelier_messages::workshop::{CheckpointInfo, CheckpointReason, ConversationMessage, Role};
 use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, encode, subjects};
@@ -383,6 +384,78 @@ async fn checkpoint_retention_and_blob_garbage_collection() -> anyhow::Result<()
     // A second collection finds nothing more to remove.
     let again: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
     assert_eq!(again["removed_blobs"], 0);
+    Ok(())
+}
+
+/// A one-item plan that sets two cells of `book.xlsx` and adds a sheet.
+fn workbook_edit_script() -> Script {
+    serde_json::from_value(json!({
+        "research": [{"content": "Revenue per month in B2:B7."}],
+        "plan": [{"content": "- [ ] 1. Update — correct January and add a forecast"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "xlsx_operations", "arguments": {"path": "book.xlsx", "operations": [
+                {"op": "set_cells", "sheet": "Revenue", "cells": [{"cell": "B2", "value": 4321}, {"cell": "C2", "value": "corrected"}]},
+                {"op": "ensure_sheet", "sheet": "Forecast"}
+            ]}}]},
+            {"content": "Updated."}
+        ]},
+        "summary": [{"content": "book.xlsx is updated in the draft."}]
+    }))
+    .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_draft_diff_of_an_edited_workbook_shows_the_new_cell_values() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(workbook_edit_script()).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "fin"])?;
+    let book = atelier_tests::fixtures().join("keenbench/office/multi-sheet.xlsx");
+    let book = book.to_string_lossy().to_string();
+    cluster.cli_ok(&["wb", "add", "fin", &book, "--as", "book.xlsx"])?;
+    let before: serde_json::Value = cluster.cli_ok(&["wb", "ls", "fin", "--json"])?.json()?;
+    assert_eq!(before["files"][0]["path"], "book.xlsx");
+    assert_succeeded(
+        &cluster.run_job("fin", "Fix January", &model.model_spec(), &[])?,
+        &cluster,
+    );
+    cluster.kill_coordinator();
+    cluster.start_coordinator()?;
+
+    let review: Review = cluster
+        .cli_ok(&["draft", "diff", "fin", "--json"])?
+        .json()?;
+    assert_eq!(review.modified, ["book.xlsx"]);
+    let [file] = review.files.as_slice() else {
+        panic!("one changed file: {review:?}")
+    };
+    assert_eq!(file.change, Change::Modified);
+    let ContentDiff::Workbook {
+        sheets_added,
+        sheets,
+        ..
+    } = &file.content
+    else {
+        panic!("not a workbook diff: {:?}", file.content)
+    };
+    assert_eq!(sheets_added, &["Forecast"]);
+    let revenue = sheets
+        .iter()
+        .find(|s| s.sheet == "Revenue")
+        .context("Revenue")?;
+    assert_eq!(revenue.cells_changed, 2);
+    let cells: Vec<_> = revenue
+        .sample
+        .iter()
+        .map(|c| (c.cell.as_str(), c.new.clone()))
+        .collect();
+    assert_eq!(cells, [("B2", json!(4321)), ("C2", json!("corrected"))]);
+    assert_ne!(revenue.sample[0].old, json!(4321));
+    assert_eq!(revenue.sample[1].old, serde_json::Value::Null);
+
+    // The human view says the same.
+    let text = cluster.cli_ok(&["draft", "diff", "fin"])?.stdout;
+    assert!(text.contains("M book.xlsx"), "{text}");
+    assert!(text.contains("B2: ") && text.contains("→ 4321"), "{text}");
     Ok(())
 }
 

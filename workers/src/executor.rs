@@ -32,7 +32,8 @@ use tracing::Instrument;
 
 use crate::WorkerConfig;
 use crate::error::WorkerError;
-use crate::files::ToolCall;
+use crate::files::{FileAccess, ToolCall};
+use crate::review;
 use crate::tools::Toolbox;
 
 /// The most concurrent calls one worker process accepts.
@@ -358,6 +359,8 @@ pub struct WorkerHandle {
     pool: Pool,
     actor: ActorRef<Msg>,
     task: JoinHandle<()>,
+    /// The office pool's content review service.
+    review: Option<JoinHandle<()>>,
 }
 
 impl WorkerHandle {
@@ -367,6 +370,9 @@ impl WorkerHandle {
 
     /// Stops taking requests, waits for calls in flight (up to a minute), then stops the actor.
     pub async fn shutdown(self) {
+        if let Some(review) = &self.review {
+            review.abort();
+        }
         let drained = ractor::call!(self.actor, Msg::Drain);
         if let Err(error) = drained {
             tracing::warn!(worker = %self.worker_id, pool = %self.pool, %error, "drain failed; stopping");
@@ -393,11 +399,19 @@ pub(crate) async fn start(
     })?;
     let worker_id = config.worker_id.clone();
     let pool = config.pool;
+    let review = match pool {
+        Pool::Office => {
+            let files = FileAccess::new(client.clone(), config.blob_dir.clone(), &config.cache_dir);
+            Some(review::serve(client.clone(), Arc::new(files)).await?)
+        }
+        Pool::Tabular => None,
+    };
     let (actor, task) = Actor::spawn(None, ToolExecutor, ExecutorConfig { client, config }).await?;
     Ok(WorkerHandle {
         worker_id,
         pool,
         actor,
         task,
+        review,
     })
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use atelier_messages::job::{
     ApproveCall, CancelJob, GetJob, JobState, JobView, ListJobs, ResumeJob,
 };
-use atelier_messages::store::{DiffDraft, DiscardDraft, ListWorkbenches, PublishDraft};
+use atelier_messages::review::ReviewDraft;
+use atelier_messages::store::{DiscardDraft, ListWorkbenches, PublishDraft};
 use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms};
 use atelier_transport::Policy;
@@ -347,9 +348,10 @@ async fn workbenches(State(state): State<Shared>) -> Response {
 async fn diff(State(state): State<Shared>, Path(name): Path<String>) -> Response {
     match call(
         &state,
-        &DiffDraft {
+        &ReviewDraft {
             v: PROTOCOL_VERSION,
             workbench: name,
+            sample: None,
         },
     )
     .await

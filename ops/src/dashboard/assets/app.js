@@ -348,9 +348,36 @@ function approvalBox(job) {
 function draftBox(diff) {
   if (!diff) return '<div class="muted">The draft could not be read.</div>';
   if (!diff.has_draft) return '<div class="muted" id="draft-empty">No draft: the published files are current.</div>';
+  const contents = new Map((diff.files || []).map(f => [f.path, f.content]));
   const files = [...diff.added.map(p => ['added', p]), ...diff.modified.map(p => ['modified', p]), ...diff.deleted.map(p => ['deleted', p])];
-  return `<ul class="diff" id="draft-files">${files.map(([kind, path]) => `<li class="${kind}" data-path="${esc(path)}"> ${esc(path)}</li>`).join('') || '<li class="muted">(no changes)</li>'}</ul>
+  return `<ul class="diff" id="draft-files">${files.map(([kind, path]) => `<li class="${kind}" data-path="${esc(path)}"> ${esc(path)}${contentBox(contents.get(path))}</li>`).join('') || '<li class="muted">(no changes)</li>'}</ul>
     <div class="actions"><button id="publish" class="primary">Publish</button><button id="discard" class="danger">Discard</button></div>`;
+}
+
+/** What changed inside one file (the review's content diff), with its bounded sample. */
+function contentBox(content) {
+  if (!content) return '';
+  const more = truncated => truncated ? '<div class="muted small">… more changes than shown</div>' : '';
+  const units = (name, changes, show) => `<div class="small">${name}: +${changes.added} −${changes.removed} ~${changes.changed}</div>
+    <ul class="units mono small">${changes.sample.map(u => `<li class="${u.op}">${u.op} ${u.position}: ${esc(u.op === 'changed' ? `${show(u.old)} → ${show(u.new)}` : show(u.new ?? u.old))}</li>`).join('')}</ul>${more(changes.truncated)}`;
+  switch (content.format) {
+    case 'text':
+      return `<div class="small">lines: +${content.lines_added} −${content.lines_removed}</div><pre class="mono small unified">${esc(content.unified)}</pre>${more(content.truncated)}`;
+    case 'table':
+      return units('rows', content.rows, row => (row || []).join(','));
+    case 'workbook':
+      return `${content.sheets_added.length ? `<div class="small">sheets added: ${esc(content.sheets_added.join(', '))}</div>` : ''}${content.sheets_removed.length ? `<div class="small">sheets removed: ${esc(content.sheets_removed.join(', '))}</div>` : ''}
+        ${content.sheets.map(sheet => `<div class="small">sheet ${esc(sheet.sheet)}: ${sheet.cells_changed} cell(s)</div>
+        <table class="cells mono small" data-sheet="${esc(sheet.sheet)}">${sheet.sample.map(c => `<tr data-cell="${esc(c.cell)}"><td>${esc(c.cell)}</td><td class="old">${esc(JSON.stringify(c.old))}</td><td class="new">${esc(JSON.stringify(c.new))}</td></tr>`).join('')}</table>${more(sheet.truncated)}`).join('')}`;
+    case 'document':
+      return units('paragraphs', content.paragraphs, text => text ?? '');
+    case 'slides':
+      return units('slides', content.slides, texts => (texts || []).join(' / '));
+    case 'binary':
+      return `<div class="small muted">binary: ${content.old_size} → ${content.new_size} bytes</div>`;
+    default:
+      return `<div class="small muted">${esc(content.reason || 'not compared')}</div>`;
+  }
 }
 
 function wireJobActions(job) {
