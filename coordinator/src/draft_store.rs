@@ -17,8 +17,8 @@ use atelier_messages::store::{
 };
 use atelier_messages::tool::DraftChanges;
 use atelier_messages::workshop::{
-    CheckpointInfo, Collected, ConversationMessage, History, ModelSet, Regenerate, Regenerated,
-    Restored, Rewound,
+    CheckpointInfo, Collected, ContextItem, ConversationMessage, History, ModelSet, Regenerate,
+    Regenerated, Restored, Rewound,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
@@ -291,6 +291,28 @@ impl DraftStoreHandle {
 
     pub async fn checkpoints(&self, workbench: String) -> Result<Vec<CheckpointInfo>, ErrorBody> {
         self.read(move |wb| wb.checkpoints(&workbench)).await
+    }
+
+    pub async fn add_context_item(
+        &self,
+        workbench: String,
+        item: ContextItem,
+    ) -> Result<ContextItem, ErrorBody> {
+        self.change(move |wb| wb.add_context_item(&workbench, item))
+            .await
+    }
+
+    pub async fn remove_context_item(
+        &self,
+        workbench: String,
+        name: String,
+    ) -> Result<(), ErrorBody> {
+        self.change(move |wb| wb.remove_context_item(&workbench, &name))
+            .await
+    }
+
+    pub async fn context_items(&self, workbench: String) -> Result<Vec<ContextItem>, ErrorBody> {
+        self.read(move |wb| wb.context_items(&workbench)).await
     }
 
     /// The conversation before `message_id`.

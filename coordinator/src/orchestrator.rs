@@ -202,7 +202,7 @@ async fn drive(
         job_id: record.job_id.clone(),
         workbench: record.workbench.clone(),
         message: record.message.clone(),
-        context: context::build(&template.store, record).await?,
+        context: context::build(&template.client, &template.store, record).await?,
     };
     rpi::run(&input, rpi_state, provider.as_ref(), host, template.budgets)
         .await

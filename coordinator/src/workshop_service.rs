@@ -1,10 +1,11 @@
 //! The Workshop behind NATS: `atelier.workshop.*` verbs (history, check, rewind, regenerate,
-//! set_model, checkpoints, checkpoint, restore, gc, review), answered through the DraftStore handle;
+//! set_model, checkpoints, checkpoint, restore, gc, review, context items), answered through the DraftStore handle;
 //! a regenerate's job is started here once it is recorded.
 
 use atelier_messages::review::ReviewDraft;
 use atelier_messages::store::Done;
 use atelier_messages::subjects::workshop;
+use atelier_messages::workshop::{AddContextItem, ListContextItems, RemoveContextItem};
 use atelier_messages::workshop::{
     CheckMessage, CollectGarbage, CreateCheckpoint, GetHistory, ListCheckpoints, Regenerate,
     Regenerated, RestoreCheckpoint, Rewind, SetModel,
@@ -74,6 +75,25 @@ pub(crate) async fn serve(
         .route(
             |ws, _: CollectGarbage| async move { ws.orchestrators.store().collect_garbage().await },
         )
+        .route(|ws, request: AddContextItem| async move {
+            let store = ws.orchestrators.store();
+            store
+                .add_context_item(request.workbench, request.item)
+                .await
+        })
+        .route(|ws, request: ListContextItems| async move {
+            ws.orchestrators
+                .store()
+                .context_items(request.workbench)
+                .await
+        })
+        .route(|ws, request: RemoveContextItem| async move {
+            let store = ws.orchestrators.store();
+            store
+                .remove_context_item(request.workbench, request.name)
+                .await
+                .map(|()| Done {})
+        })
         .route(|ws, request: ReviewDraft| async move {
             let store = ws.orchestrators.store();
             review::review(&ws.client, store, request.workbench, request.sample).await

@@ -79,8 +79,11 @@ pub mod workshop {
     pub const RESTORE: &str = "atelier.workshop.restore";
     pub const GC: &str = "atelier.workshop.gc";
     pub const REVIEW: &str = "atelier.workshop.review";
+    pub const CONTEXT_ADD: &str = "atelier.workshop.context_add";
+    pub const CONTEXT_LIST: &str = "atelier.workshop.context_list";
+    pub const CONTEXT_REMOVE: &str = "atelier.workshop.context_remove";
     /// Every workshop verb, for bad-input tests.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 13] = [
         HISTORY,
         CHECK,
         REWIND,
@@ -91,6 +94,9 @@ pub mod workshop {
         RESTORE,
         GC,
         REVIEW,
+        CONTEXT_ADD,
+        CONTEXT_LIST,
+        CONTEXT_REMOVE,
     ];
     /// Wildcard the workshop service subscribes to.
     pub const WILDCARD: &str = "atelier.workshop.*";

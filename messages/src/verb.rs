@@ -26,6 +26,7 @@ use crate::store::{
     WriteDraft, Written,
 };
 use crate::subjects::{ctl, review, store, workshop};
+use crate::workshop::{AddContextItem, ContextItem, ListContextItems, RemoveContextItem};
 use crate::workshop::{
     CheckMessage, CheckpointInfo, CollectGarbage, Collected, CreateCheckpoint, GetHistory, History,
     ListCheckpoints, ModelSet, Regenerate, Regenerated, RestoreCheckpoint, Restored, Rewind,
@@ -77,5 +78,8 @@ verbs! {
     RestoreCheckpoint => Restored, workshop::RESTORE;
     CollectGarbage => Collected, workshop::GC;
     ReviewDraft => Review, workshop::REVIEW;
+    AddContextItem => ContextItem, workshop::CONTEXT_ADD;
+    ListContextItems => Vec<ContextItem>, workshop::CONTEXT_LIST;
+    RemoveContextItem => Done, workshop::CONTEXT_REMOVE;
     DiffFile => FileDiff, review::FILE;
 }

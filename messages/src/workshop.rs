@@ -271,3 +271,53 @@ pub struct Collected {
     pub freed_bytes: u64,
     pub kept_blobs: u64,
 }
+
+/// What a context item is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextKind {
+    /// The workbench's situation: project-specific state (one per workbench).
+    Situation,
+    /// A skill: a `SKILL.md` and the files it references.
+    Skill,
+}
+
+/// One file of a context item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextFile {
+    pub path: String,
+    pub text: String,
+}
+
+/// A context item, injected into every model call of the workbench's jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextItem {
+    /// `situation` for the situation; a skill's name otherwise.
+    pub name: String,
+    pub kind: ContextKind,
+    /// A situation has one file; a skill `SKILL.md` first, then its references.
+    pub files: Vec<ContextFile>,
+}
+
+/// `atelier.workshop.context_add`: add (or replace, by name) a context item.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AddContextItem {
+    pub v: u16,
+    pub workbench: String,
+    pub item: ContextItem,
+}
+
+/// `atelier.workshop.context_list`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListContextItems {
+    pub v: u16,
+    pub workbench: String,
+}
+
+/// `atelier.workshop.context_remove`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemoveContextItem {
+    pub v: u16,
+    pub workbench: String,
+    pub name: String,
+}

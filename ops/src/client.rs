@@ -315,6 +315,32 @@ pub enum WatchOutput {
     Json,
     /// Nothing.
     Quiet,
+    /// Plain lines for a terminal session: tool progress, then the streamed answer.
+    Lines,
+}
+
+/// `WatchOutput::Lines`: a line per phase and tool call, the answer as it streams.
+#[allow(clippy::print_stdout)]
+fn show_line(event: &JobEvent) {
+    use std::io::Write;
+    match &event.kind {
+        EventKind::PhaseStarted { phase } => println!("  · {phase}"),
+        EventKind::ToolExecuting { tool, path, .. } => {
+            println!("  · {tool} {}", path.as_deref().unwrap_or(""))
+        }
+        EventKind::AssistantDelta { text } => {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+        }
+        EventKind::JobFinished { state, error } => {
+            let reason = error
+                .as_ref()
+                .map(|e| format!(" — {e}"))
+                .unwrap_or_default();
+            println!("\n[{state}{reason}]");
+        }
+        _ => {}
+    }
 }
 
 /// The watch line once the plan is known: a bar over its items.
@@ -347,6 +373,7 @@ impl Progress {
     fn show(&self, event: &JobEvent) {
         match self.output {
             WatchOutput::Quiet => {}
+            WatchOutput::Lines => show_line(event),
             WatchOutput::Json => {
                 if let Ok(line) = serde_json::to_string(event) {
                     println!("{line}");

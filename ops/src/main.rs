@@ -1,9 +1,12 @@
 //! `atelier`: run the system (`up`, `coordinator`, `worker`) and talk to it (`wb`, `draft`,
-//! `submit`, `watch`, `jobs`, `job`, `demo`). Printing is this binary's job.
+//! `submit`, `watch`, `jobs`, `job`, `demo`; the workshop: `history`, `rewind`, `regenerate`,
+//! `checkpoints`, `checkpoint`, `restore`, `gc`, `context`, `chat`). Printing is this binary's job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod chat;
 mod client;
 mod config;
+mod context_items;
 mod dashboard;
 mod demo;
 mod embedded;
@@ -93,6 +96,12 @@ enum Command {
     },
     #[command(flatten)]
     Workshop(workshop::WorkshopCommand),
+    /// A terminal session on a workbench: type messages, see tool progress and streamed answers;
+    /// /publish /discard /rewind ID /regenerate /model SPEC /diff /history /continue /quit.
+    Chat { workbench: String },
+    /// Context items: the situation text and skills every model call of a workbench carries.
+    #[command(subcommand)]
+    Context(context_items::ContextCommand),
     /// Stop a job at its next step boundary (USER_CANCELED); the draft stays consistent.
     Cancel {
         job: String,
@@ -359,6 +368,8 @@ async fn client_command(client: &Client, command: Command) -> anyhow::Result<Exi
             return client.follow(&job_id, json).await;
         }
         Command::Workshop(command) => return workshop::run(client, command).await,
+        Command::Context(command) => context_items::run(client, command).await?,
+        Command::Chat { workbench } => return chat::run(client, &workbench).await,
         Command::Watch { job, json } => {
             let state = client
                 .watch(

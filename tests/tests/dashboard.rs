@@ -383,7 +383,8 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
         pool("office")["instances"].as_array().map(Vec::len),
         Some(1)
     );
-    assert_eq!(pool("tabular")["requests"], 2);
+    // The CSV's structural map when the job starts, then the job's two tool calls.
+    assert_eq!(pool("tabular")["requests"], 3);
     assert_eq!(
         pool("tabular")["instances"][0]["subject"],
         "atelier.tool.tabular"
@@ -729,7 +730,8 @@ async fn one_job_is_one_trace_and_it_includes_the_workers_tool_call_span() -> an
             .iter()
             .filter(|s| s.service == "atelier-worker-tabular" && s.name == "tool_call")
             .count();
-        if worker_calls == 2 && job.iter().any(|s| s.name == "job") {
+        // The CSV's structural map when the job starts, then the job's two tool calls.
+        if worker_calls == 3 && job.iter().any(|s| s.name == "job") {
             break spans;
         }
         ensure!(

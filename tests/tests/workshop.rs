@@ -459,6 +459,233 @@ async fn the_draft_diff_of_an_edited_workbook_shows_the_new_cell_values() -> any
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn every_prompt_carries_structural_maps_then_context_items() -> anyhow::Result<()> {
+    let script: Script = serde_json::from_value(json!({
+        "research": [{"content": "Looked."}],
+        "plan": [{"content": "Nothing needs to change."}],
+        "summary": [{"content": "Nothing changed."}]
+    }))?;
+    let model = ScriptedModel::start(script).await?;
+    let spec = model.model_spec();
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("ctx", "plan.csv")?;
+    let fixtures = atelier_tests::fixtures().join("keenbench");
+    let book = fixtures
+        .join("office/multi-sheet.xlsx")
+        .to_string_lossy()
+        .to_string();
+    cluster.cli_ok(&["wb", "add", "ctx", &book, "--as", "book.xlsx"])?;
+
+    let situation = fixtures.join("context/keenbench_situation_alpha.txt");
+    let situation_text = std::fs::read_to_string(&situation)?;
+    cluster.cli_ok(&[
+        "context",
+        "add",
+        "ctx",
+        "--situation",
+        &situation.to_string_lossy(),
+    ])?;
+    let skill = tempfile::tempdir()?;
+    let skill_dir = skill.path().join("house-style");
+    std::fs::create_dir_all(skill_dir.join("references"))?;
+    std::fs::write(
+        skill_dir.join("SKILL.md"),
+        "Round money to cents. See references/summary.md.\n",
+    )?;
+    std::fs::write(
+        skill_dir.join("references/summary.md"),
+        "Lead with totals.\n",
+    )?;
+    std::fs::write(skill_dir.join("unrelated.md"), "NOT REFERENCED\n")?;
+    cluster.cli_ok(&[
+        "context",
+        "add",
+        "ctx",
+        "--skill",
+        &skill_dir.to_string_lossy(),
+    ])?;
+    let items: Vec<serde_json::Value> = cluster
+        .cli_ok(&["context", "ls", "ctx", "--json"])?
+        .json()?;
+    let names: Vec<_> = items
+        .iter()
+        .map(|i| i["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["situation", "house-style"]);
+    assert!(
+        cluster
+            .cli(&["context", "rm", "ctx", "nope"])?
+            .failed_with("NOT_FOUND")
+    );
+
+    assert_succeeded(
+        &cluster.run_job("ctx", "What is in here?", &spec, &[])?,
+        &cluster,
+    );
+    let prompt = research_prompts(&model)
+        .pop()
+        .context("no research prompt")?;
+    let at = |needle: &str| {
+        prompt
+            .find(needle)
+            .with_context(|| format!("{needle:?} missing:\n{prompt}"))
+    };
+    let manifest = at("plan.csv (csv")?;
+    let maps = at("## Structural maps")?;
+    // The CSV's map has its columns; the workbook's its sheets with their dimensions.
+    let csv_map = at("### plan.csv")?;
+    at("Department")?;
+    let book_map = at("### book.xlsx")?;
+    at("\"Revenue\"")?;
+    let situation_at = at(situation_text.lines().next().unwrap_or_default().trim())?;
+    let skill_at = at("Round money to cents.")?;
+    at("Lead with totals.")?;
+    assert!(!prompt.contains("NOT REFERENCED"), "{prompt}");
+    // Files in path order, then the situation, then the skill.
+    assert!(
+        manifest < maps && maps < book_map && book_map < csv_map,
+        "{prompt}"
+    );
+    assert!(
+        csv_map < situation_at && situation_at < skill_at,
+        "{prompt}"
+    );
+
+    // A removed item is gone from the next job's prompts.
+    cluster.cli_ok(&["context", "rm", "ctx", "house-style"])?;
+    assert_succeeded(&cluster.run_job("ctx", "And now?", &spec, &[])?, &cluster);
+    let prompt = research_prompts(&model)
+        .pop()
+        .context("no research prompt")?;
+    assert!(!prompt.contains("Round money to cents."), "{prompt}");
+    assert!(prompt.contains("[m1 user]\nWhat is in here?"), "{prompt}");
+    Ok(())
+}
+
+/// `atelier chat` driven through its stdin as a person would type, its stdout read line by line.
+struct ChatSession {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl ChatSession {
+    fn start(cluster: &Cluster, workbench: &str) -> anyhow::Result<Self> {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(atelier_tests::atelier_bin())
+            .args(["chat", workbench, "--nats", &cluster.nats.url])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let stdin = child.stdin.take().context("no stdin")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = send.send(line);
+            }
+        });
+        Ok(Self {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        })
+    }
+
+    fn say(&mut self, line: &str) -> anyhow::Result<()> {
+        use std::io::Write;
+        writeln!(self.stdin, "{line}")?;
+        Ok(self.stdin.flush()?)
+    }
+
+    /// Waits for a line containing `needle`; returns the lines up to it.
+    fn expect(&mut self, needle: &str) -> anyhow::Result<Vec<String>> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let start = self.seen.len();
+        while std::time::Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                let found = line.contains(needle);
+                self.seen.push(line);
+                if found {
+                    return Ok(self.seen[start..].to_vec());
+                }
+            }
+        }
+        anyhow::bail!(
+            "no line with {needle:?}; the session said:\n{}",
+            self.seen.join("\n")
+        )
+    }
+}
+
+impl Drop for ChatSession {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chat_session_sends_streams_and_runs_its_commands() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(notes_script(0)).await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("q3", "plan.csv")?;
+    cluster.cli_ok(&["wb", "set-model", "q3", &model.model_spec()])?;
+    let mut chat = ChatSession::start(&cluster, "q3")?;
+    chat.expect("chat on q3")?;
+
+    chat.say("Write notes")?;
+    let answer = chat.expect("[succeeded]")?;
+    assert!(
+        answer
+            .iter()
+            .any(|l| l.contains("· write_text_file notes.md")),
+        "{answer:?}"
+    );
+    assert!(
+        answer
+            .iter()
+            .any(|l| l.contains("notes.md is in the draft.")),
+        "{answer:?}"
+    );
+
+    // A draft exists: the next message is refused with the code, and the session goes on.
+    chat.say("More")?;
+    chat.expect("DRAFT_EXISTS")?;
+    chat.say("/diff")?;
+    let diff = chat.expect("+# Notes")?;
+    assert!(diff.iter().any(|l| l == "A notes.md"), "{diff:?}");
+    // m1 is the model switch, m2 the message, m3 its answer: rewinding to the answer keeps the
+    // draft it left.
+    chat.say("/rewind m3")?;
+    chat.expect("rewound to m3")?;
+    chat.say("/rewind m99")?;
+    chat.expect("NOT_FOUND")?;
+    chat.say("/publish")?;
+    chat.expect("published; the previous state is checkpoint 1")?;
+    chat.say("/history")?;
+    let listed = chat.expect("published the draft")?;
+    assert!(
+        listed.iter().any(|l| l.contains("m2  user: Write notes")),
+        "{listed:?}"
+    );
+    chat.say("/regenerate")?;
+    chat.expect("[succeeded]")?;
+    chat.say("/quit")?;
+    let status = chat.child.wait()?;
+    assert!(status.success());
+    let messages = history(&cluster, "q3")?;
+    assert_eq!(messages.last().map(|m| m.role), Some(Role::Assistant));
+    Ok(())
+}
+
 fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {

@@ -8,8 +8,10 @@
 //! - `tx`: the transaction over manifests, records, workshop and jobs, and the workshop keys.
 //! - `conversation`: messages, one job at a time, rewind, regenerate, model switches.
 //! - `checkpoints`: publish, discard, checkpoints, restore, retention, blob collection.
+//! - `context_items`: the situation and skills injected into every model call.
 
 mod checkpoints;
+mod context_items;
 mod conversation;
 mod tx;
 
