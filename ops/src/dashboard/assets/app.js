@@ -104,6 +104,7 @@ function expandable(label, text, open = false) {
 
 const routes = [
   [/^#\/jobs\/(.+)$/, m => jobPage(decodeURIComponent(m[1]))],
+  [/^#\/workbenches\/(.+)$/, m => workbenchPage(decodeURIComponent(m[1]))],
   [/^#\/workers$/, () => workersPage()],
   [/^#\/throughput$/, () => throughputPage()],
   [/^(#\/jobs)?$/, () => jobsPage()],
@@ -201,7 +202,7 @@ function renderJobs(rows) {
     return `<tr class="job-row" data-job-id="${esc(job.job_id)}" data-state="${esc(job.state)}">
       <td><a class="mono" href="#/jobs/${encodeURIComponent(job.job_id)}" title="${esc(job.job_id)}">${esc(shortId(job.job_id))}</a></td>
       <td>${badge(job.state)}${job.error ? `<div class="small error">${esc(job.error.code)}</div>` : ''}</td>
-      <td>${esc(job.workbench)}</td>
+      <td><a href="#/workbenches/${encodeURIComponent(job.workbench)}">${esc(job.workbench)}</a></td>
       <td class="small mono">${esc(job.model)}</td>
       <td>${esc(job.phase)}</td>
       <td>${progress(job.items_done, job.items_failed, job.items_total)}</td>
@@ -380,20 +381,22 @@ function contentBox(content) {
   }
 }
 
+/** Posts to `path` when `button` is clicked (after `confirmText`, if any), then refreshes. */
+function bindAction(button, path, done, confirmText, body) {
+  if (!button) return;
+  button.addEventListener('click', async () => {
+    if (confirmText && !confirm(confirmText)) return;
+    button.disabled = true;
+    try {
+      await api(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body || {}) });
+      toast(done);
+    } catch (error) { toast(error.message, true); }
+    schedule(0);
+  });
+}
+
 function wireJobActions(job) {
-  const act = (id, path, done, confirmText, body) => {
-    const button = document.getElementById(id);
-    if (!button) return;
-    button.addEventListener('click', async () => {
-      if (confirmText && !confirm(confirmText)) return;
-      button.disabled = true;
-      try {
-        await api(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body || {}) });
-        toast(done);
-      } catch (error) { toast(error.message, true); }
-      schedule(0);
-    });
-  };
+  const act = (id, path, done, confirmText, body) => bindAction(document.getElementById(id), path, done, confirmText, body);
   const jobPath = `/api/jobs/${encodeURIComponent(job.job_id)}`;
   const wbPath = `/api/workbenches/${encodeURIComponent(job.workbench)}`;
   act('cancel', `${jobPath}/cancel`, 'Cancel requested', 'Cancel this job at its next step?');
