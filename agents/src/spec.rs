@@ -1,12 +1,15 @@
-//! Model specs: which provider serves a job, written `openai:MODEL`,
-//! `openai-compat:BASE_URL#MODEL` or `replay:FILE`, and the settings the providers read.
+//! Model specs: which provider serves a job, written as the name of a profile the operator
+//! configured (`[models.NAME]`), `openai:MODEL`, `openai-compat:BASE_URL#MODEL` or
+//! `replay:FILE`, and the settings the providers read.
 //!
 //! A spec comes from whoever submits a job, so it is checked against the operator's settings
-//! before anything is built ([`check`]): the configured key goes only to the configured OpenAI
-//! base URL (an `openai-compat:` server never gets it); an ad-hoc `openai-compat:` URL beyond
-//! this machine is refused unless the operator allows ad-hoc URLs; `replay:` reads only files in
-//! the configured replay directory. A refused spec is `MODEL_NOT_ALLOWED`.
+//! before anything is built ([`check`]): a profile's key goes only to that profile's base URL,
+//! the `openai_api_key` only to the configured OpenAI base URL, and an `openai-compat:` server
+//! named in a spec never gets a key; an ad-hoc `openai-compat:` URL beyond this machine is
+//! refused unless the operator allows ad-hoc URLs; `replay:` reads only files in the configured
+//! replay directory; an unknown profile is refused. A refused spec is `MODEL_NOT_ALLOWED`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +33,17 @@ pub enum ModelSpec {
     OpenAiCompat { base_url: String, model: String },
     /// `replay:FILE`: a scripted provider.
     Replay { path: PathBuf },
+    /// `NAME`: a profile from the operator's `[models.NAME]` settings.
+    Profile { name: String },
+}
+
+/// True for a profile name: 1–64 characters of `A-Z a-z 0-9 - _ .`.
+fn is_profile_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 impl ModelSpec {
@@ -39,9 +53,17 @@ impl ModelSpec {
             spec: spec.to_string(),
             reason: reason.to_string(),
         };
-        let (scheme, rest) = spec.split_once(':').ok_or_else(|| {
-            invalid("expected `openai:MODEL`, `openai-compat:BASE_URL#MODEL` or `replay:FILE`")
-        })?;
+        let Some((scheme, rest)) = spec.split_once(':') else {
+            if is_profile_name(spec) {
+                return Ok(ModelSpec::Profile {
+                    name: spec.to_string(),
+                });
+            }
+            return Err(invalid(
+                "expected a profile name, `openai:MODEL`, `openai-compat:BASE_URL#MODEL` or \
+                 `replay:FILE`",
+            ));
+        };
         match scheme {
             "openai" if rest.is_empty() => Err(invalid("missing model name after `openai:`")),
             "openai" => Ok(ModelSpec::OpenAi {
@@ -69,6 +91,79 @@ impl ModelSpec {
     }
 }
 
+/// Which protocol a profile's server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProfileKind {
+    /// The OpenAI API (base URL default `https://api.openai.com/v1`; a key is required).
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// A server speaking the Chat Completions dialect (llama.cpp, vLLM, Ollama, …).
+    #[serde(rename = "openai-compat")]
+    OpenAiCompat,
+}
+
+/// A model the operator configured under `[models.NAME]`: where it is served, with which key,
+/// and its limits. Its key is only ever sent to its `base_url` (and never printed by `Debug`).
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelProfile {
+    pub kind: ProfileKind,
+    /// The server (required for `openai-compat`).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The model name the server knows.
+    pub model: String,
+    /// The key, written in the settings.
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// The environment variable holding the key (read when the provider is built).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The most tokens one model turn may generate (sent as `max_tokens`).
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Per-request timeout in seconds (default: `request_timeout_secs`, else 120).
+    #[serde(default)]
+    pub request_timeout_secs: Option<u64>,
+    /// Retries on 429/5xx/connection errors (default: `max_retries`, else 3).
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+}
+
+impl std::fmt::Debug for ModelProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelProfile")
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key_env", &self.api_key_env)
+            .field("max_tokens", &self.max_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelProfile {
+    /// Its key: `api_key`, else the variable `api_key_env` names.
+    fn key(&self) -> Option<String> {
+        self.api_key.clone().or_else(|| {
+            self.api_key_env
+                .as_deref()
+                .and_then(|name| std::env::var(name).ok())
+        })
+    }
+
+    /// Its server: `base_url`, else the OpenAI API for `kind = "openai"`.
+    fn base_url(&self) -> Option<&str> {
+        match (self.base_url.as_deref(), self.kind) {
+            (Some(url), _) => Some(url),
+            (None, ProfileKind::OpenAi) => Some(openai::DEFAULT_BASE_URL),
+            (None, ProfileKind::OpenAiCompat) => None,
+        }
+    }
+}
+
 /// Settings the providers read (API keys never appear in logs or job views).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ProviderSettings {
@@ -90,6 +185,9 @@ pub struct ProviderSettings {
     /// The only directory `replay:` scripts are read from (none: `replay:` is refused).
     #[serde(default)]
     pub replay_dir: Option<PathBuf>,
+    /// Named model profiles (`[models.NAME]`); a spec naming one uses it.
+    #[serde(default)]
+    pub profiles: BTreeMap<String, ModelProfile>,
 }
 
 impl ProviderSettings {
@@ -111,7 +209,37 @@ impl ProviderSettings {
             api_key: None,
             timeout: Duration::from_secs(self.request_timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)),
             retry: RetryPolicy::new(self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)),
+            max_tokens: None,
         }
+    }
+
+    /// The client options of a profile: its own key, limits and timeouts.
+    fn profile_options(&self, profile: &ModelProfile) -> ClientOptions {
+        let defaults = self.keyless_options();
+        ClientOptions {
+            api_key: profile.key(),
+            timeout: profile
+                .request_timeout_secs
+                .map_or(defaults.timeout, Duration::from_secs),
+            retry: profile.max_retries.map_or(defaults.retry, RetryPolicy::new),
+            max_tokens: profile.max_tokens,
+        }
+    }
+
+    /// The profile `name`, or why there is none.
+    fn profile(&self, spec: &str, name: &str) -> Result<&ModelProfile, AgentError> {
+        self.profiles.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.profiles.keys().map(String::as_str).collect();
+            let known = if known.is_empty() {
+                "none are configured ([models.NAME] in atelier.toml)".to_string()
+            } else {
+                format!("configured: {}", known.join(", "))
+            };
+            AgentError::NotAllowed {
+                spec: spec.to_string(),
+                reason: format!("no model profile `{name}`; {known}"),
+            }
+        })
     }
 }
 
@@ -144,6 +272,14 @@ pub fn check(spec: &str, settings: &ProviderSettings) -> Result<ModelSpec, Agent
     let parsed = ModelSpec::parse(spec)?;
     match &parsed {
         ModelSpec::OpenAi { .. } => {}
+        ModelSpec::Profile { name } => {
+            let profile = settings.profile(spec, name)?;
+            if profile.base_url().is_none() {
+                return Err(AgentError::NotConfigured(format!(
+                    "model profile `{name}` (openai-compat) needs a base_url"
+                )));
+            }
+        }
         ModelSpec::OpenAiCompat { base_url, .. } => {
             if !settings.allow_adhoc_urls && !is_loopback_url(base_url) {
                 return Err(refuse(format!(
@@ -197,6 +333,19 @@ pub fn provider_from_spec(
             &model,
             settings.keyless_options(),
         )?),
+        ModelSpec::Profile { name } => {
+            let profile = settings.profile(spec, &name)?;
+            let flavor = match profile.kind {
+                ProfileKind::OpenAi => Flavor::OpenAi,
+                ProfileKind::OpenAiCompat => Flavor::Compatible,
+            };
+            Arc::new(OpenAiProvider::new(
+                flavor,
+                profile.base_url().unwrap_or_default(),
+                &profile.model,
+                settings.profile_options(profile),
+            )?)
+        }
         ModelSpec::Replay { path } => {
             let dir = settings.replay_dir.clone().unwrap_or_default();
             Arc::new(ReplayProvider::load(&dir.join(path))?)
@@ -250,7 +399,13 @@ mod tests {
 
     #[test]
     fn spec_errors_say_what_is_expected() {
-        assert!(invalid_reason("gpt-4o").contains("`openai:MODEL`"));
+        assert!(invalid_reason("not a name").contains("a profile name, `openai:MODEL`"));
+        assert_eq!(
+            ModelSpec::parse("local-qwen").expect("profile"),
+            ModelSpec::Profile {
+                name: "local-qwen".into()
+            }
+        );
         assert_eq!(
             invalid_reason("openai:"),
             "missing model name after `openai:`"
@@ -329,5 +484,82 @@ mod tests {
             ..settings.clone()
         };
         assert!(check("openai-compat:https://gpu.example/v1#m", &open).is_ok());
+    }
+
+    fn profile(kind: ProfileKind, base_url: Option<&str>) -> ModelProfile {
+        ModelProfile {
+            kind,
+            base_url: base_url.map(str::to_string),
+            model: "m".into(),
+            api_key: Some("sk-profile".into()),
+            api_key_env: None,
+            max_tokens: Some(512),
+            request_timeout_secs: None,
+            max_retries: None,
+        }
+    }
+
+    #[test]
+    fn profiles_are_named_checked_and_built_with_their_own_endpoint() {
+        let mut settings = ProviderSettings::default();
+        settings.profiles.insert(
+            "local".into(),
+            profile(
+                ProfileKind::OpenAiCompat,
+                Some("http://gpu.internal:8080/v1"),
+            ),
+        );
+        settings
+            .profiles
+            .insert("cloud".into(), profile(ProfileKind::OpenAi, None));
+        settings
+            .profiles
+            .insert("broken".into(), profile(ProfileKind::OpenAiCompat, None));
+        // A profile may name any host: the operator configured it, not the submitter.
+        let local = provider_from_spec("local", &settings).expect("local");
+        assert_eq!(local.label(), "openai-compat:http://gpu.internal:8080/v1#m");
+        let cloud = provider_from_spec("cloud", &settings).expect("cloud");
+        assert_eq!(cloud.label(), "openai:m");
+        let code = |spec: &str| check(spec, &settings).err().map(|e| e.code());
+        assert_eq!(code("nope"), Some(ErrorCode::ModelNotAllowed));
+        assert_eq!(code("broken"), Some(ErrorCode::ProviderNotConfigured));
+        let unknown = check("nope", &settings).expect_err("unknown");
+        assert!(
+            unknown
+                .to_string()
+                .contains("configured: broken, cloud, local"),
+            "{unknown}"
+        );
+        // The profile's key and limits are its own.
+        let options = settings.profile_options(&settings.profiles["local"]);
+        assert_eq!(options.api_key.as_deref(), Some("sk-profile"));
+        assert_eq!(options.max_tokens, Some(512));
+        let printed = format!("{:?}", settings.profiles["local"]);
+        assert!(!printed.contains("sk-profile"), "{printed}");
+    }
+
+    #[test]
+    fn a_profile_reads_its_key_from_the_variable_it_names() {
+        let mut with_env = profile(ProfileKind::OpenAiCompat, Some("http://127.0.0.1:1/v1"));
+        with_env.api_key = None;
+        with_env.api_key_env = Some("PATH".into());
+        assert_eq!(with_env.key(), std::env::var("PATH").ok());
+        with_env.api_key_env = Some("ATELIER_SURELY_UNSET_VARIABLE".into());
+        assert_eq!(with_env.key(), None);
+    }
+
+    #[test]
+    fn profiles_deserialize_from_settings_and_refuse_unknown_fields() {
+        let parsed: ModelProfile = serde_json::from_value(serde_json::json!({
+            "kind": "openai-compat", "base_url": "http://127.0.0.1:8080/v1", "model": "qwen",
+            "api_key_env": "LOCAL_KEY", "max_tokens": 1024
+        }))
+        .expect("profile");
+        assert_eq!(parsed.kind, ProfileKind::OpenAiCompat);
+        assert_eq!(parsed.max_tokens, Some(1024));
+        let typo = serde_json::from_value::<ModelProfile>(serde_json::json!({
+            "kind": "openai", "model": "gpt-4o", "api_kee": "x"
+        }));
+        assert!(typo.is_err());
     }
 }

@@ -86,6 +86,46 @@ impl BlobDir {
     }
 }
 
+/// What a sweep removed and kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    pub removed: u64,
+    pub freed_bytes: u64,
+    pub kept: u64,
+}
+
+impl BlobDir {
+    /// Removes every blob whose digest `keep` refuses (temp files of writes in flight and
+    /// anything that is not a blob are left alone).
+    pub fn sweep(&self, keep: impl Fn(&str) -> bool) -> Result<Swept, CoordinatorError> {
+        let mut swept = Swept::default();
+        for shard in std::fs::read_dir(&self.root).map_err(io_error(&self.root))? {
+            let shard = shard.map_err(io_error(&self.root))?.path();
+            if !shard.is_dir() {
+                continue;
+            }
+            for blob in std::fs::read_dir(&shard).map_err(io_error(&shard))? {
+                let path = blob.map_err(io_error(&shard))?.path();
+                let Some(digest) = path.file_name().and_then(|name| name.to_str()) else {
+                    continue;
+                };
+                if !is_digest(digest) {
+                    continue;
+                }
+                if keep(digest) {
+                    swept.kept += 1;
+                    continue;
+                }
+                let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                std::fs::remove_file(&path).map_err(io_error(&path))?;
+                swept.removed += 1;
+                swept.freed_bytes += size;
+            }
+        }
+        Ok(swept)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ use crate::jobs::Jobs;
 use crate::lifecycle::Transition;
 use crate::orchestrator::{OrchestratorMsg, Orchestrators};
 use crate::storage::blocking;
+use crate::workbench::TurnEnd;
 
 /// What the control plane acts on.
 #[derive(Clone)]
@@ -84,6 +85,19 @@ impl Control {
         self.transition(job_id, Transition::RequestCancel).await?;
         if !self.orchestrators.tell(job_id, OrchestratorMsg::Cancel) {
             self.transition(job_id, Transition::CancelUnstarted).await?;
+            let view = self.view(job_id).await?;
+            let end = TurnEnd {
+                job_id: view.job_id.clone(),
+                state: view.state,
+                answer: None,
+                error: view.error.clone(),
+                model: view.model.clone(),
+            };
+            self.orchestrators
+                .store()
+                .finish_turn(view.workbench.clone(), end)
+                .await?;
+            return Ok(view);
         }
         self.view(job_id).await
     }
@@ -135,6 +149,14 @@ impl Control {
     /// Continues a failed or cancelled job from its journal: it is `queued` at once and runs
     /// when a slot is free (a queued job is adopted again after a restart).
     async fn resume(&self, job_id: &str) -> Result<JobView, ErrorBody> {
+        let view = self.view(job_id).await?;
+        if matches!(view.state, JobState::Failed | JobState::Cancelled) {
+            // The resumed job holds its workbench again (refused while another job does).
+            self.orchestrators
+                .store()
+                .resume_turn(view.workbench, job_id.to_string())
+                .await?;
+        }
         let jobs = self.jobs();
         let id = job_id.to_string();
         let record = blocking(move || jobs.transition(&id, Transition::Resume)).await?;

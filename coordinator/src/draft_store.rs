@@ -12,16 +12,22 @@
 
 use atelier_messages::ErrorBody;
 use atelier_messages::approval::ApprovalPolicy;
+use atelier_messages::job::JobSubmit;
 use atelier_messages::store::{
     DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo, Written,
 };
 use atelier_messages::tool::DraftChanges;
+use atelier_messages::workshop::{
+    CheckpointInfo, Collected, ContextItem, ConversationMessage, History, ModelSet, Regenerate,
+    Regenerated, Restored, Rewound,
+};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 
 use crate::error::CoordinatorError;
+use crate::jobs::JobRecord;
 use crate::storage::blocking;
-use crate::workbench::{AppliedCall, Workbenches};
+use crate::workbench::{Accepted, AppliedCall, TurnEnd, Workbenches};
 
 /// A change to run against the workbenches, serialized by the actor.
 type Change = Box<dyn FnOnce(&Workbenches) + Send>;
@@ -207,5 +213,130 @@ impl DraftStoreHandle {
         call_id: String,
     ) -> Result<Option<AppliedCall>, ErrorBody> {
         self.read(move |wb| wb.applied(&workbench, &call_id)).await
+    }
+
+    /// Records a submitted message and its job, or refuses it (see [`Accepted`]).
+    pub async fn accept_message(
+        &self,
+        submit: JobSubmit,
+        default_model: Option<String>,
+    ) -> Result<Accepted, ErrorBody> {
+        self.change(move |wb| wb.accept_message(&submit, default_model.as_deref()))
+            .await
+    }
+
+    /// Records the end of a job's turn in its workbench's conversation.
+    pub async fn finish_turn(
+        &self,
+        workbench: String,
+        end: TurnEnd,
+    ) -> Result<Option<ConversationMessage>, ErrorBody> {
+        self.change(move |wb| wb.finish_turn(&workbench, &end))
+            .await
+    }
+
+    /// A resumed job holds its workbench again.
+    pub async fn resume_turn(&self, workbench: String, job_id: String) -> Result<(), ErrorBody> {
+        self.change(move |wb| wb.resume_turn(&workbench, &job_id))
+            .await
+    }
+
+    pub async fn rewind(
+        &self,
+        workbench: String,
+        message_id: String,
+        chat_only: bool,
+    ) -> Result<Rewound, ErrorBody> {
+        self.change(move |wb| wb.rewind(&workbench, &message_id, chat_only))
+            .await
+    }
+
+    /// Prepares a regenerate: the job to start and what it replaced.
+    pub async fn regenerate(
+        &self,
+        request: Regenerate,
+        job_id: String,
+        default_model: Option<String>,
+    ) -> Result<(JobRecord, Regenerated), ErrorBody> {
+        self.change(move |wb| wb.regenerate(&request, &job_id, default_model.as_deref()))
+            .await
+    }
+
+    pub async fn set_model(&self, workbench: String, model: String) -> Result<ModelSet, ErrorBody> {
+        self.change(move |wb| wb.set_model(&workbench, &model))
+            .await
+    }
+
+    pub async fn create_checkpoint(
+        &self,
+        workbench: String,
+        note: Option<String>,
+    ) -> Result<CheckpointInfo, ErrorBody> {
+        self.change(move |wb| wb.create_checkpoint(&workbench, note))
+            .await
+    }
+
+    pub async fn restore(
+        &self,
+        workbench: String,
+        checkpoint_id: String,
+    ) -> Result<Restored, ErrorBody> {
+        self.change(move |wb| wb.restore(&workbench, &checkpoint_id))
+            .await
+    }
+
+    /// Collects unreferenced blobs, in the actor's order (never between a write's blobs and
+    /// the manifest that references them).
+    pub async fn collect_garbage(&self) -> Result<Collected, ErrorBody> {
+        self.change(|wb| wb.collect_garbage()).await
+    }
+
+    pub async fn history(&self, workbench: String) -> Result<History, ErrorBody> {
+        self.read(move |wb| wb.history(&workbench)).await
+    }
+
+    pub async fn check_message(
+        &self,
+        workbench: String,
+        continue_draft: bool,
+    ) -> Result<(), ErrorBody> {
+        self.read(move |wb| wb.check_message(&workbench, continue_draft))
+            .await
+    }
+
+    pub async fn checkpoints(&self, workbench: String) -> Result<Vec<CheckpointInfo>, ErrorBody> {
+        self.read(move |wb| wb.checkpoints(&workbench)).await
+    }
+
+    pub async fn add_context_item(
+        &self,
+        workbench: String,
+        item: ContextItem,
+    ) -> Result<ContextItem, ErrorBody> {
+        self.change(move |wb| wb.add_context_item(&workbench, item))
+            .await
+    }
+
+    pub async fn remove_context_item(
+        &self,
+        workbench: String,
+        name: String,
+    ) -> Result<(), ErrorBody> {
+        self.change(move |wb| wb.remove_context_item(&workbench, &name))
+            .await
+    }
+
+    pub async fn context_items(&self, workbench: String) -> Result<Vec<ContextItem>, ErrorBody> {
+        self.read(move |wb| wb.context_items(&workbench)).await
+    }
+
+    /// The conversation before `message_id`.
+    pub async fn messages_before(
+        &self,
+        workbench: String,
+        message_id: Option<String>,
+    ) -> Result<Vec<ConversationMessage>, ErrorBody> {
+        self.read(move |wb| wb.messages_before(&workbench, message_id.as_deref()))
+            .await
     }
 }

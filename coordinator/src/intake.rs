@@ -1,21 +1,26 @@
 //! Job intake: the JetStream work queue of submitted jobs.
 //!
 //! A job is recorded in sled (fsynced) before its message is acknowledged, so a crash before
-//! the record leaves the message to be redelivered, and a duplicate submit is a no-op.
+//! the record leaves the message to be redelivered, and a duplicate submit is a no-op. The
+//! record goes with the user message in the workbench's conversation, in one transaction of the
+//! DraftStore; a message the workbench cannot take now (a draft exists without
+//! `continue_draft`: `DRAFT_EXISTS`; a job runs: `WORKBENCH_BUSY`) is recorded as a failed job
+//! with that code and announced as its `job_finished` event.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer, stream};
-use atelier_messages::approval::ApprovalPolicy;
-use atelier_messages::job::JobSubmit;
+use atelier_messages::job::{EventKind, JobSubmit};
 use atelier_messages::{decode, subjects};
+use atelier_transport::failpoint;
 use atelier_transport::headers::format_of;
 use futures::StreamExt;
 
 use crate::error::CoordinatorError;
+use crate::events::EventSink;
+use crate::jobs::JobRecord;
 use crate::orchestrator::Orchestrators;
-use crate::storage::blocking;
-use atelier_transport::failpoint;
+use crate::workbench::Accepted;
 
 /// Creates (or updates) the JOBS and EVENTS streams.
 pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorError> {
@@ -113,16 +118,16 @@ async fn accept(
             return;
         }
     };
-    let model = submit
-        .model
-        .clone()
-        .or_else(|| default_model.map(str::to_string))
-        .unwrap_or_default();
-    let jobs = orchestrators.jobs().clone();
-    let approvals = approvals_for(orchestrators, &submit).await;
-    let recorded = blocking(move || jobs.record_if_new(&submit, &model, approvals)).await;
-    let record = match recorded {
-        Ok((record, _is_new)) => record,
+    let store = orchestrators.store().clone();
+    let accepted = store
+        .accept_message(submit, default_model.map(str::to_string))
+        .await;
+    let record = match accepted {
+        Ok(Accepted::New(record) | Accepted::Existing(record)) => record,
+        Ok(Accepted::Refused(record)) => {
+            tracing::info!(job_id = %record.job_id, code = ?record.error.as_ref().map(|e| e.code), "refused job submission");
+            record
+        }
         Err(error) => {
             tracing::error!(%error, "could not record job; leaving it for redelivery");
             let _ = message
@@ -132,6 +137,9 @@ async fn accept(
         }
     };
     failpoint::hit("after_submit_record");
+    if record.state.is_terminal() && record.error.is_some() && record.message_id.is_none() {
+        announce_refusal(orchestrators, &record).await;
+    }
     if let Err(error) = message.double_ack().await {
         tracing::warn!(%error, job_id = %record.job_id, "job ack not confirmed; a redelivery will be a no-op");
     }
@@ -140,18 +148,15 @@ async fn accept(
     }
 }
 
-/// The job's approval policy: its own, else its workbench's, else the default (destructive
-/// calls ask).
-async fn approvals_for(orchestrators: &Orchestrators, submit: &JobSubmit) -> ApprovalPolicy {
-    if let Some(approvals) = submit.approvals {
-        return approvals;
-    }
-    let workbench = orchestrators
-        .store()
-        .workbench(submit.workbench.clone())
-        .await;
-    workbench
-        .ok()
-        .and_then(|info| info.approvals)
-        .unwrap_or_default()
+/// Tells the submitter of a refused job why, as the job's `job_finished` event (de-duplicated,
+/// so a redelivered refusal announces once).
+async fn announce_refusal(orchestrators: &Orchestrators, record: &JobRecord) {
+    let (events, publisher) = EventSink::start(orchestrators.jetstream().clone(), &record.job_id);
+    events.emit(EventKind::JobFinished {
+        state: record.state,
+        error: record.error.clone(),
+        run: record.run,
+    });
+    drop(events);
+    let _ = publisher.await;
 }

@@ -36,6 +36,9 @@ pub struct JobRecord {
     /// Which action classes wait for approval, fixed when the job was accepted.
     #[serde(default)]
     pub approvals: ApprovalPolicy,
+    /// The conversation message this job answers.
+    #[serde(default)]
+    pub message_id: Option<String>,
 }
 
 impl JobRecord {
@@ -46,30 +49,11 @@ impl JobRecord {
         }
         self.approvals
     }
-}
 
-/// Job records and their RPI state.
-#[derive(Debug, Clone)]
-pub struct Jobs {
-    storage: Storage,
-}
-
-impl Jobs {
-    pub fn new(storage: Storage) -> Self {
-        Self { storage }
-    }
-
-    /// Records a job unless one with the same id exists; returns the record and whether it is new.
-    /// The record is fsynced before this returns.
-    pub fn record_if_new(
-        &self,
-        submit: &JobSubmit,
-        model: &str,
-        approvals: ApprovalPolicy,
-    ) -> Result<(JobRecord, bool), CoordinatorError> {
-        let tree = self.storage.tree(trees::JOBS)?;
+    /// A job about to run, answering `message_id`.
+    pub fn queued(submit: &JobSubmit, model: &str, message_id: Option<String>) -> Self {
         let now = now_ms();
-        let record = JobRecord {
+        JobRecord {
             job_id: submit.job_id.clone(),
             workbench: submit.workbench.clone(),
             message: submit.message.clone(),
@@ -82,23 +66,29 @@ impl Jobs {
             cancel_requested: false,
             pending_approval: None,
             run: 0,
-            approvals,
-        };
-        let swapped = tree.compare_and_swap(
-            submit.job_id.as_bytes(),
-            None as Option<&[u8]>,
-            Some(storage::encode(&record)?),
-        )?;
-        if let Err(existing) = swapped {
-            let current = existing
-                .current
-                .map(|bytes| storage::decode(&bytes))
-                .transpose()?
-                .unwrap_or(record);
-            return Ok((current, false));
+            approvals: submit.approvals.unwrap_or_default(),
+            message_id,
         }
-        self.storage.flush()?;
-        Ok((record, true))
+    }
+
+    /// A submission refused with `error`: failed before it ran.
+    pub fn refused(submit: &JobSubmit, error: ErrorBody) -> Self {
+        let mut record = Self::queued(submit, submit.model.as_deref().unwrap_or_default(), None);
+        record.state = JobState::Failed;
+        record.error = Some(error);
+        record
+    }
+}
+
+/// Job records and their RPI state.
+#[derive(Debug, Clone)]
+pub struct Jobs {
+    storage: Storage,
+}
+
+impl Jobs {
+    pub fn new(storage: Storage) -> Self {
+        Self { storage }
     }
 
     pub fn get(&self, job_id: &str) -> Result<Option<JobRecord>, CoordinatorError> {

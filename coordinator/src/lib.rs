@@ -16,7 +16,11 @@
 //! - [`orchestrator`]: the PhaseOrchestrator actor (one per running job) and [`Orchestrators`],
 //!   which starts them and reaches them by job id.
 //! - [`host`]: what a running job sees: tool calls, files, journal, signals.
+//! - [`context`]: what a job's model calls carry besides the manifest (conversation, budgets).
+//! - [`review`]: the draft's content review, with the office pool's file diffs.
 //! - [`control`]: the `atelier.ctl.*` verbs.
+//! - `workshop_service`: the `atelier.workshop.*` verbs (conversation, rewind, regenerate,
+//!   models, checkpoints, restore, blob collection).
 //! - [`intake`]: streams and the JetStream job consumer.
 //! - [`events`]: ordered event publishing into the EVENTS stream.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
@@ -25,6 +29,7 @@
 //! `jobs` → `lifecycle`, `storage`.
 
 pub mod blobs;
+pub mod context;
 mod control;
 pub mod draft_store;
 pub mod error;
@@ -34,9 +39,11 @@ pub mod intake;
 pub mod jobs;
 pub mod lifecycle;
 pub mod orchestrator;
+pub mod review;
 pub mod storage;
 mod store_service;
 pub mod workbench;
+mod workshop_service;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -68,6 +75,8 @@ pub struct CoordinatorConfig {
     pub journal_retention: Duration,
     /// Jobs run at once; more wait (submissions stay in JetStream, adopted jobs `queued`).
     pub max_running_jobs: usize,
+    /// Checkpoints kept per workbench.
+    pub checkpoints_kept: u64,
 }
 
 impl CoordinatorConfig {
@@ -113,7 +122,8 @@ pub async fn start_coordinator(
     intake::ensure_streams(&jetstream).await?;
 
     let (store, store_join) = DraftStoreHandle::spawn(DraftStoreConfig {
-        workbenches: Workbenches::new(storage, blobs),
+        workbenches: Workbenches::new(storage, blobs)
+            .with_checkpoints_kept(config.checkpoints_kept),
     })
     .await?;
     let orchestrators = Orchestrators::new(OrchestratorTemplate {
@@ -129,9 +139,15 @@ pub async fn start_coordinator(
         coordinator_id: config.coordinator_id.clone(),
         orchestrators: orchestrators.clone(),
     };
+    let workshop = workshop_service::Workshop {
+        client: client.clone(),
+        orchestrators: orchestrators.clone(),
+        default_model: config.default_model.clone(),
+    };
     let mut tasks = vec![
         store_service::serve(client.clone(), store.clone()).await?,
         control::serve(client.clone(), control).await?,
+        workshop_service::serve(client.clone(), workshop).await?,
         spawn_journal_pruning(jobs.clone(), config.journal_retention),
     ];
     let unfinished = {

@@ -134,6 +134,7 @@ mod tests {
             pending_approval: None,
             run: 0,
             approvals: Default::default(),
+            message_id: None,
         }
     }
 

@@ -21,6 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use crate::context;
 use crate::draft_store::DraftStoreHandle;
 use crate::error::CoordinatorError;
 use crate::events::EventSink;
@@ -28,6 +29,7 @@ use crate::host::{JobHost, RunSignals};
 use crate::jobs::{JobRecord, Jobs};
 use crate::lifecycle::Transition;
 use crate::storage::blocking;
+use crate::workbench::TurnEnd;
 
 /// Everything an orchestrator needs besides its job record.
 #[derive(Clone)]
@@ -166,6 +168,22 @@ async fn run_job(
         Err(error) if error.code == ErrorCode::UserCanceled => (JobState::Cancelled, Some(error)),
         Err(error) => (JobState::Failed, Some(error)),
     };
+    // The answer joins the conversation and frees the workbench before the end is announced,
+    // so whoever hears of the end finds both; a repeat after a crash changes nothing.
+    let turn = TurnEnd {
+        job_id: record.job_id.clone(),
+        state: final_state,
+        answer: rpi.summary.clone(),
+        error: error.clone(),
+        model: record.model.clone(),
+    };
+    if let Err(store_error) = template
+        .store
+        .finish_turn(record.workbench.clone(), turn)
+        .await
+    {
+        tracing::error!(%store_error, "could not record the job's answer in the conversation");
+    }
     // The end is announced before it is recorded: a crash in between re-runs the (fully
     // journaled) job and announces again, and the EVENTS stream de-duplicates the announcement.
     // Recording first could leave a finished job whose watchers never hear of it.
@@ -207,6 +225,7 @@ async fn drive(
         job_id: record.job_id.clone(),
         workbench: record.workbench.clone(),
         message: record.message.clone(),
+        context: context::build(&template.client, &template.store, record).await?,
     };
     rpi::run(&input, rpi_state, provider.as_ref(), host, template.budgets)
         .await
@@ -246,6 +265,15 @@ impl Orchestrators {
 
     pub fn store(&self) -> &DraftStoreHandle {
         &self.template.store
+    }
+
+    /// The operator's model settings, to check specs against.
+    pub fn provider_settings(&self) -> &ProviderSettings {
+        &self.template.provider_settings
+    }
+
+    pub fn jetstream(&self) -> &async_nats::jetstream::Context {
+        &self.template.jetstream
     }
 
     /// Starts the job unless it is finished or already runs in this process.

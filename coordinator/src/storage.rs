@@ -22,6 +22,7 @@ pub(crate) mod trees {
     /// Small blobs (see `workbench::INLINE_BLOB_BYTES`), durable with the manifests that
     /// name them.
     pub const BLOBS: &str = "blobs";
+    pub const WORKSHOP: &str = "workshop";
 }
 
 /// The coordinator's durable state.

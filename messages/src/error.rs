@@ -27,11 +27,15 @@ pub enum ErrorCode {
     ResultTooLarge,
     ModelNotAllowed,
     Internal,
+    /// A job is answering on the workbench; wait for it (or cancel it) first.
+    WorkbenchBusy,
+    /// The draft revision of a rewind's target was pruned (by a publish, discard or retention).
+    RevisionPruned,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -53,6 +57,8 @@ impl ErrorCode {
         ErrorCode::ResultTooLarge,
         ErrorCode::ModelNotAllowed,
         ErrorCode::Internal,
+        ErrorCode::WorkbenchBusy,
+        ErrorCode::RevisionPruned,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -79,6 +85,8 @@ impl ErrorCode {
             ErrorCode::ResultTooLarge => "RESULT_TOO_LARGE",
             ErrorCode::ModelNotAllowed => "MODEL_NOT_ALLOWED",
             ErrorCode::Internal => "INTERNAL",
+            ErrorCode::WorkbenchBusy => "WORKBENCH_BUSY",
+            ErrorCode::RevisionPruned => "REVISION_PRUNED",
         }
     }
 }

@@ -21,6 +21,10 @@ pub struct JobSubmit {
     /// Run every tool call without pausing for approval.
     #[serde(default)]
     pub auto_approve: bool,
+    /// Accept the message although the workbench has a draft, and keep working on that draft
+    /// (otherwise the job is refused with `DRAFT_EXISTS`).
+    #[serde(default)]
+    pub continue_draft: bool,
     /// Which action classes need approval in this job (default: the workbench's policy, else
     /// destructive calls ask).
     #[serde(default)]
@@ -30,25 +34,27 @@ pub struct JobSubmit {
 /// Longest accepted job id.
 pub const MAX_JOB_ID_LEN: usize = 64;
 
+/// Checks a job id: 1–64 characters of `A-Z a-z 0-9 - _`.
+pub fn validate_job_id(job_id: &str) -> Result<(), ErrorBody> {
+    let id_ok = !job_id.is_empty()
+        && job_id.len() <= MAX_JOB_ID_LEN
+        && job_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if id_ok {
+        return Ok(());
+    }
+    Err(ErrorBody::new(
+        crate::ErrorCode::ValidationFailed,
+        format!("job_id {job_id:?} must be 1-{MAX_JOB_ID_LEN} characters of A-Z a-z 0-9 - _"),
+    ))
+}
+
 impl JobSubmit {
     /// Checks the submission's own fields (the CLI before it publishes, the coordinator before
     /// it records): an id of 1–64 characters of `A-Z a-z 0-9 - _`, and a message.
     pub fn validate(&self) -> Result<(), ErrorBody> {
-        let id_ok = !self.job_id.is_empty()
-            && self.job_id.len() <= MAX_JOB_ID_LEN
-            && self
-                .job_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !id_ok {
-            return Err(ErrorBody::new(
-                crate::ErrorCode::ValidationFailed,
-                format!(
-                    "job_id {:?} must be 1-{MAX_JOB_ID_LEN} characters of A-Z a-z 0-9 - _",
-                    self.job_id
-                ),
-            ));
-        }
+        validate_job_id(&self.job_id)?;
         if self.message.trim().is_empty() {
             return Err(ErrorBody::new(
                 crate::ErrorCode::ValidationFailed,

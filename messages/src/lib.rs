@@ -18,6 +18,8 @@
 //! - [`path`]: workbench path normalization and file kinds.
 //! - [`worker`]: pool service names and worker stats payloads (`$SRV.STATS`).
 //! - [`journal`]: the keys job steps are journaled under.
+//! - [`workshop`]: conversations, rewind/regenerate, models, checkpoints.
+//! - [`review`]: content diffs of a draft's files.
 
 pub mod approval;
 pub mod codec;
@@ -25,11 +27,13 @@ pub mod error;
 pub mod job;
 pub mod journal;
 pub mod path;
+pub mod review;
 pub mod store;
 pub mod subjects;
 pub mod tool;
 pub mod verb;
 pub mod worker;
+pub mod workshop;
 
 pub use codec::{Format, Reply, decode, decode_reply, encode, encode_reply};
 pub use error::{ErrorBody, ErrorCode};

@@ -69,6 +69,52 @@ pub mod store {
     pub const QUEUE: &str = "atelier-store";
 }
 
+/// Workshop verbs (request/reply, served by coordinators).
+pub mod workshop {
+    pub const HISTORY: &str = "atelier.workshop.history";
+    pub const CHECK: &str = "atelier.workshop.check";
+    pub const REWIND: &str = "atelier.workshop.rewind";
+    pub const REGENERATE: &str = "atelier.workshop.regenerate";
+    pub const SET_MODEL: &str = "atelier.workshop.set_model";
+    pub const CHECKPOINTS: &str = "atelier.workshop.checkpoints";
+    pub const CHECKPOINT: &str = "atelier.workshop.checkpoint";
+    pub const RESTORE: &str = "atelier.workshop.restore";
+    pub const GC: &str = "atelier.workshop.gc";
+    pub const REVIEW: &str = "atelier.workshop.review";
+    pub const CONTEXT_ADD: &str = "atelier.workshop.context_add";
+    pub const CONTEXT_LIST: &str = "atelier.workshop.context_list";
+    pub const CONTEXT_REMOVE: &str = "atelier.workshop.context_remove";
+    /// Every workshop verb, for bad-input tests.
+    pub const ALL: [&str; 13] = [
+        HISTORY,
+        CHECK,
+        REWIND,
+        REGENERATE,
+        SET_MODEL,
+        CHECKPOINTS,
+        CHECKPOINT,
+        RESTORE,
+        GC,
+        REVIEW,
+        CONTEXT_ADD,
+        CONTEXT_LIST,
+        CONTEXT_REMOVE,
+    ];
+    /// Wildcard the workshop service subscribes to.
+    pub const WILDCARD: &str = "atelier.workshop.*";
+    /// Queue group shared by coordinators answering workshop requests.
+    pub const QUEUE: &str = "atelier-workshop";
+}
+
+/// Content review verbs served by the office pool's workers (request/reply).
+pub mod review {
+    pub const FILE: &str = "atelier.review.file";
+    /// Wildcard the office workers subscribe to.
+    pub const WILDCARD: &str = "atelier.review.*";
+    /// Queue group shared by the office workers.
+    pub const QUEUE: &str = "atelier-review";
+}
+
 /// The request subject of a tool pool: `atelier.tool.<pool>`.
 pub fn tool(pool: &str) -> String {
     format!("atelier.tool.{pool}")

@@ -19,12 +19,19 @@ use crate::job::{
     ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobView, ListJobs, Ping, Pong,
     ResumeJob,
 };
+use crate::review::{DiffFile, FileDiff, Review, ReviewDraft};
 use crate::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes,
     GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals,
     WorkbenchInfo, WriteDraft, Written,
 };
-use crate::subjects::{ctl, store};
+use crate::subjects::{ctl, review, store, workshop};
+use crate::workshop::{AddContextItem, ContextItem, ListContextItems, RemoveContextItem};
+use crate::workshop::{
+    CheckMessage, CheckpointInfo, CollectGarbage, Collected, CreateCheckpoint, GetHistory, History,
+    ListCheckpoints, ModelSet, Regenerate, Regenerated, RestoreCheckpoint, Restored, Rewind,
+    Rewound, SetModel,
+};
 
 /// A request/reply verb: the request type, its subject and its reply type.
 pub trait Verb: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -62,4 +69,18 @@ verbs! {
     ApproveCall => JobView, ctl::APPROVE;
     ResumeJob => JobView, ctl::RESUME;
     GetStats => CoordinatorStats, ctl::STATS;
+    GetHistory => History, workshop::HISTORY;
+    CheckMessage => Done, workshop::CHECK;
+    Rewind => Rewound, workshop::REWIND;
+    Regenerate => Regenerated, workshop::REGENERATE;
+    SetModel => ModelSet, workshop::SET_MODEL;
+    ListCheckpoints => Vec<CheckpointInfo>, workshop::CHECKPOINTS;
+    CreateCheckpoint => CheckpointInfo, workshop::CHECKPOINT;
+    RestoreCheckpoint => Restored, workshop::RESTORE;
+    CollectGarbage => Collected, workshop::GC;
+    ReviewDraft => Review, workshop::REVIEW;
+    AddContextItem => ContextItem, workshop::CONTEXT_ADD;
+    ListContextItems => Vec<ContextItem>, workshop::CONTEXT_LIST;
+    RemoveContextItem => Done, workshop::CONTEXT_REMOVE;
+    DiffFile => FileDiff, review::FILE;
 }

@@ -18,7 +18,7 @@ pub(crate) struct Cli {
     #[arg(long, global = true)]
     pub(crate) data: Option<PathBuf>,
     /// Configuration file (default `./atelier.toml` when present).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "ATELIER_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// Dashboard address for `up` and `dashboard` (default 127.0.0.1:7474; beyond loopback it
     /// needs `dashboard_token` / ATELIER_DASHBOARD_TOKEN).
@@ -67,9 +67,21 @@ pub(crate) enum Command {
         /// repeatable; default: the workbench's policy, else destructive calls ask.
         #[arg(long = "approve", value_name = "CLASS=MODE")]
         approvals: Vec<String>,
+        /// Keep working on the workbench's draft (without it a draft refuses the message with
+        /// DRAFT_EXISTS: publish or discard first).
+        #[arg(long)]
+        continue_draft: bool,
         #[arg(long)]
         json: bool,
     },
+    #[command(flatten)]
+    Workshop(crate::workshop::WorkshopCommand),
+    /// A terminal session on a workbench: type messages, see tool progress and streamed answers;
+    /// /publish /discard /rewind ID /regenerate /model SPEC /diff /history /continue /quit.
+    Chat { workbench: String },
+    /// Context items: the situation text and skills every model call of a workbench carries.
+    #[command(subcommand)]
+    Context(crate::context_items::ContextCommand),
     /// Stop a job at its next step boundary (USER_CANCELED); the draft stays consistent.
     Cancel {
         job: String,
@@ -161,6 +173,8 @@ pub(crate) enum WbCommand {
         #[arg(long)]
         draft: bool,
     },
+    /// Set the workbench's default model (recorded in its conversation).
+    SetModel { name: String, spec: String },
     /// Write a workbench's files into a folder.
     Export {
         name: String,
@@ -180,7 +194,8 @@ pub(crate) enum WbCommand {
 
 #[derive(Subcommand)]
 pub(crate) enum DraftCommand {
-    /// Added, modified and deleted paths of the draft against published.
+    /// What the draft changes: per file a unified diff (text), rows (CSV), cells (xlsx),
+    /// paragraphs (docx) or slide text (pptx), with counts and a bounded sample.
     Diff {
         name: String,
         #[arg(long)]

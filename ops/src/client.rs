@@ -24,6 +24,19 @@ use serde_bytes::ByteBuf;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A message to submit as a job.
+#[derive(Debug)]
+pub struct Submission<'a> {
+    pub workbench: &'a str,
+    pub message: &'a str,
+    pub model: Option<String>,
+    pub job_id: Option<String>,
+    pub auto_approve: bool,
+    pub continue_draft: bool,
+    /// Which action classes ask in this job (none: the workbench's policy).
+    pub approvals: Option<ApprovalPolicy>,
+}
+
 /// A connected client.
 pub struct Client {
     pub nats: async_nats::Client,
@@ -34,7 +47,7 @@ fn coded(error: ErrorBody) -> anyhow::Error {
 }
 
 impl Client {
-    async fn call<V: Verb>(&self, request: &V) -> anyhow::Result<V::Reply> {
+    pub(crate) async fn call<V: Verb>(&self, request: &V) -> anyhow::Result<V::Reply> {
         atelier_transport::request(&self.nats, request, Policy::once(TIMEOUT))
             .await
             .map_err(coded)
@@ -154,16 +167,8 @@ impl Client {
     }
 
     /// Publishes a job to the JOBS stream (de-duplicated by job id) and returns its id.
-    pub async fn submit(
-        &self,
-        workbench: &str,
-        message: &str,
-        model: Option<String>,
-        job_id: Option<String>,
-        auto_approve: bool,
-        approvals: Option<ApprovalPolicy>,
-    ) -> anyhow::Result<String> {
-        if let Some(existing) = &job_id
+    pub async fn submit(&self, submission: Submission<'_>) -> anyhow::Result<String> {
+        if let Some(existing) = &submission.job_id
             && let Ok(view) = self.job(existing).await
         {
             bail!(
@@ -172,16 +177,19 @@ impl Client {
                 view.state
             );
         }
-        let job_id = job_id.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+        let job_id = submission
+            .job_id
+            .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
         let submit = JobSubmit {
             v: PROTOCOL_VERSION,
             job_id: job_id.clone(),
-            workbench: workbench.into(),
-            message: message.into(),
-            model,
+            workbench: submission.workbench.into(),
+            message: submission.message.into(),
+            model: submission.model,
             submitted_at_ms: now_ms(),
-            auto_approve,
-            approvals,
+            auto_approve: submission.auto_approve,
+            continue_draft: submission.continue_draft,
+            approvals: submission.approvals,
         };
         submit.validate().map_err(coded)?;
         let payload = encode(&submit, Format::MessagePack).map_err(coded)?;
@@ -394,6 +402,55 @@ pub enum WatchOutput {
     Json,
     /// Nothing.
     Quiet,
+    /// Plain lines for a terminal session: tool progress, then the streamed answer.
+    Lines,
+}
+
+/// `WatchOutput::Lines`: a line per phase and tool call, the answer as it streams.
+#[allow(clippy::print_stdout)]
+fn show_line(event: &JobEvent) {
+    use std::io::Write;
+    match &event.kind {
+        EventKind::PhaseStarted { phase } => println!("  · {phase}"),
+        EventKind::ToolExecuting { tool, path, .. } => {
+            println!("  · {tool} {}", path.as_deref().unwrap_or(""))
+        }
+        EventKind::AssistantDelta { text } => {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+        }
+        EventKind::ApprovalRequested {
+            tool,
+            arguments,
+            action_class,
+            why,
+            ..
+        } => {
+            let why = why.as_deref().map(|w| format!(": {w}")).unwrap_or_default();
+            println!(
+                "  ? {tool} {arguments} waits for approval ({action_class}{why}); \
+                 /approve or /reject [REASON]"
+            );
+        }
+        EventKind::ApprovalResolved {
+            approved, reason, ..
+        } => {
+            let verdict = if *approved { "approved" } else { "rejected" };
+            let reason = reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default();
+            println!("  · {verdict}{reason}");
+        }
+        EventKind::JobFinished { state, error, .. } => {
+            let reason = error
+                .as_ref()
+                .map(|e| format!(" — {e}"))
+                .unwrap_or_default();
+            println!("\n[{state}{reason}]");
+        }
+        _ => {}
+    }
 }
 
 /// The watch line once the plan is known: a bar over its items.
@@ -426,6 +483,7 @@ impl Progress {
     fn show(&self, event: &JobEvent) {
         match self.output {
             WatchOutput::Quiet => {}
+            WatchOutput::Lines => show_line(event),
             WatchOutput::Json => {
                 if let Ok(line) = serde_json::to_string(event) {
                     println!("{line}");

@@ -2,16 +2,12 @@
 
 use std::process::ExitCode;
 
-use atelier_messages::job::{CoordinatorStats, JobState, JobView};
-use atelier_messages::store::Listing;
+use atelier_messages::job::{JobState, JobView};
 
 use crate::cli::{Command, DraftCommand, WbCommand};
 use crate::client::{self, Client, Decision, WatchOutput};
-
-pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
-}
+use crate::output::{print_job, print_jobs, print_json, print_listing, print_review, print_stats};
+use crate::{chat, context_items, workshop};
 
 pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow::Result<ExitCode> {
     match command {
@@ -24,13 +20,24 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             wait,
             job_id,
             auto_approve,
+            continue_draft,
             approvals,
             json,
         } => {
             let approvals = client::parse_approvals(&approvals)?;
-            let job_id = client
-                .submit(&workbench, &message, model, job_id, auto_approve, approvals)
+            client
+                .check_message(&workbench, continue_draft, model.as_deref())
                 .await?;
+            let submit = client::Submission {
+                workbench: &workbench,
+                message: &message,
+                model,
+                job_id,
+                auto_approve,
+                continue_draft,
+                approvals,
+            };
+            let job_id = client.submit(submit).await?;
             if !wait {
                 if json {
                     print_json(&serde_json::json!({"job_id": job_id}))?;
@@ -42,24 +49,11 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             if !json {
                 println!("submitted job {job_id}");
             }
-            let state = client
-                .watch(
-                    &job_id,
-                    if json {
-                        WatchOutput::Quiet
-                    } else {
-                        WatchOutput::Human
-                    },
-                )
-                .await?;
-            let view = client.finished_job(&job_id).await?;
-            if json {
-                print_json(&view)?;
-            } else {
-                print_job(&view);
-            }
-            return Ok(exit_for(state));
+            return client.follow(&job_id, json).await;
         }
+        Command::Workshop(command) => return workshop::run(client, command).await,
+        Command::Context(command) => context_items::run(client, command).await?,
+        Command::Chat { workbench } => return chat::run(client, &workbench).await,
         Command::Watch { job, json } => {
             let state = client
                 .watch(
@@ -115,19 +109,6 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
         | Command::Demo { .. } => {}
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn print_stats(stats: &CoordinatorStats, json: bool) -> anyhow::Result<()> {
-    if json {
-        return print_json(stats);
-    }
-    println!("coordinator      {}", stats.coordinator);
-    println!("storage          {} bytes", stats.storage_bytes);
-    println!("journal entries  {}", stats.journal_entries);
-    for (state, count) in &stats.jobs_by_state {
-        println!("jobs {state:<12}{count}");
-    }
-    Ok(())
 }
 
 fn show_job(view: &JobView, json: bool) -> anyhow::Result<()> {
@@ -206,6 +187,10 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
             use std::io::Write;
             std::io::stdout().write_all(&file.content)?;
         }
+        WbCommand::SetModel { name, spec } => {
+            let set = client.set_model(&name, &spec).await?;
+            println!("{name} now uses {} (message {})", set.model, set.event_id);
+        }
         WbCommand::Export { name, dir, draft } => {
             let written = client.export(&name, &dir, draft).await?;
             println!("wrote {} file(s) under {}", written.len(), dir.display());
@@ -217,11 +202,11 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
 async fn draft_command(client: &Client, command: DraftCommand) -> anyhow::Result<()> {
     match command {
         DraftCommand::Diff { name, json } => {
-            let diff = client.diff(&name).await?;
+            let review = client.review(&name).await?;
             if json {
-                return print_json(&diff);
+                return print_json(&review);
             }
-            crate::demo::print_diff(&diff);
+            print_review(&review);
         }
         DraftCommand::Publish { name } => {
             let published = client.publish(&name).await?;
@@ -238,74 +223,4 @@ async fn draft_command(client: &Client, command: DraftCommand) -> anyhow::Result
         }
     }
     Ok(())
-}
-
-fn print_listing(listing: &Listing) {
-    println!("{:<40} {:>6} {:>10}  DIGEST", "PATH", "KIND", "SIZE");
-    for file in &listing.files {
-        println!(
-            "{:<40} {:>6} {:>10}  {}",
-            file.path,
-            file.kind,
-            file.size,
-            &file.digest[..12.min(file.digest.len())]
-        );
-    }
-}
-
-fn print_jobs(jobs: &[JobView]) {
-    println!(
-        "{:<34} {:<18} {:<16} {:<10} {:>7}  ERROR",
-        "JOB", "STATE", "WORKBENCH", "PHASE", "ITEMS"
-    );
-    for job in jobs {
-        println!(
-            "{:<34} {:<18} {:<16} {:<10} {:>3}/{:<3}  {}",
-            job.job_id,
-            job.state.as_str(),
-            job.workbench,
-            job.phase.as_str(),
-            job.items_done(),
-            job.items.len(),
-            job.error.as_ref().map(|e| e.code.as_str()).unwrap_or("")
-        );
-    }
-}
-
-fn print_job(job: &JobView) {
-    println!("job        {}", job.job_id);
-    println!("state      {}", job.state);
-    println!("workbench  {}", job.workbench);
-    println!("model      {}", job.model);
-    println!("phase      {}", job.phase);
-    println!(
-        "items      {} done, {} failed, {} total",
-        job.items_done(),
-        job.items_failed(),
-        job.items.len()
-    );
-    for item in &job.items {
-        let mark = match item.status {
-            atelier_messages::job::ItemStatus::Pending => ' ',
-            atelier_messages::job::ItemStatus::Done => 'x',
-            atelier_messages::job::ItemStatus::Failed => '!',
-        };
-        println!("  [{mark}] {}. {}", item.index, item.label);
-    }
-    println!(
-        "turns      {} model, {} tool calls",
-        job.model_turns, job.tool_calls
-    );
-    if let Some(pending) = &job.pending_approval {
-        println!(
-            "awaiting   approval of {} {} (call {}); `atelier approve {}` or `--reject`",
-            pending.tool, pending.arguments, pending.call_id, job.job_id
-        );
-    }
-    if let Some(error) = &job.error {
-        println!("error      {error}");
-    }
-    if let Some(summary) = &job.summary {
-        println!("\n{summary}");
-    }
 }

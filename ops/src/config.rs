@@ -1,8 +1,10 @@
 //! Configuration layers (figment): defaults → `atelier.toml` → `ATELIER_*` env → CLI flags.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use atelier_agents::rpi::Budgets;
+use atelier_agents::spec::ModelProfile;
 use figment::Figment;
 use figment::providers::{Env, Format as _, Serialized, Toml};
 use serde::{Deserialize, Serialize};
@@ -15,8 +17,12 @@ pub struct Settings {
     pub nats_url: Option<String>,
     /// Where the coordinator keeps sled, blobs and the embedded server's JetStream store.
     pub data_dir: PathBuf,
-    /// Model spec for jobs that name none (`openai:MODEL`, `openai-compat:URL#MODEL`, `replay:FILE`).
+    /// Model for jobs that name none: a profile name, or a spec (`openai:MODEL`,
+    /// `openai-compat:URL#MODEL`, `replay:FILE`).
     pub default_model: Option<String>,
+    /// Named model profiles (`[models.NAME]`: kind, base_url, model, api_key or api_key_env,
+    /// max_tokens, request_timeout_secs, max_retries); `--model NAME` uses one.
+    pub models: BTreeMap<String, ModelProfile>,
     /// API key for OpenAI-protocol providers (else `OPENAI_API_KEY`).
     pub openai_api_key: Option<String>,
     /// Base URL for `openai:` models.
@@ -44,6 +50,8 @@ pub struct Settings {
     pub allow_adhoc_model_urls: bool,
     /// The directory `replay:` scripts are read from (default: the data directory).
     pub replay_dir: Option<PathBuf>,
+    /// How many checkpoints each workbench keeps (older ones are pruned; default 50).
+    pub checkpoints_kept: u64,
     /// Per-job limits; a job that reaches one fails with `BUDGET_EXCEEDED`.
     pub job_max_model_turns: u64,
     pub job_max_tool_calls: u64,
@@ -56,6 +64,7 @@ impl Default for Settings {
             nats_url: None,
             data_dir: PathBuf::from(".atelier"),
             default_model: None,
+            models: BTreeMap::new(),
             openai_api_key: None,
             openai_base_url: None,
             nats_server_bin: "nats-server".to_string(),
@@ -69,6 +78,7 @@ impl Default for Settings {
             max_running_jobs: 64,
             allow_adhoc_model_urls: false,
             replay_dir: None,
+            checkpoints_kept: atelier_coordinator::workbench::DEFAULT_CHECKPOINTS_KEPT,
             job_max_model_turns: Budgets::default().max_model_turns,
             job_max_tool_calls: Budgets::default().max_tool_calls,
             job_max_tokens: Budgets::default().max_tokens,
@@ -181,5 +191,27 @@ impl Settings {
                  or pass --nats nats://HOST:PORT (or set ATELIER_NATS_URL)"
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_profiles_load_from_the_config_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("atelier.toml");
+        std::fs::write(
+            &file,
+            "default_model = \"local\"\n[models.local]\nkind = \"openai-compat\"\n\
+             base_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"qwen\"\nmax_tokens = 64\n",
+        )
+        .expect("config");
+        let settings = Settings::load(Some(&file), FlagOverrides::default()).expect("settings");
+        assert_eq!(settings.default_model.as_deref(), Some("local"));
+        let local = settings.models.get("local").expect("the profile");
+        assert_eq!(local.max_tokens, Some(64));
+        assert_eq!(local.model, "qwen");
     }
 }

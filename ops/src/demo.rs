@@ -7,7 +7,7 @@ use anyhow::Context;
 use atelier_messages::job::JobState;
 use atelier_messages::store::DraftDiff;
 
-use crate::client::{Client, WatchOutput};
+use crate::client::{Client, Submission, WatchOutput};
 use crate::config::Settings;
 use crate::system::{self, System};
 
@@ -63,7 +63,16 @@ async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
     println!("job: {MESSAGE:?} on workbench `{WORKBENCH}`");
     let started = Instant::now();
     let job_id = client
-        .submit(WORKBENCH, MESSAGE, Some(model), None, false, None)
+        .submit(Submission {
+            workbench: WORKBENCH,
+            message: MESSAGE,
+            model: Some(model),
+            job_id: None,
+            auto_approve: false,
+            // A second demo on the same data directory works on the first one's draft.
+            continue_draft: true,
+            approvals: None,
+        })
         .await?;
     let state = client.watch(&job_id, WatchOutput::Human).await?;
     println!(

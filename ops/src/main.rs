@@ -1,8 +1,11 @@
 //! `atelier`: run the system (`up`, `coordinator`, `worker`) and talk to it (`wb`, `draft`,
-//! `submit`, `watch`, `jobs`, `job`, `demo`). Printing is this binary's job.
+//! `submit`, `watch`, `jobs`, `job`, `demo`; the workshop: `history`, `rewind`, `regenerate`,
+//! `checkpoints`, `checkpoint`, `restore`, `gc`, `context`, `chat`). Printing is this binary's job.
 //!
 //! # Layout
-//! - `cli`: the subcommands and flags; `commands`: the client commands and their output.
+//! - `cli`: the subcommands and flags; `commands`: the client commands; `output`: how they print.
+//! - `workshop`, `chat`, `context_items`: the conversation commands, the terminal session and
+//!   the context items.
 //! - `client`: typed requests to a running system; `config`: figment settings.
 //! - `system`: starting the coordinator and workers (`up`, `coordinator`, `worker`);
 //!   `embedded`: the `nats-server` child; `nats_roles`: its users and permissions.
@@ -10,17 +13,21 @@
 //! - `demo`: the README's demo job.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod chat;
 mod cli;
 mod client;
 mod commands;
 mod config;
+mod context_items;
 mod dashboard;
 mod demo;
 mod embedded;
 mod metrics;
 mod nats_roles;
+mod output;
 mod system;
 mod telemetry;
+mod workshop;
 
 use std::process::ExitCode;
 

@@ -61,11 +61,13 @@ pub async fn coordinator(
             openai_base_url: settings.openai_base_url.clone(),
             allow_adhoc_urls: settings.allow_adhoc_model_urls,
             replay_dir: Some(settings.replay_dir()?),
+            profiles: settings.models.clone(),
             ..ProviderSettings::default()
         },
         budgets: settings.budgets(),
         journal_retention: std::time::Duration::from_secs(settings.journal_retention_secs),
         max_running_jobs: settings.max_running_jobs,
+        checkpoints_kept: settings.checkpoints_kept,
     };
     start_coordinator(client, config)
         .await

@@ -3,24 +3,14 @@
 // from running to succeeded without a reload, opens its page, reads the plan and the tool I/O
 // log, clicks Publish and waits for the draft to be gone. Prints `RESULT {json}` at the end;
 // screenshots go to ARTIFACTS.
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { launch } from './launch.mjs';
 
 const url = process.env.DASHBOARD_URL;
 const jobId = process.env.JOB_ID;
 const artifacts = process.env.ARTIFACTS || '.';
-const executablePath = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
-const profile = mkdtempSync(join(tmpdir(), 'atelier-chromium-'));
 
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath,
-  headless: true,
-  viewport: { width: 1400, height: 1000 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { context, close } = await launch({ width: 1400, height: 1000 });
 const result = { sawRunning: false, sawSucceeded: false, reloaded: true };
 try {
   const page = context.pages()[0] ?? await context.newPage();
@@ -74,6 +64,5 @@ try {
   result.error = String(error);
 } finally {
   console.log(`RESULT ${JSON.stringify(result)}`);
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }

@@ -454,6 +454,28 @@ impl Cluster {
         Ok(out.stdout.trim().to_string())
     }
 
+    /// Publishes `submit` to the JOBS stream directly, as a client that skips the CLI's checks
+    /// would.
+    pub async fn publish_raw(
+        &self,
+        submit: &atelier_messages::job::JobSubmit,
+    ) -> anyhow::Result<()> {
+        let client = async_nats::connect(&self.nats.url).await?;
+        let js = async_nats::jetstream::new(client);
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", submit.job_id.as_str());
+        let payload = atelier_messages::encode(submit, atelier_messages::Format::MessagePack)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        js.publish_with_headers(
+            atelier_messages::subjects::JOB_SUBMIT,
+            headers,
+            payload.into(),
+        )
+        .await?
+        .await?;
+        Ok(())
+    }
+
     /// Submits a job with `--wait --json` (plus `extra` flags) and returns its final view,
     /// whatever the job's outcome.
     pub fn run_job(

@@ -383,7 +383,8 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
         pool("office")["instances"].as_array().map(Vec::len),
         Some(1)
     );
-    assert_eq!(pool("tabular")["requests"], 2);
+    // The CSV's structural map when the job starts, then the job's two tool calls.
+    assert_eq!(pool("tabular")["requests"], 3);
     assert_eq!(
         pool("tabular")["instances"][0]["subject"],
         "atelier.tool.tabular"
@@ -446,6 +447,7 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
         "Again",
         "--model",
         &model.model_spec(),
+        "--continue-draft",
         "--wait",
         "--json",
         "--approve",
@@ -791,7 +793,8 @@ async fn one_job_is_one_trace_and_it_includes_the_workers_tool_call_span() -> an
             .iter()
             .filter(|s| s.service == "atelier-worker-tabular" && s.name == "tool_call")
             .count();
-        if worker_calls == 2 && job.iter().any(|s| s.name == "job") {
+        // The CSV's structural map when the job starts, then the job's two tool calls.
+        if worker_calls == 3 && job.iter().any(|s| s.name == "job") {
             break spans;
         }
         ensure!(
@@ -861,27 +864,17 @@ fn browser_setup() -> anyhow::Result<PathBuf> {
     Ok(chromium)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> anyhow::Result<()> {
-    if std::env::var_os("ATELIER_SKIP_BROWSER_TEST").is_some() {
-        return Ok(());
-    }
-    let chromium = browser_setup()?;
-    let model = ScriptedModel::start(launch_plan_export_script(4000)).await?;
-    let cluster = Cluster::start()?;
-    cluster.workbench_with_launch_plan("q3", "launch_plan.csv")?;
-    let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
-    let artifacts = browser_dir().join("artifacts");
-    let _ = std::fs::remove_dir_all(&artifacts);
-    std::fs::create_dir_all(&artifacts)?;
-    let job_id = format!("browser-{}", std::process::id());
-
+/// Runs a browser script with `env` until it prints `RESULT {json}` (150 s at most), handing
+/// every other line of its output to `on_line`; returns the result.
+fn run_browser_script(
+    script: &str,
+    env: &[(&str, &str)],
+    cluster: &Cluster,
+    mut on_line: impl FnMut(&str) -> anyhow::Result<()>,
+) -> anyhow::Result<Value> {
     let mut node = Command::new("node")
-        .arg(browser_dir().join("dashboard.test.mjs"))
-        .env("DASHBOARD_URL", &dashboard.url)
-        .env("JOB_ID", &job_id)
-        .env("CHROMIUM_PATH", &chromium)
-        .env("ARTIFACTS", &artifacts)
+        .arg(browser_dir().join(script))
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -902,6 +895,46 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
             }
             continue;
         };
+        match line.strip_prefix("RESULT ") {
+            Some(json) => result = Some(serde_json::from_str::<Value>(json)?),
+            None => on_line(&line)?,
+        }
+    }
+    let _ = node.kill();
+    let output = node.wait_with_output()?;
+    result.with_context(|| {
+        format!(
+            "the browser test {script} did not finish: {}\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            cluster.logs()
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> anyhow::Result<()> {
+    if std::env::var_os("ATELIER_SKIP_BROWSER_TEST").is_some() {
+        return Ok(());
+    }
+    let chromium = browser_setup()?;
+    let model = ScriptedModel::start(launch_plan_export_script(4000)).await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("q3", "launch_plan.csv")?;
+    let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
+    let artifacts = browser_dir().join("artifacts");
+    let _ = std::fs::remove_dir_all(&artifacts);
+    std::fs::create_dir_all(&artifacts)?;
+    let job_id = format!("browser-{}", std::process::id());
+
+    let chromium_path = chromium.to_string_lossy().to_string();
+    let artifacts_path = artifacts.to_string_lossy().to_string();
+    let env = [
+        ("DASHBOARD_URL", dashboard.url.as_str()),
+        ("JOB_ID", job_id.as_str()),
+        ("CHROMIUM_PATH", chromium_path.as_str()),
+        ("ARTIFACTS", artifacts_path.as_str()),
+    ];
+    let result = run_browser_script("dashboard.test.mjs", &env, &cluster, |line| {
         if line == "READY" {
             // The page is open: submit now, so the browser sees the job start and finish.
             cluster.cli_ok(&[
@@ -913,18 +946,8 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
                 "--job-id",
                 &job_id,
             ])?;
-        } else if let Some(json) = line.strip_prefix("RESULT ") {
-            result = Some(serde_json::from_str::<Value>(json)?);
         }
-    }
-    let _ = node.kill();
-    let output = node.wait_with_output()?;
-    let result = result.with_context(|| {
-        format!(
-            "the browser test did not finish: {}\n{}",
-            String::from_utf8_lossy(&output.stderr),
-            cluster.logs()
-        )
+        Ok(())
     })?;
 
     assert_eq!(result["sawRunning"], true, "{result}");
@@ -965,6 +988,88 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
         "4-published",
         "5-workers",
         "6-throughput",
+    ] {
+        let size = std::fs::metadata(artifacts.join(format!("{shot}.png")))?.len();
+        assert!(size > 1000, "screenshot {shot} is empty");
+    }
+    Ok(())
+}
+
+/// One item that writes notes.md, for the workbench page.
+fn notes_script() -> atelier_tests::scripted::Script {
+    serde_json::from_value(json!({
+        "research": [{"content": "Five milestones."}],
+        "plan": [{"content": "- [ ] 1. Notes — write notes.md"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": "# Notes\nEngineering leads.\n"}}]},
+            {"content": "Written."}
+        ]},
+        "summary": [{"content": "notes.md is in the draft."}]
+    }))
+    .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restores()
+-> anyhow::Result<()> {
+    if std::env::var_os("ATELIER_SKIP_BROWSER_TEST").is_some() {
+        return Ok(());
+    }
+    let chromium = browser_setup()?;
+    let model = ScriptedModel::start(notes_script()).await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("q3", "plan.csv")?;
+    let view = cluster.run_job("q3", "Write notes", &model.model_spec(), &[])?;
+    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
+    let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
+    let artifacts = browser_dir().join("artifacts-workbench");
+    let _ = std::fs::remove_dir_all(&artifacts);
+    std::fs::create_dir_all(&artifacts)?;
+    let chromium_path = chromium.to_string_lossy().to_string();
+    let artifacts_path = artifacts.to_string_lossy().to_string();
+    let env = [
+        ("DASHBOARD_URL", dashboard.url.as_str()),
+        ("WORKBENCH", "q3"),
+        ("CHROMIUM_PATH", chromium_path.as_str()),
+        ("ARTIFACTS", artifacts_path.as_str()),
+    ];
+    let result = run_browser_script("workbench.test.mjs", &env, &cluster, |_| Ok(()))?;
+
+    assert_eq!(result.get("error"), None, "{result}");
+    assert_eq!(result["before"], json!(["m1:user", "m2:assistant"]));
+    let diff_text = result["diffText"].as_str().unwrap_or_default();
+    assert!(diff_text.contains("+# Notes"), "{result}");
+    assert_eq!(result["afterRewind"], json!(["m1:user", "m3:system"]));
+    assert!(
+        result["lastDialog"].is_string(),
+        "destructive actions ask first: {result}"
+    );
+    assert_eq!(
+        result["afterRegenerate"],
+        json!(["m1:user", "m4:system", "m5:assistant"])
+    );
+    assert_eq!(result["answer"], "notes.md is in the draft.");
+    assert_eq!(
+        result["checkpoints"],
+        json!(["1:publish", "2:before_restore"])
+    );
+    assert!(
+        result["lastMessage"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("restored checkpoint 1")),
+        "{result}"
+    );
+    // What the browser did is what the CLI sees: the state before the publish is back.
+    let published = cluster.cli_ok(&["wb", "ls", "q3", "--json"])?.stdout;
+    assert!(
+        published.contains("plan.csv") && !published.contains("notes.md"),
+        "{published}"
+    );
+    for shot in [
+        "w1-conversation",
+        "w2-rewound",
+        "w3-regenerated",
+        "w4-restored",
     ] {
         let size = std::fs::metadata(artifacts.join(format!("{shot}.png")))?.len();
         assert!(size > 1000, "screenshot {shot} is empty");

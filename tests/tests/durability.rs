@@ -10,7 +10,7 @@ use anyhow::Context;
 use atelier_messages::job::{EventKind, ItemStatus, JobEvent, JobState, JobSubmit, JobView};
 use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, decode, encode, subjects};
 use atelier_tests::scripted::{Script, ScriptedModel};
-use atelier_tests::{Cluster, wait_until};
+use atelier_tests::{Cluster, nats_request, wait_until};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -352,20 +352,25 @@ async fn a_thousand_jobs_across_three_coordinator_crashes_complete_exactly_once(
     }))?;
     let model = ScriptedModel::start(script).await?;
     let mut cluster = Cluster::start()?;
-    cluster.cli_ok(&["wb", "create", "many"])?;
     let client = async_nats::connect(&cluster.nats.url).await?;
     let js = async_nats::jetstream::new(client.clone());
     let ids: Vec<String> = (0..JOBS).map(|n| format!("bulk-{n:04}")).collect();
+    // One job at a time per workbench: each job gets its own.
+    for id in &ids {
+        let create = serde_json::to_vec(&json!({"v": PROTOCOL_VERSION, "workbench": id}))?;
+        nats_request(&client, subjects::store::CREATE, create, true).await?;
+    }
     for (n, id) in ids.iter().enumerate() {
         let submit = JobSubmit {
             v: PROTOCOL_VERSION,
             job_id: id.clone(),
-            workbench: "many".into(),
+            workbench: id.clone(),
             message: format!("job {n}"),
             model: Some(model.model_spec()),
             submitted_at_ms: 0,
             auto_approve: false,
             approvals: None,
+            continue_draft: false,
         };
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", id.as_str());

@@ -233,6 +233,7 @@ fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()>
             submitted_at_ms: 0,
             auto_approve: false,
             approvals: None,
+            continue_draft: false,
         };
         let payload = atelier_messages::encode(&submit, atelier_messages::Format::MessagePack)
             .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -426,9 +426,13 @@ async fn a_coordinator_runs_at_most_its_job_limit_and_the_rest_wait_their_turn()
     let mut cluster = Cluster::start()?;
     cluster.kill_coordinator();
     cluster.start_coordinator_with_env(&[("ATELIER_MAX_RUNNING_JOBS", "2")])?;
-    cluster.cli_ok(&["wb", "create", "busy"])?;
+    // One workbench per job: a workbench answers one message at a time.
     let jobs: Vec<String> = (0..5)
-        .map(|n| cluster.submit("busy", &format!("job {n}"), &model.model_spec()))
+        .map(|n| {
+            let workbench = format!("busy{n}");
+            cluster.cli_ok(&["wb", "create", &workbench])?;
+            cluster.submit(&workbench, &format!("job {n}"), &model.model_spec())
+        })
         .collect::<anyhow::Result<_>>()?;
     let mut most_running = 0;
     let started = Instant::now();
@@ -450,6 +454,101 @@ async fn a_coordinator_runs_at_most_its_job_limit_and_the_rest_wait_their_turn()
     }
     assert!(most_running <= 2, "{most_running} jobs ran at once");
     assert_eq!(most_running, 2, "the limit is used");
+    Ok(())
+}
+
+fn raw_submit(job_id: &str, workbench: &str, model: &str) -> atelier_messages::job::JobSubmit {
+    atelier_messages::job::JobSubmit {
+        v: atelier_messages::PROTOCOL_VERSION,
+        job_id: job_id.into(),
+        workbench: workbench.into(),
+        message: "count".into(),
+        model: Some(model.into()),
+        submitted_at_ms: 0,
+        auto_approve: false,
+        continue_draft: true,
+        approvals: None,
+    }
+}
+
+/// `[models.local]` pointing at `model`'s server, its key in `LOCAL_MODEL_KEY`.
+fn local_profile(model: &ScriptedModel) -> anyhow::Result<String> {
+    let spec = model.model_spec();
+    let (base_url, name) = spec
+        .trim_start_matches("openai-compat:")
+        .rsplit_once('#')
+        .context("a compat spec")?;
+    Ok(format!(
+        "[models.local]\nkind = \"openai-compat\"\nbase_url = \"{base_url}\"\nmodel = \"{name}\"\n\
+         api_key_env = \"LOCAL_MODEL_KEY\"\nmax_tokens = 777\n"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_profile_sends_its_key_and_limits_only_to_its_server_and_unknown_names_are_refused()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(research_query_script("SELECT 1")).await?;
+    let mut cluster = Cluster::start()?;
+    let config = cluster.dir.path().join("atelier.toml");
+    std::fs::write(&config, local_profile(&model)?)?;
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&[
+        ("ATELIER_CONFIG", &config.to_string_lossy()),
+        ("LOCAL_MODEL_KEY", "sk-profile-secret"),
+    ])?;
+    cluster.workbench_with_launch_plan("profiles", "plan.csv")?;
+
+    let view = cluster.run_job("profiles", "count", "local", &[])?;
+    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
+    let by_profile = model.requests();
+    assert!(!by_profile.is_empty());
+    for request in &by_profile {
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some("Bearer sk-profile-secret")
+        );
+        assert_eq!(request.body["max_tokens"], 777);
+    }
+    // The same server named ad hoc is the submitter's choice: no key, no profile limits.
+    let spec = model.model_spec();
+    let view = cluster.run_job("profiles", "count again", &spec, &["--continue-draft"])?;
+    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
+    let ad_hoc = &model.requests()[by_profile.len()..];
+    assert!(!ad_hoc.is_empty());
+    assert!(ad_hoc.iter().all(|r| r.authorization.is_none()));
+    assert!(ad_hoc.iter().all(|r| r.body.get("max_tokens").is_none()));
+
+    // An unknown profile is refused at once, naming those configured; so is a foreign URL as
+    // the workbench's model.
+    let started = Instant::now();
+    let unknown = cluster.cli(&["submit", "profiles", "x", "--model", "nope", "--wait"])?;
+    assert!(
+        unknown.failed_with("MODEL_NOT_ALLOWED"),
+        "{}",
+        unknown.stderr
+    );
+    assert!(
+        unknown.stderr.contains("configured: local"),
+        "{}",
+        unknown.stderr
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let foreign = cluster.cli(&[
+        "wb",
+        "set-model",
+        "profiles",
+        "openai-compat:https://attacker.example/v1#m",
+    ])?;
+    assert!(
+        foreign.failed_with("MODEL_NOT_ALLOWED"),
+        "{}",
+        foreign.stderr
+    );
+    cluster.cli_ok(&["wb", "set-model", "profiles", "local"])?;
+    assert!(
+        !cluster.logs().contains("sk-profile-secret"),
+        "the key is in a log"
+    );
     Ok(())
 }
 
@@ -477,24 +576,37 @@ async fn the_operators_key_never_goes_to_a_submitters_url_and_foreign_urls_are_r
             .collect::<Vec<_>>()
     );
     // A URL beyond this machine, or a replay script outside the replay directory: refused
-    // with a code at once, nothing fetched or read.
+    // with a code at once by `submit`, nothing fetched or read.
     for spec in [
         "openai-compat:https://attacker.example/v1#m",
         "replay:/etc/passwd",
     ] {
         let started = Instant::now();
-        let refused = cluster.run_job("keys", "count", spec, &[])?;
-        assert_eq!(refused.state, JobState::Failed, "{spec}");
-        assert_eq!(
-            refused.error.map(|e| e.code),
-            Some(atelier_messages::ErrorCode::ModelNotAllowed),
-            "{spec}"
+        let refused = cluster.cli(&["submit", "keys", "count", "--model", spec, "--wait"])?;
+        assert!(
+            refused.failed_with("MODEL_NOT_ALLOWED"),
+            "{spec}: {}",
+            refused.stderr
         );
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "{spec}: answered at once"
         );
     }
+    // A client that skips the CLI's check gets a failed job with the code, at once.
+    cluster
+        .publish_raw(&raw_submit(
+            "raw-foreign",
+            "keys",
+            "openai-compat:https://attacker.example/v1#m",
+        ))
+        .await?;
+    let raw = cluster.wait_finished("raw-foreign", Duration::from_secs(10))?;
+    assert_eq!(raw.state, JobState::Failed);
+    assert_eq!(
+        raw.error.map(|e| e.code),
+        Some(atelier_messages::ErrorCode::ModelNotAllowed)
+    );
     assert!(
         !cluster.logs().contains("sk-operator-secret"),
         "the key is in a log"

@@ -27,6 +27,8 @@ async fn malformed_payloads_get_codes_on_every_subject_and_nothing_crashes() -> 
     request_subjects
         .extend([subjects::ctl::JOBS, subjects::ctl::JOB, subjects::ctl::PING].map(str::to_string));
     request_subjects.extend(["tabular", "office"].map(subjects::tool));
+    request_subjects.extend(subjects::workshop::ALL.map(str::to_string));
+    request_subjects.push(subjects::review::FILE.to_string());
     for subject in &request_subjects {
         for (payload, json) in [
             (b"\xc1\xff\x00garbage".to_vec(), false),

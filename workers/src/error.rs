@@ -18,4 +18,7 @@ pub enum WorkerError {
     /// The ToolExecutor actor failed to start (e.g. the NATS subscription failed).
     #[error("tool executor failed to start: {0}")]
     Spawn(#[from] ractor::SpawnErr),
+    /// The content review service could not subscribe.
+    #[error("review service failed to start: {0}")]
+    Review(#[from] atelier_transport::TransportError),
 }

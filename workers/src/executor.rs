@@ -31,7 +31,8 @@ use tracing::Instrument;
 
 use crate::WorkerConfig;
 use crate::error::WorkerError;
-use crate::files::ToolCall;
+use crate::files::{FileAccess, ToolCall};
+use crate::review;
 use crate::tools::Toolbox;
 
 /// The most concurrent calls one worker process accepts.
@@ -278,6 +279,7 @@ impl Call {
         let Ok(_permit) = permits.acquire_owned().await else {
             return;
         };
+        let mut writes = false;
         let payload = match decode::<ToolRequest>(&message.payload, format) {
             Ok(tool_request) => {
                 let span = tracing::info_span!(
@@ -290,6 +292,7 @@ impl Call {
                 );
                 join_trace(&span, headers);
                 let result = self.run(tool_request).instrument(span).await;
+                writes = matches!(&result, Ok(output) if output.changes.is_some());
                 encode_reply(&Reply::from_result(result), format)
             }
             Err(error) => {
@@ -299,7 +302,10 @@ impl Call {
             }
         };
         let payload = self.within_max_payload(payload, format);
-        failpoint::hit("worker_before_reply");
+        if writes {
+            // A write computed and not yet answered: the crash tests' kill point.
+            failpoint::hit("worker_before_reply");
+        }
         if let Some(progress) = progress {
             progress.abort();
         }
@@ -365,6 +371,8 @@ pub struct WorkerHandle {
     pool: Pool,
     actor: ActorRef<Msg>,
     task: JoinHandle<()>,
+    /// The office pool's content review service.
+    review: Option<JoinHandle<()>>,
 }
 
 impl WorkerHandle {
@@ -374,6 +382,9 @@ impl WorkerHandle {
 
     /// Stops taking requests, waits for calls in flight (up to a minute), then stops the actor.
     pub async fn shutdown(self) {
+        if let Some(review) = &self.review {
+            review.abort();
+        }
         let drained = ractor::call!(self.actor, Msg::Drain);
         if let Err(error) = drained {
             tracing::warn!(worker = %self.worker_id, pool = %self.pool, %error, "drain failed; stopping");
@@ -400,11 +411,19 @@ pub(crate) async fn start(
     })?;
     let worker_id = config.worker_id.clone();
     let pool = config.pool;
+    let review = match pool {
+        Pool::Office => {
+            let files = FileAccess::new(client.clone(), config.blob_dir.clone(), &config.cache_dir);
+            Some(review::serve(client.clone(), Arc::new(files)).await?)
+        }
+        Pool::Tabular => None,
+    };
     let (actor, task) = Actor::spawn(None, ToolExecutor, ExecutorConfig { client, config }).await?;
     Ok(WorkerHandle {
         worker_id,
         pool,
         actor,
         task,
+        review,
     })
 }

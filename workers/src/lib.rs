@@ -12,6 +12,7 @@
 //! # Layout
 //! - [`executor`]: the ToolExecutor actor (subscription, concurrency, replies).
 //! - [`error`]: [`WorkerError`], the crate's start-up error.
+//! - `review`: the office pool's `atelier.review.file` verb (content diffs of two file versions).
 //! - `tools`: the tool names of each pool and the dispatch from a request to an engine.
 //! - `args`: typed access to a tool's JSON arguments (`VALIDATION_FAILED` naming the field).
 //! - `files`: the request's manifest, local blob paths, blob fetches and draft writes via the store.
@@ -34,6 +35,7 @@ pub mod fuzzing;
 mod args;
 mod files;
 mod office;
+mod review;
 mod tabular;
 mod tools;
 

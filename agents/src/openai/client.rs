@@ -83,6 +83,8 @@ pub struct ClientOptions {
     /// Per-request timeout.
     pub timeout: Duration,
     pub retry: RetryPolicy,
+    /// The most tokens one turn may generate (`max_tokens`; none: the server's default).
+    pub max_tokens: Option<u32>,
 }
 
 /// A Chat Completions client for one model on one server.
@@ -94,6 +96,7 @@ pub struct OpenAiProvider {
     api_key: Option<ApiKey>,
     client: reqwest::Client,
     retry: RetryPolicy,
+    max_tokens: Option<u32>,
 }
 
 impl OpenAiProvider {
@@ -126,6 +129,7 @@ impl OpenAiProvider {
             api_key,
             client: http_client(options.timeout)?,
             retry: options.retry,
+            max_tokens: options.max_tokens,
         })
     }
 
@@ -269,7 +273,7 @@ impl ModelProvider for OpenAiProvider {
             item = ?request.item_index,
             attempt = tracing::field::Empty,
         );
-        let body = ChatBody::new(&self.model, request);
+        let body = ChatBody::new(&self.model, request, self.max_tokens);
         async {
             let response = self.call_with_retries(&body, on_delta).await?;
             tracing::debug!(
@@ -406,6 +410,7 @@ mod tests {
             api_key: api_key.map(str::to_string),
             timeout: Duration::from_secs(10),
             retry: RetryPolicy::new(0),
+            max_tokens: None,
         }
     }
 

@@ -120,6 +120,7 @@ fn options(api_key: Option<&str>, max_retries: u32) -> ClientOptions {
             base: Duration::from_millis(1),
             cap: Duration::from_millis(5),
         },
+        max_tokens: None,
     }
 }
 

@@ -24,10 +24,12 @@ pub(super) struct ChatBody<'a> {
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
 }
 
 impl<'a> ChatBody<'a> {
-    pub(super) fn new(model: &'a str, request: &'a ModelRequest) -> Self {
+    pub(super) fn new(model: &'a str, request: &'a ModelRequest, max_tokens: Option<u32>) -> Self {
         let has_tools = !request.tools.is_empty();
         Self {
             model,
@@ -40,6 +42,7 @@ impl<'a> ChatBody<'a> {
             tools: request.tools.iter().map(WireTool::from).collect(),
             tool_choice: has_tools.then_some(tool_choice_name(request.tool_choice)),
             parallel_tool_calls: has_tools.then_some(false),
+            max_tokens,
         }
     }
 }
@@ -277,7 +280,7 @@ mod tests {
             ("o4-mini", None),
             ("openai/gpt-5", None),
         ] {
-            let body = ChatBody::new(model, &request);
+            let body = ChatBody::new(model, &request, None);
             assert_eq!(body.temperature, expected, "{model}");
         }
     }

@@ -11,7 +11,8 @@
 //!
 //! # Layout
 //! - this file: the module list, re-exports and [`run`].
-//! - `types`: the public types ([`RpiState`], [`Budgets`], [`JobInput`], [`AgentHost`]).
+//! - `types`: the public types ([`RpiState`], [`Budgets`], [`JobInput`] with its
+//!   [`WorkbenchContext`], [`AgentHost`]).
 //! - `driver`: the driver of one run, which `phases` and `steps` extend.
 //! - `phases`: what each phase asks and how it advances the state.
 //! - `steps`: journaled model turns and tool calls, budgets.
@@ -32,7 +33,9 @@ use crate::AgentError;
 use crate::provider::ModelProvider;
 use driver::Driver;
 
-pub use types::{AgentHost, Budgets, JobInput, RpiState};
+pub use types::{
+    AgentHost, Budgets, FileMapText, JobInput, PriorMessage, RpiState, SkillText, WorkbenchContext,
+};
 
 /// Runs the job from `state.phase` to the end, saving after every step.
 pub async fn run(

@@ -3,11 +3,13 @@
 use atelier_messages::job::PlanItem;
 use atelier_messages::store::ManifestEntry;
 
+use super::types::WorkbenchContext;
+
 /// The marker a model writes to declare a plan item failed.
 const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
 
 /// The file manifest every prompt carries.
-pub(super) fn manifest(files: &[ManifestEntry]) -> String {
+fn manifest(files: &[ManifestEntry]) -> String {
     if files.is_empty() {
         return "The workbench has no files.".to_string();
     }
@@ -19,6 +21,53 @@ pub(super) fn manifest(files: &[ManifestEntry]) -> String {
             "- {} ({}, {} bytes)\n",
             file.path, file.kind, file.size
         ));
+    }
+    out
+}
+
+/// The workbench section every prompt ends with: the file manifest, then the structural maps,
+/// the context items (situation, skills) and the earlier conversation, each clearly delimited.
+pub(super) fn workbench(files: &[ManifestEntry], context: &WorkbenchContext) -> String {
+    let mut out = manifest(files);
+    if !context.maps.is_empty() || context.maps_note.is_some() {
+        out.push_str(
+            "\n## Structural maps\nThe layout of each file; read content on demand with the tools \
+             and specific selectors (sheet+range, section, slide, row ranges, queries).\n",
+        );
+        for file in &context.maps {
+            out.push_str(&format!("### {}\n{}\n", file.path, file.map));
+        }
+        if let Some(note) = &context.maps_note {
+            out.push_str(&format!("({note})\n"));
+        }
+    }
+    if let Some(situation) = &context.situation {
+        out.push_str(&format!(
+            "\n## Situation context (follow it)\n<situation>\n{situation}\n</situation>\n"
+        ));
+    }
+    for skill in &context.skills {
+        out.push_str(&format!("\n## Skill: {}\n", skill.name));
+        for (path, text) in &skill.files {
+            out.push_str(&format!(
+                "<skill-file path=\"{path}\">\n{text}\n</skill-file>\n"
+            ));
+        }
+    }
+    if !context.earlier.is_empty() || !context.recent.is_empty() {
+        out.push_str("\n## Earlier conversation on this workbench (oldest first)\n");
+        if !context.earlier.is_empty() {
+            out.push_str("Summary of older messages:\n");
+            for line in &context.earlier {
+                out.push_str(&format!("- {line}\n"));
+            }
+        }
+        for message in &context.recent {
+            out.push_str(&format!(
+                "[{} {}]\n{}\n",
+                message.id, message.role, message.text
+            ));
+        }
     }
     out
 }
@@ -95,6 +144,48 @@ pub(super) fn item_failure(answer: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_workbench_section_orders_manifest_maps_context_and_conversation() {
+        use super::super::types::{FileMapText, PriorMessage, SkillText};
+        let files = vec![ManifestEntry {
+            path: "plan.csv".into(),
+            digest: "d".into(),
+            size: 10,
+            kind: "csv".into(),
+        }];
+        let context = WorkbenchContext {
+            maps: vec![FileMapText {
+                path: "plan.csv".into(),
+                map: "columns: a, b; 5 rows".into(),
+            }],
+            maps_note: None,
+            situation: Some("Q3 close".into()),
+            skills: vec![SkillText {
+                name: "finance".into(),
+                files: vec![("SKILL.md".into(), "Round to cents".into())],
+            }],
+            earlier: vec!["m1 user: hello".into()],
+            recent: vec![PriorMessage {
+                id: "m2".into(),
+                role: "assistant".into(),
+                text: "Hi there".into(),
+            }],
+        };
+        let text = workbench(&files, &context);
+        let order = [
+            "plan.csv (csv",
+            "columns: a, b",
+            "Q3 close",
+            "Round to cents",
+            "m1 user: hello",
+            "Hi there",
+        ]
+        .map(|needle| text.find(needle).unwrap_or(usize::MAX));
+        assert!(order.windows(2).all(|pair| pair[0] < pair[1]), "{text}");
+        let bare = workbench(&files, &WorkbenchContext::default());
+        assert!(!bare.contains("##"), "{bare}");
+    }
 
     #[test]
     fn item_failure_marker_is_found_on_any_line() {

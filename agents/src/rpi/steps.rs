@@ -96,7 +96,7 @@ impl Driver<'_> {
             return Ok(prompt);
         }
         let files = self.host.files().await?;
-        let prompt = build(&prompts::manifest(&files));
+        let prompt = build(&prompts::workbench(&files, &self.job.context));
         self.host
             .record(&key, &Value::String(prompt.clone()))
             .await?;

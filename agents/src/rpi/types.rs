@@ -57,6 +57,57 @@ pub struct JobInput {
     pub job_id: String,
     pub workbench: String,
     pub message: String,
+    /// What every model call carries besides the file manifest (built by the coordinator).
+    #[serde(default)]
+    pub context: WorkbenchContext,
+}
+
+/// The workbench context of every model call, in the seed's order after the file manifest:
+/// structural maps, context items (situation, then skills), then the earlier conversation.
+/// Each part is already bounded by whoever built it; the prompts only render it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkbenchContext {
+    /// One structural map per file, as compact text.
+    #[serde(default)]
+    pub maps: Vec<FileMapText>,
+    /// A note when maps were left out to stay within their budget.
+    #[serde(default)]
+    pub maps_note: Option<String>,
+    /// The workbench's situation text.
+    #[serde(default)]
+    pub situation: Option<String>,
+    #[serde(default)]
+    pub skills: Vec<SkillText>,
+    /// One line per older message, summarized.
+    #[serde(default)]
+    pub earlier: Vec<String>,
+    /// The most recent messages, verbatim.
+    #[serde(default)]
+    pub recent: Vec<PriorMessage>,
+}
+
+/// A file's structural map.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMapText {
+    pub path: String,
+    pub map: String,
+}
+
+/// A skill: its `SKILL.md` and the files it references.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillText {
+    pub name: String,
+    /// `(path, content)`, `SKILL.md` first.
+    pub files: Vec<(String, String)>,
+}
+
+/// One earlier message of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriorMessage {
+    pub id: String,
+    /// `user`, `assistant` or `system`.
+    pub role: String,
+    pub text: String,
 }
 
 /// The resumable state of one job's RPI run (saved after every phase and plan item).

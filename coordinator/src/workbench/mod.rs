@@ -1,20 +1,36 @@
-//! Workbench state as manifests in sled over content-addressed blobs.
+//! Workbench state as manifests in sled over content-addressed blobs, and the workshop around
+//! it: the conversation, draft revisions, checkpoints.
 //!
-//! Published, draft and checkpoints are manifests (`path → entry`). Publish, discard and draft
-//! writes are single sled transactions followed by a flush, so each is atomic and durable.
+//! Published, draft and checkpoints are manifests (`path → entry`). Publish, discard, draft
+//! writes and every workshop change are single sled transactions followed by a flush, so each
+//! is atomic and durable.
+//!
+//! - `tx`: the transaction over manifests, records, workshop and jobs, and the workshop keys.
+//! - `conversation`: messages, one job at a time, rewind, regenerate, model switches.
+//! - `checkpoints`: publish, discard, checkpoints, restore, retention, blob collection.
+//! - `context_items`: the situation and skills injected into every model call.
+
+mod checkpoints;
+mod context_items;
+mod conversation;
+mod tx;
+
+pub use checkpoints::DEFAULT_CHECKPOINTS_KEPT;
+pub use conversation::{Accepted, TurnEnd};
+pub use tx::DRAFT_REVISIONS_KEPT;
 
 use std::collections::BTreeMap;
 
 use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::path::{self, kind_of, normalize};
 use atelier_messages::store::{
-    DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo, Written,
+    DraftDiff, FileContent, Listing, ManifestEntry, View, WorkbenchInfo, Written,
 };
 use atelier_messages::tool::DraftChanges;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 use crate::blobs::BlobDir;
 use crate::error::CoordinatorError;
@@ -57,6 +73,8 @@ pub const MAX_NAME_LEN: usize = 64;
 pub struct Workbenches {
     storage: Storage,
     blobs: BlobDir,
+    /// Checkpoints kept per workbench (older ones are pruned).
+    checkpoints_kept: u64,
 }
 
 fn key(workbench: &str, slot: &str) -> Vec<u8> {
@@ -96,24 +114,6 @@ fn abort(error: CoordinatorError) -> ConflictableTransactionError<CoordinatorErr
     ConflictableTransactionError::Abort(error)
 }
 
-fn tx_get(
-    tree: &TransactionalTree,
-    key: &[u8],
-) -> Result<Option<Manifest>, ConflictableTransactionError<CoordinatorError>> {
-    tree.get(key)?
-        .map(|bytes| storage::decode(&bytes).map_err(abort))
-        .transpose()
-}
-
-fn tx_put<T: Serialize>(
-    tree: &TransactionalTree,
-    key: &[u8],
-    value: &T,
-) -> Result<(), ConflictableTransactionError<CoordinatorError>> {
-    tree.insert(key, storage::encode(value).map_err(abort)?)?;
-    Ok(())
-}
-
 /// Refuses a manifest where one of `added` is a file beside a folder of the same name.
 fn refuse_clashes(manifest: &Manifest, added: &[ManifestEntry]) -> Result<(), CoordinatorError> {
     for entry in added {
@@ -133,7 +133,17 @@ fn flatten(error: TransactionError<CoordinatorError>) -> CoordinatorError {
 
 impl Workbenches {
     pub fn new(storage: Storage, blobs: BlobDir) -> Self {
-        Self { storage, blobs }
+        Self {
+            storage,
+            blobs,
+            checkpoints_kept: DEFAULT_CHECKPOINTS_KEPT,
+        }
+    }
+
+    /// Keeps the last `kept` checkpoints of each workbench (at least one).
+    pub fn with_checkpoints_kept(mut self, kept: u64) -> Self {
+        self.checkpoints_kept = kept.max(1);
+        self
     }
 
     fn record(&self, name: &str) -> Result<WorkbenchRecord, CoordinatorError> {
@@ -232,12 +242,13 @@ impl Workbenches {
         let manifests = self.storage.tree(trees::MANIFESTS)?;
         manifests
             .transaction(|tree| {
-                let mut published = tx_get(tree, &key(workbench, "published"))?.unwrap_or_default();
+                let mut published =
+                    tx::get::<Manifest>(tree, &key(workbench, "published"))?.unwrap_or_default();
                 for entry in &entries {
                     published.insert(entry.path.clone(), entry.clone());
                 }
                 refuse_clashes(&published, &entries).map_err(abort)?;
-                tx_put(tree, &key(workbench, "published"), &published)
+                tx::put(tree, &key(workbench, "published"), &published)
             })
             .map_err(flatten)?;
         self.storage.flush()?;
@@ -364,63 +375,6 @@ impl Workbenches {
         Ok(diff)
     }
 
-    /// Checkpoints the published state, then makes the draft published: one transaction.
-    pub fn publish(&self, workbench: &str) -> Result<Published, CoordinatorError> {
-        let mut record = self.record(workbench)?;
-        record.checkpoints += 1;
-        let checkpoint = record.checkpoints;
-        let manifests = self.storage.tree(trees::MANIFESTS)?;
-        let records = self.storage.tree(trees::WORKBENCHES)?;
-        let files = (&manifests, &records)
-            .transaction(|(manifests, records)| {
-                let Some(draft) = tx_get(manifests, &key(workbench, "draft"))? else {
-                    return Err(abort(
-                        ErrorBody::new(
-                            ErrorCode::NoDraft,
-                            format!("workbench `{workbench}` has no draft to publish"),
-                        )
-                        .into(),
-                    ));
-                };
-                let published =
-                    tx_get(manifests, &key(workbench, "published"))?.unwrap_or_default();
-                tx_put(
-                    manifests,
-                    &key(workbench, &checkpoint_slot(checkpoint)),
-                    &published,
-                )?;
-                tx_put(manifests, &key(workbench, "published"), &draft)?;
-                manifests.remove(key(workbench, "draft"))?;
-                tx_put(records, workbench.as_bytes(), &record)?;
-                Ok(draft.into_values().collect::<Vec<_>>())
-            })
-            .map_err(flatten)?;
-        failpoint::hit("store_before_flush");
-        self.storage.flush()?;
-        Ok(Published {
-            workbench: workbench.to_string(),
-            checkpoint_id: format!("{checkpoint}"),
-            files,
-        })
-    }
-
-    pub fn discard(&self, workbench: &str) -> Result<(), CoordinatorError> {
-        self.record(workbench)?;
-        let removed = self
-            .storage
-            .tree(trees::MANIFESTS)?
-            .remove(key(workbench, "draft"))?;
-        if removed.is_none() {
-            return Err(ErrorBody::new(
-                ErrorCode::NoDraft,
-                format!("workbench `{workbench}` has no draft to discard"),
-            )
-            .into());
-        }
-        self.storage.flush()?;
-        Ok(())
-    }
-
     /// The recorded outcome of a call id already applied to the workbench's draft.
     pub fn applied(
         &self,
@@ -481,9 +435,10 @@ impl Workbenches {
                     previous.written.replayed = true;
                     return Ok(previous.written);
                 }
-                let mut draft = match tx_get(manifests, &key(workbench, "draft"))? {
+                let mut draft = match tx::get::<Manifest>(manifests, &key(workbench, "draft"))? {
                     Some(draft) => draft,
-                    None => tx_get(manifests, &key(workbench, "published"))?.unwrap_or_default(),
+                    None => tx::get::<Manifest>(manifests, &key(workbench, "published"))?
+                        .unwrap_or_default(),
                 };
                 for entry in &entries {
                     draft.insert(entry.path.clone(), entry.clone());
@@ -500,7 +455,7 @@ impl Workbenches {
                     }
                 }
                 refuse_clashes(&draft, &entries).map_err(abort)?;
-                tx_put(manifests, &key(workbench, "draft"), &draft)?;
+                tx::put(manifests, &key(workbench, "draft"), &draft)?;
                 let written = Written {
                     files: entries.clone(),
                     deleted: deleted.clone(),
@@ -510,7 +465,7 @@ impl Workbenches {
                     written: written.clone(),
                     output: output.clone(),
                 };
-                tx_put(applied, &applied_key, &record)?;
+                tx::put(applied, &applied_key, &record)?;
                 Ok(written)
             })
             .map_err(flatten)?;

@@ -1,4 +1,5 @@
-//! Drafts, publish and checkpoints, idempotent writes, and refusals with their codes.
+//! Drafts, publish and checkpoints, idempotent writes, the workshop conversation (one job at a
+//! time, revisions, rewind), and refusals with their codes.
 use super::*;
 use serde_bytes::ByteBuf;
 
@@ -225,5 +226,139 @@ fn small_blobs_live_in_the_database_and_their_files_are_only_a_cache() {
             .unwrap_or_else(|e| panic!("{e}"))
             .len(),
         INLINE_BLOB_BYTES + 1
+    );
+}
+
+fn submit(
+    job_id: &str,
+    model: Option<&str>,
+    continue_draft: bool,
+) -> atelier_messages::job::JobSubmit {
+    atelier_messages::job::JobSubmit {
+        v: 1,
+        job_id: job_id.into(),
+        workbench: "q3".into(),
+        message: format!("message of {job_id}"),
+        model: model.map(str::to_string),
+        submitted_at_ms: 0,
+        auto_approve: false,
+        continue_draft,
+        approvals: None,
+    }
+}
+
+fn refusal_code(accepted: Accepted) -> Option<ErrorCode> {
+    match accepted {
+        Accepted::Refused(record) => record.error.map(|e| e.code),
+        _ => None,
+    }
+}
+
+fn answered(wb: &Workbenches, job_id: &str) {
+    let end = TurnEnd {
+        job_id: job_id.into(),
+        state: atelier_messages::job::JobState::Succeeded,
+        answer: Some(format!("answer of {job_id}")),
+        error: None,
+        model: "replay:x".into(),
+    };
+    wb.finish_turn("q3", &end).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn one_job_at_a_time_then_draft_exists_unless_continuing() {
+    let (_dir, wb) = fixture();
+    wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
+    let first = wb.accept_message(&submit("j1", Some("replay:a"), false), None);
+    assert!(matches!(first, Ok(Accepted::New(_))));
+    let busy = wb.accept_message(&submit("j2", None, true), None);
+    assert_eq!(
+        busy.ok().and_then(refusal_code),
+        Some(ErrorCode::WorkbenchBusy)
+    );
+    // A redelivered id changes nothing.
+    let again = wb.accept_message(&submit("j1", Some("replay:a"), false), None);
+    assert!(matches!(again, Ok(Accepted::Existing(_))));
+    write(&wb, "q3", "c1", vec![file("out.md", "x")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    answered(&wb, "j1");
+    let drafted = wb.accept_message(&submit("j3", None, false), None);
+    assert_eq!(
+        drafted.ok().and_then(refusal_code),
+        Some(ErrorCode::DraftExists)
+    );
+    assert_eq!(
+        code(wb.check_message("q3", false)),
+        Some(ErrorCode::DraftExists)
+    );
+    assert!(wb.check_message("q3", true).is_ok());
+    // A message asked with another model than the one before records the switch.
+    let continued = wb.accept_message(&submit("j4", Some("replay:b"), true), None);
+    assert!(matches!(continued, Ok(Accepted::New(_))));
+    let messages = wb.messages("q3").unwrap_or_else(|e| panic!("{e}"));
+    let ids: Vec<_> = messages.iter().map(|m| (m.id.as_str(), m.role)).collect();
+    use atelier_messages::workshop::{Role, SystemEvent};
+    assert_eq!(
+        ids,
+        [
+            ("m1", Role::User),
+            ("m2", Role::Assistant),
+            ("m3", Role::System),
+            ("m4", Role::User)
+        ]
+    );
+    assert_eq!(
+        messages[2].event,
+        Some(SystemEvent::ModelSwitched {
+            model: "replay:b".into(),
+            message_only: true
+        })
+    );
+    assert_eq!(
+        code(wb.check_message("nope", false)),
+        Some(ErrorCode::NotFound)
+    );
+}
+
+#[test]
+fn rewind_restores_revisions_until_a_publish_forgets_them() {
+    let (_dir, wb) = fixture();
+    wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
+    wb.accept_message(&submit("j1", None, false), None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    write(&wb, "q3", "c1", vec![file("a.md", "1")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    answered(&wb, "j1");
+    wb.accept_message(&submit("j2", None, true), None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    write(&wb, "q3", "c2", vec![file("b.md", "2")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    answered(&wb, "j2");
+    // m3 is j2's message: the draft then held a.md only.
+    let rewound = wb
+        .rewind("q3", "m3", false)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(rewound.removed, ["m4"]);
+    let paths: Vec<_> = wb
+        .list_files("q3", View::Draft)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .files
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    assert_eq!(paths, ["a.md"]);
+    wb.publish("q3").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        code(wb.rewind("q3", "m2", false)),
+        Some(ErrorCode::RevisionPruned)
+    );
+    let chat_only = wb
+        .rewind("q3", "m2", true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!chat_only.has_draft);
+    assert_eq!(
+        code(wb.rewind("q3", "m999", true)),
+        Some(ErrorCode::NotFound)
+    );
+    assert_eq!(
+        code(wb.set_model("q3", "no-such-provider:x")),
+        Some(ErrorCode::ProviderNotConfigured)
     );
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use atelier_messages::job::{
     ApproveCall, CancelJob, GetJob, JobState, JobView, ListJobs, ResumeJob,
 };
-use atelier_messages::store::{DiffDraft, DiscardDraft, ListWorkbenches, PublishDraft};
+use atelier_messages::review::ReviewDraft;
+use atelier_messages::store::{DiscardDraft, ListWorkbenches, PublishDraft};
 use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms};
 use atelier_transport::Policy;
@@ -25,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dashboard::auth::{self, api_error};
 use crate::dashboard::live::{Current, JobTrace};
-use crate::dashboard::{AppState, job_events, workers};
+use crate::dashboard::{AppState, job_events, workers, workshop};
 use crate::metrics::{self, Registry};
 
 /// How long a request to the coordinator may take.
@@ -34,9 +35,10 @@ const NATS_TIMEOUT: Duration = Duration::from_secs(15);
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const LOGIN_HTML: &str = include_str!("assets/login.html");
 const APP_JS: &str = include_str!("assets/app.js");
+const WORKBENCH_JS: &str = include_str!("assets/workbench.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
-type Shared = Arc<AppState>;
+pub(super) type Shared = Arc<AppState>;
 
 /// Every route, behind the access guard.
 pub fn router(state: Shared) -> Router {
@@ -45,6 +47,10 @@ pub fn router(state: Shared) -> Router {
         .route("/login", get(|| async { Html(LOGIN_HTML) }).post(login))
         .route("/logout", post(logout))
         .route("/assets/app.js", get(|| asset(APP_JS, "text/javascript")))
+        .route(
+            "/assets/workbench.js",
+            get(|| asset(WORKBENCH_JS, "text/javascript")),
+        )
         .route("/assets/app.css", get(|| asset(APP_CSS, "text/css")))
         .route("/api/status", get(status))
         .route("/api/jobs", get(jobs))
@@ -58,6 +64,23 @@ pub fn router(state: Shared) -> Router {
         .route("/api/workbenches/{name}/diff", get(diff))
         .route("/api/workbenches/{name}/publish", post(publish))
         .route("/api/workbenches/{name}/discard", post(discard))
+        .route("/api/workbenches/{name}/history", get(workshop::history))
+        .route(
+            "/api/workbenches/{name}/checkpoints",
+            get(workshop::checkpoints),
+        )
+        .route(
+            "/api/workbenches/{name}/rewind/{message}",
+            post(workshop::rewind),
+        )
+        .route(
+            "/api/workbenches/{name}/regenerate",
+            post(workshop::regenerate),
+        )
+        .route(
+            "/api/workbenches/{name}/restore/{checkpoint}",
+            post(workshop::restore),
+        )
         .route("/api/workers", get(pools))
         .route("/api/throughput", get(throughput))
         .route("/api/live", get(live))
@@ -87,7 +110,10 @@ fn coded(error: ErrorBody) -> Response {
         ErrorCode::ValidationFailed
         | ErrorCode::SandboxViolation
         | ErrorCode::UnsupportedVersion => StatusCode::BAD_REQUEST,
-        ErrorCode::NoDraft | ErrorCode::DraftExists => StatusCode::CONFLICT,
+        ErrorCode::NoDraft
+        | ErrorCode::DraftExists
+        | ErrorCode::WorkbenchBusy
+        | ErrorCode::RevisionPruned => StatusCode::CONFLICT,
         ErrorCode::ToolWorkerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::ToolTimeout => StatusCode::GATEWAY_TIMEOUT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -95,7 +121,7 @@ fn coded(error: ErrorBody) -> Response {
     api_error(status, error.code.as_str(), &error.message)
 }
 
-async fn call<V: Verb>(state: &AppState, request: &V) -> Result<V::Reply, Response> {
+pub(super) async fn call<V: Verb>(state: &AppState, request: &V) -> Result<V::Reply, Response> {
     atelier_transport::request(&state.nats, request, Policy::once(NATS_TIMEOUT))
         .await
         .map_err(coded)
@@ -341,7 +367,7 @@ async fn resume(State(state): State<Shared>, Path(id): Path<String>) -> Response
     answer(call(&state, &request).await)
 }
 
-fn answer<T: Serialize>(result: Result<T, Response>) -> Response {
+pub(super) fn answer<T: Serialize>(result: Result<T, Response>) -> Response {
     match result {
         Ok(value) => Json(serde_json::json!({"ok": value})).into_response(),
         Err(response) => response,
@@ -363,9 +389,10 @@ async fn workbenches(State(state): State<Shared>) -> Response {
 async fn diff(State(state): State<Shared>, Path(name): Path<String>) -> Response {
     match call(
         &state,
-        &DiffDraft {
+        &ReviewDraft {
             v: PROTOCOL_VERSION,
             workbench: name,
+            sample: None,
         },
     )
     .await

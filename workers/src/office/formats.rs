@@ -33,7 +33,7 @@ fn invalid(message: String) -> ErrorBody {
     ErrorBody::new(ErrorCode::ValidationFailed, message)
 }
 
-fn extension(path: &str) -> String {
+pub(crate) fn extension(path: &str) -> String {
     path.rsplit_once('.')
         .filter(|(stem, _)| !stem.is_empty() || path.starts_with('.'))
         .map(|(_, ext)| ext.to_ascii_lowercase())

@@ -17,6 +17,7 @@ mod formats;
 mod package;
 mod pdf;
 mod pptx;
+mod review;
 mod text;
 mod xlsx;
 mod xml;
@@ -33,6 +34,7 @@ pub(crate) use formats::{
     map, read, styles,
 };
 pub(crate) use pptx::PptxOp;
+pub(crate) use review::diff as review_diff;
 pub(crate) use xlsx::XlsxOp;
 /// The spreadsheet editor, which also serves the tabular pool's `table_update_from_export`.
 pub(crate) use xlsx::{CellRef, CellValue, XlsxEditor, blank_workbook, validate_sheet_name};

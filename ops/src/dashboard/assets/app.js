@@ -104,6 +104,7 @@ function expandable(label, text, open = false) {
 
 const routes = [
   [/^#\/jobs\/(.+)$/, m => jobPage(decodeURIComponent(m[1]))],
+  [/^#\/workbenches\/(.+)$/, m => workbenchPage(decodeURIComponent(m[1]))],
   [/^#\/workers$/, () => workersPage()],
   [/^#\/throughput$/, () => throughputPage()],
   [/^(#\/jobs)?$/, () => jobsPage()],
@@ -201,7 +202,7 @@ function renderJobs(rows) {
     return `<tr class="job-row" data-job-id="${esc(job.job_id)}" data-state="${esc(job.state)}">
       <td><a class="mono" href="#/jobs/${encodeURIComponent(job.job_id)}" title="${esc(job.job_id)}">${esc(shortId(job.job_id))}</a></td>
       <td>${badge(job.state)}${job.error ? `<div class="small error">${esc(job.error.code)}</div>` : ''}</td>
-      <td>${esc(job.workbench)}</td>
+      <td><a href="#/workbenches/${encodeURIComponent(job.workbench)}">${esc(job.workbench)}</a></td>
       <td class="small mono">${esc(job.model)}</td>
       <td>${esc(job.phase)}</td>
       <td>${progress(job.items_done, job.items_failed, job.items_total)}</td>
@@ -349,25 +350,54 @@ function approvalBox(job) {
 function draftBox(diff) {
   if (!diff) return '<div class="muted">The draft could not be read.</div>';
   if (!diff.has_draft) return '<div class="muted" id="draft-empty">No draft: the published files are current.</div>';
+  const contents = new Map((diff.files || []).map(f => [f.path, f.content]));
   const files = [...diff.added.map(p => ['added', p]), ...diff.modified.map(p => ['modified', p]), ...diff.deleted.map(p => ['deleted', p])];
-  return `<ul class="diff" id="draft-files">${files.map(([kind, path]) => `<li class="${kind}" data-path="${esc(path)}"> ${esc(path)}</li>`).join('') || '<li class="muted">(no changes)</li>'}</ul>
+  return `<ul class="diff" id="draft-files">${files.map(([kind, path]) => `<li class="${kind}" data-path="${esc(path)}"> ${esc(path)}${contentBox(contents.get(path))}</li>`).join('') || '<li class="muted">(no changes)</li>'}</ul>
     <div class="actions"><button id="publish" class="primary">Publish</button><button id="discard" class="danger">Discard</button></div>`;
 }
 
+/** What changed inside one file (the review's content diff), with its bounded sample. */
+function contentBox(content) {
+  if (!content) return '';
+  const more = truncated => truncated ? '<div class="muted small">… more changes than shown</div>' : '';
+  const units = (name, changes, show) => `<div class="small">${name}: +${changes.added} −${changes.removed} ~${changes.changed}</div>
+    <ul class="units mono small">${changes.sample.map(u => `<li class="${u.op}">${u.op} ${u.position}: ${esc(u.op === 'changed' ? `${show(u.old)} → ${show(u.new)}` : show(u.new ?? u.old))}</li>`).join('')}</ul>${more(changes.truncated)}`;
+  switch (content.format) {
+    case 'text':
+      return `<div class="small">lines: +${content.lines_added} −${content.lines_removed}</div><pre class="mono small unified">${esc(content.unified)}</pre>${more(content.truncated)}`;
+    case 'table':
+      return units('rows', content.rows, row => (row || []).join(','));
+    case 'workbook':
+      return `${content.sheets_added.length ? `<div class="small">sheets added: ${esc(content.sheets_added.join(', '))}</div>` : ''}${content.sheets_removed.length ? `<div class="small">sheets removed: ${esc(content.sheets_removed.join(', '))}</div>` : ''}
+        ${content.sheets.map(sheet => `<div class="small">sheet ${esc(sheet.sheet)}: ${sheet.cells_changed} cell(s)</div>
+        <table class="cells mono small" data-sheet="${esc(sheet.sheet)}">${sheet.sample.map(c => `<tr data-cell="${esc(c.cell)}"><td>${esc(c.cell)}</td><td class="old">${esc(JSON.stringify(c.old))}</td><td class="new">${esc(JSON.stringify(c.new))}</td></tr>`).join('')}</table>${more(sheet.truncated)}`).join('')}`;
+    case 'document':
+      return units('paragraphs', content.paragraphs, text => text ?? '');
+    case 'slides':
+      return units('slides', content.slides, texts => (texts || []).join(' / '));
+    case 'binary':
+      return `<div class="small muted">binary: ${content.old_size} → ${content.new_size} bytes</div>`;
+    default:
+      return `<div class="small muted">${esc(content.reason || 'not compared')}</div>`;
+  }
+}
+
+/** Posts to `path` when `button` is clicked (after `confirmText`, if any), then refreshes. */
+function bindAction(button, path, done, confirmText, body) {
+  if (!button) return;
+  button.addEventListener('click', async () => {
+    if (confirmText && !confirm(confirmText)) return;
+    button.disabled = true;
+    try {
+      await api(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body || {}) });
+      toast(done);
+    } catch (error) { toast(error.message, true); }
+    schedule(0);
+  });
+}
+
 function wireJobActions(job) {
-  const act = (id, path, done, confirmText, body) => {
-    const button = document.getElementById(id);
-    if (!button) return;
-    button.addEventListener('click', async () => {
-      if (confirmText && !confirm(confirmText)) return;
-      button.disabled = true;
-      try {
-        await api(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body || {}) });
-        toast(done);
-      } catch (error) { toast(error.message, true); }
-      schedule(0);
-    });
-  };
+  const act = (id, path, done, confirmText, body) => bindAction(document.getElementById(id), path, done, confirmText, body);
   const jobPath = `/api/jobs/${encodeURIComponent(job.job_id)}`;
   const wbPath = `/api/workbenches/${encodeURIComponent(job.workbench)}`;
   act('cancel', `${jobPath}/cancel`, 'Cancel requested', 'Cancel this job at its next step?');

@@ -51,6 +51,14 @@ pub(crate) enum Block {
 }
 
 impl Block {
+    /// The block's text for a review: a paragraph's text, or a table's rows joined by ` | `.
+    pub(crate) fn review_lines(&self) -> Vec<String> {
+        match self {
+            Block::Paragraph { text, .. } => vec![text.clone()],
+            Block::Table { rows, .. } => rows.iter().map(|row| row.join(" | ")).collect(),
+        }
+    }
+
     fn heading(&self) -> Option<(u8, &str)> {
         match self {
             Block::Paragraph {

@@ -106,6 +106,25 @@ pub(crate) struct Slide {
     notes: Option<String>,
 }
 
+impl Slide {
+    /// The slide's text for a review: title, body, other shapes, table rows, notes.
+    pub(crate) fn text_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.title.iter().cloned().collect();
+        lines.extend(self.body.iter().cloned());
+        lines.extend(self.other_text.iter().cloned());
+        for table in &self.tables {
+            lines.extend(table.iter().map(|row| row.join(" | ")));
+        }
+        lines.extend(
+            self.notes
+                .iter()
+                .filter(|n| !n.is_empty())
+                .map(|n| format!("notes: {n}")),
+        );
+        lines
+    }
+}
+
 impl Pptx {
     pub(crate) fn open(bytes: Vec<u8>) -> Result<Pptx, ErrorBody> {
         let mut package = Package::open(bytes, "PPTX")?;

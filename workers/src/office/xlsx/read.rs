@@ -93,6 +93,11 @@ impl Workbook {
             .collect()
     }
 
+    /// A sheet's values (absolute positions), for a review.
+    pub(crate) fn values(&mut self, sheet: &str) -> Result<Range<Data>, ErrorBody> {
+        self.range(sheet)
+    }
+
     /// Sheet summaries for `get_file_info`.
     pub(crate) fn sheets_info(&mut self) -> Result<Vec<SheetInfo>, ErrorBody> {
         let mut out = Vec::new();

@@ -1,0 +1,440 @@
+//! The workshop conversation: one linear list of messages per workbench, one job at a time,
+//! draft revisions per message, rewind, regenerate and model switches.
+//!
+//! Every change here is one transaction (see [`Tx`]) flushed before it returns, so a message,
+//! its job record, its draft revision and the events that accompany them survive a crash
+//! together or not at all.
+
+use atelier_agents::spec::ModelSpec;
+use atelier_messages::job::{JobState, JobSubmit};
+use atelier_messages::workshop::{
+    ConversationMessage, History, ModelSet, Regenerate, Regenerated, Rewound, Role, SystemEvent,
+};
+use atelier_messages::{ErrorBody, ErrorCode};
+
+use super::tx::{
+    NewMessage, Tx, TxResult, WorkshopState, get, message_id, parse_message_id, put, state_key,
+};
+use super::{WorkbenchRecord, Workbenches, abort, key, not_found};
+use crate::error::CoordinatorError;
+use crate::jobs::JobRecord;
+use crate::storage::{self, trees};
+
+/// What intake made of a submitted message.
+#[derive(Debug, Clone)]
+pub enum Accepted {
+    /// Recorded and queued: start it.
+    New(JobRecord),
+    /// The id was seen before (a redelivery or a re-submit): nothing changed.
+    Existing(JobRecord),
+    /// Refused (`DRAFT_EXISTS`, `WORKBENCH_BUSY`, `NOT_FOUND`): recorded as failed with the code.
+    Refused(JobRecord),
+}
+
+/// How a job's turn ended, for the conversation.
+#[derive(Debug, Clone)]
+pub struct TurnEnd {
+    pub job_id: String,
+    pub state: JobState,
+    pub answer: Option<String>,
+    pub error: Option<ErrorBody>,
+    pub model: String,
+}
+
+fn busy(workbench: &str, job_id: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::WorkbenchBusy,
+        format!(
+            "job `{job_id}` is answering on workbench `{workbench}`; wait for it (`atelier watch {job_id}`) or cancel it"
+        ),
+    )
+}
+
+fn draft_exists(workbench: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::DraftExists,
+        format!(
+            "workbench `{workbench}` has a draft; publish or discard it first (`atelier draft publish|discard {workbench}`), or pass --continue-draft to keep working on it"
+        ),
+    )
+}
+
+/// Why a new message would be refused now, if it would.
+fn refusal(tx: &Tx<'_>, workbench: &str, continue_draft: bool) -> TxResult<Option<ErrorBody>> {
+    if get::<WorkbenchRecord>(tx.records, workbench.as_bytes())?.is_none() {
+        return Ok(Some(not_found(workbench).to_body()));
+    }
+    if let Some(job_id) = tx.state(workbench)?.running_job {
+        return Ok(Some(busy(workbench, &job_id)));
+    }
+    if !continue_draft && tx.draft(workbench)?.is_some() {
+        return Ok(Some(draft_exists(workbench)));
+    }
+    Ok(None)
+}
+
+/// Refuses when a job runs on the workbench.
+pub(crate) fn ensure_idle(state: &WorkshopState, workbench: &str) -> TxResult<()> {
+    match &state.running_job {
+        Some(job_id) => Err(abort(busy(workbench, job_id).into())),
+        None => Ok(()),
+    }
+}
+
+fn model_switch_text(model: &str, message_only: bool) -> String {
+    if message_only {
+        format!("model {model} for this message")
+    } else {
+        format!("switched the model to {model}")
+    }
+}
+
+impl Workbenches {
+    fn workshop_state(&self, workbench: &str) -> Result<WorkshopState, CoordinatorError> {
+        let tree = self.storage.tree(trees::WORKSHOP)?;
+        Ok(storage::get(&tree, &state_key(workbench))?.unwrap_or_default())
+    }
+
+    /// Every message of the conversation, oldest first.
+    pub fn messages(&self, workbench: &str) -> Result<Vec<ConversationMessage>, CoordinatorError> {
+        let tree = self.storage.tree(trees::WORKSHOP)?;
+        tree.scan_prefix(key(workbench, "msg\u{0}"))
+            .map(|entry| storage::decode(&entry?.1))
+            .collect()
+    }
+
+    pub fn history(&self, workbench: &str) -> Result<History, CoordinatorError> {
+        let info = self.info(workbench)?;
+        let state = self.workshop_state(workbench)?;
+        Ok(History {
+            workbench: info.name,
+            model: state.model,
+            has_draft: info.has_draft,
+            running_job: state.running_job,
+            head: state.head.map(message_id),
+            messages: self.messages(workbench)?,
+        })
+    }
+
+    /// Answers as a submission would be answered now (without recording anything).
+    pub fn check_message(
+        &self,
+        workbench: &str,
+        continue_draft: bool,
+    ) -> Result<(), CoordinatorError> {
+        super::validate_name(workbench)?;
+        match self.transact(|tx| refusal(tx, workbench, continue_draft))? {
+            Some(error) => Err(error.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Records a submitted message: the user message, its job (queued) and the running job, in
+    /// one transaction; or the job as refused with its code. A known job id changes nothing.
+    pub fn accept_message(
+        &self,
+        submit: &JobSubmit,
+        default_model: Option<&str>,
+    ) -> Result<Accepted, CoordinatorError> {
+        let workbench = submit.workbench.as_str();
+        let accepted = self.transact(|tx| {
+            if let Some(existing) = get::<JobRecord>(tx.jobs, submit.job_id.as_bytes())? {
+                return Ok(Accepted::Existing(existing));
+            }
+            if let Some(error) = refusal(tx, workbench, submit.continue_draft)? {
+                let record = JobRecord::refused(submit, error);
+                put(tx.jobs, submit.job_id.as_bytes(), &record)?;
+                return Ok(Accepted::Refused(record));
+            }
+            let mut state = tx.state(workbench)?;
+            let model = submit
+                .model
+                .clone()
+                .or_else(|| state.model.clone())
+                .or_else(|| default_model.map(str::to_string))
+                .unwrap_or_default();
+            // A message asked with another model than the one before it is a switch.
+            if let (Some(chosen), Some(last)) = (&submit.model, &state.last_model)
+                && chosen != last
+            {
+                let event = SystemEvent::ModelSwitched {
+                    model: chosen.clone(),
+                    message_only: true,
+                };
+                tx.append(
+                    workbench,
+                    &mut state,
+                    NewMessage::system(event, model_switch_text(chosen, true)),
+                )?;
+            }
+            let message = tx.append(
+                workbench,
+                &mut state,
+                NewMessage {
+                    role: Role::User,
+                    text: submit.message.clone(),
+                    job_id: Some(submit.job_id.clone()),
+                    model: Some(model.clone()),
+                    event: None,
+                },
+            )?;
+            let mut record = JobRecord::queued(submit, &model, Some(message.id));
+            if submit.approvals.is_none() {
+                record.approvals = tx.approvals(workbench)?.unwrap_or_default();
+            }
+            put(tx.jobs, submit.job_id.as_bytes(), &record)?;
+            state.running_job = Some(submit.job_id.clone());
+            state.last_model = Some(model);
+            tx.set_state(workbench, &state)?;
+            Ok(Accepted::New(record))
+        })?;
+        self.storage.flush()?;
+        Ok(accepted)
+    }
+
+    /// Records the end of a job's turn: its answer (or a system event when it failed), and the
+    /// workbench is free again. A job that no longer holds the workbench changes nothing.
+    pub fn finish_turn(
+        &self,
+        workbench: &str,
+        end: &TurnEnd,
+    ) -> Result<Option<ConversationMessage>, CoordinatorError> {
+        let appended = self.transact(|tx| {
+            let mut state = tx.state(workbench)?;
+            if state.running_job.as_deref() != Some(end.job_id.as_str()) {
+                return Ok(None);
+            }
+            state.running_job = None;
+            let message = match (&end.answer, end.state) {
+                (Some(answer), JobState::Succeeded) => NewMessage {
+                    role: Role::Assistant,
+                    text: answer.clone(),
+                    job_id: Some(end.job_id.clone()),
+                    model: Some(end.model.clone()),
+                    event: None,
+                },
+                _ => {
+                    let reason = end
+                        .error
+                        .as_ref()
+                        .map(|error| format!(": {error}"))
+                        .unwrap_or_default();
+                    let event = SystemEvent::JobEnded {
+                        job_id: end.job_id.clone(),
+                        state: end.state,
+                        error: end.error.clone(),
+                    };
+                    let text = format!(
+                        "job {} {}{reason}; `atelier regenerate` asks again",
+                        end.job_id, end.state
+                    );
+                    NewMessage::system(event, text)
+                }
+            };
+            tx.append(workbench, &mut state, message).map(Some)
+        })?;
+        self.storage.flush()?;
+        Ok(appended)
+    }
+
+    /// A resumed job holds the workbench again (refused while another job does).
+    pub fn resume_turn(&self, workbench: &str, job_id: &str) -> Result<(), CoordinatorError> {
+        self.transact(|tx| {
+            let mut state = tx.state(workbench)?;
+            if state.running_job.as_deref() == Some(job_id) {
+                return Ok(());
+            }
+            ensure_idle(&state, workbench)?;
+            state.running_job = Some(job_id.to_string());
+            tx.set_state(workbench, &state)
+        })?;
+        self.storage.flush()
+    }
+
+    /// Discards every message after `message_id` and restores the draft to its revision at that
+    /// message (unless `chat_only`); records the rewind as a system event.
+    pub fn rewind(
+        &self,
+        workbench: &str,
+        target_id: &str,
+        chat_only: bool,
+    ) -> Result<Rewound, CoordinatorError> {
+        self.record(workbench)?;
+        let rewound = self.transact(|tx| {
+            let mut state = tx.state(workbench)?;
+            ensure_idle(&state, workbench)?;
+            let seq = target_seq(tx, workbench, target_id)?;
+            if !chat_only {
+                let Some(revision) = tx.revision(workbench, seq)? else {
+                    return Err(abort(pruned(workbench, target_id).into()));
+                };
+                tx.set_draft(workbench, revision.draft.as_ref())?;
+            }
+            let removed = tx.truncate_after(workbench, &mut state, seq)?;
+            let event = SystemEvent::Rewound {
+                to_message_id: target_id.to_string(),
+                removed: removed.clone(),
+            };
+            let text = format!(
+                "rewound to {target_id}; {} later message(s) discarded",
+                removed.len()
+            );
+            let recorded = tx.append(workbench, &mut state, NewMessage::system(event, text))?;
+            Ok(Rewound {
+                workbench: workbench.to_string(),
+                head: target_id.to_string(),
+                removed,
+                has_draft: tx.draft(workbench)?.is_some(),
+                event_id: recorded.id,
+            })
+        })?;
+        self.storage.flush()?;
+        Ok(rewound)
+    }
+
+    /// Starts a fresh answer to the last user message: later messages are discarded, the draft
+    /// goes back to its revision at that message, and a queued job is recorded, all at once.
+    pub fn regenerate(
+        &self,
+        request: &Regenerate,
+        job_id: &str,
+        default_model: Option<&str>,
+    ) -> Result<(JobRecord, Regenerated), CoordinatorError> {
+        let workbench = request.workbench.as_str();
+        self.record(workbench)?;
+        let user = self
+            .messages(workbench)?
+            .into_iter()
+            .rev()
+            .find(|message| message.role == Role::User)
+            .ok_or_else(|| {
+                CoordinatorError::from(ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!("workbench `{workbench}` has no user message to answer; send one with `atelier submit`"),
+                ))
+            })?;
+        let result = self.transact(|tx| {
+            if get::<JobRecord>(tx.jobs, job_id.as_bytes())?.is_some() {
+                return Err(abort(
+                    ErrorBody::new(
+                        ErrorCode::ValidationFailed,
+                        format!("job id `{job_id}` is taken"),
+                    )
+                    .into(),
+                ));
+            }
+            let mut state = tx.state(workbench)?;
+            ensure_idle(&state, workbench)?;
+            let seq = target_seq(tx, workbench, &user.id)?;
+            if let Some(revision) = tx.revision(workbench, seq)? {
+                tx.set_draft(workbench, revision.draft.as_ref())?;
+            }
+            let replaced = tx.truncate_after(workbench, &mut state, seq)?;
+            let model = request
+                .model
+                .clone()
+                .or_else(|| state.model.clone())
+                .or_else(|| user.model.clone())
+                .or_else(|| default_model.map(str::to_string))
+                .unwrap_or_default();
+            let submit = JobSubmit {
+                v: request.v,
+                job_id: job_id.to_string(),
+                workbench: workbench.to_string(),
+                message: user.text.clone(),
+                model: Some(model.clone()),
+                submitted_at_ms: atelier_messages::now_ms(),
+                auto_approve: request.auto_approve,
+                continue_draft: true,
+                approvals: tx.approvals(workbench)?,
+            };
+            let record = JobRecord::queued(&submit, &model, Some(user.id.clone()));
+            put(tx.jobs, job_id.as_bytes(), &record)?;
+            let event = SystemEvent::Regenerated {
+                from_message_id: user.id.clone(),
+                job_id: job_id.to_string(),
+                replaced: replaced.clone(),
+            };
+            let text = format!("regenerating the answer to {} (job {job_id})", user.id);
+            tx.append(workbench, &mut state, NewMessage::system(event, text))?;
+            state.running_job = Some(job_id.to_string());
+            tx.set_state(workbench, &state)?;
+            Ok((
+                record,
+                Regenerated {
+                    job_id: job_id.to_string(),
+                    from_message_id: user.id.clone(),
+                    replaced,
+                },
+            ))
+        })?;
+        self.storage.flush()?;
+        Ok(result)
+    }
+
+    /// Sets the workbench's default model and records the switch in the conversation.
+    pub fn set_model(&self, workbench: &str, model: &str) -> Result<ModelSet, CoordinatorError> {
+        self.record(workbench)?;
+        ModelSpec::parse(model).map_err(|error| CoordinatorError::from(error.to_body()))?;
+        let set = self.transact(|tx| {
+            let mut state = tx.state(workbench)?;
+            state.model = Some(model.to_string());
+            let event = SystemEvent::ModelSwitched {
+                model: model.to_string(),
+                message_only: false,
+            };
+            let recorded = tx.append(
+                workbench,
+                &mut state,
+                NewMessage::system(event, model_switch_text(model, false)),
+            )?;
+            Ok(ModelSet {
+                workbench: workbench.to_string(),
+                model: model.to_string(),
+                event_id: recorded.id,
+            })
+        })?;
+        self.storage.flush()?;
+        Ok(set)
+    }
+
+    /// The messages before `message_id` (all of them when it is none or unknown).
+    pub fn messages_before(
+        &self,
+        workbench: &str,
+        message_id: Option<&str>,
+    ) -> Result<Vec<ConversationMessage>, CoordinatorError> {
+        let limit = message_id.and_then(parse_message_id).unwrap_or(u64::MAX);
+        Ok(self
+            .messages(workbench)?
+            .into_iter()
+            .filter(|message| parse_message_id(&message.id).is_some_and(|seq| seq < limit))
+            .collect())
+    }
+}
+
+fn pruned(workbench: &str, message_id: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::RevisionPruned,
+        format!(
+            "the draft state at {message_id} in `{workbench}` is gone (a publish, discard or restore came after it); rewind the conversation only with --chat-only"
+        ),
+    )
+}
+
+/// The number of an existing message, or `NOT_FOUND`.
+fn target_seq(tx: &Tx<'_>, workbench: &str, id: &str) -> TxResult<u64> {
+    let seq = parse_message_id(id);
+    match seq {
+        Some(seq) if tx.message(workbench, seq)?.is_some() => Ok(seq),
+        _ => Err(abort(
+            ErrorBody::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no message `{id}` in workbench `{workbench}`; list them with `atelier history {workbench}`"
+                ),
+            )
+            .into(),
+        )),
+    }
+}

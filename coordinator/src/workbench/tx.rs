@@ -1,0 +1,254 @@
+//! One sled transaction over every tree a workshop change touches (manifests, workbench
+//! records, the workshop tree, jobs), with typed access to what is in them.
+//!
+//! The workshop tree holds, per workbench `<wb>`:
+//! - `<wb>\0state`: [`WorkshopState`] (next message number, head, default model, running job);
+//! - `<wb>\0msg\0<n>`: the conversation's messages;
+//! - `<wb>\0rev\0<n>`: the draft revision at message `n` (the draft manifest, or none);
+//! - `<wb>\0ckpt\0<id>`: checkpoint metadata (the manifest is in the manifests tree);
+//! - `<wb>\0ctx\0<name>`: context items.
+
+use atelier_messages::approval::ApprovalPolicy;
+use atelier_messages::now_ms;
+use atelier_messages::workshop::{ConversationMessage, Role, SystemEvent};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
+
+use super::{Manifest, WorkbenchRecord, Workbenches, abort, flatten, key};
+use crate::error::CoordinatorError;
+use crate::storage::{self, trees};
+
+/// How many draft revisions a workbench keeps (the seed's default).
+pub const DRAFT_REVISIONS_KEPT: u64 = 200;
+
+pub(crate) type TxResult<T> = Result<T, ConflictableTransactionError<CoordinatorError>>;
+
+/// The workshop state of one workbench.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WorkshopState {
+    /// The number the next message gets (ids are `m<n>`, from 1, never reused).
+    #[serde(default)]
+    pub next_seq: u64,
+    /// The last message.
+    #[serde(default)]
+    pub head: Option<u64>,
+    /// The default model (`atelier wb set-model`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The model the last user message was asked with.
+    #[serde(default)]
+    pub last_model: Option<String>,
+    /// The job answering the head, while one runs.
+    #[serde(default)]
+    pub running_job: Option<String>,
+}
+
+/// A draft revision: the draft manifest at a message (none: no draft then).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Revision {
+    #[serde(default)]
+    pub draft: Option<Manifest>,
+}
+
+pub(crate) fn message_id(seq: u64) -> String {
+    format!("m{seq}")
+}
+
+/// The number of a message id, if it is one.
+pub(crate) fn parse_message_id(id: &str) -> Option<u64> {
+    id.strip_prefix('m')?.parse().ok().filter(|seq| *seq > 0)
+}
+
+pub(crate) fn seq_slot(kind: &str, seq: u64) -> String {
+    format!("{kind}\u{0}{seq:012}")
+}
+
+pub(crate) fn state_key(workbench: &str) -> Vec<u8> {
+    key(workbench, "state")
+}
+
+pub(crate) fn message_key(workbench: &str, seq: u64) -> Vec<u8> {
+    key(workbench, &seq_slot("msg", seq))
+}
+
+pub(crate) fn revision_key(workbench: &str, seq: u64) -> Vec<u8> {
+    key(workbench, &seq_slot("rev", seq))
+}
+
+/// The trees of one transaction.
+pub(crate) struct Tx<'a> {
+    pub manifests: &'a TransactionalTree,
+    pub records: &'a TransactionalTree,
+    pub workshop: &'a TransactionalTree,
+    pub jobs: &'a TransactionalTree,
+}
+
+/// A message about to be appended.
+pub(crate) struct NewMessage {
+    pub role: Role,
+    pub text: String,
+    pub job_id: Option<String>,
+    pub model: Option<String>,
+    pub event: Option<SystemEvent>,
+}
+
+impl NewMessage {
+    pub fn system(event: SystemEvent, text: impl Into<String>) -> Self {
+        Self {
+            role: Role::System,
+            text: text.into(),
+            job_id: None,
+            model: None,
+            event: Some(event),
+        }
+    }
+}
+
+pub(crate) fn get<T: DeserializeOwned>(
+    tree: &TransactionalTree,
+    key: &[u8],
+) -> TxResult<Option<T>> {
+    tree.get(key)?
+        .map(|bytes| storage::decode(&bytes).map_err(abort))
+        .transpose()
+}
+
+pub(crate) fn put<T: Serialize>(tree: &TransactionalTree, key: &[u8], value: &T) -> TxResult<()> {
+    tree.insert(key, storage::encode(value).map_err(abort)?)?;
+    Ok(())
+}
+
+impl Tx<'_> {
+    pub fn draft(&self, workbench: &str) -> TxResult<Option<Manifest>> {
+        get(self.manifests, &key(workbench, "draft"))
+    }
+
+    pub fn published(&self, workbench: &str) -> TxResult<Manifest> {
+        Ok(get(self.manifests, &key(workbench, "published"))?.unwrap_or_default())
+    }
+
+    /// Replaces the draft (none: removes it).
+    pub fn set_draft(&self, workbench: &str, draft: Option<&Manifest>) -> TxResult<()> {
+        match draft {
+            Some(draft) => put(self.manifests, &key(workbench, "draft"), draft),
+            None => {
+                self.manifests.remove(key(workbench, "draft"))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The approval policy the workbench gives jobs that name none (`atelier wb approvals`).
+    pub fn approvals(&self, workbench: &str) -> TxResult<Option<ApprovalPolicy>> {
+        let record: Option<WorkbenchRecord> = get(self.records, workbench.as_bytes())?;
+        Ok(record.and_then(|record| record.approvals))
+    }
+
+    pub fn state(&self, workbench: &str) -> TxResult<WorkshopState> {
+        let mut state: WorkshopState =
+            get(self.workshop, &state_key(workbench))?.unwrap_or_default();
+        state.next_seq = state.next_seq.max(1);
+        Ok(state)
+    }
+
+    pub fn set_state(&self, workbench: &str, state: &WorkshopState) -> TxResult<()> {
+        put(self.workshop, &state_key(workbench), state)
+    }
+
+    pub fn message(&self, workbench: &str, seq: u64) -> TxResult<Option<ConversationMessage>> {
+        get(self.workshop, &message_key(workbench, seq))
+    }
+
+    pub fn revision(&self, workbench: &str, seq: u64) -> TxResult<Option<Revision>> {
+        get(self.workshop, &revision_key(workbench, seq))
+    }
+
+    /// Appends a message at the head, with the draft as it is now in this transaction as its
+    /// revision; prunes the revision that falls out of [`DRAFT_REVISIONS_KEPT`].
+    pub fn append(
+        &self,
+        workbench: &str,
+        state: &mut WorkshopState,
+        message: NewMessage,
+    ) -> TxResult<ConversationMessage> {
+        let seq = state.next_seq.max(1);
+        let stored = ConversationMessage {
+            id: message_id(seq),
+            role: message.role,
+            text: message.text,
+            at_ms: now_ms(),
+            job_id: message.job_id,
+            model: message.model,
+            event: message.event,
+        };
+        put(self.workshop, &message_key(workbench, seq), &stored)?;
+        let revision = Revision {
+            draft: self.draft(workbench)?,
+        };
+        put(self.workshop, &revision_key(workbench, seq), &revision)?;
+        if seq > DRAFT_REVISIONS_KEPT {
+            self.workshop
+                .remove(revision_key(workbench, seq - DRAFT_REVISIONS_KEPT))?;
+        }
+        state.next_seq = seq + 1;
+        state.head = Some(seq);
+        self.set_state(workbench, state)?;
+        Ok(stored)
+    }
+
+    /// Removes every message (and revision) after `seq`; returns their ids.
+    pub fn truncate_after(
+        &self,
+        workbench: &str,
+        state: &mut WorkshopState,
+        seq: u64,
+    ) -> TxResult<Vec<String>> {
+        let mut removed = Vec::new();
+        for later in seq + 1..state.next_seq {
+            if self
+                .workshop
+                .remove(message_key(workbench, later))?
+                .is_some()
+            {
+                removed.push(message_id(later));
+            }
+            self.workshop.remove(revision_key(workbench, later))?;
+        }
+        state.head = Some(seq);
+        Ok(removed)
+    }
+
+    /// Forgets every draft revision up to the head (the draft they belong to is gone).
+    pub fn prune_revisions(&self, workbench: &str, state: &WorkshopState) -> TxResult<()> {
+        let first = state.next_seq.saturating_sub(DRAFT_REVISIONS_KEPT).max(1);
+        for seq in first..state.next_seq {
+            self.workshop.remove(revision_key(workbench, seq))?;
+        }
+        Ok(())
+    }
+}
+
+impl Workbenches {
+    /// Runs `work` in one transaction over manifests, workbench records, workshop and jobs.
+    pub(crate) fn transact<T>(
+        &self,
+        work: impl Fn(&Tx<'_>) -> TxResult<T>,
+    ) -> Result<T, CoordinatorError> {
+        let manifests = self.storage.tree(trees::MANIFESTS)?;
+        let records = self.storage.tree(trees::WORKBENCHES)?;
+        let workshop = self.storage.tree(trees::WORKSHOP)?;
+        let jobs = self.storage.tree(trees::JOBS)?;
+        (&manifests, &records, &workshop, &jobs)
+            .transaction(|(manifests, records, workshop, jobs)| {
+                work(&Tx {
+                    manifests,
+                    records,
+                    workshop,
+                    jobs,
+                })
+            })
+            .map_err(flatten)
+    }
+}

@@ -1,0 +1,327 @@
+//! The Workshop (`atelier.workshop.<verb>`): each workbench's linear conversation, rewind and
+//! regenerate, the per-workbench model, checkpoints, context items and the content review.
+//!
+//! A conversation is a list of messages with stable ids (`m<n>`, never reused): user messages
+//! (one per submitted job), assistant answers (a job's summary) and system events (model
+//! switches, checkpoints, rewinds, restores, regenerations, failed jobs).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ErrorBody;
+use crate::job::JobState;
+use crate::store::ManifestEntry;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+    System,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+        }
+    }
+}
+
+/// Why a checkpoint was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointReason {
+    /// The published state before a publish.
+    Publish,
+    /// `atelier checkpoint`.
+    Manual,
+    /// The published state before a restore replaced it.
+    BeforeRestore,
+}
+
+impl CheckpointReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointReason::Publish => "publish",
+            CheckpointReason::Manual => "manual",
+            CheckpointReason::BeforeRestore => "before_restore",
+        }
+    }
+}
+
+/// What a system message records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SystemEvent {
+    /// The workbench's default model changed (or one message overrode it).
+    ModelSwitched {
+        model: String,
+        /// True when only the next message uses it (`submit --model`).
+        #[serde(default)]
+        message_only: bool,
+    },
+    CheckpointCreated {
+        checkpoint_id: String,
+        reason: CheckpointReason,
+    },
+    CheckpointRestored {
+        checkpoint_id: String,
+        /// The checkpoint of the published state the restore replaced.
+        safety_checkpoint_id: String,
+    },
+    /// Every message after `to_message_id` was discarded and the draft restored.
+    Rewound {
+        to_message_id: String,
+        removed: Vec<String>,
+    },
+    /// A fresh answer to `from_message_id` was asked; `replaced` were discarded.
+    Regenerated {
+        from_message_id: String,
+        job_id: String,
+        #[serde(default)]
+        replaced: Vec<String>,
+    },
+    /// A job ended without an answer (failed or cancelled); regenerate retries it.
+    JobEnded {
+        job_id: String,
+        state: JobState,
+        #[serde(default)]
+        error: Option<ErrorBody>,
+    },
+    DraftPublished {
+        checkpoint_id: String,
+    },
+    DraftDiscarded,
+}
+
+/// One message of a workbench's conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationMessage {
+    /// Stable id, `m<n>`; ids are never reused, also after a rewind.
+    pub id: String,
+    pub role: Role,
+    pub text: String,
+    pub at_ms: u64,
+    /// The job that this user message started or that wrote this answer.
+    #[serde(default)]
+    pub job_id: Option<String>,
+    /// The model that answered (assistant) or is asked (user).
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub event: Option<SystemEvent>,
+}
+
+/// `atelier.workshop.history`: the conversation and the workbench's workshop state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GetHistory {
+    pub v: u16,
+    pub workbench: String,
+}
+
+/// A workbench's conversation and state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct History {
+    pub workbench: String,
+    /// The default model of the workbench (`atelier wb set-model`), if set.
+    #[serde(default)]
+    pub model: Option<String>,
+    pub has_draft: bool,
+    /// The job answering the head message, while one runs.
+    #[serde(default)]
+    pub running_job: Option<String>,
+    /// The id of the last message.
+    #[serde(default)]
+    pub head: Option<String>,
+    pub messages: Vec<ConversationMessage>,
+}
+
+/// `atelier.workshop.check`: would a new message be accepted now? Answers `DRAFT_EXISTS`
+/// (unless `continue_draft`), `WORKBENCH_BUSY` or `NOT_FOUND` as the submission would.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckMessage {
+    pub v: u16,
+    pub workbench: String,
+    #[serde(default)]
+    pub continue_draft: bool,
+    /// The model the message names, checked against the operator's settings
+    /// (`MODEL_NOT_ALLOWED`, `PROVIDER_NOT_CONFIGURED`).
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// `atelier.workshop.rewind`: discard every message after `message_id` and restore the draft
+/// to its state at that message (`chat_only`: leave the draft as it is).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rewind {
+    pub v: u16,
+    pub workbench: String,
+    pub message_id: String,
+    #[serde(default)]
+    pub chat_only: bool,
+}
+
+/// Result of a rewind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rewound {
+    pub workbench: String,
+    pub head: String,
+    /// Ids of the discarded messages.
+    pub removed: Vec<String>,
+    /// Whether a draft exists after the rewind.
+    pub has_draft: bool,
+    /// The id of the system message recording the rewind.
+    pub event_id: String,
+}
+
+/// `atelier.workshop.regenerate`: a fresh answer to the last user message, as a new job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Regenerate {
+    pub v: u16,
+    pub workbench: String,
+    /// Job id (default: chosen by the coordinator).
+    #[serde(default)]
+    pub job_id: Option<String>,
+    /// Model for this answer only (default: the workbench's).
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub auto_approve: bool,
+}
+
+/// Result of a regenerate: the job that answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Regenerated {
+    pub job_id: String,
+    pub from_message_id: String,
+    pub replaced: Vec<String>,
+}
+
+/// `atelier.workshop.set_model`: the workbench's default model (recorded in the conversation).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetModel {
+    pub v: u16,
+    pub workbench: String,
+    pub model: String,
+}
+
+/// Result of a model switch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSet {
+    pub workbench: String,
+    pub model: String,
+    /// The system message recording the switch.
+    pub event_id: String,
+}
+
+/// `atelier.workshop.checkpoints`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListCheckpoints {
+    pub v: u16,
+    pub workbench: String,
+}
+
+/// A saved published state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointInfo {
+    pub id: String,
+    pub at_ms: u64,
+    pub reason: CheckpointReason,
+    #[serde(default)]
+    pub note: Option<String>,
+    pub files: Vec<ManifestEntry>,
+}
+
+/// `atelier.workshop.checkpoint`: checkpoint the published state by hand.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateCheckpoint {
+    pub v: u16,
+    pub workbench: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// `atelier.workshop.restore`: the checkpoint becomes the published state (refused while a
+/// draft exists or a job runs; the replaced state is checkpointed first).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RestoreCheckpoint {
+    pub v: u16,
+    pub workbench: String,
+    pub checkpoint_id: String,
+}
+
+/// Result of a restore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restored {
+    pub workbench: String,
+    pub checkpoint_id: String,
+    pub safety_checkpoint_id: String,
+    pub files: Vec<ManifestEntry>,
+}
+
+/// `atelier.workshop.gc`: remove blobs that no manifest, checkpoint or draft revision uses.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CollectGarbage {
+    pub v: u16,
+}
+
+/// Result of a garbage collection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Collected {
+    pub removed_blobs: u64,
+    pub freed_bytes: u64,
+    pub kept_blobs: u64,
+}
+
+/// What a context item is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextKind {
+    /// The workbench's situation: project-specific state (one per workbench).
+    Situation,
+    /// A skill: a `SKILL.md` and the files it references.
+    Skill,
+}
+
+/// One file of a context item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextFile {
+    pub path: String,
+    pub text: String,
+}
+
+/// A context item, injected into every model call of the workbench's jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextItem {
+    /// `situation` for the situation; a skill's name otherwise.
+    pub name: String,
+    pub kind: ContextKind,
+    /// A situation has one file; a skill `SKILL.md` first, then its references.
+    pub files: Vec<ContextFile>,
+}
+
+/// `atelier.workshop.context_add`: add (or replace, by name) a context item.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AddContextItem {
+    pub v: u16,
+    pub workbench: String,
+    pub item: ContextItem,
+}
+
+/// `atelier.workshop.context_list`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListContextItems {
+    pub v: u16,
+    pub workbench: String,
+}
+
+/// `atelier.workshop.context_remove`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemoveContextItem {
+    pub v: u16,
+    pub workbench: String,
+    pub name: String,
+}

@@ -1,0 +1,56 @@
+// The workbench page (#/workbenches/NAME): the conversation with "Rewind to here" on every
+// message and Regenerate, the checkpoints with Restore, and the draft's content review with
+// Publish and Discard. Loaded before app.js, whose router and helpers it uses.
+
+function workbenchPage(name) {
+  const base = `/api/workbenches/${encodeURIComponent(name)}`;
+  const html = `<div id="workbench" data-workbench="${esc(name)}"><div class="empty">Loading ${esc(name)}…</div></div>`;
+  const refresh = async () => {
+    const [history, checkpoints, diff] = await Promise.all([
+      api(`${base}/history`), api(`${base}/checkpoints`), api(`${base}/diff`).catch(() => null)]);
+    renderWorkbench(base, history, checkpoints, diff);
+  };
+  mount(html, refresh, event => { if (event.kind.type !== 'assistant_delta') schedule(300); }, () => schedule(0))
+    .catch(showError);
+}
+
+function renderWorkbench(base, history, checkpoints, diff) {
+  const root = document.getElementById('workbench');
+  if (!root) return;
+  const busy = history.running_job;
+  root.innerHTML = `
+    <div class="toolbar"><h1 class="grow">${esc(history.workbench)}</h1>
+      <span class="small muted">model <span class="mono">${esc(history.model || 'coordinator default')}</span></span>
+      <button id="regenerate" ${busy ? 'disabled' : ''}>Regenerate</button></div>
+    ${busy ? `<div class="card small" id="running">Job <a class="mono" href="#/jobs/${encodeURIComponent(busy)}">${esc(shortId(busy))}</a> is answering…</div>` : ''}
+    <div class="card"><h2>Conversation</h2><ol id="conversation" class="conversation">${history.messages.map(m => messageItem(m, busy)).join('')
+      || '<li class="muted">No messages yet: <code>atelier submit</code> or <code>atelier chat</code>.</li>'}</ol></div>
+    <div class="card"><h2>Checkpoints</h2><ul id="checkpoints">${checkpoints.map(c => checkpointItem(c, history.has_draft)).join('')
+      || '<li class="muted">No checkpoints yet (publishing makes one).</li>'}</ul></div>
+    <div class="card" id="draft"><h2>Draft</h2>${draftBox(diff)}</div>`;
+  const rewindText = 'Rewinding will discard all messages after this point and revert draft changes made after this point.';
+  root.querySelectorAll('button.rewind').forEach(button =>
+    bindAction(button, `${base}/rewind/${encodeURIComponent(button.dataset.id)}`, `Rewound to ${button.dataset.id}`, rewindText));
+  root.querySelectorAll('button.restore').forEach(button =>
+    bindAction(button, `${base}/restore/${encodeURIComponent(button.dataset.id)}`, `Restored checkpoint ${button.dataset.id}`,
+      'Make this checkpoint the published state? The current one is checkpointed first.'));
+  bindAction(document.getElementById('regenerate'), `${base}/regenerate`, 'Regenerating the answer');
+  bindAction(document.getElementById('publish'), `${base}/publish`, 'Published the draft');
+  bindAction(document.getElementById('discard'), `${base}/discard`, 'Discarded the draft', 'Throw the draft away?');
+}
+
+function messageItem(message, busy) {
+  return `<li class="msg ${esc(message.role)}" data-id="${esc(message.id)}" data-role="${esc(message.role)}">
+    <span class="mono small muted">${esc(message.id)}</span> <b>${esc(message.role)}</b>
+    <span class="small muted">${time(message.at_ms)}</span>
+    <button class="rewind link small" data-id="${esc(message.id)}" ${busy ? 'disabled' : ''}>Rewind to here</button>
+    <div class="text">${message.role === 'assistant' ? markdown(message.text) : esc(message.text)}</div></li>`;
+}
+
+function checkpointItem(checkpoint, hasDraft) {
+  const blocked = hasDraft ? 'disabled title="publish or discard the draft first"' : '';
+  return `<li data-id="${esc(checkpoint.id)}" data-reason="${esc(checkpoint.reason)}">
+    <b>#${esc(checkpoint.id)}</b> ${esc(checkpoint.reason.replace('_', ' '))} · ${time(checkpoint.at_ms)} ·
+    ${checkpoint.files.length} file(s)${checkpoint.note ? ` · ${esc(checkpoint.note)}` : ''}
+    <button class="restore small" data-id="${esc(checkpoint.id)}" ${blocked}>Restore</button></li>`;
+}

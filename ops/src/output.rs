@@ -1,0 +1,198 @@
+//! How the CLI prints jobs, listings, stats and draft reviews for people (`--json` prints the values as they are).
+
+use atelier_messages::job::{CoordinatorStats, ItemStatus, JobView};
+use atelier_messages::review::{Change, Changes, ContentDiff, Review, UnitOp};
+use atelier_messages::store::Listing;
+
+/// Pretty JSON on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+pub fn print_stats(stats: &CoordinatorStats, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(stats);
+    }
+    println!("coordinator      {}", stats.coordinator);
+    println!("storage          {} bytes", stats.storage_bytes);
+    println!("journal entries  {}", stats.journal_entries);
+    for (state, count) in &stats.jobs_by_state {
+        println!("jobs {state:<12}{count}");
+    }
+    Ok(())
+}
+
+pub fn print_listing(listing: &Listing) {
+    println!("{:<40} {:>6} {:>10}  DIGEST", "PATH", "KIND", "SIZE");
+    for file in &listing.files {
+        println!(
+            "{:<40} {:>6} {:>10}  {}",
+            file.path,
+            file.kind,
+            file.size,
+            &file.digest[..12.min(file.digest.len())]
+        );
+    }
+}
+
+pub fn print_jobs(jobs: &[JobView]) {
+    println!(
+        "{:<34} {:<18} {:<16} {:<10} {:>7}  ERROR",
+        "JOB", "STATE", "WORKBENCH", "PHASE", "ITEMS"
+    );
+    for job in jobs {
+        println!(
+            "{:<34} {:<18} {:<16} {:<10} {:>3}/{:<3}  {}",
+            job.job_id,
+            job.state.as_str(),
+            job.workbench,
+            job.phase.as_str(),
+            job.items_done(),
+            job.items.len(),
+            job.error.as_ref().map(|e| e.code.as_str()).unwrap_or("")
+        );
+    }
+}
+
+pub fn print_job(job: &JobView) {
+    println!("job        {}", job.job_id);
+    println!("state      {}", job.state);
+    println!("workbench  {}", job.workbench);
+    println!("model      {}", job.model);
+    println!("phase      {}", job.phase);
+    println!(
+        "items      {} done, {} failed, {} total",
+        job.items_done(),
+        job.items_failed(),
+        job.items.len()
+    );
+    for item in &job.items {
+        let mark = match item.status {
+            ItemStatus::Pending => ' ',
+            ItemStatus::Done => 'x',
+            ItemStatus::Failed => '!',
+        };
+        println!("  [{mark}] {}. {}", item.index, item.label);
+    }
+    println!(
+        "turns      {} model, {} tool calls",
+        job.model_turns, job.tool_calls
+    );
+    if let Some(pending) = &job.pending_approval {
+        println!(
+            "awaiting   approval of {} {} (call {}); `atelier approve {}` or `--reject`",
+            pending.tool, pending.arguments, pending.call_id, job.job_id
+        );
+    }
+    if let Some(error) = &job.error {
+        println!("error      {error}");
+    }
+    if let Some(summary) = &job.summary {
+        println!("\n{summary}");
+    }
+}
+
+/// A draft's review: one block per changed file with what changed inside it.
+pub fn print_review(review: &Review) {
+    if !review.has_draft {
+        println!("{} has no draft", review.workbench);
+        return;
+    }
+    if review.files.is_empty() {
+        println!("the draft of {} changes nothing", review.workbench);
+    }
+    for file in &review.files {
+        let mark = match file.change {
+            Change::Added => 'A',
+            Change::Modified => 'M',
+            Change::Deleted => 'D',
+        };
+        println!("{mark} {}", file.path);
+        print_content(&file.content);
+    }
+}
+
+fn print_units<T>(name: &str, changes: &Changes<T>, show: impl Fn(&T) -> String) {
+    println!(
+        "  {name}: +{} -{} ~{}",
+        changes.added, changes.removed, changes.changed
+    );
+    for unit in &changes.sample {
+        let (mark, text) = match unit.op {
+            UnitOp::Added => ('+', unit.new.as_ref().map(&show).unwrap_or_default()),
+            UnitOp::Removed => ('-', unit.old.as_ref().map(&show).unwrap_or_default()),
+            UnitOp::Changed => {
+                let old = unit.old.as_ref().map(&show).unwrap_or_default();
+                let new = unit.new.as_ref().map(&show).unwrap_or_default();
+                ('~', format!("{old} → {new}"))
+            }
+        };
+        println!(
+            "    {mark} {} {}: {text}",
+            name.trim_end_matches('s'),
+            unit.position
+        );
+    }
+    if changes.truncated {
+        println!("    … (more changes than shown)");
+    }
+}
+
+fn print_content(content: &ContentDiff) {
+    match content {
+        ContentDiff::Text {
+            unified,
+            lines_added,
+            lines_removed,
+            truncated,
+        } => {
+            println!("  lines: +{lines_added} -{lines_removed}");
+            for line in unified.lines() {
+                println!("    {line}");
+            }
+            if *truncated {
+                println!("    … (diff cut)");
+            }
+        }
+        ContentDiff::Table {
+            columns_added,
+            columns_removed,
+            rows,
+        } => {
+            if !columns_added.is_empty() || !columns_removed.is_empty() {
+                println!("  columns: +{columns_added:?} -{columns_removed:?}");
+            }
+            print_units("rows", rows, |row| row.join(","));
+        }
+        ContentDiff::Workbook {
+            sheets_added,
+            sheets_removed,
+            sheets,
+        } => {
+            if !sheets_added.is_empty() || !sheets_removed.is_empty() {
+                println!("  sheets: +{sheets_added:?} -{sheets_removed:?}");
+            }
+            for sheet in sheets {
+                println!(
+                    "  sheet {}: {} cell(s) changed",
+                    sheet.sheet, sheet.cells_changed
+                );
+                for cell in &sheet.sample {
+                    println!("    {}: {} → {}", cell.cell, cell.old, cell.new);
+                }
+                if sheet.truncated {
+                    println!("    … (more cells than shown)");
+                }
+            }
+        }
+        ContentDiff::Document { paragraphs } => {
+            print_units("paragraphs", paragraphs, String::clone)
+        }
+        ContentDiff::Slides { slides } => print_units("slides", slides, |texts| texts.join(" / ")),
+        ContentDiff::Binary { old_size, new_size } => {
+            println!("  binary: {old_size} → {new_size} bytes")
+        }
+        ContentDiff::Unavailable { reason } => println!("  (content not compared: {reason})"),
+    }
+}

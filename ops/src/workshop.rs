@@ -1,0 +1,366 @@
+//! Workshop commands: `history`, `rewind`, `regenerate`, `checkpoints`, `checkpoint`,
+//! `restore`, `gc` and `wb set-model`, over the `atelier.workshop.*` verbs.
+
+use std::process::ExitCode;
+
+use atelier_messages::PROTOCOL_VERSION;
+use atelier_messages::review::{Review, ReviewDraft};
+use atelier_messages::store::Done;
+use atelier_messages::workshop::{
+    CheckMessage, CheckpointInfo, CollectGarbage, Collected, ConversationMessage, CreateCheckpoint,
+    GetHistory, History, ListCheckpoints, ModelSet, Regenerate, Regenerated, RestoreCheckpoint,
+    Restored, Rewind, Rewound, SetModel,
+};
+use clap::Subcommand;
+
+use crate::client::{Client, WatchOutput};
+use crate::output::{print_job, print_json};
+
+/// The workshop's top-level commands.
+#[derive(Subcommand)]
+pub enum WorkshopCommand {
+    /// The conversation of a workbench: user messages, answers and system events, with ids.
+    History {
+        workbench: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Discard every message after MESSAGE_ID and restore the draft to its state at it.
+    Rewind {
+        workbench: String,
+        message_id: String,
+        /// Rewind the conversation only; leave the draft as it is.
+        #[arg(long)]
+        chat_only: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A fresh answer to the last user message (discards the answer after it, if any).
+    Regenerate {
+        workbench: String,
+        /// Model for this answer only.
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long)]
+        job_id: Option<String>,
+        #[arg(long)]
+        auto_approve: bool,
+        /// Follow the job and exit non-zero unless it succeeds.
+        #[arg(long)]
+        wait: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a workbench's checkpoints (saved published states).
+    Checkpoints {
+        workbench: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Checkpoint the published state now.
+    Checkpoint {
+        workbench: String,
+        #[arg(long)]
+        note: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a checkpoint the published state (refused while a draft exists).
+    Restore {
+        workbench: String,
+        checkpoint_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove blobs that no manifest, checkpoint or draft revision references.
+    Gc {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl Client {
+    pub async fn history(&self, workbench: &str) -> anyhow::Result<History> {
+        self.call(&GetHistory {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+        })
+        .await
+    }
+
+    /// Answers as a submission would be answered now (`DRAFT_EXISTS`, `WORKBENCH_BUSY`, ...).
+    pub async fn check_message(
+        &self,
+        workbench: &str,
+        continue_draft: bool,
+        model: Option<&str>,
+    ) -> anyhow::Result<Done> {
+        self.call(&CheckMessage {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            continue_draft,
+            model: model.map(str::to_string),
+        })
+        .await
+    }
+
+    pub async fn rewind(
+        &self,
+        workbench: &str,
+        message_id: &str,
+        chat_only: bool,
+    ) -> anyhow::Result<Rewound> {
+        self.call(&Rewind {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            message_id: message_id.into(),
+            chat_only,
+        })
+        .await
+    }
+
+    pub async fn regenerate(&self, request: Regenerate) -> anyhow::Result<Regenerated> {
+        self.call(&request).await
+    }
+
+    pub async fn set_model(&self, workbench: &str, model: &str) -> anyhow::Result<ModelSet> {
+        self.call(&SetModel {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            model: model.into(),
+        })
+        .await
+    }
+
+    pub async fn checkpoints(&self, workbench: &str) -> anyhow::Result<Vec<CheckpointInfo>> {
+        self.call(&ListCheckpoints {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+        })
+        .await
+    }
+
+    pub async fn checkpoint(
+        &self,
+        workbench: &str,
+        note: Option<String>,
+    ) -> anyhow::Result<CheckpointInfo> {
+        self.call(&CreateCheckpoint {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            note,
+        })
+        .await
+    }
+
+    pub async fn restore(&self, workbench: &str, checkpoint_id: &str) -> anyhow::Result<Restored> {
+        self.call(&RestoreCheckpoint {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            checkpoint_id: checkpoint_id.into(),
+        })
+        .await
+    }
+
+    /// The draft's content review.
+    pub async fn review(&self, workbench: &str) -> anyhow::Result<Review> {
+        self.call(&ReviewDraft {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.into(),
+            sample: None,
+        })
+        .await
+    }
+
+    pub async fn collect_garbage(&self) -> anyhow::Result<Collected> {
+        self.call(&CollectGarbage {
+            v: PROTOCOL_VERSION,
+        })
+        .await
+    }
+
+    /// Follows a job to its end, printing progress (or the final view as JSON).
+    pub async fn follow(&self, job_id: &str, json: bool) -> anyhow::Result<ExitCode> {
+        let output = if json {
+            WatchOutput::Quiet
+        } else {
+            WatchOutput::Human
+        };
+        let state = self.watch(job_id, output).await?;
+        let view = self.finished_job(job_id).await?;
+        if json {
+            print_json(&view)?;
+        } else {
+            print_job(&view);
+        }
+        Ok(if state == atelier_messages::job::JobState::Succeeded {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
+    }
+}
+
+/// Runs one workshop command.
+pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        WorkshopCommand::History { workbench, json } => {
+            let history = client.history(&workbench).await?;
+            if json {
+                print_json(&history.messages)?;
+            } else {
+                print_history(&history);
+            }
+        }
+        WorkshopCommand::Rewind {
+            workbench,
+            message_id,
+            chat_only,
+            json,
+        } => {
+            let rewound = client.rewind(&workbench, &message_id, chat_only).await?;
+            if json {
+                print_json(&rewound)?;
+            } else {
+                println!(
+                    "rewound {workbench} to {}; discarded {} message(s); draft: {}",
+                    rewound.head,
+                    rewound.removed.len(),
+                    if rewound.has_draft {
+                        "restored"
+                    } else {
+                        "none"
+                    }
+                );
+            }
+        }
+        WorkshopCommand::Regenerate {
+            workbench,
+            model,
+            job_id,
+            auto_approve,
+            wait,
+            json,
+        } => {
+            let request = Regenerate {
+                v: PROTOCOL_VERSION,
+                workbench,
+                job_id,
+                model,
+                auto_approve,
+            };
+            let regenerated = client.regenerate(request).await?;
+            if wait {
+                if !json {
+                    println!(
+                        "regenerating the answer to {} as job {}",
+                        regenerated.from_message_id, regenerated.job_id
+                    );
+                }
+                return client.follow(&regenerated.job_id, json).await;
+            }
+            if json {
+                print_json(&regenerated)?;
+            } else {
+                println!("{}", regenerated.job_id);
+            }
+        }
+        WorkshopCommand::Checkpoints { workbench, json } => {
+            let checkpoints = client.checkpoints(&workbench).await?;
+            if json {
+                print_json(&checkpoints)?;
+            } else {
+                print_checkpoints(&checkpoints);
+            }
+        }
+        WorkshopCommand::Checkpoint {
+            workbench,
+            note,
+            json,
+        } => {
+            let checkpoint = client.checkpoint(&workbench, note).await?;
+            if json {
+                print_json(&checkpoint)?;
+            } else {
+                println!(
+                    "checkpoint {} of {workbench} ({} file(s))",
+                    checkpoint.id,
+                    checkpoint.files.len()
+                );
+            }
+        }
+        WorkshopCommand::Restore {
+            workbench,
+            checkpoint_id,
+            json,
+        } => {
+            let restored = client.restore(&workbench, &checkpoint_id).await?;
+            if json {
+                print_json(&restored)?;
+            } else {
+                println!(
+                    "restored checkpoint {} of {workbench} ({} file(s)); the replaced state is checkpoint {}",
+                    restored.checkpoint_id,
+                    restored.files.len(),
+                    restored.safety_checkpoint_id
+                );
+            }
+        }
+        WorkshopCommand::Gc { json } => {
+            let collected = client.collect_garbage().await?;
+            if json {
+                print_json(&collected)?;
+            } else {
+                println!(
+                    "removed {} blob(s) ({} bytes); {} kept",
+                    collected.removed_blobs, collected.freed_bytes, collected.kept_blobs
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per message: id, role, text (system events in brackets).
+pub fn print_history(history: &History) {
+    if let Some(model) = &history.model {
+        println!("model {model}");
+    }
+    for message in &history.messages {
+        print_message(message);
+    }
+    if let Some(job) = &history.running_job {
+        println!("(job {job} is answering)");
+    } else if history.has_draft {
+        println!(
+            "(a draft is waiting: `atelier draft diff|publish|discard {}`)",
+            history.workbench
+        );
+    }
+}
+
+pub fn print_message(message: &ConversationMessage) {
+    match message.role {
+        atelier_messages::workshop::Role::System => {
+            println!("{:>5}  [{}]", message.id, message.text)
+        }
+        role => println!("{:>5}  {}: {}", message.id, role.as_str(), message.text),
+    }
+}
+
+fn print_checkpoints(checkpoints: &[CheckpointInfo]) {
+    println!(
+        "{:>6}  {:<16} {:>6}  {:<14} NOTE",
+        "ID", "TIME (ms)", "FILES", "REASON"
+    );
+    for checkpoint in checkpoints {
+        println!(
+            "{:>6}  {:<16} {:>6}  {:<14} {}",
+            checkpoint.id,
+            checkpoint.at_ms,
+            checkpoint.files.len(),
+            checkpoint.reason.as_str(),
+            checkpoint.note.as_deref().unwrap_or("")
+        );
+    }
+}

@@ -1,0 +1,57 @@
+// Headless Chromium on the workbench page of a running `atelier dashboard` (started by
+// tests/tests/dashboard.rs, after one job wrote notes.md into the draft of WORKBENCH): reads the
+// conversation and the draft's content diff, rewinds to the first message (the draft goes),
+// regenerates (the answer and the draft come back), publishes, and restores checkpoint 1.
+// Prints `RESULT {json}` at the end; screenshots go to ARTIFACTS.
+import { join } from 'node:path';
+import { launch } from './launch.mjs';
+
+const url = process.env.DASHBOARD_URL;
+const workbench = process.env.WORKBENCH;
+const artifacts = process.env.ARTIFACTS || '.';
+
+const { context, close } = await launch({ width: 1400, height: 1200 });
+const result = {};
+const ids = page => page.$$eval('#conversation li[data-id]', items => items.map(li => `${li.dataset.id}:${li.dataset.role}`));
+try {
+  const page = context.pages()[0] ?? await context.newPage();
+  page.on('dialog', dialog => { result.lastDialog = dialog.message(); dialog.accept(); });
+  page.on('console', message => { if (message.type() === 'error') console.error('page:', message.text()); });
+  const shot = name => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
+
+  // From the jobs list, the workbench link opens its page.
+  await page.goto(`${url}/#/jobs`);
+  await page.click(`a[href="#/workbenches/${workbench}"]`);
+  await page.waitForSelector('#conversation li[data-id="m2"][data-role="assistant"]');
+  result.before = await ids(page);
+  result.diffText = await page.$eval('#draft-files li[data-path="notes.md"] pre.unified', pre => pre.textContent);
+  await shot('w1-conversation');
+
+  await page.click('#conversation li[data-id="m1"] button.rewind');
+  await page.waitForSelector('#draft-empty', { timeout: 20000 });
+  await page.waitForSelector('#conversation li[data-role="system"]');
+  result.afterRewind = await ids(page);
+  await shot('w2-rewound');
+
+  await page.click('#regenerate');
+  await page.waitForSelector('#conversation li[data-role="assistant"]', { timeout: 60000 });
+  await page.waitForSelector('#draft-files li[data-path="notes.md"]', { timeout: 20000 });
+  result.afterRegenerate = await ids(page);
+  result.answer = await page.$eval('#conversation li[data-role="assistant"] .text', el => el.textContent.trim());
+  await shot('w3-regenerated');
+
+  await page.click('#publish');
+  await page.waitForSelector('#draft-empty', { timeout: 20000 });
+  await page.waitForSelector('#checkpoints li[data-id="1"] button.restore:not([disabled])');
+  await page.click('#checkpoints li[data-id="1"] button.restore');
+  await page.waitForSelector('#checkpoints li[data-id="2"][data-reason="before_restore"]', { timeout: 20000 });
+  result.checkpoints = await page.$$eval('#checkpoints li[data-id]', items => items.map(li => `${li.dataset.id}:${li.dataset.reason}`));
+  result.lastMessage = await page.$eval('#conversation li:last-child .text', el => el.textContent.trim());
+  await shot('w4-restored');
+} catch (error) {
+  console.error(error);
+  result.error = String(error);
+} finally {
+  console.log(`RESULT ${JSON.stringify(result)}`);
+  await close();
+}
