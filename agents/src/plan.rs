@@ -17,6 +17,7 @@ pub fn parse(text: &str) -> Vec<PlanItem> {
             attempts: 0,
             failure: None,
             failure_code: None,
+            no_change: None,
         })
         .collect()
 }
@@ -50,7 +51,11 @@ fn strip_number(text: &str) -> &str {
 }
 
 fn strip_failure_note(text: &str) -> &str {
-    text.find(" [Failed:").map_or(text, |at| &text[..at])
+    [" [Failed:", " [No change:"]
+        .iter()
+        .filter_map(|note| text.find(note))
+        .min()
+        .map_or(text, |at| &text[..at])
 }
 
 fn split_label(text: &str) -> (String, String) {
@@ -77,6 +82,9 @@ pub fn render(items: &[PlanItem], original_count: usize) -> String {
         }
         if let (ItemStatus::Failed, Some(reason)) = (item.status, &item.failure) {
             out.push_str(&format!(" [Failed: {reason}]"));
+        }
+        if let (ItemStatus::Done, Some(reason)) = (item.status, &item.no_change) {
+            out.push_str(&format!(" [No change: {reason}]"));
         }
         out.push('\n');
     }
@@ -107,10 +115,12 @@ mod tests {
         items[0].status = ItemStatus::Done;
         items[1].status = ItemStatus::Failed;
         items[1].failure = Some("tool failed".into());
+        items[0].no_change = Some("already right".into());
         let rendered = render(&items, 2);
-        assert!(rendered.contains("- [x] 1. A — first"));
+        assert!(rendered.contains("- [x] 1. A — first [No change: already right]"));
         assert!(rendered.contains("- [!] 2. B — second [Failed: tool failed]"));
         let back = parse(&rendered);
+        assert_eq!(back[0].description, "first");
         assert_eq!(back[1].label, "B");
         assert_eq!(back[1].description, "second");
         assert_eq!(back[1].status, ItemStatus::Failed);

@@ -17,7 +17,7 @@ use atelier_agents::rpi::{AgentHost, RpiState};
 use atelier_messages::approval::{ActionClass, ApprovalDecision, ApprovalMode};
 use atelier_messages::job::{EventKind, PendingApproval};
 use atelier_messages::journal::{self, StepKind};
-use atelier_messages::store::{ManifestEntry, View};
+use atelier_messages::store::{DraftDiff, ManifestEntry, View};
 use atelier_messages::tool::{ToolOutput, ToolRequest};
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use atelier_transport::Policy;
@@ -219,6 +219,10 @@ impl AgentHost for JobHost {
             .list_files(self.workbench(), View::Current)
             .await?;
         Ok(listing.files)
+    }
+
+    async fn draft_changes(&self) -> Result<DraftDiff, ErrorBody> {
+        self.store.diff(self.workbench().to_string()).await
     }
 
     async fn save(&self, state: &RpiState) -> Result<(), ErrorBody> {

@@ -31,11 +31,18 @@ pub enum ErrorCode {
     WorkbenchBusy,
     /// The draft revision of a rewind's target was pruned (by a publish, discard or retention).
     RevisionPruned,
+    /// The model's plan is not a checklist (after being told the format).
+    PlanInvalid,
+    /// A plan item ended without a successful tool call and without a reason that no change
+    /// was needed.
+    ItemNotDone,
+    /// The job ran to its end but some plan items failed; the draft holds what was done.
+    ItemsFailed,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -59,6 +66,9 @@ impl ErrorCode {
         ErrorCode::Internal,
         ErrorCode::WorkbenchBusy,
         ErrorCode::RevisionPruned,
+        ErrorCode::PlanInvalid,
+        ErrorCode::ItemNotDone,
+        ErrorCode::ItemsFailed,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -87,6 +97,9 @@ impl ErrorCode {
             ErrorCode::Internal => "INTERNAL",
             ErrorCode::WorkbenchBusy => "WORKBENCH_BUSY",
             ErrorCode::RevisionPruned => "REVISION_PRUNED",
+            ErrorCode::PlanInvalid => "PLAN_INVALID",
+            ErrorCode::ItemNotDone => "ITEM_NOT_DONE",
+            ErrorCode::ItemsFailed => "ITEMS_FAILED",
         }
     }
 }

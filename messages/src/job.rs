@@ -165,6 +165,9 @@ pub struct PlanItem {
     /// The stable code of the failure, when it has one (e.g. `AGENT_LOOP_DETECTED`).
     #[serde(default)]
     pub failure_code: Option<crate::ErrorCode>,
+    /// Why a done item changed nothing, as the model stated it.
+    #[serde(default)]
+    pub no_change: Option<String>,
 }
 
 /// What the control plane tells about a job.

@@ -181,7 +181,7 @@ fn slow_query_script() -> Script {
                 "query": "SELECT count(*) AS n, (SELECT sum(a.i * b.j) FROM range(0, 20000) a(i), range(0, 2500) b(j)) AS heavy FROM data"}}]},
             {"content": "Counted."}
         ],
-        "plan": [{"content": ""}],
+        "plan": [{"content": "NO_CHANGE_NEEDED: nothing to change"}],
         "summary": [{"content": "Nothing to change."}]
     }))
     .unwrap_or_default()
@@ -347,7 +347,7 @@ async fn a_thousand_jobs_across_three_coordinator_crashes_complete_exactly_once(
     const JOBS: usize = 1_000;
     let script: Script = serde_json::from_value(json!({
         "research": [{"content": "nothing to read"}],
-        "plan": [{"content": "no changes needed"}],
+        "plan": [{"content": "NO_CHANGE_NEEDED: nothing to change"}],
         "summary": [{"content": "done"}]
     }))?;
     let model = ScriptedModel::start(script).await?;
@@ -460,12 +460,17 @@ async fn a_thousand_jobs_across_three_coordinator_crashes_complete_exactly_once(
 }
 
 fn delete_script() -> Script {
+    delete_script_answering("Handled.")
+}
+
+/// The delete job, whose model answers `after` once its call returned.
+fn delete_script_answering(after: &str) -> Script {
     serde_json::from_value(json!({
         "research": [{"content": "plan.csv is the only file."}],
         "plan": [{"content": "- [ ] 1. Remove — delete plan.csv"}],
         "implement": {"1": [
             {"tool_calls": [{"name": "delete_file", "arguments": {"path": "plan.csv"}}]},
-            {"content": "Handled."}
+            {"content": after}
         ]},
         "summary": [{"content": "done"}]
     }))
@@ -508,7 +513,11 @@ async fn a_destructive_call_waits_for_approval_across_a_restart_then_runs() -> a
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rejected_destructive_call_is_told_to_the_model_and_nothing_is_deleted()
 -> anyhow::Result<()> {
-    let model = ScriptedModel::start(delete_script()).await?;
+    // Told of the rejection, the model states why nothing changes: the item is done as such.
+    let model = ScriptedModel::start(delete_script_answering(
+        "NO_CHANGE_NEEDED: the user rejected deleting plan.csv, so it stays",
+    ))
+    .await?;
     let cluster = Cluster::start()?;
     cluster.workbench_with_launch_plan("reject", "plan.csv")?;
     let job_id = cluster.submit("reject", "clean up", &model.model_spec())?;

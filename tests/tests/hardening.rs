@@ -20,7 +20,7 @@ fn research_query_script(query: &str) -> Script {
                 "path": "plan.csv", "query": query, "window_rows": 10_000}}]},
             {"content": "Noted."}
         ],
-        "plan": [{"content": ""}],
+        "plan": [{"content": "NO_CHANGE_NEEDED: nothing to change"}],
         "summary": [{"content": "Nothing to change."}]
     }))
     .unwrap_or_default()
@@ -419,7 +419,7 @@ async fn a_coordinator_runs_at_most_its_job_limit_and_the_rest_wait_their_turn()
 -> anyhow::Result<()> {
     let script: Script = serde_json::from_value(json!({
         "research": [{"content": "ok"}],
-        "plan": [{"content": "", "delay_ms": 1500}],
+        "plan": [{"content": "NO_CHANGE_NEEDED: nothing to change", "delay_ms": 1500}],
         "summary": [{"content": "done"}]
     }))?;
     let model = ScriptedModel::start(script).await?;

@@ -167,7 +167,14 @@ async fn a_second_message_sees_the_first_and_a_draft_refuses_new_messages() -> a
     let messages = history(&cluster, "q3")?;
     let texts: Vec<_> = messages.iter().map(|m| (m.role, m.text.as_str())).collect();
     assert_eq!(texts[0], (Role::User, "Summarize the launch plan"));
-    assert_eq!(texts[1], (Role::Assistant, "notes.md is in the draft."));
+    assert_eq!(texts[1].0, Role::Assistant);
+    assert!(
+        texts[1]
+            .1
+            .starts_with("notes.md is in the draft.\n\nDraft changes"),
+        "{}",
+        texts[1].1
+    );
     assert_eq!(texts[2].0, Role::System);
     assert_eq!(texts[3], (Role::User, "Now count the milestones"));
     assert_eq!(texts[5], (Role::User, "Keep going"));
@@ -468,7 +475,7 @@ async fn the_draft_diff_of_an_edited_workbook_shows_the_new_cell_values() -> any
 async fn every_prompt_carries_structural_maps_then_context_items() -> anyhow::Result<()> {
     let script: Script = serde_json::from_value(json!({
         "research": [{"content": "Looked."}],
-        "plan": [{"content": "Nothing needs to change."}],
+        "plan": [{"content": "NO_CHANGE_NEEDED: nothing needs to change"}],
         "summary": [{"content": "Nothing changed."}]
     }))?;
     let model = ScriptedModel::start(script).await?;

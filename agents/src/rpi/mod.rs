@@ -26,7 +26,8 @@ mod prompts;
 mod steps;
 mod types;
 
-use atelier_messages::job::{EventKind, Phase};
+use atelier_messages::job::{EventKind, ItemStatus, Phase};
+use atelier_messages::{ErrorBody, ErrorCode};
 use tracing::{Instrument, info_span};
 
 use crate::AgentError;
@@ -58,5 +59,38 @@ pub async fn run(
         driver.run_phase(phase, state).instrument(span).await?;
         host.emit(EventKind::PhaseCompleted { phase });
     }
-    Ok(())
+    match failed_items(state) {
+        Some(error) => Err(AgentError::Job(error)),
+        None => Ok(()),
+    }
+}
+
+/// `ITEMS_FAILED` when any plan item failed: a job whose work was not all done does not
+/// succeed, though it ran to its end (the draft holds what was done).
+fn failed_items(state: &RpiState) -> Option<ErrorBody> {
+    let failed: Vec<String> = state
+        .items
+        .iter()
+        .filter(|item| item.status == ItemStatus::Failed)
+        .map(|item| {
+            let code = item
+                .failure_code
+                .map(|code| format!("{code}: "))
+                .unwrap_or_default();
+            let reason = item.failure.as_deref().unwrap_or("failed");
+            format!("{}. {} ({code}{reason})", item.index, item.label)
+        })
+        .collect();
+    if failed.is_empty() {
+        return None;
+    }
+    Some(ErrorBody::new(
+        ErrorCode::ItemsFailed,
+        format!(
+            "{} of {} plan items failed: {}; the draft holds what the others did",
+            failed.len(),
+            state.items.len(),
+            failed.join("; ")
+        ),
+    ))
 }

@@ -6,14 +6,24 @@ use tracing::{Instrument, info_span};
 
 use super::driver::Driver;
 use super::prompts::{self, ItemContext, item_failure};
-use super::steps::{LoopEnd, Scope};
+use super::steps::{Expect, LoopEnd, Scope};
 use super::types::RpiState;
 use crate::AgentError;
 use crate::catalog::{self, ToolSpec};
 use crate::plan;
 use crate::provider::{ChatMessage, ModelRequest, ToolChoice};
 
-/// How one attempt at a plan item ended.
+/// How an item ended: done (with the model's reason when it changed nothing), or failed.
+type ItemOutcome = Result<Option<String>, Failure>;
+
+fn plan_invalid(reason: &str) -> AgentError {
+    AgentError::Job(atelier_messages::ErrorBody::new(
+        ErrorCode::PlanInvalid,
+        format!("the model gave no usable plan: {reason}"),
+    ))
+}
+
+/// How one failed attempt at a plan item ended.
 struct Failure {
     /// The stable code, when the failure has one (a model's own `ITEM_FAILED` has none).
     code: Option<ErrorCode>,
@@ -45,10 +55,12 @@ impl Driver<'_> {
                 |manifest| prompts::research(workbench, manifest),
                 catalog::research_tools(),
                 self.budgets.research_turns,
+                Expect::Findings,
             )
             .await?;
         state.research = Some(match end {
             LoopEnd::Answer(text) => text,
+            LoopEnd::Refused(reason) => format!("Research found nothing ({reason})."),
             LoopEnd::BudgetExhausted => "Research stopped at its turn budget.".to_string(),
             LoopEnd::LoopDetected(reason) => format!("Research stopped: {reason}"),
         });
@@ -65,11 +77,18 @@ impl Driver<'_> {
                 |manifest| prompts::plan(&research, manifest),
                 catalog::plan_tools(),
                 self.budgets.plan_turns,
+                Expect::Checklist,
             )
             .await?;
         let text = match end {
             LoopEnd::Answer(text) => text,
-            LoopEnd::BudgetExhausted | LoopEnd::LoopDetected(_) => String::new(),
+            LoopEnd::Refused(reason) => return Err(plan_invalid(&reason)),
+            LoopEnd::BudgetExhausted => {
+                return Err(plan_invalid(
+                    "the plan phase ran out of turns before a checklist",
+                ));
+            }
+            LoopEnd::LoopDetected(reason) => return Err(plan_invalid(&reason)),
         };
         state.items = plan::parse(&text);
         state.original_count = state.items.len();
@@ -87,6 +106,7 @@ impl Driver<'_> {
         build_prompt: impl FnOnce(&str) -> String,
         tools: Vec<ToolSpec>,
         budget: u32,
+        expect: Expect,
     ) -> Result<LoopEnd, AgentError> {
         let scope = Scope::single(phase);
         let system = self.system_prompt(scope, build_prompt).await?;
@@ -97,6 +117,7 @@ impl Driver<'_> {
             self.job.message.clone(),
             tools,
             budget,
+            expect,
         )
         .await
     }
@@ -110,12 +131,15 @@ impl Driver<'_> {
         {
             let item = state.items[position].clone();
             let span = info_span!("item", index = item.index, label = %item.label);
-            let (attempts, failure) = self.run_item(state, &item, total).instrument(span).await?;
+            let (attempts, outcome) = self.run_item(state, &item, total).instrument(span).await?;
             let entry = &mut state.items[position];
             entry.attempts = attempts;
-            match failure {
-                None => entry.status = ItemStatus::Done,
-                Some(failure) => {
+            match outcome {
+                Ok(no_change) => {
+                    entry.status = ItemStatus::Done;
+                    entry.no_change = no_change;
+                }
+                Err(failure) => {
                     entry.status = ItemStatus::Failed;
                     entry.failure = Some(failure.reason);
                     entry.failure_code = failure.code;
@@ -132,14 +156,15 @@ impl Driver<'_> {
         self.save(state).await
     }
 
-    /// Runs an item's attempts; returns how many were made and the last failure, if any.
+    /// Runs an item's attempts; returns how many were made and how the last one ended: done
+    /// (with the model's reason when it changed nothing) or failed.
     async fn run_item(
         &self,
         state: &mut RpiState,
         item: &PlanItem,
         total: u32,
-    ) -> Result<(u32, Option<Failure>), AgentError> {
-        let mut failure: Option<Failure> = None;
+    ) -> Result<(u32, ItemOutcome), AgentError> {
+        let mut outcome: ItemOutcome = Ok(None);
         let mut attempt = 0;
         while attempt < self.budgets.item_attempts {
             attempt += 1;
@@ -149,16 +174,17 @@ impl Driver<'_> {
                 label: item.label.clone(),
                 attempt,
             });
-            failure = self
-                .attempt_item(state, item, total, attempt, failure.as_ref())
+            let previous = std::mem::replace(&mut outcome, Ok(None)).err();
+            outcome = self
+                .attempt_item(state, item, total, attempt, previous.as_ref())
                 .await?;
-            match &failure {
-                None => break,
-                Some(failure) if !failure.retry => break,
-                Some(_) => {}
+            match &outcome {
+                Ok(_) => break,
+                Err(failure) if !failure.retry => break,
+                Err(_) => {}
             }
         }
-        Ok((attempt, failure))
+        Ok((attempt, outcome))
     }
 
     async fn attempt_item(
@@ -168,7 +194,7 @@ impl Driver<'_> {
         total: u32,
         attempt: u32,
         previous: Option<&Failure>,
-    ) -> Result<Option<Failure>, AgentError> {
+    ) -> Result<ItemOutcome, AgentError> {
         let scope = Scope {
             phase: Phase::Implement,
             item: item.index,
@@ -204,25 +230,33 @@ impl Driver<'_> {
                 task,
                 catalog::implement_tools(),
                 self.budgets.item_turns,
+                Expect::Work,
             )
-            .await;
+            .await?;
         Ok(match end {
-            Ok(LoopEnd::Answer(text)) => item_failure(&text).map(|reason| Failure {
-                code: None,
+            LoopEnd::Answer(text) => match item_failure(&text) {
+                Some(reason) => Err(Failure {
+                    code: None,
+                    reason,
+                    retry: true,
+                }),
+                None => Ok(prompts::no_change(&text)),
+            },
+            LoopEnd::Refused(reason) => Err(Failure {
+                code: Some(ErrorCode::ItemNotDone),
                 reason,
                 retry: true,
             }),
-            Ok(LoopEnd::BudgetExhausted) => Some(Failure {
+            LoopEnd::BudgetExhausted => Err(Failure {
                 code: Some(ErrorCode::BudgetExceeded),
                 reason: format!("turn budget of {} exhausted", self.budgets.item_turns),
                 retry: true,
             }),
-            Ok(LoopEnd::LoopDetected(reason)) => Some(Failure {
+            LoopEnd::LoopDetected(reason) => Err(Failure {
                 code: Some(ErrorCode::AgentLoopDetected),
                 reason,
                 retry: false,
             }),
-            Err(other) => return Err(other),
         })
     }
 
@@ -253,7 +287,12 @@ impl Driver<'_> {
         let response = self
             .model_turn(state, scope, 0, &request, &on_delta)
             .await?;
-        state.summary = Some(response.content);
+        let changes = self.host.draft_changes().await?;
+        state.summary = Some(format!(
+            "{}\n\n{}",
+            response.content.trim_end(),
+            prompts::draft_changes(&changes)
+        ));
         state.phase = Phase::Done;
         self.save(state).await
     }

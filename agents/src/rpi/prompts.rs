@@ -1,12 +1,16 @@
 //! The system prompts of each phase, and the marker a model answers with when an item fails.
 
 use atelier_messages::job::PlanItem;
-use atelier_messages::store::ManifestEntry;
+use atelier_messages::store::{DraftDiff, ManifestEntry};
 
 use super::types::WorkbenchContext;
 
 /// The marker a model writes to declare a plan item failed.
 const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
+
+/// The marker a model writes when nothing needs to change: a plan without items, or an item
+/// done without a write.
+const NO_CHANGE_MARKER: &str = "NO_CHANGE_NEEDED:";
 
 /// The file manifest every prompt carries.
 fn manifest(files: &[ManifestEntry]) -> String {
@@ -85,7 +89,8 @@ pub(super) fn plan(research: &str, manifest: &str) -> String {
     format!(
         "You are in the Plan phase. Write a checklist of the steps that fulfil the request, one per \
          line, exactly in the form `- [ ] N. label — description`. Keep it short (1 to 8 items); each \
-         item must be doable with the workbench tools. If nothing needs to change, write no items.\n\n\
+         item must be doable with the workbench tools. If nothing needs to change (the request is a \
+         question the research answers), answer only `{NO_CHANGE_MARKER} <reason>`.\n\n\
          Research notes:\n{research}\n\n{manifest}"
     )
 }
@@ -106,7 +111,8 @@ pub(super) fn implement(context: &ItemContext<'_>) -> String {
         "You are in the Implement phase, working on plan item {} of {}: {} — {}.\n\
          Use the tools to do exactly this item. Every write lands in the draft, never in the \
          published files. When the item is done, answer with a one-line result and no tool calls. \
-         If it cannot be done, answer `{ITEM_FAILED_MARKER} <reason>`.\n\nUser request:\n{}\n\n\
+         If it cannot be done, answer `{ITEM_FAILED_MARKER} <reason>`. If the workbench already \
+         satisfies it and no tool call is needed, answer `{NO_CHANGE_MARKER} <reason>`.\n\nUser request:\n{}\n\n\
          Research notes:\n{}\n\nPlan:\n{}\n\n{}",
         item.index,
         context.total,
@@ -133,12 +139,65 @@ pub(super) fn summary(plan_md: &str, manifest: &str) -> String {
     )
 }
 
+/// The draft's real changes as the store reports them, appended to the model's summary so the
+/// user reads what happened next to what the model says happened.
+pub(super) fn draft_changes(diff: &DraftDiff) -> String {
+    if diff.added.is_empty() && diff.modified.is_empty() && diff.deleted.is_empty() {
+        return "Draft changes: none (no file differs from the published state).".to_string();
+    }
+    let mut out = String::from("Draft changes (review, then publish or discard):\n");
+    for (label, paths) in [
+        ("added", &diff.added),
+        ("modified", &diff.modified),
+        ("deleted", &diff.deleted),
+    ] {
+        for path in paths {
+            out.push_str(&format!("- {label}: {path}\n"));
+        }
+    }
+    out.trim_end().to_string()
+}
+
 /// The reason a model gave for failing an item, if its answer carries the marker.
 pub(super) fn item_failure(answer: &str) -> Option<String> {
+    marked(answer, ITEM_FAILED_MARKER)
+}
+
+/// The reason a model gave that nothing needs to change, if its answer carries the marker.
+pub(super) fn no_change(answer: &str) -> Option<String> {
+    marked(answer, NO_CHANGE_MARKER)
+}
+
+/// The text after `marker` on the first line that starts with it.
+fn marked(answer: &str, marker: &str) -> Option<String> {
     answer
         .lines()
-        .find_map(|line| line.trim().strip_prefix(ITEM_FAILED_MARKER))
+        .find_map(|line| line.trim().strip_prefix(marker))
         .map(|reason| reason.trim().to_string())
+}
+
+/// What the model is told when a phase's answer is not acceptable yet.
+pub(super) fn nudge_empty() -> String {
+    "Your answer was empty. Use the tools to look at the files, then answer with your findings \
+     as text."
+        .to_string()
+}
+
+pub(super) fn nudge_plan() -> String {
+    format!(
+        "Your answer is not a checklist. Write the plan again, one item per line, exactly in the \
+         form `- [ ] N. label — description` (for example `- [ ] 1. Count rows — count the rows \
+         of data.csv and write the number to count.txt`), or answer only `{NO_CHANGE_MARKER} \
+         <reason>` if nothing needs to change."
+    )
+}
+
+pub(super) fn nudge_no_tool_call() -> String {
+    format!(
+        "You made no successful tool call, so nothing was done for this item. Carry out the item \
+         with the tools now, or answer `{NO_CHANGE_MARKER} <reason>` if the workbench already \
+         satisfies it, or `{ITEM_FAILED_MARKER} <reason>` if it cannot be done."
+    )
 }
 
 #[cfg(test)]

@@ -68,12 +68,78 @@ impl Scope {
 
 /// How a tool loop ended.
 pub(super) enum LoopEnd {
-    /// The model answered with text and no tool calls.
+    /// The model answered with text and no tool calls, and the phase accepted it.
     Answer(String),
+    /// The model's answers stayed unacceptable after it was told why (the reason).
+    Refused(String),
     /// The turn budget ran out.
     BudgetExhausted,
     /// The model kept repeating the same call.
     LoopDetected(String),
+}
+
+/// What a phase accepts as the final answer of its tool loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Expect {
+    /// Research: findings, not an empty reply.
+    Findings,
+    /// Plan: a checklist, or the no-change marker.
+    Checklist,
+    /// An Implement item: at least one successful tool call, or a stated reason (no change
+    /// needed, or the item failed).
+    Work,
+}
+
+/// The verdict on an answer without tool calls.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Accept,
+    /// Tell the model this and let it answer again.
+    Nudge(String),
+    /// Give up: the reason.
+    Refuse(String),
+}
+
+/// How many times a phase tells the model its answer is not acceptable before giving up.
+fn nudges_allowed(expect: Expect) -> u32 {
+    match expect {
+        Expect::Findings | Expect::Work => 1,
+        Expect::Checklist => 2,
+    }
+}
+
+/// Judges an answer given with no tool calls (`successful_calls`: the loop's successful tool
+/// calls so far; `nudges`: how often the model was already told).
+fn judge(expect: Expect, answer: &str, successful_calls: u32, nudges: u32) -> Verdict {
+    let problem = match expect {
+        Expect::Findings if answer.trim().is_empty() => {
+            Some(("the research answer was empty", prompts::nudge_empty()))
+        }
+        Expect::Checklist
+            if crate::plan::parse(answer).is_empty() && prompts::no_change(answer).is_none() =>
+        {
+            Some((
+                "the plan is not a checklist of `- [ ] N. label — description` items",
+                prompts::nudge_plan(),
+            ))
+        }
+        Expect::Work
+            if successful_calls == 0
+                && prompts::no_change(answer).is_none()
+                && prompts::item_failure(answer).is_none() =>
+        {
+            Some((
+                "no tool call succeeded and no reason was given that no change is needed",
+                prompts::nudge_no_tool_call(),
+            ))
+        }
+        _ => None,
+    };
+    match problem {
+        None => Verdict::Accept,
+        Some((_, nudge)) if nudges < nudges_allowed(expect) => Verdict::Nudge(nudge),
+        Some((reason, _)) => Verdict::Refuse(reason.to_string()),
+    }
 }
 
 /// A tool outcome as journaled.
@@ -142,6 +208,7 @@ impl Driver<'_> {
         Ok(response)
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn tool_loop(
         &self,
         state: &mut RpiState,
@@ -150,9 +217,12 @@ impl Driver<'_> {
         task: String,
         tools: Vec<ToolSpec>,
         budget: u32,
+        expect: Expect,
     ) -> Result<LoopEnd, AgentError> {
         let mut messages = vec![ChatMessage::system(system), ChatMessage::user(task)];
         let mut detector = LoopDetector::new(&self.budgets);
+        let mut successful_calls = 0;
+        let mut nudges = 0;
         for turn in 0..budget {
             let request = ModelRequest {
                 phase: scope.phase.as_str().to_string(),
@@ -165,7 +235,16 @@ impl Driver<'_> {
                 .model_turn(state, scope, turn, &request, &|_: &str| {})
                 .await?;
             if response.tool_calls.is_empty() {
-                return Ok(LoopEnd::Answer(response.content));
+                match judge(expect, &response.content, successful_calls, nudges) {
+                    Verdict::Accept => return Ok(LoopEnd::Answer(response.content)),
+                    Verdict::Refuse(reason) => return Ok(LoopEnd::Refused(reason)),
+                    Verdict::Nudge(nudge) => {
+                        nudges += 1;
+                        messages.push(ChatMessage::assistant(response.content, Vec::new()));
+                        messages.push(ChatMessage::user(nudge));
+                        continue;
+                    }
+                }
             }
             messages.push(ChatMessage::assistant(
                 response.content.clone(),
@@ -180,7 +259,9 @@ impl Driver<'_> {
                     )));
                 }
                 let call_id = scope.call_id(&self.job.job_id, turn, index);
-                let mut result = self.execute(state, scope, &call_id, call, &tools).await?;
+                let (mut result, succeeded) =
+                    self.execute(state, scope, &call_id, call, &tools).await?;
+                successful_calls += u32::from(succeeded);
                 if repeats >= self.budgets.loop_warning {
                     self.host.emit(EventKind::LoopWarning {
                         tool: call.name.clone(),
@@ -198,8 +279,8 @@ impl Driver<'_> {
         Ok(LoopEnd::BudgetExhausted)
     }
 
-    /// Runs (or recalls) one tool call and renders its outcome as the text the model sees.
-    /// Infrastructure failures after the host's retries end the attempt (`Err`).
+    /// Runs (or recalls) one tool call; returns the text the model sees and whether the call
+    /// succeeded. Infrastructure failures after the host's retries end the attempt (`Err`).
     async fn execute(
         &self,
         state: &mut RpiState,
@@ -207,21 +288,22 @@ impl Driver<'_> {
         call_id: &str,
         call: &ToolCall,
         allowed: &[ToolSpec],
-    ) -> Result<String, AgentError> {
+    ) -> Result<(String, bool), AgentError> {
         let Some(spec) = allowed.iter().find(|spec| spec.name.as_str() == call.name) else {
             let names: Vec<_> = allowed.iter().map(|spec| spec.name.as_str()).collect();
-            return Ok(error_text(&ErrorBody::new(
+            let error = ErrorBody::new(
                 ErrorCode::ValidationFailed,
                 format!(
                     "tool `{}` is not available in this phase; available: {}",
                     call.name,
                     names.join(", ")
                 ),
-            )));
+            );
+            return Ok((error_text(&error), false));
         };
         let args = match parse_arguments(&call.arguments) {
             Ok(args) => args,
-            Err(error) => return Ok(error_text(&error)),
+            Err(error) => return Ok((error_text(&error), false)),
         };
         let key = journal::tool_result(call_id);
         let outcome = match self.recall::<Outcome>(&key).await? {
@@ -244,7 +326,8 @@ impl Driver<'_> {
             }
         };
         state.tool_calls += 1;
-        Ok(truncate(render(&outcome)))
+        let succeeded = matches!(outcome, Outcome::Ok(_));
+        Ok((truncate(render(&outcome)), succeeded))
     }
 
     async fn run_tool(
@@ -450,6 +533,50 @@ mod tests {
         assert_eq!(
             parse_arguments("{oops").err().map(|e| e.code),
             Some(ErrorCode::ValidationFailed)
+        );
+    }
+
+    #[test]
+    fn answers_are_judged_by_what_their_phase_needs() {
+        use Verdict::{Accept, Nudge, Refuse};
+        // Research: an empty reply is nudged once, then given up on.
+        assert!(matches!(judge(Expect::Findings, "  \n", 0, 0), Nudge(_)));
+        assert!(matches!(judge(Expect::Findings, "", 0, 1), Refuse(_)));
+        assert_eq!(judge(Expect::Findings, "Five rows.", 0, 0), Accept);
+        // Plan: garbled text (as a small model wrote it) is told the format twice.
+        let garbled = "41 N. Count the number of rows in penguins.csv";
+        assert!(
+            matches!(judge(Expect::Checklist, garbled, 0, 0), Nudge(n) if n.contains("- [ ] N. label"))
+        );
+        assert!(matches!(judge(Expect::Checklist, garbled, 0, 1), Nudge(_)));
+        assert!(
+            matches!(judge(Expect::Checklist, garbled, 0, 2), Refuse(r) if r.contains("checklist"))
+        );
+        assert_eq!(
+            judge(Expect::Checklist, "- [ ] 1. Count — rows", 0, 0),
+            Accept
+        );
+        assert_eq!(
+            judge(Expect::Checklist, "NO_CHANGE_NEEDED: a question", 0, 0),
+            Accept
+        );
+        // An item: a claim without a successful call is nudged once, then refused; a stated
+        // reason or a failure marker is an answer.
+        assert!(
+            matches!(judge(Expect::Work, "Item 1 complete.", 0, 0), Nudge(n) if n.contains("no successful tool call"))
+        );
+        assert!(matches!(
+            judge(Expect::Work, "Item 1 complete.", 0, 1),
+            Refuse(_)
+        ));
+        assert_eq!(judge(Expect::Work, "Item 1 complete.", 1, 0), Accept);
+        assert_eq!(
+            judge(Expect::Work, "NO_CHANGE_NEEDED: already sorted", 0, 0),
+            Accept
+        );
+        assert_eq!(
+            judge(Expect::Work, "ITEM_FAILED: no such column", 0, 0),
+            Accept
         );
     }
 

@@ -5,7 +5,7 @@ use atelier_messages::ErrorBody;
 use atelier_messages::approval::{ActionClass, ApprovalDecision, ApprovalMode};
 use atelier_messages::job::PendingApproval;
 use atelier_messages::job::{EventKind, Phase, PlanItem};
-use atelier_messages::store::ManifestEntry;
+use atelier_messages::store::{DraftDiff, ManifestEntry};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -164,6 +164,8 @@ pub trait AgentHost: Send + Sync {
     ) -> Result<Value, ErrorBody>;
     /// The files the agent currently sees.
     async fn files(&self) -> Result<Vec<ManifestEntry>, ErrorBody>;
+    /// What the workbench's draft changes against its published files.
+    async fn draft_changes(&self) -> Result<DraftDiff, ErrorBody>;
     /// Durably records the phase/item state.
     async fn save(&self, state: &RpiState) -> Result<(), ErrorBody>;
     /// A journaled entry, if this step already happened.

@@ -1,0 +1,178 @@
+//! Honest outcomes: a job succeeds only when its work was done. Empty research is nudged, a
+//! plan must be a checklist, an item needs a successful tool call or a stated reason, a job
+//! with a failed item does not succeed, and the summary lists the draft's real changes.
+//! Real nats-server, coordinator and workers; the model is a scripted OpenAI-protocol server.
+
+use atelier_messages::ErrorCode;
+use atelier_messages::job::{ItemStatus, JobState, JobView};
+use atelier_tests::Cluster;
+use atelier_tests::scripted::{Script, ScriptedModel};
+use serde_json::{Value, json};
+
+fn script(value: Value) -> anyhow::Result<Script> {
+    Ok(serde_json::from_value(value)?)
+}
+
+/// Every message text of the requests `model` received in `phase`, joined.
+fn prompts_of(model: &ScriptedModel, phase: &str) -> String {
+    model
+        .requests()
+        .iter()
+        .filter(|request| request.phase == phase)
+        .map(|request| request.body["messages"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn error_code(view: &JobView) -> Option<ErrorCode> {
+    view.error.as_ref().map(|error| error.code)
+}
+
+async fn run(script: Script, message: &str) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
+    let model = ScriptedModel::start(script).await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("w", "plan.csv")?;
+    let view = cluster.run_job("w", message, &model.model_spec(), &[])?;
+    Ok((model, cluster, view))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_that_claims_an_item_done_without_a_tool_call_never_yields_a_succeeded_job()
+-> anyhow::Result<()> {
+    // As a small model did: its one call fails (no such file), then it says the item is done.
+    let (model, cluster, view) = run(
+        script(json!({
+            "research": [{"content": "plan.csv has five milestones."}],
+            "plan": [{"content": "- [ ] 1. Count — write the row count of penguins.csv to count.txt"}],
+            "implement": {"1": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "penguins.csv"}}]},
+                {"content": "Item 1 complete."},
+                {"content": "Item 1 complete."}
+            ]},
+            "summary": [{"content": "The number of rows in penguins.csv is 15241."}]
+        }))?,
+        "Write the number of rows in penguins.csv into count.txt",
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
+    let item = &view.items[0];
+    assert_eq!(item.status, ItemStatus::Failed);
+    assert_eq!(item.failure_code, Some(ErrorCode::ItemNotDone));
+    assert_eq!(item.attempts, 2, "the item is retried once");
+    assert!(
+        view.plan_md
+            .as_deref()
+            .unwrap_or_default()
+            .contains("- [!] 1. Count"),
+        "{:?}",
+        view.plan_md
+    );
+    // The model was told that nothing was done, in each attempt.
+    let implement = prompts_of(&model, "implement");
+    assert!(
+        implement.contains("You made no successful tool call"),
+        "{implement}"
+    );
+    // The summary the user reads states the real draft: nothing changed.
+    let summary = view.summary.unwrap_or_default();
+    assert!(summary.contains("Draft changes: none"), "{summary}");
+    assert!(cluster.cli(&["wb", "ls", "w", "--draft"])?.failed_with("NO_DRAFT"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_that_is_not_a_checklist_is_told_the_format_then_fails_plan_invalid()
+-> anyhow::Result<()> {
+    let garbled = "41 N. Count the number of rows in penguins.csv";
+    let (model, _cluster, view) = run(
+        script(json!({
+            "research": [{"content": "plan.csv has five milestones."}],
+            "plan": [{"content": garbled}, {"content": garbled}, {"content": garbled}],
+            "summary": [{"content": "Done."}]
+        }))?,
+        "Count the rows",
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::PlanInvalid));
+    assert!(view.items.is_empty());
+    let plan = prompts_of(&model, "plan");
+    assert!(plan.contains("Your answer is not a checklist"), "{plan}");
+    let plan_requests = model
+        .requests()
+        .iter()
+        .filter(|request| request.phase == "plan")
+        .count();
+    assert_eq!(
+        plan_requests, 3,
+        "the first answer and two after being told"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn empty_research_is_nudged_a_corrected_plan_runs_and_the_summary_lists_the_real_changes()
+-> anyhow::Result<()> {
+    let (model, _cluster, view) = run(
+        script(json!({
+            "research": [{"content": "\n\n"}, {"content": "plan.csv has five milestones."}],
+            "plan": [
+                {"content": "Steps: count, then write"},
+                {"content": "- [ ] 1. Notes — write notes.md"}
+            ],
+            "implement": {"1": [
+                {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": "five\n"}}]},
+                {"content": "Written."}
+            ]},
+            "summary": [{"content": "I wrote the notes."}]
+        }))?,
+        "Write notes",
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    let research = prompts_of(&model, "research");
+    assert!(research.contains("Your answer was empty"), "{research}");
+    assert_eq!(view.items.len(), 1);
+    assert_eq!(view.items[0].status, ItemStatus::Done);
+    let summary = view.summary.unwrap_or_default();
+    assert!(summary.starts_with("I wrote the notes."), "{summary}");
+    assert!(summary.contains("- added: notes.md"), "{summary}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stated_reason_that_nothing_needs_to_change_is_recorded_and_the_job_succeeds()
+-> anyhow::Result<()> {
+    let (_model, cluster, view) = run(
+        script(json!({
+            "research": [{"content": "plan.csv is sorted by date."}],
+            "plan": [{"content": "- [ ] 1. Sort — sort plan.csv by date"}],
+            "implement": {"1": [{"content": "NO_CHANGE_NEEDED: plan.csv is already sorted by date"}]},
+            "summary": [{"content": "Nothing to do."}]
+        }))?,
+        "Sort the plan by date",
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(
+        view.items[0].no_change.as_deref(),
+        Some("plan.csv is already sorted by date")
+    );
+    assert!(view.plan_md.as_deref().unwrap_or_default().contains(
+        "- [x] 1. Sort — sort plan.csv by date [No change: plan.csv is already sorted by date]"
+    ));
+    assert!(cluster.cli(&["wb", "ls", "w", "--draft"])?.failed_with("NO_DRAFT"));
+
+    // A question needs no plan items when the model says so.
+    let model = ScriptedModel::start(script(json!({
+        "research": [{"content": "There are five milestones."}],
+        "plan": [{"content": "NO_CHANGE_NEEDED: the research answers the question"}],
+        "summary": [{"content": "There are five milestones."}]
+    }))?)
+    .await?;
+    let question = cluster.run_job("w", "How many milestones?", &model.model_spec(), &[])?;
+    assert_eq!(question.state, JobState::Succeeded, "{question:?}");
+    assert!(question.items.is_empty());
+    Ok(())
+}
