@@ -301,12 +301,17 @@ async fn a_reused_job_id_is_refused_with_a_clear_answer() -> anyhow::Result<()> 
 }
 
 fn overwrite_script() -> Script {
+    overwrite_script_answering("Handled.")
+}
+
+/// The overwrite job, whose model answers `after` once its call returned.
+fn overwrite_script_answering(after: &str) -> Script {
     serde_json::from_value(json!({
         "research": [{"content": "plan.csv holds the milestones."}],
         "plan": [{"content": "- [ ] 1. Replace — overwrite plan.csv"}],
         "implement": {"1": [
             {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "plan.csv", "content": "gone\n"}}]},
-            {"content": "Handled."}
+            {"content": after}
         ]},
         "summary": [{"content": "done"}]
     }))
@@ -316,7 +321,11 @@ fn overwrite_script() -> Script {
 #[tokio::test(flavor = "multi_thread")]
 async fn overwriting_a_file_waits_for_approval_and_a_stale_decision_is_refused()
 -> anyhow::Result<()> {
-    let model = ScriptedModel::start(overwrite_script()).await?;
+    // Told of the rejection, the model states why nothing changes.
+    let model = ScriptedModel::start(overwrite_script_answering(
+        "NO_CHANGE_NEEDED: the user keeps plan.csv as it is",
+    ))
+    .await?;
     let cluster = Cluster::start()?;
     cluster.workbench_with_launch_plan("ask", "plan.csv")?;
     let job_id = cluster.submit("ask", "replace it", &model.model_spec())?;
