@@ -121,6 +121,59 @@ async fn every_process_connects_to_an_operator_mode_server_with_creds() -> anyho
     );
     assert_eq!(view.tool_calls, 2);
 
+    // The dashboard with --creds follows the job's events; without, it refuses to start.
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port();
+    let http_addr = format!("127.0.0.1:{port}");
+    let _dashboard = Process::spawn(
+        "dashboard",
+        &[
+            "dashboard",
+            "--nats",
+            url,
+            "--creds",
+            &creds,
+            "--http",
+            &http_addr,
+        ],
+        dir.path(),
+    )?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        let status: Option<serde_json::Value> = match http
+            .get(format!("http://{http_addr}/api/status"))
+            .send()
+            .await
+        {
+            Ok(response) => response.json().await.ok(),
+            Err(_) => None,
+        };
+        if let Some(status) = status.filter(|status| {
+            status["nats_connected"] == true && status["events_sequence"].as_u64() > Some(0)
+        }) {
+            break status;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the dashboard never followed the events\n{}",
+            std::fs::read_to_string(dir.path().join("dashboard.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status["nats_reconnects"], 0);
+    let started = Instant::now();
+    let out = cli(&["dashboard", "--nats", url, "--http", "127.0.0.1:0"])?;
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains("authorization violation"),
+        "{}",
+        out.stderr
+    );
+    assert!(started.elapsed() < FAILS_AT_ONCE, "{:?}", started.elapsed());
+
     // The same command without --creds: refused, at once, and it says so.
     let started = Instant::now();
     let refused = cli(&["wb", "list", "--json", "--nats", url])?;
