@@ -189,6 +189,16 @@ mod tests {
             .unwrap_or_default();
         assert!(error.contains("alice") && error.contains("both"), "{error}");
         assert!(!error.contains("secret"), "the password leaked: {error}");
+        // A list of servers: the first one's user counts.
+        let listed = options(
+            "nats://bob:pw@10.0.0.1:4222,nats://bob:pw@10.0.0.2:4222",
+            Some(&path),
+        )
+        .await
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+        assert!(listed.contains("`bob`"), "{listed}");
         assert!(
             options("nats://alice:secret@127.0.0.1:4222", None)
                 .await
