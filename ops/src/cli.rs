@@ -14,6 +14,10 @@ pub(crate) struct Cli {
     /// NATS server URL (default: the one `atelier up` started for this data directory).
     #[arg(long, global = true, env = "ATELIER_NATS_URL")]
     pub(crate) nats: Option<String>,
+    /// NATS credentials file (user JWT + nkey seed, e.g. from `nsc generate creds`) for a server
+    /// in operator mode; used by every command that connects. Not with a user in the URL.
+    #[arg(long, global = true, env = "ATELIER_NATS_CREDS", value_name = "FILE")]
+    pub(crate) creds: Option<PathBuf>,
     /// Data directory (sled, blobs, embedded NATS store). Default `.atelier`.
     #[arg(long, global = true)]
     pub(crate) data: Option<PathBuf>,

@@ -15,6 +15,10 @@ pub struct Settings {
     /// NATS server URL; when unset, `up` starts its own `nats-server` and clients read
     /// `<data_dir>/nats.url`.
     pub nats_url: Option<String>,
+    /// NATS credentials file (a user JWT and its nkey seed, as `nsc generate creds` writes) for
+    /// a server in operator mode; exclusive with a user in `nats_url`. Not for the server `up`
+    /// starts itself, which has its own users.
+    pub nats_creds: Option<PathBuf>,
     /// Where the coordinator keeps sled, blobs and the embedded server's JetStream store.
     pub data_dir: PathBuf,
     /// Model for jobs that name none: a profile name, or a spec (`openai:MODEL`,
@@ -62,6 +66,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             nats_url: None,
+            nats_creds: None,
             data_dir: PathBuf::from(".atelier"),
             default_model: None,
             models: BTreeMap::new(),
@@ -94,6 +99,8 @@ pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7474";
 pub struct FlagOverrides {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nats_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats_creds: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -213,5 +220,26 @@ mod tests {
         let local = settings.models.get("local").expect("the profile");
         assert_eq!(local.max_tokens, Some(64));
         assert_eq!(local.model, "qwen");
+    }
+
+    #[test]
+    fn the_credentials_file_comes_from_the_file_or_the_flag() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("atelier.toml");
+        std::fs::write(&file, "nats_creds = \"/etc/atelier/app.creds\"\n").expect("config");
+        let settings = Settings::load(Some(&file), FlagOverrides::default()).expect("settings");
+        assert_eq!(
+            settings.nats_creds.as_deref(),
+            Some(Path::new("/etc/atelier/app.creds"))
+        );
+        let flags = FlagOverrides {
+            nats_creds: Some(PathBuf::from("user.creds")),
+            ..FlagOverrides::default()
+        };
+        let settings = Settings::load(Some(&file), flags).expect("settings");
+        assert_eq!(
+            settings.nats_creds.as_deref(),
+            Some(Path::new("user.creds"))
+        );
     }
 }

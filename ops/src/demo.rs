@@ -40,7 +40,7 @@ pub async fn run(settings: &Settings, keep: bool) -> anyhow::Result<ExitCode> {
 
 async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
     let client = Client {
-        nats: system::connect(system.client_url()).await?,
+        nats: system::connect(system.client_url(), system.client_creds()).await?,
     };
     prepare_workbench(&client).await?;
     let model = match &settings.default_model {

@@ -62,11 +62,8 @@ impl EmbeddedNats {
     async fn wait_ready(&self, dir: &Path) -> anyhow::Result<()> {
         for _ in 0..100 {
             let url = self.url(Role::Client);
-            if atelier_transport::connect::options(&url)
-                .connect(&url)
-                .await
-                .is_ok()
-            {
+            let options = atelier_transport::connect::options(&url, None).await?;
+            if options.connect(&url).await.is_ok() {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

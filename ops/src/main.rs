@@ -66,6 +66,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         cli.config.as_deref(),
         FlagOverrides {
             nats_url: cli.nats.clone(),
+            nats_creds: cli.creds.clone(),
             data_dir: cli.data.clone(),
             http_addr: cli.http.clone(),
         },
@@ -87,7 +88,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo { keep } => demo::run(&settings, keep).await,
         command => {
             let client = Client {
-                nats: system::connect(&settings.client_nats_url()?).await?,
+                nats: system::connect(&settings.client_nats_url()?, settings.nats_creds.as_deref())
+                    .await?,
             };
             client_command(&client, command).await
         }
@@ -109,7 +111,8 @@ fn trace_service(command: &Command) -> String {
 
 async fn dashboard(settings: &Settings) -> anyhow::Result<ExitCode> {
     let url = settings.client_nats_url()?;
-    let dashboard = dashboard::start(&url, settings.dashboard()?).await?;
+    let dashboard =
+        dashboard::start(&url, settings.nats_creds.as_deref(), settings.dashboard()?).await?;
     println!(
         "dashboard at {} (NATS {}); Ctrl-C to stop",
         dashboard.url(),
@@ -143,7 +146,8 @@ async fn coordinator(settings: &Settings) -> anyhow::Result<ExitCode> {
         .nats_url
         .clone()
         .context("`atelier coordinator` needs --nats URL (or ATELIER_NATS_URL)")?;
-    let handle = system::coordinator(system::connect(&url).await?, settings).await?;
+    let nats = system::connect(&url, settings.nats_creds.as_deref()).await?;
+    let handle = system::coordinator(nats, settings).await?;
     system::shutdown_signal().await;
     handle.shutdown().await;
     Ok(ExitCode::SUCCESS)
@@ -152,7 +156,8 @@ async fn coordinator(settings: &Settings) -> anyhow::Result<ExitCode> {
 async fn worker(settings: &Settings, pool: &str) -> anyhow::Result<ExitCode> {
     let url = settings.worker_nats_url()?;
     let pool = Pool::parse(pool).context("--pool must be tabular or office")?;
-    let handle = system::worker(system::connect(&url).await?, settings, pool).await?;
+    let nats = system::connect(&url, settings.nats_creds.as_deref()).await?;
+    let handle = system::worker(nats, settings, pool).await?;
     tracing::info!(worker = handle.worker_id(), "worker ready");
     system::shutdown_signal().await;
     handle.shutdown().await;

@@ -1,12 +1,13 @@
 //! Starting the server-side pieces: coordinator, workers, or all of them (`up`).
 
 use crate::nats_roles::{Role, redact, write_private};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use atelier_agents::spec::ProviderSettings;
 use atelier_coordinator::{CoordinatorConfig, CoordinatorHandle, start_coordinator};
 use atelier_messages::tool::Pool;
+use atelier_transport::connect::AuthWatch;
 use atelier_workers::{WorkerConfig, WorkerHandle, start_worker};
 
 use crate::config::Settings;
@@ -24,27 +25,77 @@ pub fn instance_id(role: &str) -> String {
 /// How long to keep trying to reach NATS at start.
 const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Where the credentials file may be set, for error messages.
+const CREDS_SOURCES: &str = "--creds FILE, ATELIER_NATS_CREDS or `nats_creds`";
+
+/// Connect options for `url` with its credentials or those of `creds`, explaining where the
+/// credentials file came from when it is the problem.
+pub async fn connect_options(
+    url: &str,
+    creds: Option<&Path>,
+) -> anyhow::Result<async_nats::ConnectOptions> {
+    atelier_transport::connect::options(url, creds)
+        .await
+        .with_context(|| format!("NATS credentials ({CREDS_SOURCES})"))
+}
+
 /// Connects, retrying while the server comes up, and returns only once connected: until the
 /// server's INFO arrives the client does not know its `max_payload` and would refuse any
-/// message over 1 MiB.
-pub async fn connect(url: &str) -> anyhow::Result<async_nats::Client> {
-    let client = atelier_transport::connect::options(url)
+/// message over 1 MiB. A server that refuses the credentials fails at once.
+pub async fn connect(url: &str, creds: Option<&Path>) -> anyhow::Result<async_nats::Client> {
+    let watch = AuthWatch::new();
+    let events = watch.clone();
+    let client = connect_options(url, creds)
+        .await?
         .name("atelier")
         .retry_on_initial_connect()
+        .event_callback(move |event| {
+            let events = events.clone();
+            async move { events.observe(&event) }
+        })
         .connect(url)
         .await
-        .with_context(|| format!("cannot connect to NATS at {url}"))?;
-    let deadline = std::time::Instant::now() + CONNECT_PATIENCE;
+        .with_context(|| format!("cannot connect to NATS at {}", redact(url)))?;
+    if !wait_connected(&client, &watch, url, creds, CONNECT_PATIENCE).await? {
+        anyhow::bail!(
+            "cannot reach NATS at {} within {} s: is `atelier up` (or nats-server) running?",
+            redact(url),
+            CONNECT_PATIENCE.as_secs()
+        );
+    }
+    Ok(client)
+}
+
+/// Waits up to `patience` for `client` to connect: `Ok(true)` once it is, `Ok(false)` when
+/// time runs out, an error as soon as the server refuses the credentials.
+pub async fn wait_connected(
+    client: &async_nats::Client,
+    watch: &AuthWatch,
+    url: &str,
+    creds: Option<&Path>,
+    patience: std::time::Duration,
+) -> anyhow::Result<bool> {
+    let deadline = std::time::Instant::now() + patience;
     while client.connection_state() != async_nats::connection::State::Connected {
-        if std::time::Instant::now() > deadline {
+        if let Some(refusal) = watch.refusal() {
+            let presented = match creds {
+                Some(path) => format!("the credentials file {}", path.display()),
+                None if redact(url) != url => "the user in the URL".to_string(),
+                None => "no credentials".to_string(),
+            };
             anyhow::bail!(
-                "cannot reach NATS at {url} within {} s: is `atelier up` (or nats-server) running?",
-                CONNECT_PATIENCE.as_secs()
+                "NATS at {} refused the connection ({refusal}) with {presented}: a server in \
+                 operator mode needs a user credentials file ({CREDS_SOURCES}); check that it is \
+                 the right user for this server and its account",
+                redact(url)
             );
+        }
+        if std::time::Instant::now() > deadline {
+            return Ok(false);
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    Ok(client)
+    Ok(true)
 }
 
 pub async fn coordinator(
@@ -119,6 +170,8 @@ pub struct System {
     nats: Option<crate::embedded::EmbeddedNats>,
     url: String,
     url_files: Vec<std::path::PathBuf>,
+    /// The credentials file for a configured server (never for the embedded one).
+    creds: Option<PathBuf>,
     coordinator: CoordinatorHandle,
     workers: Vec<WorkerHandle>,
     dashboard: crate::dashboard::Dashboard,
@@ -127,6 +180,14 @@ pub struct System {
 impl System {
     /// Starts nats-server (unless a URL is configured), the coordinator and one worker per pool.
     pub async fn start(settings: &Settings) -> anyhow::Result<System> {
+        if let (None, Some(creds)) = (&settings.nats_url, &settings.nats_creds) {
+            anyhow::bail!(
+                "a NATS credentials file ({}) is for a server of your own given with --nats URL; \
+                 the server `atelier up` starts has its own users: drop the credentials file \
+                 ({CREDS_SOURCES}) or add --nats",
+                creds.display()
+            );
+        }
         let data_dir = absolute(&settings.data_dir)?;
         let nats = match &settings.nats_url {
             Some(_) => None,
@@ -146,14 +207,20 @@ impl System {
             (None, Some(url)) => url.clone(),
             (None, None) => String::new(),
         };
-        let coordinator = coordinator(connect(&url_of(Role::Coordinator)).await?, settings).await?;
-        let worker_client = connect(&url_of(Role::Worker)).await?;
+        let creds = settings.nats_creds.clone().filter(|_| nats.is_none());
+        let coordinator = coordinator(
+            connect(&url_of(Role::Coordinator), creds.as_deref()).await?,
+            settings,
+        )
+        .await?;
+        let worker_client = connect(&url_of(Role::Worker), creds.as_deref()).await?;
         let mut workers = Vec::new();
         for pool in Pool::ALL {
             workers.push(worker(worker_client.clone(), settings, pool).await?);
         }
         let url = url_of(Role::Client);
-        let dashboard = crate::dashboard::start(&url, settings.dashboard()?).await?;
+        let dashboard =
+            crate::dashboard::start(&url, creds.as_deref(), settings.dashboard()?).await?;
         let mut url_files = Vec::new();
         if nats.is_some() {
             for (path, role) in [
@@ -168,6 +235,7 @@ impl System {
             nats,
             url,
             url_files,
+            creds,
             coordinator,
             workers,
             dashboard,
@@ -177,6 +245,11 @@ impl System {
     /// The clients' NATS URL, with the client role's credentials on the embedded server.
     pub fn client_url(&self) -> &str {
         &self.url
+    }
+
+    /// The credentials file clients use with [`System::client_url`] (a configured server's).
+    pub fn client_creds(&self) -> Option<&Path> {
+        self.creds.as_deref()
     }
 
     /// The clients' NATS URL without credentials, for printing.

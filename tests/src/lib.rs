@@ -8,7 +8,9 @@
 //! - [`Cluster`]: nats-server + coordinator + workers in one temp dir, plus CLI helpers.
 //! - [`scripted`]: the scripted OpenAI-protocol server.
 //! - [`nats_request`]: raw request/reply for protocol-level tests.
+//! - [`nats_jwt`]: an operator-mode trust chain (operator, accounts, user JWTs and `.creds`).
 
+pub mod nats_jwt;
 pub mod scripted;
 
 use std::path::{Path, PathBuf};
@@ -56,6 +58,8 @@ fn free_port() -> u16 {
 pub struct NatsServer {
     child: Option<Child>,
     max_payload: usize,
+    /// More configuration lines (e.g. an operator-mode trust chain).
+    extra_config: String,
     pub url: String,
     port: u16,
     dir: PathBuf,
@@ -68,9 +72,24 @@ impl NatsServer {
 
     /// A server whose messages may be at most `max_payload` bytes.
     pub fn start_with_max_payload(dir: &Path, max_payload: usize) -> anyhow::Result<Self> {
+        Self::start_with_config(dir, max_payload, String::new())
+    }
+
+    /// A server in operator (decentralized JWT) mode that trusts `setup`'s operator: only users
+    /// of its accounts, presenting a JWT and signing with their seed, get in.
+    pub fn start_operator(dir: &Path, setup: &nats_jwt::OperatorSetup) -> anyhow::Result<Self> {
+        Self::start_with_config(dir, 64 << 20, setup.server_config())
+    }
+
+    fn start_with_config(
+        dir: &Path,
+        max_payload: usize,
+        extra_config: String,
+    ) -> anyhow::Result<Self> {
         let mut server = Self {
             child: None,
             max_payload,
+            extra_config,
             url: String::new(),
             port: free_port(),
             dir: dir.join("nats"),
@@ -86,24 +105,31 @@ impl NatsServer {
         std::fs::write(
             &config,
             format!(
-                "host: 127.0.0.1\nport: {}\nmax_payload: {}\njetstream {{ store_dir: {:?} }}\n",
+                "host: 127.0.0.1\nport: {}\nmax_payload: {}\njetstream {{ store_dir: {:?} }}\n{}",
                 self.port,
                 self.max_payload,
-                self.dir.join("js").display().to_string()
+                self.dir.join("js").display().to_string(),
+                self.extra_config
             ),
         )?;
+        let log = self.dir.join("nats-server.log");
         let child = Command::new("nats-server")
             .arg("-c")
             .arg(&config)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
             .spawn()
             .context("nats-server not found: run scripts/setup.sh")?;
         self.child = Some(child);
         wait_until(Duration::from_secs(10), || {
             std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
         })
-        .context("nats-server did not start")
+        .with_context(|| {
+            format!(
+                "nats-server did not start: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        })
     }
 
     /// SIGKILLs the server.
@@ -207,6 +233,23 @@ impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Runs `atelier ARGS` to completion (no server chosen for it beyond `args`: the NATS URL and
+/// credentials variables of this environment are removed).
+pub fn cli(args: &[&str]) -> anyhow::Result<CliOutput> {
+    let output = Command::new(atelier_bin())
+        .args(args)
+        .env_remove("ATELIER_DEFAULT_MODEL")
+        .env_remove("ATELIER_NATS_URL")
+        .env_remove("ATELIER_NATS_CREDS")
+        .output()?;
+    Ok(CliOutput {
+        success: output.status.success(),
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+    })
 }
 
 /// A whole system in a temp dir: nats-server, a coordinator, workers.
@@ -378,18 +421,9 @@ impl Cluster {
 
     /// Runs the CLI against this cluster.
     pub fn cli(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
-        let output = Command::new(atelier_bin())
-            .args(args)
-            .arg("--nats")
-            .arg(&self.nats.url)
-            .env_remove("ATELIER_DEFAULT_MODEL")
-            .output()?;
-        Ok(CliOutput {
-            success: output.status.success(),
-            code: output.status.code(),
-            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-        })
+        let mut args = args.to_vec();
+        args.extend(["--nats", self.nats.url.as_str()]);
+        cli(&args)
     }
 
     /// Runs the CLI and fails unless it succeeds.

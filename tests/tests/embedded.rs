@@ -206,9 +206,11 @@ fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()>
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let connect = |url: String| async move {
-            atelier_transport::connect::options(&url)
+            atelier_transport::connect::options(&url, None)
+                .await?
                 .connect(&url)
                 .await
+                .map_err(anyhow::Error::from)
         };
         let worker = connect(up.url("nats-worker.url")?).await?;
         let client = connect(up.url("nats.url")?).await?;

@@ -9,7 +9,7 @@
 //! (`TOOL_WORKER_UNAVAILABLE`, `TOOL_TIMEOUT`, `VALIDATION_FAILED` for an oversized payload).
 //!
 //! # Layout
-//! - [`connect`]: connect options with the credentials a URL carries.
+//! - [`connect`]: connect options with the credentials a URL or a credentials file carries.
 //! - [`headers`]: the payload format of a message, trace-context propagation, progress marks.
 //! - [`request`]: typed request/reply with a [`Policy`] (timeouts, retries, progress).
 //! - [`serve`]: the responder side: a [`Router`] of verbs on one wildcard subscription, replies

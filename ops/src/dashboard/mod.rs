@@ -121,10 +121,14 @@ impl Dashboard {
 }
 
 /// Connects to NATS, starts following the EVENTS stream and serves HTTP.
-pub async fn start(nats_url: &str, config: DashboardConfig) -> anyhow::Result<Dashboard> {
+pub async fn start(
+    nats_url: &str,
+    creds: Option<&std::path::Path>,
+    config: DashboardConfig,
+) -> anyhow::Result<Dashboard> {
     config.check()?;
     let connection = Arc::new(Connection::default());
-    let nats = connect(nats_url, Arc::clone(&connection)).await?;
+    let nats = connect(nats_url, creds, Arc::clone(&connection)).await?;
     let listener = listen(&config).await?;
     let addr = listener.local_addr()?;
     let state = Arc::new(AppState {
@@ -165,16 +169,29 @@ async fn listen(config: &DashboardConfig) -> anyhow::Result<tokio::net::TcpListe
     }
 }
 
+/// How long the dashboard waits for NATS at start before serving anyway (it keeps reconnecting
+/// in the background; only refused credentials stop it).
+const CONNECT_GRACE: Duration = Duration::from_secs(5);
+
 /// A NATS connection that records its own reconnects.
-async fn connect(url: &str, connection: Arc<Connection>) -> anyhow::Result<async_nats::Client> {
+async fn connect(
+    url: &str,
+    creds: Option<&std::path::Path>,
+    connection: Arc<Connection>,
+) -> anyhow::Result<async_nats::Client> {
     let seen_disconnect = Arc::new(AtomicBool::new(false));
-    let client = atelier_transport::connect::options(url)
+    let watch = atelier_transport::connect::AuthWatch::new();
+    let events = watch.clone();
+    let client = crate::system::connect_options(url, creds)
+        .await?
         .name("atelier-dashboard")
         .retry_on_initial_connect()
         .event_callback(move |event| {
             let connection = Arc::clone(&connection);
             let seen_disconnect = Arc::clone(&seen_disconnect);
+            let events = events.clone();
             async move {
+                events.observe(&event);
                 match event {
                     async_nats::Event::Connected => {
                         connection.connected.store(true, Ordering::Relaxed);
@@ -194,7 +211,15 @@ async fn connect(url: &str, connection: Arc<Connection>) -> anyhow::Result<async
         })
         .connect(url)
         .await
-        .with_context(|| format!("the dashboard cannot connect to NATS at {url}"))?;
+        .with_context(|| {
+            format!(
+                "the dashboard cannot connect to NATS at {}",
+                crate::nats_roles::redact(url)
+            )
+        })?;
+    if !crate::system::wait_connected(&client, &watch, url, creds, CONNECT_GRACE).await? {
+        tracing::warn!("NATS is not reachable yet; the dashboard serves and keeps reconnecting");
+    }
     Ok(client)
 }
 
