@@ -31,11 +31,16 @@ pub enum ErrorCode {
     WorkbenchBusy,
     /// The draft revision of a rewind's target was pruned (by a publish, discard or retention).
     RevisionPruned,
+    /// The model kept answering with tool calls that could not be parsed or did not match a
+    /// tool's schema, after being told what was wrong.
+    ToolCallInvalid,
+    /// The model kept answering with empty or runaway-repetitive output, after a nudge.
+    ModelOutputDegenerate,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -59,6 +64,8 @@ impl ErrorCode {
         ErrorCode::Internal,
         ErrorCode::WorkbenchBusy,
         ErrorCode::RevisionPruned,
+        ErrorCode::ToolCallInvalid,
+        ErrorCode::ModelOutputDegenerate,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -87,6 +94,8 @@ impl ErrorCode {
             ErrorCode::Internal => "INTERNAL",
             ErrorCode::WorkbenchBusy => "WORKBENCH_BUSY",
             ErrorCode::RevisionPruned => "REVISION_PRUNED",
+            ErrorCode::ToolCallInvalid => "TOOL_CALL_INVALID",
+            ErrorCode::ModelOutputDegenerate => "MODEL_OUTPUT_DEGENERATE",
         }
     }
 }
