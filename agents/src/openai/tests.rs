@@ -114,13 +114,12 @@ fn text_stream() -> Response {
 fn options(api_key: Option<&str>, max_retries: u32) -> ClientOptions {
     ClientOptions {
         api_key: api_key.map(str::to_string),
-        timeout: Duration::from_secs(10),
-        retry: RetryPolicy {
+        idle_timeout: Duration::from_secs(10),
+        ..ClientOptions::new(RetryPolicy {
             max_retries,
             base: Duration::from_millis(1),
             cap: Duration::from_millis(5),
-        },
-        max_tokens: None,
+        })
     }
 }
 

@@ -43,9 +43,10 @@ pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice) -> String {
     text
 }
 
-/// `messages` as a text-mode model reads them: the catalog added to the (first) system
-/// message, assistant tool calls as their JSON text, tool results as user messages.
-pub fn text_transcript(messages: &[ChatMessage], catalog: &str) -> Vec<ChatMessage> {
+/// `messages` as a text-mode model reads them: the catalog (when tools are offered) added to
+/// the (first) system message, assistant tool calls as their JSON text, tool results as user
+/// messages.
+pub fn text_transcript(messages: &[ChatMessage], catalog: Option<&str>) -> Vec<ChatMessage> {
     let mut transcript: Vec<ChatMessage> = Vec::with_capacity(messages.len() + 1);
     let mut calls: Vec<&ToolCall> = Vec::new();
     for message in messages {
@@ -75,7 +76,10 @@ pub fn text_transcript(messages: &[ChatMessage], catalog: &str) -> Vec<ChatMessa
             }),
         }
     }
-    with_system_text(transcript, catalog)
+    match catalog {
+        Some(catalog) => with_system_text(transcript, catalog),
+        None => transcript,
+    }
 }
 
 /// `text` added to the first message when it is a system message (some chat templates accept
@@ -134,7 +138,7 @@ mod tests {
             ChatMessage::assistant("", vec![call]),
             ChatMessage::tool_result("call_t1", "{\"rows\":120}"),
         ];
-        let transcript = text_transcript(&messages, "CATALOG");
+        let transcript = text_transcript(&messages, Some("CATALOG"));
         assert_eq!(
             transcript,
             vec![
@@ -147,7 +151,7 @@ mod tests {
                 ChatMessage::user("Tool result for table_get_map (call call_t1):\n{\"rows\":120}"),
             ]
         );
-        let without_system = text_transcript(&[ChatMessage::user("Hi")], "CATALOG");
+        let without_system = text_transcript(&[ChatMessage::user("Hi")], Some("CATALOG"));
         assert_eq!(without_system[0], ChatMessage::system("CATALOG"));
     }
 
