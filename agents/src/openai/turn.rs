@@ -18,7 +18,9 @@ use serde_json::Value;
 use super::wire::ChatBody;
 use crate::AgentError;
 use crate::degenerate::{self, Degenerate};
-use crate::provider::{ChatMessage, ModelRequest, ModelResponse, Role, ToolCall, ToolChoice};
+use crate::provider::{
+    ChatMessage, ModelRequest, ModelResponse, Role, ToolCall, ToolChoice, Usage,
+};
 use crate::text_tools::{
     self, ANSWER_SHAPE, CALL_SHAPE, Reading, ToolMode, catalog_prompt, correction, text_transcript,
 };
@@ -35,7 +37,7 @@ pub(super) struct Turn<'r> {
     request: &'r ModelRequest,
     mode: ToolMode,
     transcript: Vec<ChatMessage>,
-    usage: crate::provider::Usage,
+    usage: Usage,
     corrections: u32,
     nudges: u32,
 }
@@ -53,7 +55,7 @@ impl<'r> Turn<'r> {
             request,
             mode,
             transcript,
-            usage: Default::default(),
+            usage: Usage::default(),
             corrections: 0,
             nudges: 0,
         }
