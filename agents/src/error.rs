@@ -19,6 +19,10 @@ pub enum AgentError {
     Unavailable(String),
     #[error("the provider answered something this client cannot use: {0}")]
     BadResponse(String),
+    #[error("the model's tool call is still invalid after corrections: {0}")]
+    ToolCallInvalid(String),
+    #[error("the model's output is degenerate: {0}")]
+    Degenerate(String),
     #[error("replay script: {0}")]
     Replay(String),
     #[error(transparent)]
@@ -38,6 +42,8 @@ impl AgentError {
             AgentError::Unavailable(_) | AgentError::BadResponse(_) => {
                 ErrorCode::ProviderUnavailable
             }
+            AgentError::ToolCallInvalid(_) => ErrorCode::ToolCallInvalid,
+            AgentError::Degenerate(_) => ErrorCode::ModelOutputDegenerate,
             AgentError::Replay(_) => ErrorCode::ProviderUnavailable,
             AgentError::Job(body) => body.code,
         }
@@ -49,5 +55,23 @@ impl AgentError {
             AgentError::Job(body) => body.clone(),
             other => ErrorBody::new(other.code(), other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_call_and_degenerate_failures_have_their_own_codes() {
+        let invalid = AgentError::ToolCallInvalid("unknown tool `x`".into());
+        assert_eq!(invalid.code(), ErrorCode::ToolCallInvalid);
+        assert_eq!(invalid.to_body().code.as_str(), "TOOL_CALL_INVALID");
+        let degenerate = AgentError::Degenerate("empty reply".into());
+        assert_eq!(degenerate.code().as_str(), "MODEL_OUTPUT_DEGENERATE");
+        assert_eq!(
+            degenerate.to_string(),
+            "the model's output is degenerate: empty reply"
+        );
     }
 }

@@ -12,11 +12,14 @@
 //! - [`replay`]: a deterministic scripted provider for demos and tests.
 //! - [`catalog`]: tool specs named by `ToolName` (JSON schemas, capability, action class; the
 //!   pool follows from the name) and phase subsets.
+//! - [`text_tools`]: tool calls written as text (text, auto and constrained tool modes).
+//! - [`degenerate`]: empty or runaway-repetitive model output.
 //! - [`plan`]: parsing and rendering the plan checklist.
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
 //! - [`error`]: the crate error type, [`AgentError`].
 
 pub mod catalog;
+pub mod degenerate;
 pub mod error;
 pub mod openai;
 pub mod plan;
@@ -24,5 +27,6 @@ pub mod provider;
 pub mod replay;
 pub mod rpi;
 pub mod spec;
+pub mod text_tools;
 
 pub use error::AgentError;

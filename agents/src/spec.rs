@@ -20,9 +20,12 @@ use crate::AgentError;
 use crate::openai::{self, ClientOptions, Flavor, OpenAiProvider, RetryPolicy};
 use crate::provider::ModelProvider;
 use crate::replay::ReplayProvider;
+use crate::text_tools::ToolMode;
 
-const DEFAULT_TIMEOUT_SECS: u64 = 120;
 const DEFAULT_MAX_RETRIES: u32 = 3;
+/// `max_tokens` of an `openai-compat` profile that sets none: small local models can otherwise
+/// generate until the context is full.
+pub const DEFAULT_COMPAT_MAX_TOKENS: u32 = 4096;
 
 /// A parsed model spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +107,18 @@ pub enum ProfileKind {
 }
 
 /// A model the operator configured under `[models.NAME]`: where it is served, with which key,
-/// and its limits. Its key is only ever sent to its `base_url` (and never printed by `Debug`).
+/// its limits, and how it is offered tools. Its key is only ever sent to its `base_url` (and
+/// never printed by `Debug`).
+///
+/// ```toml
+/// [models.local]
+/// kind = "openai-compat"
+/// base_url = "http://127.0.0.1:8080/v1"
+/// model = "qwen2.5-coder-0.5b-instruct"
+/// max_tokens = 1024          # per turn; openai-compat default 4096, openai: the server's
+/// tool_mode = "text"         # native (default), text, auto or constrained
+/// idle_timeout_secs = 60     # longest silence of a streaming answer
+/// ```
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelProfile {
@@ -120,10 +134,25 @@ pub struct ModelProfile {
     /// The environment variable holding the key (read when the provider is built).
     #[serde(default)]
     pub api_key_env: Option<String>,
-    /// The most tokens one model turn may generate (sent as `max_tokens`).
+    /// The most tokens one model turn may generate (sent as `max_tokens`). When unset,
+    /// `openai-compat` profiles send [`DEFAULT_COMPAT_MAX_TOKENS`] and `openai` profiles send
+    /// none (the server's default).
     #[serde(default)]
     pub max_tokens: Option<u32>,
-    /// Per-request timeout in seconds (default: `request_timeout_secs`, else 120).
+    /// How the model is offered tools (see [`ToolMode`]): `native` (default: `tools` in the
+    /// request), `text` (the catalog in the system message, calls read from the reply text),
+    /// `auto` (native, plus calls written as text), `constrained` (text plus a JSON-schema
+    /// `response_format`, for servers with guided decoding).
+    #[serde(default)]
+    pub tool_mode: ToolMode,
+    /// The longest silence, in seconds, while waiting for an answer to start or between its
+    /// streamed chunks (default: `idle_timeout_secs` of the settings, else 60). A long answer
+    /// that keeps streaming is never cut; a silent one fails as `PROVIDER_UNAVAILABLE` and is
+    /// retried.
+    #[serde(default)]
+    pub idle_timeout_secs: Option<u64>,
+    /// An optional ceiling, in seconds, on one whole HTTP exchange (default: none; the idle
+    /// timeout is what stops a stuck server).
     #[serde(default)]
     pub request_timeout_secs: Option<u64>,
     /// Retries on 429/5xx/connection errors (default: `max_retries`, else 3).
@@ -140,6 +169,8 @@ impl std::fmt::Debug for ModelProfile {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("api_key_env", &self.api_key_env)
             .field("max_tokens", &self.max_tokens)
+            .field("tool_mode", &self.tool_mode)
+            .field("idle_timeout_secs", &self.idle_timeout_secs)
             .finish_non_exhaustive()
     }
 }
@@ -173,7 +204,10 @@ pub struct ProviderSettings {
     /// Base URL for `openai:` (default `https://api.openai.com/v1`).
     #[serde(default)]
     pub openai_base_url: Option<String>,
-    /// Per-request timeout in seconds (default 120).
+    /// The longest silence of a streaming answer, in seconds (default 60).
+    #[serde(default)]
+    pub idle_timeout_secs: Option<u64>,
+    /// An optional ceiling on one whole HTTP exchange, in seconds (default: none).
     #[serde(default)]
     pub request_timeout_secs: Option<u64>,
     /// Retries on 429/5xx/connection errors before giving up (default 3).
@@ -206,23 +240,36 @@ impl ProviderSettings {
     /// The client options for any other endpoint: never a configured key.
     fn keyless_options(&self) -> ClientOptions {
         ClientOptions {
-            api_key: None,
-            timeout: Duration::from_secs(self.request_timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)),
-            retry: RetryPolicy::new(self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)),
-            max_tokens: None,
+            idle_timeout: self
+                .idle_timeout_secs
+                .map_or(openai::DEFAULT_IDLE_TIMEOUT, Duration::from_secs),
+            request_timeout: self.request_timeout_secs.map(Duration::from_secs),
+            ..ClientOptions::new(RetryPolicy::new(
+                self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
+            ))
         }
     }
 
     /// The client options of a profile: its own key, limits and timeouts.
     fn profile_options(&self, profile: &ModelProfile) -> ClientOptions {
         let defaults = self.keyless_options();
+        let default_max_tokens = match profile.kind {
+            ProfileKind::OpenAi => None,
+            ProfileKind::OpenAiCompat => Some(DEFAULT_COMPAT_MAX_TOKENS),
+        };
         ClientOptions {
             api_key: profile.key(),
-            timeout: profile
+            idle_timeout: profile
+                .idle_timeout_secs
+                .map_or(defaults.idle_timeout, Duration::from_secs),
+            request_timeout: profile
                 .request_timeout_secs
-                .map_or(defaults.timeout, Duration::from_secs),
+                .map(Duration::from_secs)
+                .or(defaults.request_timeout),
             retry: profile.max_retries.map_or(defaults.retry, RetryPolicy::new),
-            max_tokens: profile.max_tokens,
+            max_tokens: profile.max_tokens.or(default_max_tokens),
+            tool_mode: profile.tool_mode,
+            ..defaults
         }
     }
 
@@ -494,6 +541,8 @@ mod tests {
             api_key: Some("sk-profile".into()),
             api_key_env: None,
             max_tokens: Some(512),
+            tool_mode: ToolMode::Native,
+            idle_timeout_secs: None,
             request_timeout_secs: None,
             max_retries: None,
         }
@@ -561,5 +610,38 @@ mod tests {
             "kind": "openai", "model": "gpt-4o", "api_kee": "x"
         }));
         assert!(typo.is_err());
+    }
+
+    #[test]
+    fn profiles_carry_tool_mode_idle_timeout_and_compat_max_tokens_default() {
+        let parsed: ModelProfile = serde_json::from_value(serde_json::json!({
+            "kind": "openai-compat", "base_url": "http://127.0.0.1:8080/v1", "model": "qwen",
+            "tool_mode": "text", "idle_timeout_secs": 5
+        }))
+        .expect("profile");
+        let settings = ProviderSettings::default();
+        let options = settings.profile_options(&parsed);
+        assert_eq!(options.tool_mode, ToolMode::Text);
+        assert_eq!(options.idle_timeout, Duration::from_secs(5));
+        assert_eq!(options.max_tokens, Some(DEFAULT_COMPAT_MAX_TOKENS));
+        assert_eq!(options.request_timeout, None);
+
+        let mut cloud = profile(ProfileKind::OpenAi, None);
+        cloud.max_tokens = None;
+        let options = settings.profile_options(&cloud);
+        assert_eq!(options.tool_mode, ToolMode::Native);
+        assert_eq!(options.idle_timeout, openai::DEFAULT_IDLE_TIMEOUT);
+        assert_eq!(options.max_tokens, None);
+        for mode in ["native", "text", "auto", "constrained"] {
+            let parsed: ModelProfile = serde_json::from_value(serde_json::json!({
+                "kind": "openai", "model": "m", "tool_mode": mode
+            }))
+            .expect(mode);
+            assert_eq!(serde_json::to_value(parsed.tool_mode).expect("mode"), mode);
+        }
+        let unknown = serde_json::from_value::<ModelProfile>(serde_json::json!({
+            "kind": "openai", "model": "m", "tool_mode": "xml"
+        }));
+        assert!(unknown.is_err());
     }
 }

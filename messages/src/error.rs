@@ -38,11 +38,16 @@ pub enum ErrorCode {
     ItemNotDone,
     /// The job ran to its end but some plan items failed; the draft holds what was done.
     ItemsFailed,
+    /// The model kept answering with tool calls that could not be parsed or did not match a
+    /// tool's schema, after being told what was wrong.
+    ToolCallInvalid,
+    /// The model kept answering with empty or runaway-repetitive output, after a nudge.
+    ModelOutputDegenerate,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -69,6 +74,8 @@ impl ErrorCode {
         ErrorCode::PlanInvalid,
         ErrorCode::ItemNotDone,
         ErrorCode::ItemsFailed,
+        ErrorCode::ToolCallInvalid,
+        ErrorCode::ModelOutputDegenerate,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -100,6 +107,8 @@ impl ErrorCode {
             ErrorCode::PlanInvalid => "PLAN_INVALID",
             ErrorCode::ItemNotDone => "ITEM_NOT_DONE",
             ErrorCode::ItemsFailed => "ITEMS_FAILED",
+            ErrorCode::ToolCallInvalid => "TOOL_CALL_INVALID",
+            ErrorCode::ModelOutputDegenerate => "MODEL_OUTPUT_DEGENERATE",
         }
     }
 }

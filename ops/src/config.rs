@@ -25,7 +25,8 @@ pub struct Settings {
     /// `openai-compat:URL#MODEL`, `replay:FILE`).
     pub default_model: Option<String>,
     /// Named model profiles (`[models.NAME]`: kind, base_url, model, api_key or api_key_env,
-    /// max_tokens, request_timeout_secs, max_retries); `--model NAME` uses one.
+    /// max_tokens, tool_mode, idle_timeout_secs, request_timeout_secs, max_retries); `--model
+    /// NAME` uses one.
     pub models: BTreeMap<String, ModelProfile>,
     /// API key for OpenAI-protocol providers (else `OPENAI_API_KEY`).
     pub openai_api_key: Option<String>,

@@ -77,7 +77,11 @@ async fn a_model_that_claims_an_item_done_without_a_tool_call_never_yields_a_suc
     // The summary the user reads states the real draft: nothing changed.
     let summary = view.summary.unwrap_or_default();
     assert!(summary.contains("Draft changes: none"), "{summary}");
-    assert!(cluster.cli(&["wb", "ls", "w", "--draft"])?.failed_with("NO_DRAFT"));
+    assert!(
+        cluster
+            .cli(&["wb", "ls", "w", "--draft"])?
+            .failed_with("NO_DRAFT")
+    );
     Ok(())
 }
 
@@ -162,7 +166,11 @@ async fn a_stated_reason_that_nothing_needs_to_change_is_recorded_and_the_job_su
     assert!(view.plan_md.as_deref().unwrap_or_default().contains(
         "- [x] 1. Sort — sort plan.csv by date [No change: plan.csv is already sorted by date]"
     ));
-    assert!(cluster.cli(&["wb", "ls", "w", "--draft"])?.failed_with("NO_DRAFT"));
+    assert!(
+        cluster
+            .cli(&["wb", "ls", "w", "--draft"])?
+            .failed_with("NO_DRAFT")
+    );
 
     // A question needs no plan items when the model says so.
     let model = ScriptedModel::start(script(json!({

@@ -11,9 +11,11 @@ use tracing::Instrument;
 
 use super::failure::Failure;
 use super::stream::{SseDecoder, StreamAccumulator, from_completion};
+use super::turn::Turn;
 use super::wire::{ChatBody, Completion, ErrorEnvelope};
 use crate::AgentError;
 use crate::provider::{DeltaSink, ModelProvider, ModelRequest, ModelResponse};
+use crate::text_tools::ToolMode;
 
 /// The base URL of the OpenAI API.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -75,17 +77,44 @@ pub enum Flavor {
     Compatible,
 }
 
-/// How a client authenticates, waits and retries.
+/// How a client authenticates, waits, retries and offers tools.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// Sent as a bearer token; blank counts as none.
     pub api_key: Option<String>,
-    /// Per-request timeout.
-    pub timeout: Duration,
+    /// The longest silence allowed while waiting for the answer to start and between streamed
+    /// chunks; a long answer that keeps streaming is never cut.
+    pub idle_timeout: Duration,
+    /// The longest wait for the connection.
+    pub connect_timeout: Duration,
+    /// An optional ceiling on one whole HTTP exchange (none: only the idle timeout applies).
+    pub request_timeout: Option<Duration>,
     pub retry: RetryPolicy,
     /// The most tokens one turn may generate (`max_tokens`; none: the server's default).
     pub max_tokens: Option<u32>,
+    /// How the model is offered tools and how its calls are read.
+    pub tool_mode: ToolMode,
 }
+
+impl ClientOptions {
+    /// Options with the standard waits (idle 60 s, connect 10 s), native tools, no key.
+    pub fn new(retry: RetryPolicy) -> Self {
+        Self {
+            api_key: None,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: None,
+            retry,
+            max_tokens: None,
+            tool_mode: ToolMode::Native,
+        }
+    }
+}
+
+/// The default longest silence of a streaming answer.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default longest wait for a connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A Chat Completions client for one model on one server.
 #[derive(Debug)]
@@ -97,6 +126,8 @@ pub struct OpenAiProvider {
     client: reqwest::Client,
     retry: RetryPolicy,
     max_tokens: Option<u32>,
+    idle_timeout: Duration,
+    tool_mode: ToolMode,
 }
 
 impl OpenAiProvider {
@@ -107,6 +138,7 @@ impl OpenAiProvider {
         model: &str,
         options: ClientOptions,
     ) -> Result<Self, AgentError> {
+        let client = http_client(&options)?;
         let base_url = base_url.trim_end_matches('/');
         let label = match flavor {
             Flavor::OpenAi => format!("openai:{model}"),
@@ -127,10 +159,30 @@ impl OpenAiProvider {
             endpoint: format!("{base_url}/chat/completions"),
             model: model.to_string(),
             api_key,
-            client: http_client(options.timeout)?,
+            client,
             retry: options.retry,
             max_tokens: options.max_tokens,
+            idle_timeout: options.idle_timeout,
+            tool_mode: options.tool_mode,
         })
+    }
+
+    /// Runs one turn: exchanges until a reply is usable or the in-turn retries run out.
+    async fn run_turn(
+        &self,
+        request: &ModelRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, AgentError> {
+        let mut turn = Turn::new(request, self.tool_mode);
+        loop {
+            let response = {
+                let body = turn.body(&self.model, self.max_tokens);
+                self.call_with_retries(&body, on_delta).await?
+            };
+            if let Some(response) = turn.judge(response)? {
+                return Ok(response);
+            }
+        }
     }
 
     /// Runs the call, retrying transient failures per the retry policy.
@@ -174,9 +226,9 @@ impl OpenAiProvider {
         if let Some(ApiKey(key)) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request
-            .send()
-            .await
+        let response = self
+            .before_idle_timeout(request.send())
+            .await?
             .map_err(|e| self.transport_failure(&e))?;
         let status = response.status();
         if !status.is_success() {
@@ -200,9 +252,9 @@ impl OpenAiProvider {
         let mut decoder = SseDecoder::default();
         let mut stream = StreamAccumulator::default();
         let mut received = 0;
-        while let Some(bytes) = response
-            .chunk()
-            .await
+        while let Some(bytes) = self
+            .before_idle_timeout(response.chunk())
+            .await?
             .map_err(|e| self.transport_failure(&e))?
         {
             received += bytes.len();
@@ -229,13 +281,31 @@ impl OpenAiProvider {
         response: reqwest::Response,
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, Failure> {
-        let bytes = read_capped(response, MAX_RESPONSE_BYTES)
-            .await
+        let bytes = self
+            .before_idle_timeout(read_capped(response, MAX_RESPONSE_BYTES))
+            .await?
             .map_err(|e| self.transport_failure(&e))?
             .ok_or_else(|| too_large("the answer", MAX_RESPONSE_BYTES))?;
         let completion: Completion = serde_json::from_slice(&bytes)
             .map_err(|e| Failure::bad_response(format!("the completion is not valid JSON: {e}")))?;
         from_completion(completion, on_delta)
+    }
+
+    /// `future`'s output, or a retryable failure when the server stays silent for the idle
+    /// timeout.
+    async fn before_idle_timeout<T>(
+        &self,
+        future: impl std::future::Future<Output = T>,
+    ) -> Result<T, Failure> {
+        tokio::time::timeout(self.idle_timeout, future)
+            .await
+            .map_err(|_| {
+                Failure::unavailable(format!(
+                    "{} sent nothing for {} ms (idle timeout)",
+                    self.endpoint,
+                    self.idle_timeout.as_millis()
+                ))
+            })
     }
 
     fn transport_failure(&self, error: &reqwest::Error) -> Failure {
@@ -273,9 +343,8 @@ impl ModelProvider for OpenAiProvider {
             item = ?request.item_index,
             attempt = tracing::field::Empty,
         );
-        let body = ChatBody::new(&self.model, request, self.max_tokens);
         async {
-            let response = self.call_with_retries(&body, on_delta).await?;
+            let response = self.run_turn(request, on_delta).await?;
             tracing::debug!(
                 finish_reason = ?response.finish_reason,
                 tool_calls = response.tool_calls.len(),
@@ -290,11 +359,14 @@ impl ModelProvider for OpenAiProvider {
     }
 }
 
-fn http_client(timeout: Duration) -> Result<reqwest::Client, AgentError> {
+fn http_client(options: &ClientOptions) -> Result<reqwest::Client, AgentError> {
     // reqwest is built without a crypto provider; installing ring twice is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(timeout)
+    let mut builder = reqwest::Client::builder().connect_timeout(options.connect_timeout);
+    if let Some(ceiling) = options.request_timeout {
+        builder = builder.timeout(ceiling);
+    }
+    builder
         .build()
         .map_err(|e| AgentError::NotConfigured(format!("cannot build the HTTP client: {e}")))
 }
@@ -408,9 +480,7 @@ mod tests {
     fn options(api_key: Option<&str>) -> ClientOptions {
         ClientOptions {
             api_key: api_key.map(str::to_string),
-            timeout: Duration::from_secs(10),
-            retry: RetryPolicy::new(0),
-            max_tokens: None,
+            ..ClientOptions::new(RetryPolicy::new(0))
         }
     }
 

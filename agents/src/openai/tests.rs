@@ -1,5 +1,6 @@
 //! The client against a Chat Completions stand-in: streaming, tool calls, plain JSON answers,
-//! retries, and failures that must not leak the API key.
+//! retries, failures that must not leak the API key; tool modes, in-turn corrections and
+//! nudges, and the idle timeout.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,7 @@ use crate::catalog::catalog;
 use crate::provider::{
     ChatMessage, ModelProvider, ModelRequest, ModelResponse, ToolCall, ToolChoice, Usage,
 };
+use crate::text_tools::ToolMode;
 
 const KEY: &str = "sk-test-secret-123";
 
@@ -114,13 +116,12 @@ fn text_stream() -> Response {
 fn options(api_key: Option<&str>, max_retries: u32) -> ClientOptions {
     ClientOptions {
         api_key: api_key.map(str::to_string),
-        timeout: Duration::from_secs(10),
-        retry: RetryPolicy {
+        idle_timeout: Duration::from_secs(10),
+        ..ClientOptions::new(RetryPolicy {
             max_retries,
             base: Duration::from_millis(1),
             cap: Duration::from_millis(5),
-        },
-        max_tokens: None,
+        })
     }
 }
 
@@ -392,4 +393,334 @@ async fn openai_connection_errors_are_unavailable() {
     .await;
     let error = result.expect_err("unavailable");
     assert!(matches!(error, AgentError::Unavailable(_)), "{error}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool modes, turn limits
+
+/// A compatible-server provider in `mode` with `idle` as its idle timeout.
+fn provider_in(base: &str, mode: ToolMode, idle: Duration, max_retries: u32) -> OpenAiProvider {
+    OpenAiProvider::new(
+        Flavor::Compatible,
+        base,
+        "qwen2.5-coder-0.5b-instruct",
+        ClientOptions {
+            idle_timeout: idle,
+            tool_mode: mode,
+            ..options(None, max_retries)
+        },
+    )
+    .expect("provider")
+}
+
+/// A streamed text reply with its usage.
+fn text_reply(content: &str, finish: &str, prompt_tokens: u64, completion_tokens: u64) -> Response {
+    sse(vec![
+        event(
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": content}}]}),
+        ),
+        event(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})),
+        event(
+            json!({"choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}),
+        ),
+        "data: [DONE]\n\n".to_string(),
+    ])
+}
+
+fn tool_request(tool_choice: ToolChoice) -> ModelRequest {
+    ModelRequest {
+        phase: "research".into(),
+        item_index: None,
+        messages: vec![
+            ChatMessage::system("Research the workbench."),
+            ChatMessage::user("How many rows has sales.csv?"),
+        ],
+        tools: crate::catalog::research_tools(),
+        tool_choice,
+    }
+}
+
+const SEED_CALL: &str = "```json\n{\"tool\": \"table_get_map\", \"parameters\": {\"path\": \"sales.csv\"}, \"terminate\": false}\n```";
+
+#[tokio::test]
+async fn text_mode_reads_a_seed_call_and_sends_the_catalog_instead_of_tools() {
+    let (base, received) = serve(|_| text_reply(SEED_CALL, "stop", 300, 20)).await;
+    let provider = provider_in(&base, ToolMode::Text, Duration::from_secs(10), 0);
+    let (result, _) = run(&provider, &tool_request(ToolChoice::Required)).await;
+    let response = result.expect("completion");
+    assert_eq!(
+        response.tool_calls,
+        vec![ToolCall {
+            id: "call_t1".into(),
+            name: "table_get_map".into(),
+            arguments: "{\"path\":\"sales.csv\"}".into(),
+        }]
+    );
+    assert_eq!(
+        response.usage,
+        Usage {
+            prompt_tokens: 300,
+            completion_tokens: 20
+        }
+    );
+    let body = received.body(0);
+    assert!(body.get("tools").is_none(), "{body}");
+    assert!(body.get("tool_choice").is_none(), "{body}");
+    assert!(body.get("response_format").is_none(), "{body}");
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["role"], "system");
+    let system = messages[0]["content"].as_str().expect("system text");
+    assert!(
+        system.starts_with("Research the workbench.\n\n# Tools"),
+        "{system}"
+    );
+    assert!(system.contains("\n## table_query\n"), "{system}");
+    assert!(
+        system.contains(r#"{"tool": "TOOL_NAME", "parameters": {...}, "terminate": false}"#),
+        "{system}"
+    );
+}
+
+#[tokio::test]
+async fn text_mode_tells_the_model_what_was_wrong_and_counts_both_requests() {
+    let (base, received) = serve(|n| {
+        if n == 0 {
+            text_reply(
+                "{\"tool\": \"table_query\", \"parameters\": {\"query\": \"SELECT COUNT(*) FROM data\"}, \"terminate\": false}",
+                "stop",
+                300,
+                25,
+            )
+        } else {
+            text_reply(SEED_CALL, "stop", 380, 20)
+        }
+    })
+    .await;
+    let provider = provider_in(&base, ToolMode::Text, Duration::from_secs(10), 0);
+    let (result, _) = run(&provider, &tool_request(ToolChoice::Auto)).await;
+    let response = result.expect("completion");
+    assert_eq!(response.tool_calls[0].name, "table_get_map");
+    assert_eq!(
+        response.usage,
+        Usage {
+            prompt_tokens: 680,
+            completion_tokens: 45
+        }
+    );
+    assert_eq!(received.count(), 2);
+    let retry = received.body(1);
+    let messages = retry["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 4);
+    assert_eq!(messages[2]["role"], "assistant");
+    assert_eq!(messages[3]["role"], "user");
+    let names = crate::catalog::research_tools()
+        .iter()
+        .map(|spec| spec.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert_eq!(
+        messages[3]["content"],
+        format!(
+            "Your last reply could not be used: `table_query` is missing the required parameter(s) `path`.\n\
+             Answer again with ONLY one JSON object in this exact shape:\n\
+             {{\"tool\": \"TOOL_NAME\", \"parameters\": {{...}}, \"terminate\": false}}\n\
+             TOOL_NAME is one of: {names}."
+        )
+    );
+}
+
+#[tokio::test]
+async fn text_mode_fails_with_tool_call_invalid_after_three_corrections() {
+    let (base, received) = serve(|_| {
+        text_reply(
+            "{\"tool\": \"drop_table\", \"parameters\": {}}",
+            "stop",
+            10,
+            5,
+        )
+    })
+    .await;
+    let provider = provider_in(&base, ToolMode::Text, Duration::from_secs(10), 0);
+    let (result, _) = run(&provider, &tool_request(ToolChoice::Auto)).await;
+    let error = result.expect_err("invalid");
+    assert_eq!(error.code(), atelier_messages::ErrorCode::ToolCallInvalid);
+    assert!(
+        error.to_string().contains("unknown tool `drop_table`"),
+        "{error}"
+    );
+    assert_eq!(received.count(), 4);
+}
+
+#[tokio::test]
+async fn text_mode_replays_calls_as_json_and_results_as_user_messages() {
+    let (base, received) = serve(|_| text_reply("sales.csv has 120 rows.", "stop", 10, 5)).await;
+    let provider = provider_in(&base, ToolMode::Text, Duration::from_secs(10), 0);
+    let mut request = tool_request(ToolChoice::Auto);
+    request.messages.push(ChatMessage::assistant(
+        SEED_CALL,
+        vec![ToolCall {
+            id: "call_t1".into(),
+            name: "table_get_map".into(),
+            arguments: "{\"path\":\"sales.csv\"}".into(),
+        }],
+    ));
+    request
+        .messages
+        .push(ChatMessage::tool_result("call_t1", "{\"rows\":120}"));
+    let (result, _) = run(&provider, &request).await;
+    let response = result.expect("completion");
+    assert_eq!(response.content, "sales.csv has 120 rows.");
+    assert!(response.tool_calls.is_empty());
+    let body = received.body(0);
+    let messages = body["messages"].as_array().expect("messages");
+    assert_eq!(
+        messages[2],
+        json!({"role": "assistant", "content": "{\"tool\": \"table_get_map\", \"parameters\": {\"path\":\"sales.csv\"}, \"terminate\": false}"})
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "user", "content": "Tool result for table_get_map (call call_t1):\n{\"rows\":120}"})
+    );
+}
+
+#[tokio::test]
+async fn auto_mode_sends_tools_and_reads_a_hermes_call_from_the_text() {
+    let hermes = "<tool_call>\n{\"name\": \"table_get_map\", \"arguments\": \"{\\\"path\\\": \\\"sales.csv\\\"}\"}\n</tool_call>";
+    let (base, received) = serve(move |_| text_reply(hermes, "stop", 10, 5)).await;
+    let provider = provider_in(&base, ToolMode::Auto, Duration::from_secs(10), 0);
+    let (result, _) = run(&provider, &tool_request(ToolChoice::Auto)).await;
+    let response = result.expect("completion");
+    assert_eq!(response.tool_calls[0].name, "table_get_map");
+    assert_eq!(response.tool_calls[0].arguments, "{\"path\":\"sales.csv\"}");
+    let body = received.body(0);
+    assert!(
+        body["tools"]
+            .as_array()
+            .is_some_and(|tools| !tools.is_empty())
+    );
+    assert_eq!(body["messages"][0]["content"], "Research the workbench.");
+}
+
+#[tokio::test]
+async fn constrained_mode_sends_a_json_schema_response_format() {
+    let (base, received) = serve(|_| {
+        text_reply(
+            "{\"tool\": null, \"answer\": \"120 rows\", \"terminate\": true}",
+            "stop",
+            10,
+            5,
+        )
+    })
+    .await;
+    let provider = provider_in(&base, ToolMode::Constrained, Duration::from_secs(10), 0);
+    let (result, _) = run(&provider, &tool_request(ToolChoice::Auto)).await;
+    let response = result.expect("completion");
+    assert_eq!(response.content, "120 rows");
+    assert!(response.tool_calls.is_empty());
+    let body = received.body(0);
+    assert!(body.get("tools").is_none());
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+    let shapes = body["response_format"]["json_schema"]["schema"]["anyOf"]
+        .as_array()
+        .expect("anyOf");
+    assert_eq!(shapes.len(), crate::catalog::research_tools().len() + 1);
+}
+
+#[tokio::test]
+async fn degenerate_empty_replies_are_nudged_once_then_fail() {
+    let (base, received) = serve(|_| text_reply("", "stop", 50, 0)).await;
+    let provider = provider_in(&base, ToolMode::Native, Duration::from_secs(10), 0);
+    let (result, _) = run(&provider, &tool_request(ToolChoice::Required)).await;
+    let error = result.expect_err("degenerate");
+    assert_eq!(
+        error.code(),
+        atelier_messages::ErrorCode::ModelOutputDegenerate
+    );
+    assert_eq!(received.count(), 2);
+    let retry = received.body(1);
+    let messages = retry["messages"].as_array().expect("messages");
+    assert_eq!(
+        messages.last().expect("nudge")["content"],
+        "Your last reply was empty; answer with a call to one of the offered tools, without repeating yourself."
+    );
+}
+
+#[tokio::test]
+async fn degenerate_repetition_recovers_after_the_nudge_with_usage_counted() {
+    let runaway = "| North | 2024-01 | 1200 | 1200 |\n".repeat(40);
+    let (base, received) = serve(move |n| {
+        if n == 0 {
+            text_reply(&runaway, "length", 100, 4096)
+        } else {
+            text_reply("sales.csv has 120 rows.", "stop", 150, 8)
+        }
+    })
+    .await;
+    let provider = provider_in(&base, ToolMode::Native, Duration::from_secs(10), 0);
+    let (result, _) = run(&provider, &tool_request(ToolChoice::Auto)).await;
+    let response = result.expect("completion");
+    assert_eq!(response.content, "sales.csv has 120 rows.");
+    assert_eq!(
+        response.usage,
+        Usage {
+            prompt_tokens: 250,
+            completion_tokens: 4104
+        }
+    );
+    assert_eq!(received.count(), 2);
+}
+
+/// An SSE answer of `chunks` text deltas sent `gap` apart, after `silence` before the first.
+fn slow_stream(chunks: usize, gap: Duration, silence: Duration) -> Response {
+    let stream = futures::stream::unfold(0usize, move |sent| async move {
+        let wait = if sent == 0 { silence.max(gap) } else { gap };
+        if sent > chunks {
+            return None;
+        }
+        tokio::time::sleep(wait).await;
+        let data = if sent == chunks {
+            event(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+        } else {
+            event(json!({"choices": [{"index": 0, "delta": {"content": "x"}}]}))
+        };
+        Some((Ok::<_, Infallible>(data), sent + 1))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .expect("response")
+}
+
+#[tokio::test]
+async fn idle_timeout_lets_a_long_live_stream_finish() {
+    let (base, _) = serve(|_| slow_stream(15, Duration::from_millis(200), Duration::ZERO)).await;
+    let provider = provider_in(&base, ToolMode::Native, Duration::from_secs(1), 0);
+    let started = std::time::Instant::now();
+    let (result, deltas) = run(&provider, &simple_request()).await;
+    let response = result.expect("a live stream is not cut");
+    assert_eq!(response.content, "x".repeat(15));
+    assert_eq!(deltas, "x".repeat(15));
+    assert!(started.elapsed() >= Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn idle_timeout_fails_a_silent_stream_as_unavailable() {
+    let (base, received) =
+        serve(|_| slow_stream(2, Duration::from_millis(100), Duration::from_secs(2))).await;
+    let provider = provider_in(&base, ToolMode::Native, Duration::from_secs(1), 0);
+    let started = std::time::Instant::now();
+    let (result, _) = run(&provider, &simple_request()).await;
+    let error = result.expect_err("silent");
+    assert!(
+        matches!(error, AgentError::Unavailable(ref m) if m.contains("idle timeout")),
+        "{error}"
+    );
+    assert_eq!(
+        error.code(),
+        atelier_messages::ErrorCode::ProviderUnavailable
+    );
+    assert!(started.elapsed() < Duration::from_millis(1900));
+    assert_eq!(received.count(), 1);
 }

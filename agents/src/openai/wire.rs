@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::catalog::ToolSpec;
-use crate::provider::{ChatMessage, ModelRequest, Role, ToolCall, ToolChoice, Usage};
+use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice, Usage};
 
 // ---------------------------------------------------------------------------------------------
 // Request body
@@ -26,23 +26,41 @@ pub(super) struct ChatBody<'a> {
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
 }
 
 impl<'a> ChatBody<'a> {
-    pub(super) fn new(model: &'a str, request: &'a ModelRequest, max_tokens: Option<u32>) -> Self {
-        let has_tools = !request.tools.is_empty();
+    /// A streamed request for `messages`, offering `tools` natively (none: no `tools` field).
+    pub(super) fn new(
+        model: &'a str,
+        messages: &'a [ChatMessage],
+        tools: &'a [ToolSpec],
+        tool_choice: ToolChoice,
+        max_tokens: Option<u32>,
+    ) -> Self {
+        let has_tools = !tools.is_empty();
         Self {
             model,
-            messages: request.messages.iter().map(WireMessage::from).collect(),
+            messages: messages.iter().map(WireMessage::from).collect(),
             stream: true,
             stream_options: StreamOptions {
                 include_usage: true,
             },
             temperature: (!is_reasoning_model(model)).then_some(0),
-            tools: request.tools.iter().map(WireTool::from).collect(),
-            tool_choice: has_tools.then_some(tool_choice_name(request.tool_choice)),
+            tools: tools.iter().map(WireTool::from).collect(),
+            tool_choice: has_tools.then_some(tool_choice_name(tool_choice)),
             parallel_tool_calls: has_tools.then_some(false),
             max_tokens,
+            response_format: None,
+        }
+    }
+
+    /// The same request with a `response_format` (constrained decoding).
+    pub(super) fn with_response_format(self, format: Value) -> Self {
+        Self {
+            response_format: Some(format),
+            ..self
         }
     }
 }
@@ -261,6 +279,7 @@ impl WireError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::ModelRequest;
 
     #[test]
     fn openai_omits_temperature_for_reasoning_models() {
@@ -280,7 +299,13 @@ mod tests {
             ("o4-mini", None),
             ("openai/gpt-5", None),
         ] {
-            let body = ChatBody::new(model, &request, None);
+            let body = ChatBody::new(
+                model,
+                &request.messages,
+                &request.tools,
+                request.tool_choice,
+                None,
+            );
             assert_eq!(body.temperature, expected, "{model}");
         }
     }

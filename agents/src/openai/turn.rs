@@ -1,0 +1,248 @@
+//! One model turn as the RPI loop sees it: the request shaped for the profile's tool mode, the
+//! reply read into ordinary [`ToolCall`]s, and the in-turn retries.
+//!
+//! - An unusable tool call written as text (unknown tool, parameters not an object, a missing
+//!   required parameter, broken JSON; or no call where text mode required one) is told back to
+//!   the model with the exact problem and the expected shape, up to
+//!   [`MAX_CALL_CORRECTIONS`] times; then the turn fails with `TOOL_CALL_INVALID`.
+//! - A degenerate reply (empty where a call was required, runaway repetition; see
+//!   [`crate::degenerate`]) is retried once with a nudge; then the turn fails with
+//!   `MODEL_OUTPUT_DEGENERATE`.
+//!
+//! The tokens of every request in the turn, retries included, are in the returned usage. A
+//! call read from text gets the id `call_tN`, N counting the assistant turns so far, so a
+//! replayed conversation gets the same ids.
+
+use serde_json::Value;
+
+use super::wire::ChatBody;
+use crate::AgentError;
+use crate::degenerate::{self, Degenerate};
+use crate::provider::{
+    ChatMessage, ModelRequest, ModelResponse, Role, ToolCall, ToolChoice, Usage,
+};
+use crate::text_tools::{
+    self, ANSWER_SHAPE, CALL_SHAPE, Reading, ToolMode, catalog_prompt, correction, text_transcript,
+};
+
+/// Corrections of unusable text tool calls within one turn.
+pub(super) const MAX_CALL_CORRECTIONS: u32 = 3;
+/// Nudges after degenerate output within one turn.
+pub(super) const MAX_NUDGES: u32 = 1;
+/// How much of an unusable reply is kept in the conversation that follows it.
+const REPLAYED_REPLY_CHARS: usize = 2_000;
+
+/// A turn in progress: the conversation sent, and what the retries used so far.
+pub(super) struct Turn<'r> {
+    request: &'r ModelRequest,
+    mode: ToolMode,
+    transcript: Vec<ChatMessage>,
+    usage: Usage,
+    corrections: u32,
+    nudges: u32,
+}
+
+impl<'r> Turn<'r> {
+    pub(super) fn new(request: &'r ModelRequest, mode: ToolMode) -> Self {
+        let offers_tools = offers_tools(request);
+        let transcript = if mode.sends_native_tools() {
+            request.messages.clone()
+        } else {
+            let catalog = offers_tools.then(|| catalog_prompt(&request.tools, request.tool_choice));
+            text_transcript(&request.messages, catalog.as_deref())
+        };
+        Self {
+            request,
+            mode,
+            transcript,
+            usage: Usage::default(),
+            corrections: 0,
+            nudges: 0,
+        }
+    }
+
+    /// The request body of the next exchange.
+    pub(super) fn body<'a>(&'a self, model: &'a str, max_tokens: Option<u32>) -> ChatBody<'a> {
+        let native: &[_] = if self.mode.sends_native_tools() {
+            &self.request.tools
+        } else {
+            &[]
+        };
+        let body = ChatBody::new(
+            model,
+            &self.transcript,
+            native,
+            self.request.tool_choice,
+            max_tokens,
+        );
+        if self.mode == ToolMode::Constrained && offers_tools(self.request) {
+            body.with_response_format(text_tools::response_format(
+                &self.request.tools,
+                self.request.tool_choice,
+            ))
+        } else {
+            body
+        }
+    }
+
+    /// Judges one reply: `Some` ends the turn with it, `None` asks again (the conversation now
+    /// holds the reply and the correction or nudge).
+    pub(super) fn judge(
+        &mut self,
+        mut response: ModelResponse,
+    ) -> Result<Option<ModelResponse>, AgentError> {
+        self.usage.prompt_tokens += response.usage.prompt_tokens;
+        self.usage.completion_tokens += response.usage.completion_tokens;
+        if !response.tool_calls.is_empty() {
+            return Ok(Some(self.finish(response)));
+        }
+        let reading = if self.reads_text() {
+            text_tools::read_reply(&response.content, &self.request.tools)
+        } else {
+            Reading::Answer(response.content.clone())
+        };
+        match reading {
+            Reading::Call {
+                name,
+                arguments,
+                note,
+            } => {
+                if let Some(note) = note {
+                    tracing::warn!(tool = %name, "{note}");
+                }
+                response.tool_calls = vec![ToolCall {
+                    id: self.text_call_id(),
+                    name,
+                    arguments: Value::Object(arguments).to_string(),
+                }];
+                Ok(Some(self.finish(response)))
+            }
+            _ if self.nudged_after_degenerate(&response)? => Ok(None),
+            Reading::Invalid(problem) => self.correct(&problem, &response).map(|()| None),
+            Reading::Answer(_) if self.must_call_in_text() => self
+                .correct(
+                    "this reply must call a tool, and it holds no tool call",
+                    &response,
+                )
+                .map(|()| None),
+            Reading::Answer(text) => {
+                if self.reads_text() {
+                    response.content = text;
+                }
+                Ok(Some(self.finish(response)))
+            }
+        }
+    }
+
+    /// True when replies are searched for calls written as text.
+    fn reads_text(&self) -> bool {
+        self.mode != ToolMode::Native && offers_tools(self.request)
+    }
+
+    /// True when text mode asked for a call this turn (a native server enforces it itself).
+    fn must_call_in_text(&self) -> bool {
+        !self.mode.sends_native_tools() && self.request.tool_choice == ToolChoice::Required
+    }
+
+    fn degenerate(&self, response: &ModelResponse) -> Option<Degenerate> {
+        let required =
+            offers_tools(self.request) && self.request.tool_choice == ToolChoice::Required;
+        if response.content.trim().is_empty() {
+            return required.then_some(Degenerate::Empty);
+        }
+        let cut_by_length = response.finish_reason.as_deref() == Some("length");
+        degenerate::repetition(&response.content, cut_by_length)
+    }
+
+    /// True when the reply is degenerate and a nudge was added; an error once nudged enough.
+    fn nudged_after_degenerate(&mut self, response: &ModelResponse) -> Result<bool, AgentError> {
+        match self.degenerate(response) {
+            Some(degenerate) => self.nudge(&degenerate, response).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    fn nudge(
+        &mut self,
+        degenerate: &Degenerate,
+        response: &ModelResponse,
+    ) -> Result<(), AgentError> {
+        if self.nudges >= MAX_NUDGES {
+            return Err(AgentError::Degenerate(format!(
+                "{} (also after a nudge)",
+                degenerate.describe()
+            )));
+        }
+        self.nudges += 1;
+        tracing::warn!(problem = %degenerate.describe(), "degenerate model output; nudging once");
+        let nudge = degenerate.nudge(&self.expected());
+        self.push_retry(response, nudge);
+        Ok(())
+    }
+
+    fn correct(&mut self, problem: &str, response: &ModelResponse) -> Result<(), AgentError> {
+        if self.corrections >= MAX_CALL_CORRECTIONS {
+            return Err(AgentError::ToolCallInvalid(format!(
+                "{problem} (after {MAX_CALL_CORRECTIONS} corrections)"
+            )));
+        }
+        self.corrections += 1;
+        tracing::warn!(%problem, correction = self.corrections, "unusable tool call; correcting");
+        let text = correction(problem, &self.request.tools);
+        self.push_retry(response, text);
+        Ok(())
+    }
+
+    /// The unusable reply (cut) and the message that answers it.
+    fn push_retry(&mut self, response: &ModelResponse, message: String) {
+        let reply: String = response
+            .content
+            .chars()
+            .take(REPLAYED_REPLY_CHARS)
+            .collect();
+        self.transcript
+            .push(ChatMessage::assistant(reply, Vec::new()));
+        self.transcript.push(ChatMessage::user(message));
+    }
+
+    /// What the model should answer with, for a nudge.
+    fn expected(&self) -> String {
+        let required = self.request.tool_choice == ToolChoice::Required;
+        match (
+            offers_tools(self.request),
+            self.mode.sends_native_tools(),
+            required,
+        ) {
+            (false, _, _) => "a short answer".into(),
+            (true, true, true) => "a call to one of the offered tools".into(),
+            (true, true, false) => {
+                "a call to one of the offered tools or a short final answer".into()
+            }
+            (true, false, true) => format!("exactly one JSON object: {CALL_SHAPE}"),
+            (true, false, false) => {
+                format!("exactly one JSON object: {CALL_SHAPE}, or {ANSWER_SHAPE}")
+            }
+        }
+    }
+
+    fn text_call_id(&self) -> String {
+        let turns = self
+            .request
+            .messages
+            .iter()
+            .filter(|message| message.role == Role::Assistant)
+            .count();
+        format!("call_t{}", turns + 1)
+    }
+
+    fn finish(&self, response: ModelResponse) -> ModelResponse {
+        ModelResponse {
+            usage: self.usage,
+            ..response
+        }
+    }
+}
+
+fn offers_tools(request: &ModelRequest) -> bool {
+    !request.tools.is_empty() && request.tool_choice != ToolChoice::None
+}

@@ -1,0 +1,173 @@
+//! What the model reads in text tool-call mode: the tool catalog in the system message, the
+//! conversation with tool calls and results written as text, and the corrections sent after
+//! an unusable reply.
+
+use serde_json::Value;
+
+use super::parse::tool_names;
+use crate::catalog::ToolSpec;
+use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice};
+
+/// The exact call shape the model is asked for.
+pub const CALL_SHAPE: &str = r#"{"tool": "TOOL_NAME", "parameters": {...}, "terminate": false}"#;
+/// The exact final-answer shape (plain text is accepted too, except in constrained mode).
+pub const ANSWER_SHAPE: &str = r#"{"tool": null, "answer": "YOUR ANSWER", "terminate": true}"#;
+
+/// The system text describing `tools` and how to call them.
+pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice) -> String {
+    let mut text = String::from(
+        "# Tools\n\nYou can use these tools. Each has a description and the JSON schema of its \
+         parameters.\n",
+    );
+    for spec in tools {
+        text.push_str(&format!(
+            "\n## {}\n{}\nParameters: {}\n",
+            spec.name.as_str(),
+            spec.description,
+            spec.parameters
+        ));
+    }
+    text.push_str(&format!(
+        "\n# How to call a tool\n\nTo call a tool, answer with ONLY one JSON object in this \
+         exact shape, and nothing else:\n{CALL_SHAPE}\n\nCall one tool per reply; its result \
+         comes back in the next message. Set \"terminate\" to true when this call is your last \
+         action.\n"
+    ));
+    if choice == ToolChoice::Required {
+        text.push_str("This reply must call a tool.\n");
+    } else {
+        text.push_str(&format!(
+            "When you need no more tools, give your final answer as {ANSWER_SHAPE}\n"
+        ));
+    }
+    text
+}
+
+/// `messages` as a text-mode model reads them: the catalog (when tools are offered) added to
+/// the (first) system message, assistant tool calls as their JSON text, tool results as user
+/// messages.
+pub fn text_transcript(messages: &[ChatMessage], catalog: Option<&str>) -> Vec<ChatMessage> {
+    let mut transcript: Vec<ChatMessage> = Vec::with_capacity(messages.len() + 1);
+    let mut calls: Vec<&ToolCall> = Vec::new();
+    for message in messages {
+        match message.role {
+            Role::Assistant if !message.tool_calls.is_empty() => {
+                calls.extend(&message.tool_calls);
+                transcript.push(ChatMessage::assistant(
+                    calls_as_text(&message.tool_calls),
+                    Vec::new(),
+                ));
+            }
+            Role::Tool => {
+                let id = message.tool_call_id.as_deref().unwrap_or_default();
+                let name = calls
+                    .iter()
+                    .find(|call| call.id == id)
+                    .map_or("tool", |call| call.name.as_str());
+                transcript.push(ChatMessage::user(format!(
+                    "Tool result for {name} (call {id}):\n{}",
+                    message.content
+                )));
+            }
+            _ => transcript.push(ChatMessage {
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+                ..message.clone()
+            }),
+        }
+    }
+    match catalog {
+        Some(catalog) => with_system_text(transcript, catalog),
+        None => transcript,
+    }
+}
+
+/// `text` added to the first message when it is a system message (some chat templates accept
+/// a system message only first), else as a new first system message.
+pub fn with_system_text(mut messages: Vec<ChatMessage>, text: &str) -> Vec<ChatMessage> {
+    match messages.first_mut() {
+        Some(first) if first.role == Role::System => {
+            first.content = format!("{}\n\n{text}", first.content);
+        }
+        _ => messages.insert(0, ChatMessage::system(text)),
+    }
+    messages
+}
+
+/// Tool calls in the seed shape, one JSON object a line.
+pub fn calls_as_text(calls: &[ToolCall]) -> String {
+    calls
+        .iter()
+        .map(|call| {
+            let parameters = serde_json::from_str::<Value>(&call.arguments)
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            // Written by hand so the keys keep the order the model was shown.
+            format!(
+                r#"{{"tool": {}, "parameters": {parameters}, "terminate": false}}"#,
+                Value::String(call.name.clone())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The message telling the model why its reply was not a usable call, and what to send.
+pub fn correction(problem: &str, tools: &[ToolSpec]) -> String {
+    format!(
+        "Your last reply could not be used: {problem}.\nAnswer again with ONLY one JSON object \
+         in this exact shape:\n{CALL_SHAPE}\nTOOL_NAME is one of: {}.",
+        tool_names(tools)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::catalog;
+
+    #[test]
+    fn text_transcript_writes_calls_and_results_as_text() {
+        let call = ToolCall {
+            id: "call_t1".into(),
+            name: "table_get_map".into(),
+            arguments: "{\"path\":\"sales.csv\"}".into(),
+        };
+        let messages = vec![
+            ChatMessage::system("Research."),
+            ChatMessage::user("Count the rows."),
+            ChatMessage::assistant("", vec![call]),
+            ChatMessage::tool_result("call_t1", "{\"rows\":120}"),
+        ];
+        let transcript = text_transcript(&messages, Some("CATALOG"));
+        assert_eq!(
+            transcript,
+            vec![
+                ChatMessage::system("Research.\n\nCATALOG"),
+                ChatMessage::user("Count the rows."),
+                ChatMessage::assistant(
+                    "{\"tool\": \"table_get_map\", \"parameters\": {\"path\":\"sales.csv\"}, \"terminate\": false}",
+                    Vec::new()
+                ),
+                ChatMessage::user("Tool result for table_get_map (call call_t1):\n{\"rows\":120}"),
+            ]
+        );
+        let without_system = text_transcript(&[ChatMessage::user("Hi")], Some("CATALOG"));
+        assert_eq!(without_system[0], ChatMessage::system("CATALOG"));
+    }
+
+    #[test]
+    fn text_catalog_lists_each_tool_with_its_schema_and_the_shape() {
+        let tools: Vec<_> = catalog().into_iter().take(2).collect();
+        let prompt = catalog_prompt(&tools, ToolChoice::Auto);
+        assert!(prompt.contains("\n## list_files\n"), "{prompt}");
+        assert!(
+            prompt.contains(&tools[1].parameters.to_string()),
+            "{prompt}"
+        );
+        assert!(prompt.contains(CALL_SHAPE));
+        assert!(prompt.contains(ANSWER_SHAPE));
+        let required = catalog_prompt(&tools, ToolChoice::Required);
+        assert!(required.ends_with("This reply must call a tool.\n"));
+        assert!(!required.contains(ANSWER_SHAPE));
+    }
+}
