@@ -342,6 +342,21 @@ impl Cluster {
         .context("coordinator did not answer")
     }
 
+    /// Restarts the coordinator with `toml` as its configuration file (and extra environment).
+    pub fn restart_coordinator_with_config(
+        &mut self,
+        toml: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<()> {
+        let config = self.dir.path().join("atelier.toml");
+        std::fs::write(&config, toml)?;
+        let config = config.to_string_lossy().to_string();
+        let mut env = env.to_vec();
+        env.push(("ATELIER_CONFIG", &config));
+        self.kill_coordinator();
+        self.start_coordinator_with_env(&env)
+    }
+
     pub fn kill_coordinator(&mut self) {
         if let Some(mut process) = self.coordinator.take() {
             process.kill();

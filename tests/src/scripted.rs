@@ -118,6 +118,15 @@ impl ScriptedModel {
         format!("openai-compat:{}#scripted-model", self.base_url)
     }
 
+    /// A `[models.NAME]` profile (openai-compat) for this server, with `extra` TOML lines.
+    pub fn profile_toml(&self, name: &str, extra: &str) -> String {
+        format!(
+            "[models.{name}]\nkind = \"openai-compat\"\nbase_url = \"{}\"\n\
+             model = \"scripted-model\"\n{extra}\n",
+            self.base_url
+        )
+    }
+
     pub fn requests(&self) -> Vec<LoggedRequest> {
         self.log.lock().map(|log| log.clone()).unwrap_or_default()
     }

@@ -480,31 +480,17 @@ fn raw_submit(job_id: &str, workbench: &str, model: &str) -> atelier_messages::j
     }
 }
 
-/// `[models.local]` pointing at `model`'s server, its key in `LOCAL_MODEL_KEY`.
-fn local_profile(model: &ScriptedModel) -> anyhow::Result<String> {
-    let spec = model.model_spec();
-    let (base_url, name) = spec
-        .trim_start_matches("openai-compat:")
-        .rsplit_once('#')
-        .context("a compat spec")?;
-    Ok(format!(
-        "[models.local]\nkind = \"openai-compat\"\nbase_url = \"{base_url}\"\nmodel = \"{name}\"\n\
-         api_key_env = \"LOCAL_MODEL_KEY\"\nmax_tokens = 777\n"
-    ))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_named_profile_sends_its_key_and_limits_only_to_its_server_and_unknown_names_are_refused()
 -> anyhow::Result<()> {
     let model = ScriptedModel::start(research_query_script("SELECT 1")).await?;
     let mut cluster = Cluster::start()?;
-    let config = cluster.dir.path().join("atelier.toml");
-    std::fs::write(&config, local_profile(&model)?)?;
-    cluster.kill_coordinator();
-    cluster.start_coordinator_with_env(&[
-        ("ATELIER_CONFIG", &config.to_string_lossy()),
-        ("LOCAL_MODEL_KEY", "sk-profile-secret"),
-    ])?;
+    let profile = model.profile_toml(
+        "local",
+        "api_key_env = \"LOCAL_MODEL_KEY\"\nmax_tokens = 777",
+    );
+    cluster
+        .restart_coordinator_with_config(&profile, &[("LOCAL_MODEL_KEY", "sk-profile-secret")])?;
     cluster.workbench_with_launch_plan("profiles", "plan.csv")?;
 
     let view = cluster.run_job("profiles", "count", "local", &[])?;

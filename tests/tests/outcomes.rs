@@ -184,3 +184,82 @@ async fn a_stated_reason_that_nothing_needs_to_change_is_recorded_and_the_job_su
     assert!(question.items.is_empty());
     Ok(())
 }
+
+/// A penguins table like the one a new user tried: 344 rows of species, island and measures.
+fn penguins_csv() -> String {
+    let species = ["Adelie", "Chinstrap", "Gentoo"];
+    let islands = ["Torgersen", "Dream", "Biscoe"];
+    let mut csv = String::from("species,island,bill_length_mm,body_mass_g\n");
+    for row in 0..344 {
+        csv.push_str(&format!(
+            "{},{},{:.1},{}\n",
+            species[row % 3],
+            islands[(row / 3) % 3],
+            32.0 + (row % 27) as f64 * 0.5,
+            2700 + (row % 40) * 90
+        ));
+    }
+    csv
+}
+
+/// The model's every answer is seed-format JSON in plain text: no native tool calls at all.
+fn seed_json_script() -> anyhow::Result<Script> {
+    let call = |tool: &str, parameters: Value| json!({"content": json!({"tool": tool, "parameters": parameters, "terminate": false}).to_string()});
+    let answer = |text: &str| json!({"content": json!({"tool": null, "answer": text, "terminate": true}).to_string()});
+    script(json!({
+        "research": [
+            call("table_describe", json!({"path": "penguins.csv"})),
+            answer("penguins.csv has columns species, island, bill_length_mm, body_mass_g.")
+        ],
+        "plan": [answer("- [ ] 1. Count — count the rows of penguins.csv and write the number to count.txt")],
+        "implement": {"1": [
+            call("table_query", json!({"path": "penguins.csv", "query": "SELECT COUNT(*) AS n FROM data"})),
+            call("write_text_file", json!({"path": "count.txt", "content": "344\n"})),
+            answer("count.txt holds 344.")
+        ]},
+        "summary": [{"content": "penguins.csv has 344 rows; count.txt holds the number."}]
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_penguins_job_runs_on_a_model_that_answers_only_with_seed_json_in_text()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(seed_json_script()?).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.restart_coordinator_with_config(
+        &model.profile_toml("small", "tool_mode = \"text\""),
+        &[],
+    )?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    let csv = cluster.dir.path().join("penguins.csv");
+    std::fs::write(&csv, penguins_csv())?;
+    cluster.cli_ok(&["wb", "add", "w", &csv.to_string_lossy()])?;
+
+    let view = cluster.run_job(
+        "w",
+        "Write the number of rows in penguins.csv into a text file count.txt",
+        "small",
+        &[],
+    )?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(view.tool_calls, 3, "describe, query, write");
+    let written = cluster.cli_ok(&["wb", "cat", "w", "count.txt", "--draft"])?;
+    assert_eq!(written.stdout, "344\n");
+    // Text mode: no request offered native tools, the catalog was in the prompt, and the
+    // query's real answer reached the model as text.
+    let requests = model.requests();
+    assert!(
+        requests
+            .iter()
+            .all(|request| request.body.get("tools").is_none())
+    );
+    let implement = prompts_of(&model, "implement");
+    assert!(
+        implement.contains("Tool result for table_query"),
+        "{implement}"
+    );
+    assert!(implement.contains("344"), "{implement}");
+    let summary = view.summary.unwrap_or_default();
+    assert!(summary.contains("- added: count.txt"), "{summary}");
+    Ok(())
+}
