@@ -9,6 +9,7 @@
 //! - [`spec`]: model specs ([`spec::ModelSpec`]), [`spec::ProviderSettings`] and
 //!   [`spec::provider_from_spec`], the one place that knows every provider.
 //! - [`openai`]: Chat Completions (OpenAI and compatible servers) with streaming and tool calls.
+//! - [`anthropic`]: the Anthropic Messages API with streaming and tool use.
 //! - [`http`]: what HTTP providers share: options, retries, failure classification, SSE
 //!   decoding, size caps, the idle timeout and key redaction.
 //! - `turn`: one model turn across tool modes, with in-turn corrections and nudges.
@@ -21,6 +22,7 @@
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
 //! - [`error`]: the crate error type, [`AgentError`].
 
+pub mod anthropic;
 pub mod catalog;
 pub mod degenerate;
 pub mod error;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 use super::failure::{Failure, classify_status, retry_after};
@@ -38,6 +38,8 @@ impl fmt::Debug for ApiKey {
 pub(crate) enum Auth {
     /// `Authorization: Bearer KEY`.
     Bearer,
+    /// A header of its own (`x-api-key: KEY`).
+    Header(&'static str),
 }
 
 /// A server's error object: `{"error": {"message": …}}` (OpenAI, and Anthropic's
@@ -105,6 +107,12 @@ impl Endpoint {
             retry: options.retry,
             idle_timeout: options.idle_timeout,
         })
+    }
+
+    /// The same endpoint sending a fixed header with every request.
+    pub(crate) fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((name, value));
+        self
     }
 
     #[cfg(test)]
@@ -181,6 +189,15 @@ impl Endpoint {
         };
         match self.auth {
             Auth::Bearer => Ok(request.bearer_auth(key)),
+            Auth::Header(name) => {
+                let mut value = HeaderValue::from_str(key).map_err(|_| {
+                    Failure::Fatal(AgentError::NotConfigured(
+                        "the API key holds characters a header cannot carry".into(),
+                    ))
+                })?;
+                value.set_sensitive(true);
+                Ok(request.header(name, value))
+            }
         }
     }
 

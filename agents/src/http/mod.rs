@@ -21,11 +21,14 @@
 //! - `endpoint`: one endpoint: posting, the retry loop, reading streams and bodies within caps.
 //! - `failure`: whether a failed attempt may be retried; statuses and `Retry-After`.
 //! - `sse`: the server-sent-event decoder.
+//! - `test_server` (tests only): a local stand-in for a model server.
 
 mod endpoint;
 mod failure;
 mod options;
 mod sse;
+#[cfg(test)]
+pub(crate) mod test_server;
 
 pub(crate) use endpoint::{Auth, Endpoint, WireError, is_json};
 pub(crate) use failure::Failure;
