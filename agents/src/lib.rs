@@ -9,6 +9,10 @@
 //! - [`spec`]: model specs ([`spec::ModelSpec`]), [`spec::ProviderSettings`] and
 //!   [`spec::provider_from_spec`], the one place that knows every provider.
 //! - [`openai`]: Chat Completions (OpenAI and compatible servers) with streaming and tool calls.
+//! - [`anthropic`]: the Anthropic Messages API with streaming and tool use.
+//! - [`http`]: what HTTP providers share: options, retries, failure classification, SSE
+//!   decoding, size caps, the idle timeout and key redaction.
+//! - `turn`: one model turn across tool modes, with in-turn corrections and nudges.
 //! - [`replay`]: a deterministic scripted provider for demos and tests.
 //! - [`catalog`]: tool specs named by `ToolName` (JSON schemas, capability, action class; the
 //!   pool follows from the name) and phase subsets.
@@ -18,9 +22,11 @@
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
 //! - [`error`]: the crate error type, [`AgentError`].
 
+pub mod anthropic;
 pub mod catalog;
 pub mod degenerate;
 pub mod error;
+pub mod http;
 pub mod openai;
 pub mod plan;
 pub mod provider;
@@ -28,5 +34,6 @@ pub mod replay;
 pub mod rpi;
 pub mod spec;
 pub mod text_tools;
+mod turn;
 
 pub use error::AgentError;

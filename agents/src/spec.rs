@@ -1,11 +1,18 @@
-//! Model specs: which provider serves a job, written as the name of a profile the operator
-//! configured (`[models.NAME]`), `openai:MODEL`, `openai-compat:BASE_URL#MODEL` or
-//! `replay:FILE`, and the settings the providers read.
+//! Model specs: which provider serves a job, and the settings the providers read. A spec is
+//! one of:
+//!
+//! - `NAME`: a profile the operator configured (`[models.NAME]`, kind `openai`,
+//!   `openai-compat` or `anthropic`);
+//! - `openai:MODEL`: the OpenAI API (or `openai_base_url`);
+//! - `anthropic:MODEL`: the Anthropic Messages API (or `anthropic_base_url`);
+//! - `openai-compat:BASE_URL#MODEL`: any server speaking Chat Completions;
+//! - `replay:FILE`: a scripted provider.
 //!
 //! A spec comes from whoever submits a job, so it is checked against the operator's settings
 //! before anything is built ([`check`]): a profile's key goes only to that profile's base URL,
-//! the `openai_api_key` only to the configured OpenAI base URL, and an `openai-compat:` server
-//! named in a spec never gets a key; an ad-hoc `openai-compat:` URL beyond this machine is
+//! the `openai_api_key` only to the configured OpenAI base URL, the `anthropic_api_key` (or
+//! `ANTHROPIC_API_KEY`) only to the configured Anthropic base URL, and an `openai-compat:`
+//! server named in a spec never gets a key; an ad-hoc `openai-compat:` URL beyond this machine is
 //! refused unless the operator allows ad-hoc URLs; `replay:` reads only files in the configured
 //! replay directory; an unknown profile is refused. A refused spec is `MODEL_NOT_ALLOWED`.
 
@@ -17,12 +24,15 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::AgentError;
+use crate::anthropic::{self, AnthropicProvider};
 use crate::openai::{self, ClientOptions, Flavor, OpenAiProvider, RetryPolicy};
 use crate::provider::ModelProvider;
 use crate::replay::ReplayProvider;
 use crate::text_tools::ToolMode;
 
 const DEFAULT_MAX_RETRIES: u32 = 3;
+/// The environment variable an Anthropic key falls back to (for the default base URL only).
+const ANTHROPIC_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
 /// `max_tokens` of an `openai-compat` profile that sets none: small local models can otherwise
 /// generate until the context is full.
 pub const DEFAULT_COMPAT_MAX_TOKENS: u32 = 4096;
@@ -32,6 +42,8 @@ pub const DEFAULT_COMPAT_MAX_TOKENS: u32 = 4096;
 pub enum ModelSpec {
     /// `openai:MODEL`: the OpenAI API (at `openai_base_url` when set).
     OpenAi { model: String },
+    /// `anthropic:MODEL`: the Anthropic API (at `anthropic_base_url` when set).
+    Anthropic { model: String },
     /// `openai-compat:BASE_URL#MODEL`: a server speaking the Chat Completions dialect.
     OpenAiCompat { base_url: String, model: String },
     /// `replay:FILE`: a scripted provider.
@@ -63,13 +75,17 @@ impl ModelSpec {
                 });
             }
             return Err(invalid(
-                "expected a profile name, `openai:MODEL`, `openai-compat:BASE_URL#MODEL` or \
-                 `replay:FILE`",
+                "expected a profile name, `openai:MODEL`, `anthropic:MODEL`, \
+                 `openai-compat:BASE_URL#MODEL` or `replay:FILE`",
             ));
         };
         match scheme {
             "openai" if rest.is_empty() => Err(invalid("missing model name after `openai:`")),
             "openai" => Ok(ModelSpec::OpenAi {
+                model: rest.to_string(),
+            }),
+            "anthropic" if rest.is_empty() => Err(invalid("missing model name after `anthropic:`")),
+            "anthropic" => Ok(ModelSpec::Anthropic {
                 model: rest.to_string(),
             }),
             "openai-compat" => {
@@ -88,7 +104,7 @@ impl ModelSpec {
                 path: PathBuf::from(rest),
             }),
             _ => Err(invalid(
-                "unknown provider; use openai, openai-compat or replay",
+                "unknown provider; use openai, anthropic, openai-compat or replay",
             )),
         }
     }
@@ -104,6 +120,9 @@ pub enum ProfileKind {
     /// A server speaking the Chat Completions dialect (llama.cpp, vLLM, Ollama, …).
     #[serde(rename = "openai-compat")]
     OpenAiCompat,
+    /// The Anthropic Messages API (base URL default `https://api.anthropic.com`; a key is
+    /// required: `api_key`, `api_key_env`, else `ANTHROPIC_API_KEY` for the default base URL).
+    Anthropic,
 }
 
 /// A model the operator configured under `[models.NAME]`: where it is served, with which key,
@@ -115,7 +134,8 @@ pub enum ProfileKind {
 /// kind = "openai-compat"
 /// base_url = "http://127.0.0.1:8080/v1"
 /// model = "qwen2.5-coder-0.5b-instruct"
-/// max_tokens = 1024          # per turn; openai-compat default 4096, openai: the server's
+/// max_tokens = 1024          # per turn; openai-compat and anthropic default 4096,
+///                            # openai: the server's
 /// tool_mode = "text"         # native (default), text, auto or constrained
 /// idle_timeout_secs = 60     # longest silence of a streaming answer
 /// ```
@@ -135,8 +155,9 @@ pub struct ModelProfile {
     #[serde(default)]
     pub api_key_env: Option<String>,
     /// The most tokens one model turn may generate (sent as `max_tokens`). When unset,
-    /// `openai-compat` profiles send [`DEFAULT_COMPAT_MAX_TOKENS`] and `openai` profiles send
-    /// none (the server's default).
+    /// `openai-compat` profiles send [`DEFAULT_COMPAT_MAX_TOKENS`], `anthropic` profiles
+    /// [`anthropic::DEFAULT_MAX_TOKENS`] (the API requires a value) and `openai` profiles none
+    /// (the server's default).
     #[serde(default)]
     pub max_tokens: Option<u32>,
     /// How the model is offered tools (see [`ToolMode`]): `native` (default: `tools` in the
@@ -176,13 +197,28 @@ impl std::fmt::Debug for ModelProfile {
 }
 
 impl ModelProfile {
-    /// Its key: `api_key`, else the variable `api_key_env` names.
+    /// Its key: `api_key`, else the variable `api_key_env` names, else (for an `anthropic`
+    /// profile on the default base URL only) `ANTHROPIC_API_KEY`.
     fn key(&self) -> Option<String> {
-        self.api_key.clone().or_else(|| {
-            self.api_key_env
-                .as_deref()
-                .and_then(|name| std::env::var(name).ok())
-        })
+        self.api_key
+            .clone()
+            .or_else(|| {
+                self.api_key_env
+                    .as_deref()
+                    .and_then(|name| std::env::var(name).ok())
+            })
+            .or_else(|| {
+                self.uses_default_anthropic_url()
+                    .then(|| std::env::var(ANTHROPIC_KEY_VARIABLE).ok())
+                    .flatten()
+            })
+    }
+
+    /// True for an `anthropic` profile that talks to the Anthropic API itself.
+    fn uses_default_anthropic_url(&self) -> bool {
+        self.kind == ProfileKind::Anthropic
+            && self.base_url().map(|url| url.trim_end_matches('/'))
+                == Some(anthropic::DEFAULT_BASE_URL)
     }
 
     /// Its server: `base_url`, else the OpenAI API for `kind = "openai"`.
@@ -190,6 +226,7 @@ impl ModelProfile {
         match (self.base_url.as_deref(), self.kind) {
             (Some(url), _) => Some(url),
             (None, ProfileKind::OpenAi) => Some(openai::DEFAULT_BASE_URL),
+            (None, ProfileKind::Anthropic) => Some(anthropic::DEFAULT_BASE_URL),
             (None, ProfileKind::OpenAiCompat) => None,
         }
     }
@@ -204,6 +241,13 @@ pub struct ProviderSettings {
     /// Base URL for `openai:` (default `https://api.openai.com/v1`).
     #[serde(default)]
     pub openai_base_url: Option<String>,
+    /// API key for `anthropic:` (falls back to `ANTHROPIC_API_KEY`); sent only to the
+    /// Anthropic base URL.
+    #[serde(default)]
+    pub anthropic_api_key: Option<String>,
+    /// Base URL for `anthropic:` (default `https://api.anthropic.com`).
+    #[serde(default)]
+    pub anthropic_base_url: Option<String>,
     /// The longest silence of a streaming answer, in seconds (default 60).
     #[serde(default)]
     pub idle_timeout_secs: Option<u64>,
@@ -237,6 +281,18 @@ impl ProviderSettings {
         }
     }
 
+    /// The client options for the configured Anthropic endpoint: its key, falling back to
+    /// `ANTHROPIC_API_KEY`.
+    fn anthropic_options(&self) -> ClientOptions {
+        ClientOptions {
+            api_key: self
+                .anthropic_api_key
+                .clone()
+                .or_else(|| std::env::var(ANTHROPIC_KEY_VARIABLE).ok()),
+            ..self.keyless_options()
+        }
+    }
+
     /// The client options for any other endpoint: never a configured key.
     fn keyless_options(&self) -> ClientOptions {
         ClientOptions {
@@ -256,6 +312,7 @@ impl ProviderSettings {
         let default_max_tokens = match profile.kind {
             ProfileKind::OpenAi => None,
             ProfileKind::OpenAiCompat => Some(DEFAULT_COMPAT_MAX_TOKENS),
+            ProfileKind::Anthropic => Some(anthropic::DEFAULT_MAX_TOKENS),
         };
         ClientOptions {
             api_key: profile.key(),
@@ -318,7 +375,7 @@ pub fn check(spec: &str, settings: &ProviderSettings) -> Result<ModelSpec, Agent
     };
     let parsed = ModelSpec::parse(spec)?;
     match &parsed {
-        ModelSpec::OpenAi { .. } => {}
+        ModelSpec::OpenAi { .. } | ModelSpec::Anthropic { .. } => {}
         ModelSpec::Profile { name } => {
             let profile = settings.profile(spec, name)?;
             if profile.base_url().is_none() {
@@ -374,31 +431,56 @@ pub fn provider_from_spec(
                 settings.openai_options(),
             )?)
         }
+        ModelSpec::Anthropic { model } => {
+            let base_url = settings
+                .anthropic_base_url
+                .as_deref()
+                .unwrap_or(anthropic::DEFAULT_BASE_URL);
+            Arc::new(AnthropicProvider::new(
+                base_url,
+                &model,
+                settings.anthropic_options(),
+            )?)
+        }
         ModelSpec::OpenAiCompat { base_url, model } => Arc::new(OpenAiProvider::new(
             Flavor::Compatible,
             &base_url,
             &model,
             settings.keyless_options(),
         )?),
-        ModelSpec::Profile { name } => {
-            let profile = settings.profile(spec, &name)?;
-            let flavor = match profile.kind {
-                ProfileKind::OpenAi => Flavor::OpenAi,
-                ProfileKind::OpenAiCompat => Flavor::Compatible,
-            };
-            Arc::new(OpenAiProvider::new(
-                flavor,
-                profile.base_url().unwrap_or_default(),
-                &profile.model,
-                settings.profile_options(profile),
-            )?)
-        }
+        ModelSpec::Profile { name } => profile_provider(settings.profile(spec, &name)?, settings)?,
         ModelSpec::Replay { path } => {
             let dir = settings.replay_dir.clone().unwrap_or_default();
             Arc::new(ReplayProvider::load(&dir.join(path))?)
         }
     };
     Ok(provider)
+}
+
+/// Builds the provider of a profile (checked: it has a base URL).
+fn profile_provider(
+    profile: &ModelProfile,
+    settings: &ProviderSettings,
+) -> Result<Arc<dyn ModelProvider>, AgentError> {
+    let base_url = profile.base_url().unwrap_or_default();
+    let options = settings.profile_options(profile);
+    let flavor = match profile.kind {
+        ProfileKind::Anthropic => {
+            return Ok(Arc::new(AnthropicProvider::new(
+                base_url,
+                &profile.model,
+                options,
+            )?));
+        }
+        ProfileKind::OpenAi => Flavor::OpenAi,
+        ProfileKind::OpenAiCompat => Flavor::Compatible,
+    };
+    Ok(Arc::new(OpenAiProvider::new(
+        flavor,
+        base_url,
+        &profile.model,
+        options,
+    )?))
 }
 
 #[cfg(test)]
@@ -437,6 +519,12 @@ mod tests {
             }
         );
         assert_eq!(
+            ModelSpec::parse("anthropic:claude-sonnet-4-5").expect("anthropic"),
+            ModelSpec::Anthropic {
+                model: "claude-sonnet-4-5".into()
+            }
+        );
+        assert_eq!(
             ModelSpec::parse("replay:demo/script.json").expect("replay"),
             ModelSpec::Replay {
                 path: PathBuf::from("demo/script.json")
@@ -466,9 +554,14 @@ mod tests {
             "both BASE_URL and MODEL are required"
         );
         assert_eq!(
-            invalid_reason("anthropic:claude"),
-            "unknown provider; use openai, openai-compat or replay"
+            invalid_reason("anthropic:"),
+            "missing model name after `anthropic:`"
         );
+        assert_eq!(
+            invalid_reason("mistral:large"),
+            "unknown provider; use openai, anthropic, openai-compat or replay"
+        );
+        assert!(invalid_reason("not a name").contains("`anthropic:MODEL`"));
         let error = ModelSpec::parse("openai:").expect_err("invalid");
         assert_eq!(error.code(), ErrorCode::ProviderNotConfigured);
         assert_eq!(
@@ -481,10 +574,23 @@ mod tests {
     fn provider_from_spec_builds_the_named_provider() {
         let settings = ProviderSettings {
             openai_api_key: Some("sk-test".into()),
+            anthropic_api_key: Some("sk-ant-test".into()),
             ..ProviderSettings::default()
         };
         let openai = provider_from_spec("openai:gpt-4o", &settings).expect("openai");
         assert_eq!(openai.label(), "openai:gpt-4o");
+        let claude = provider_from_spec("anthropic:claude-sonnet-4-5", &settings).expect("claude");
+        assert_eq!(claude.label(), "anthropic:claude-sonnet-4-5");
+        assert_eq!(
+            settings.anthropic_options().api_key.as_deref(),
+            Some("sk-ant-test")
+        );
+        // The Anthropic key never goes to the OpenAI endpoint, nor the OpenAI key to Anthropic.
+        assert_eq!(
+            settings.openai_options().api_key.as_deref(),
+            Some("sk-test")
+        );
+        assert_eq!(settings.keyless_options().api_key, None);
         let compat = provider_from_spec("openai-compat:http://localhost:8000/v1/#qwen", &settings)
             .expect("compat");
         assert_eq!(
@@ -509,6 +615,7 @@ mod tests {
         };
         let code = |spec: &str| check(spec, &settings).err().map(|e| e.code());
         assert_eq!(code("openai:gpt-4o"), None);
+        assert_eq!(code("anthropic:claude-sonnet-4-5"), None);
         assert_eq!(code("openai-compat:http://127.0.0.1:8080/v1#m"), None);
         assert_eq!(code("openai-compat:http://localhost/v1#m"), None);
         assert_eq!(code("openai-compat:http://[::1]:1/v1#m"), None);
@@ -643,5 +750,43 @@ mod tests {
             "kind": "openai", "model": "m", "tool_mode": "xml"
         }));
         assert!(unknown.is_err());
+    }
+
+    #[test]
+    fn anthropic_profiles_default_to_the_anthropic_api_and_keep_keys_to_their_url() {
+        let parsed: ModelProfile = serde_json::from_value(serde_json::json!({
+            "kind": "anthropic", "model": "claude-sonnet-4-5", "api_key": "sk-ant-profile"
+        }))
+        .expect("profile");
+        assert_eq!(parsed.kind, ProfileKind::Anthropic);
+        assert_eq!(parsed.base_url(), Some(anthropic::DEFAULT_BASE_URL));
+        assert!(parsed.uses_default_anthropic_url());
+        let mut settings = ProviderSettings::default();
+        let options = settings.profile_options(&parsed);
+        assert_eq!(options.api_key.as_deref(), Some("sk-ant-profile"));
+        assert_eq!(options.max_tokens, Some(anthropic::DEFAULT_MAX_TOKENS));
+
+        // A proxy profile gets only its own key: ANTHROPIC_API_KEY is for the default URL.
+        let mut proxy = profile(ProfileKind::Anthropic, Some("https://llm-proxy.internal"));
+        proxy.api_key = None;
+        assert!(!proxy.uses_default_anthropic_url());
+        assert_eq!(proxy.key(), None);
+        let mut default_slash = profile(ProfileKind::Anthropic, Some("https://api.anthropic.com/"));
+        default_slash.api_key = None;
+        assert!(default_slash.uses_default_anthropic_url());
+        assert!(!profile(ProfileKind::OpenAi, None).uses_default_anthropic_url());
+
+        settings.profiles.insert("claude".into(), parsed);
+        settings.profiles.insert(
+            "proxied".into(),
+            profile(ProfileKind::Anthropic, Some("https://llm-proxy.internal")),
+        );
+        assert!(check("claude", &settings).is_ok());
+        let claude = provider_from_spec("claude", &settings).expect("claude");
+        assert_eq!(claude.label(), "anthropic:claude-sonnet-4-5");
+        let proxied = provider_from_spec("proxied", &settings).expect("proxied");
+        assert_eq!(proxied.label(), "anthropic:m");
+        let printed = format!("{:?}", settings.profiles["claude"]);
+        assert!(!printed.contains("sk-ant-profile"), "{printed}");
     }
 }

@@ -22,7 +22,7 @@ pub struct Settings {
     /// Where the coordinator keeps sled, blobs and the embedded server's JetStream store.
     pub data_dir: PathBuf,
     /// Model for jobs that name none: a profile name, or a spec (`openai:MODEL`,
-    /// `openai-compat:URL#MODEL`, `replay:FILE`).
+    /// `anthropic:MODEL`, `openai-compat:URL#MODEL`, `replay:FILE`).
     pub default_model: Option<String>,
     /// Named model profiles (`[models.NAME]`: kind, base_url, model, api_key or api_key_env,
     /// max_tokens, tool_mode, idle_timeout_secs, request_timeout_secs, max_retries); `--model
@@ -32,6 +32,10 @@ pub struct Settings {
     pub openai_api_key: Option<String>,
     /// Base URL for `openai:` models.
     pub openai_base_url: Option<String>,
+    /// API key for `anthropic:` models (else `ANTHROPIC_API_KEY`).
+    pub anthropic_api_key: Option<String>,
+    /// Base URL for `anthropic:` models (default `https://api.anthropic.com`).
+    pub anthropic_base_url: Option<String>,
     /// The `nats-server` executable `up` starts.
     pub nats_server_bin: String,
     /// Port for the embedded server (0: any free port; default 4222, or a free one when taken).
@@ -73,6 +77,8 @@ impl Default for Settings {
             models: BTreeMap::new(),
             openai_api_key: None,
             openai_base_url: None,
+            anthropic_api_key: None,
+            anthropic_base_url: None,
             nats_server_bin: "nats-server".to_string(),
             nats_port: 4222,
             worker_concurrency: 4,

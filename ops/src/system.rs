@@ -110,6 +110,8 @@ pub async fn coordinator(
         provider_settings: ProviderSettings {
             openai_api_key: settings.openai_api_key.clone(),
             openai_base_url: settings.openai_base_url.clone(),
+            anthropic_api_key: settings.anthropic_api_key.clone(),
+            anthropic_base_url: settings.anthropic_base_url.clone(),
             allow_adhoc_urls: settings.allow_adhoc_model_urls,
             replay_dir: Some(settings.replay_dir()?),
             profiles: settings.models.clone(),

@@ -13,41 +13,27 @@
 //! (`constrained` adds a `response_format` schema); `auto` sends `tools` and also reads a call
 //! written as text. Unusable calls are corrected up to three times within the turn, then fail
 //! with `TOOL_CALL_INVALID`; degenerate output is nudged once, then fails with
-//! `MODEL_OUTPUT_DEGENERATE` (see `turn`).
+//! `MODEL_OUTPUT_DEGENERATE` (the shared `turn`).
 //!
-//! Waiting: a connect timeout, then an idle timeout while waiting for the answer to start and
-//! between streamed chunks (a long answer that keeps streaming is fine; a silent one fails as
-//! a retryable [`AgentError::Unavailable`](crate::AgentError::Unavailable)).
-//!
-//! Failures: 401/403 end the call at once ([`AgentError::AuthFailed`](crate::AgentError::AuthFailed)); 429 waits for
-//! `Retry-After` (capped at 60 s) or backs off; 5xx, 408 and connection or timeout errors back
-//! off exponentially with full jitter. After `max_retries` retries the call fails with
-//! [`AgentError::RateLimited`](crate::AgentError::RateLimited) or
-//! [`AgentError::Unavailable`](crate::AgentError::Unavailable). Other 4xx answers are
-//! [`AgentError::BadResponse`](crate::AgentError::BadResponse) carrying the server's message. A retried turn streams its text
-//! again from the start.
+//! Waiting, retries and failures are the shared ones of [`crate::http`]: 401/403 end the call
+//! at once, 429, 5xx, 408 and connection or timeout errors are retried per `Retry-After` or with
+//! jittered backoff, other 4xx answers carry the server's message. A retried turn streams its
+//! text again from the start.
 //!
 //! The API key is sent as a bearer token only; it is redacted from `Debug` output and from
 //! every error message.
 //!
 //! # Layout
-//! - `wire`: the request, stream-chunk, completion and error JSON shapes.
-//! - `stream`: SSE decoding and assembling text and tool calls into a response.
-//! - `client`: [`OpenAiProvider`]: HTTP, retries, and failures mapped to errors.
-//! - `turn`: one turn for the RPI loop: the request per tool mode, calls read from text, and
-//!   corrections and nudges within the turn.
-//! - `failure`: whether a failed attempt may be retried.
+//! - `wire`: the request, stream-chunk and completion JSON shapes.
+//! - `stream`: assembling text and tool calls into a response.
+//! - `client`: [`OpenAiProvider`]: one exchange per attempt over the shared endpoint.
 
 mod client;
-mod failure;
 mod stream;
-mod turn;
 mod wire;
 
 #[cfg(test)]
 mod tests;
 
-pub use client::{
-    ClientOptions, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Flavor,
-    OpenAiProvider, RetryPolicy,
-};
+pub use crate::http::{ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, RetryPolicy};
+pub use client::{DEFAULT_BASE_URL, Flavor, OpenAiProvider};

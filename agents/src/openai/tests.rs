@@ -3,96 +3,33 @@
 //! nudges, and the idle timeout.
 
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
-
-use axum::Json;
-use axum::Router;
-use axum::body::Body;
-use axum::http::HeaderMap as AxumHeaders;
-use axum::response::Response;
-use axum::routing::post;
 use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
 
 use serde_json::{Value, json};
 
 use super::*;
 use crate::AgentError;
 use crate::catalog::catalog;
-use crate::provider::{
-    ChatMessage, ModelProvider, ModelRequest, ModelResponse, ToolCall, ToolChoice, Usage,
-};
+use crate::http::test_server::{self, Received, run, sse, status};
+use crate::provider::{ChatMessage, ModelRequest, ToolCall, ToolChoice, Usage};
 use crate::text_tools::ToolMode;
 
 const KEY: &str = "sk-test-secret-123";
-
-/// What the test server received.
-#[derive(Clone, Default)]
-struct Received {
-    bodies: Arc<Mutex<Vec<Value>>>,
-    auth: Arc<Mutex<Vec<Option<String>>>>,
-}
-
-impl Received {
-    fn count(&self) -> usize {
-        self.bodies.lock().expect("lock").len()
-    }
-
-    fn body(&self, n: usize) -> Value {
-        self.bodies.lock().expect("lock")[n].clone()
-    }
-}
 
 /// Starts a Chat Completions stand-in; `respond(n)` answers the n-th request (0-based).
 async fn serve<F>(respond: F) -> (String, Received)
 where
     F: Fn(usize) -> Response + Clone + Send + Sync + 'static,
 {
-    let received = Received::default();
-    let recorder = received.clone();
-    let handler = move |headers: AxumHeaders, Json(body): Json<Value>| {
-        let recorder = recorder.clone();
-        let respond = respond.clone();
-        async move {
-            let auth = headers
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            recorder.auth.lock().expect("lock").push(auth);
-            let mut bodies = recorder.bodies.lock().expect("lock");
-            bodies.push(body);
-            respond(bodies.len() - 1)
-        }
-    };
-    let app = Router::new().route("/v1/chat/completions", post(handler));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/v1"), received)
-}
-
-/// An SSE answer sent as the given body chunks.
-fn sse(chunks: Vec<String>) -> Response {
-    let stream = futures::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>));
-    Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(Body::from_stream(stream))
-        .expect("response")
+    let (address, received) = test_server::serve("/v1/chat/completions", respond).await;
+    (format!("{address}/v1"), received)
 }
 
 fn event(value: Value) -> String {
     format!("data: {value}\n\n")
-}
-
-fn status(code: u16, headers: &[(&str, &str)], body: &str) -> Response {
-    let mut builder = Response::builder().status(code);
-    for (name, value) in headers {
-        builder = builder.header(*name, *value);
-    }
-    builder
-        .body(Body::from(body.to_string()))
-        .expect("response")
 }
 
 fn text_stream() -> Response {
@@ -145,18 +82,6 @@ fn simple_request() -> ModelRequest {
     }
 }
 
-/// Runs a call and returns the result with the concatenated deltas.
-async fn run(
-    provider: &OpenAiProvider,
-    request: &ModelRequest,
-) -> (Result<ModelResponse, AgentError>, String) {
-    let deltas = Mutex::new(String::new());
-    let sink = |text: &str| deltas.lock().expect("lock").push_str(text);
-    let result = provider.complete(request, &sink).await;
-    let text = deltas.lock().expect("lock").clone();
-    (result, text)
-}
-
 #[tokio::test]
 async fn openai_streams_text_deltas_usage_and_finish_reason() {
     let (base, received) = serve(|_| text_stream()).await;
@@ -183,8 +108,10 @@ async fn openai_streams_text_deltas_usage_and_finish_reason() {
     assert!(body.get("tools").is_none());
     assert!(body.get("tool_choice").is_none());
     assert!(body.get("parallel_tool_calls").is_none());
-    let auth = received.auth.lock().expect("lock")[0].clone();
-    assert_eq!(auth.as_deref(), Some("Bearer sk-test-secret-123"));
+    assert_eq!(
+        received.header(0, "authorization").as_deref(),
+        Some("Bearer sk-test-secret-123")
+    );
 }
 
 #[tokio::test]

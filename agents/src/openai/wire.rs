@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::catalog::ToolSpec;
+use crate::http::WireError;
 use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice, Usage};
+use crate::turn::Turn;
 
 // ---------------------------------------------------------------------------------------------
 // Request body
@@ -56,8 +58,23 @@ impl<'a> ChatBody<'a> {
         }
     }
 
+    /// The request of `turn`'s next exchange (its tool mode decides tools and format).
+    pub(super) fn for_turn(model: &'a str, turn: &'a Turn<'_>, max_tokens: Option<u32>) -> Self {
+        let body = Self::new(
+            model,
+            turn.messages(),
+            turn.native_tools(),
+            turn.tool_choice(),
+            max_tokens,
+        );
+        match turn.response_format() {
+            Some(format) => body.with_response_format(format),
+            None => body,
+        }
+    }
+
     /// The same request with a `response_format` (constrained decoding).
-    pub(super) fn with_response_format(self, format: Value) -> Self {
+    fn with_response_format(self, format: Value) -> Self {
         Self {
             response_format: Some(format),
             ..self
@@ -250,30 +267,6 @@ pub(super) struct CompletionFunction {
     pub(super) name: String,
     #[serde(default)]
     pub(super) arguments: String,
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-#[derive(Debug, Deserialize)]
-pub(super) struct ErrorEnvelope {
-    pub(super) error: WireError,
-}
-
-/// OpenAI's error object; some compatible servers send a bare string instead.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub(super) enum WireError {
-    Object { message: String },
-    Text(String),
-}
-
-impl WireError {
-    pub(super) fn into_message(self) -> String {
-        match self {
-            WireError::Object { message } | WireError::Text(message) => message,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! One model turn as the RPI loop sees it: the request shaped for the profile's tool mode, the
-//! reply read into ordinary [`ToolCall`]s, and the in-turn retries.
+//! One model turn as the RPI loop sees it, whatever the provider: the conversation and tools
+//! shaped for the profile's tool mode, the reply read into ordinary [`ToolCall`]s, and the
+//! in-turn retries. Each provider builds its own request body from [`Turn`]'s parts.
 //!
 //! - An unusable tool call written as text (unknown tool, parameters not an object, a missing
 //!   required parameter, broken JSON; or no call where text mode required one) is told back to
@@ -15,8 +16,12 @@
 
 use serde_json::Value;
 
-use super::wire::ChatBody;
+use std::future::Future;
+
+use tracing::Instrument;
+
 use crate::AgentError;
+use crate::catalog::ToolSpec;
 use crate::degenerate::{self, Degenerate};
 use crate::provider::{
     ChatMessage, ModelRequest, ModelResponse, Role, ToolCall, ToolChoice, Usage,
@@ -26,14 +31,14 @@ use crate::text_tools::{
 };
 
 /// Corrections of unusable text tool calls within one turn.
-pub(super) const MAX_CALL_CORRECTIONS: u32 = 3;
+pub(crate) const MAX_CALL_CORRECTIONS: u32 = 3;
 /// Nudges after degenerate output within one turn.
-pub(super) const MAX_NUDGES: u32 = 1;
+pub(crate) const MAX_NUDGES: u32 = 1;
 /// How much of an unusable reply is kept in the conversation that follows it.
 const REPLAYED_REPLY_CHARS: usize = 2_000;
 
 /// A turn in progress: the conversation sent, and what the retries used so far.
-pub(super) struct Turn<'r> {
+pub(crate) struct Turn<'r> {
     request: &'r ModelRequest,
     mode: ToolMode,
     transcript: Vec<ChatMessage>,
@@ -43,7 +48,7 @@ pub(super) struct Turn<'r> {
 }
 
 impl<'r> Turn<'r> {
-    pub(super) fn new(request: &'r ModelRequest, mode: ToolMode) -> Self {
+    pub(crate) fn new(request: &'r ModelRequest, mode: ToolMode) -> Self {
         let offers_tools = offers_tools(request);
         let transcript = if mode.sends_native_tools() {
             request.messages.clone()
@@ -61,33 +66,33 @@ impl<'r> Turn<'r> {
         }
     }
 
-    /// The request body of the next exchange.
-    pub(super) fn body<'a>(&'a self, model: &'a str, max_tokens: Option<u32>) -> ChatBody<'a> {
-        let native: &[_] = if self.mode.sends_native_tools() {
+    /// The conversation to send next (in text modes, with the catalog and calls as text).
+    pub(crate) fn messages(&self) -> &[ChatMessage] {
+        &self.transcript
+    }
+
+    /// The tools to offer natively (none in text and constrained modes).
+    pub(crate) fn native_tools(&self) -> &[ToolSpec] {
+        if self.mode.sends_native_tools() {
             &self.request.tools
         } else {
             &[]
-        };
-        let body = ChatBody::new(
-            model,
-            &self.transcript,
-            native,
-            self.request.tool_choice,
-            max_tokens,
-        );
-        if self.mode == ToolMode::Constrained && offers_tools(self.request) {
-            body.with_response_format(text_tools::response_format(
-                &self.request.tools,
-                self.request.tool_choice,
-            ))
-        } else {
-            body
         }
+    }
+
+    pub(crate) fn tool_choice(&self) -> ToolChoice {
+        self.request.tool_choice
+    }
+
+    /// The JSON-schema `response_format` of constrained mode, when tools are offered.
+    pub(crate) fn response_format(&self) -> Option<Value> {
+        (self.mode == ToolMode::Constrained && offers_tools(self.request))
+            .then(|| text_tools::response_format(&self.request.tools, self.request.tool_choice))
     }
 
     /// Judges one reply: `Some` ends the turn with it, `None` asks again (the conversation now
     /// holds the reply and the correction or nudge).
-    pub(super) fn judge(
+    pub(crate) fn judge(
         &mut self,
         mut response: ModelResponse,
     ) -> Result<Option<ModelResponse>, AgentError> {
@@ -245,4 +250,33 @@ impl<'r> Turn<'r> {
 
 fn offers_tools(request: &ModelRequest) -> bool {
     !request.tools.is_empty() && request.tool_choice != ToolChoice::None
+}
+
+/// Runs one provider call inside a `model_call` span (provider, phase, item, attempt) and logs
+/// how it finished.
+pub(crate) async fn traced(
+    label: &str,
+    request: &ModelRequest,
+    call: impl Future<Output = Result<ModelResponse, AgentError>>,
+) -> Result<ModelResponse, AgentError> {
+    let span = tracing::info_span!(
+        "model_call",
+        provider = %label,
+        phase = %request.phase,
+        item = ?request.item_index,
+        attempt = tracing::field::Empty,
+    );
+    async {
+        let response = call.await?;
+        tracing::debug!(
+            finish_reason = ?response.finish_reason,
+            tool_calls = response.tool_calls.len(),
+            prompt_tokens = response.usage.prompt_tokens,
+            completion_tokens = response.usage.completion_tokens,
+            "model call finished"
+        );
+        Ok(response)
+    }
+    .instrument(span)
+    .await
 }
