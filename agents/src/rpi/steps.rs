@@ -359,7 +359,7 @@ impl Driver<'_> {
             path,
         });
         if spec.name.is_local() {
-            return self.answer_locally(spec, &args).await;
+            return self.answer_locally(call_id, spec, &args).await;
         }
         // Every tool failure — transient ones too (`TOOL_TIMEOUT`, `TOOL_WORKER_UNAVAILABLE`,
         // after the transport's retries) — is journaled and told to the model, in every phase;
@@ -371,15 +371,40 @@ impl Driver<'_> {
         }
     }
 
-    /// A local tool's answer, from the job's journal (no worker is asked).
-    async fn answer_locally(&self, spec: &ToolSpec, args: &Value) -> Result<Outcome, AgentError> {
-        match spec.name {
-            ToolName::RecallToolResult => self.recall_tool_result(args).await,
-            other => Err(AgentError::Job(ErrorBody::new(
-                ErrorCode::Internal,
-                format!("no local answer for `{other}`"),
-            ))),
-        }
+    /// A local tool's answer, from the job's journal (no worker is asked); its completion is
+    /// published like a worker call's.
+    async fn answer_locally(
+        &self,
+        call_id: &str,
+        spec: &ToolSpec,
+        args: &Value,
+    ) -> Result<Outcome, AgentError> {
+        let started = Instant::now();
+        let outcome = match spec.name {
+            ToolName::RecallToolResult => self.recall_tool_result(args).await?,
+            other => {
+                return Err(AgentError::Job(ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("no local answer for `{other}`"),
+                )));
+            }
+        };
+        let elapsed = started.elapsed();
+        let error = match &outcome {
+            Outcome::Ok(_) => None,
+            Outcome::Error(error) => Some(error.clone()),
+        };
+        tracing::debug!(call_id, tool = %spec.name, ok = error.is_none(), "local tool answered");
+        self.host.emit(EventKind::ToolComplete {
+            call_id: call_id.to_string(),
+            tool: spec.name.to_string(),
+            ok: error.is_none(),
+            error,
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            worker: Some(spec.name.runs_on().to_string()),
+            elapsed_us: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        });
+        Ok(outcome)
     }
 
     /// A slice of an earlier call's full result. Journal keys are per job, and only call ids of
