@@ -577,6 +577,10 @@ fn error_text(error: &ErrorBody) -> String {
 }
 
 #[cfg(test)]
+#[path = "steps_recall_tests.rs"]
+mod recall_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
