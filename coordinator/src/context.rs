@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use atelier_agents::rpi::{FileMapText, PriorMessage, SkillText, WorkbenchContext};
 use atelier_messages::store::{ManifestEntry, View};
-use atelier_messages::tool::{ToolName, ToolOutput, ToolRequest};
+use atelier_messages::tool::{Pool, ToolName, ToolOutput, ToolRequest};
 use atelier_messages::workshop::{ContextItem, ContextKind, ConversationMessage};
 use atelier_messages::{ErrorBody, PROTOCOL_VERSION};
 use atelier_transport::Policy;
@@ -193,10 +193,10 @@ async fn file_map(
     index: usize,
 ) -> String {
     let file = &files[index];
-    let tool = if file.kind == "csv" {
-        ToolName::TableGetMap
+    let (tool, pool) = if file.kind == "csv" {
+        (ToolName::TableGetMap, Pool::Tabular)
     } else {
-        ToolName::GetFileMap
+        (ToolName::GetFileMap, Pool::Office)
     };
     let request = ToolRequest {
         v: PROTOCOL_VERSION,
@@ -207,8 +207,8 @@ async fn file_map(
         args: json!({"path": file.path}),
         files: files.to_vec(),
     };
-    let subject = tool.pool().subject();
-    let span = tracing::info_span!("tool_call", tool = tool.as_str(), call_id = %request.call_id, pool = %tool.pool());
+    let subject = pool.subject();
+    let span = tracing::info_span!("tool_call", tool = tool.as_str(), call_id = %request.call_id, pool = %pool);
     let answer: Result<ToolOutput, ErrorBody> =
         atelier_transport::request_to(client, &subject, &request, Policy::once(MAP_TIMEOUT))
             .instrument(span)

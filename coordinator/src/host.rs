@@ -105,6 +105,12 @@ impl JobHost {
                 changes: None,
             });
         }
+        let Some(pool) = tool.pool() else {
+            return Err(ErrorBody::new(
+                ErrorCode::Internal,
+                format!("`{}` is answered by the agent, not by a worker", tool.name),
+            ));
+        };
         let request = ToolRequest {
             v: PROTOCOL_VERSION,
             call_id: call_id.to_string(),
@@ -114,13 +120,9 @@ impl JobHost {
             args,
             files: self.files().await?,
         };
-        let mut output: ToolOutput = atelier_transport::request_to(
-            &self.client,
-            &tool.pool().subject(),
-            &request,
-            Policy::TOOLS,
-        )
-        .await?;
+        let mut output: ToolOutput =
+            atelier_transport::request_to(&self.client, &pool.subject(), &request, Policy::TOOLS)
+                .await?;
         if let Some(changes) = output.changes.take().filter(|changes| !changes.is_empty()) {
             self.store
                 .write(
@@ -185,7 +187,12 @@ impl AgentHost for JobHost {
         tool: &ToolSpec,
         args: Value,
     ) -> Result<Value, ErrorBody> {
-        let span = tracing::info_span!("tool_call", tool = tool.name.as_str(), call_id, pool = %tool.pool());
+        let span = tracing::info_span!(
+            "tool_call",
+            tool = tool.name.as_str(),
+            call_id,
+            pool = tool.name.runs_on()
+        );
         async {
             let started = Instant::now();
             let result = self.run_tool(call_id, tool, args).await;

@@ -4,6 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::{FileContent, ManifestEntry};
 
+/// What [`ToolName::runs_on`] says of a local tool.
+pub const LOCAL: &str = "local";
+
 /// A pool of interchangeable workers serving one family of tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -37,7 +40,7 @@ impl Pool {
     pub fn tools(self) -> impl Iterator<Item = ToolName> {
         ToolName::ALL
             .into_iter()
-            .filter(move |tool| tool.pool() == self)
+            .filter(move |tool| tool.pool() == Some(self))
     }
 }
 
@@ -97,7 +100,8 @@ pub struct ToolOutput {
 }
 
 /// Every tool a model (or a workflow) may call: the one spelling of each name, and the pool that
-/// serves it. The wire carries the name as a string (`ToolRequest::tool`), so an unknown name
+/// serves it — or none for a local tool, which the agent driver answers itself and never sends
+/// to a worker (`recall_tool_result`). The wire carries the name as a string (`ToolRequest::tool`), so an unknown name
 /// reaches the worker and is answered with `VALIDATION_FAILED` listing the pool's tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -122,11 +126,13 @@ pub enum ToolName {
     TableQuery,
     TableExport,
     TableUpdateFromExport,
+    /// Local: a slice of an earlier call's full result, from the job's journal.
+    RecallToolResult,
 }
 
 impl ToolName {
-    /// Every tool, office pool first, in catalog order.
-    pub const ALL: [ToolName; 20] = [
+    /// Every tool, office pool first, then tabular, then local tools, in catalog order.
+    pub const ALL: [ToolName; 21] = [
         ToolName::ListFiles,
         ToolName::GetFileInfo,
         ToolName::GetFileMap,
@@ -147,6 +153,7 @@ impl ToolName {
         ToolName::TableQuery,
         ToolName::TableExport,
         ToolName::TableUpdateFromExport,
+        ToolName::RecallToolResult,
     ];
 
     /// The name the model and the wire use, e.g. `table_query`.
@@ -172,11 +179,13 @@ impl ToolName {
             ToolName::TableQuery => "table_query",
             ToolName::TableExport => "table_export",
             ToolName::TableUpdateFromExport => "table_update_from_export",
+            ToolName::RecallToolResult => "recall_tool_result",
         }
     }
 
-    /// The pool whose workers run this tool.
-    pub fn pool(self) -> Pool {
+    /// The pool whose workers run this tool; `None` for a local tool, which the agent driver
+    /// answers itself.
+    pub fn pool(self) -> Option<Pool> {
         match self {
             ToolName::TableGetMap
             | ToolName::TableDescribe
@@ -184,9 +193,32 @@ impl ToolName {
             | ToolName::TableReadRows
             | ToolName::TableQuery
             | ToolName::TableExport
-            | ToolName::TableUpdateFromExport => Pool::Tabular,
-            _ => Pool::Office,
+            | ToolName::TableUpdateFromExport => Some(Pool::Tabular),
+            ToolName::RecallToolResult => None,
+            ToolName::ListFiles
+            | ToolName::GetFileInfo
+            | ToolName::GetFileMap
+            | ToolName::ReadFile
+            | ToolName::WriteTextFile
+            | ToolName::XlsxOperations
+            | ToolName::DocxOperations
+            | ToolName::PptxOperations
+            | ToolName::XlsxGetStyles
+            | ToolName::DocxGetStyles
+            | ToolName::PptxGetStyles
+            | ToolName::DeleteFile
+            | ToolName::RenameFile => Some(Pool::Office),
         }
+    }
+
+    /// True for a tool no worker serves: the agent driver answers it itself.
+    pub fn is_local(self) -> bool {
+        self.pool().is_none()
+    }
+
+    /// Where the tool runs, for logs, events and metrics: its pool's name, or `local`.
+    pub fn runs_on(self) -> &'static str {
+        self.pool().map_or(LOCAL, Pool::as_str)
     }
 
     /// The tool called `name`, if there is one.
@@ -226,5 +258,12 @@ mod tests {
         );
         assert_eq!(Pool::Office.tools().count(), 13);
         assert_eq!(Pool::Office.subject(), "atelier.tool.office");
+        let local: Vec<_> = ToolName::ALL
+            .into_iter()
+            .filter(|tool| tool.is_local())
+            .collect();
+        assert_eq!(local, [ToolName::RecallToolResult]);
+        assert_eq!(ToolName::RecallToolResult.runs_on(), LOCAL);
+        assert_eq!(ToolName::TableQuery.runs_on(), "tabular");
     }
 }

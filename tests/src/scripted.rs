@@ -1,6 +1,9 @@
 //! A local HTTP server speaking OpenAI Chat Completions (streaming SSE, native tool calls)
 //! with scripted replies, keyed by phase, plan item and turn so that a resumed job gets the
 //! same answer for the same step. Every request is logged for assertions.
+//!
+//! A scripted call argument equal to [`RECEIPT_CALL_ID`] is replaced by the call id of the last
+//! receipt the request showed the model (call ids hold the job id, which a script cannot know).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -13,6 +16,9 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+/// Stands, in a scripted call's arguments, for the call id of the last receipt shown.
+pub const RECEIPT_CALL_ID: &str = "$receipt_call_id";
 
 /// One scripted model turn.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -230,6 +236,7 @@ async fn complete(
         content: "Done.".into(),
         ..Turn::default()
     });
+    let answer = with_receipt_call_id(answer, &body);
     if answer.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(answer.delay_ms)).await;
     }
@@ -238,6 +245,34 @@ async fn complete(
         sse_body(&answer, &format!("{phase}-{}-{turn}", item.unwrap_or(0))),
     )
         .into_response()
+}
+
+/// The call id of the last receipt among the request's tool results.
+fn last_receipt_call_id(body: &Value) -> Option<String> {
+    body["messages"]
+        .as_array()?
+        .iter()
+        .rev()
+        .filter(|message| message["role"] == "tool")
+        .filter_map(|message| serde_json::from_str::<Value>(message["content"].as_str()?).ok())
+        .find_map(|result| result["receipt"]["call_id"].as_str().map(str::to_string))
+}
+
+/// `turn` with every [`RECEIPT_CALL_ID`] argument replaced by the last receipt's call id.
+fn with_receipt_call_id(mut turn: Turn, body: &Value) -> Turn {
+    let Some(call_id) = last_receipt_call_id(body) else {
+        return turn;
+    };
+    let arguments = turn
+        .tool_calls
+        .iter_mut()
+        .filter_map(|call| call.arguments.as_object_mut());
+    for value in arguments.flat_map(|object| object.values_mut()) {
+        if value == RECEIPT_CALL_ID {
+            *value = Value::String(call_id.clone());
+        }
+    }
+    turn
 }
 
 fn sse_body(turn: &Turn, id: &str) -> String {

@@ -6,7 +6,7 @@
 use atelier_messages::ErrorCode;
 use atelier_messages::job::{ItemStatus, JobState, JobView};
 use atelier_tests::Cluster;
-use atelier_tests::scripted::{Script, ScriptedModel};
+use atelier_tests::scripted::{RECEIPT_CALL_ID, Script, ScriptedModel};
 use serde_json::{Value, json};
 
 fn script(value: Value) -> anyhow::Result<Script> {
@@ -267,5 +267,117 @@ async fn the_penguins_job_runs_on_a_model_that_answers_only_with_seed_json_in_te
     assert!(implement.contains("344"), "{implement}");
     let summary = view.summary.unwrap_or_default();
     assert!(summary.contains("- added: count.txt"), "{summary}");
+    Ok(())
+}
+
+/// Notes with long, partly multi-byte text cells: 60 rows of about 450 characters each.
+fn long_notes_csv() -> String {
+    let mut csv = String::from("id,note\n");
+    for row in 0..60 {
+        let words = "café naïve — déjà vu über straße ".repeat(12);
+        csv.push_str(&format!("{row},NOTE-{row:03} {words}END-{row:03}\n"));
+    }
+    csv
+}
+
+/// The `query_elapsed_ms` a `table_query` result's text states.
+fn elapsed_in(text: Option<&str>) -> u64 {
+    text.and_then(|text| text.split("\"query_elapsed_ms\":").nth(1))
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_default()
+}
+
+/// The tool results (contents of `tool` messages) of the research request at `turn`.
+fn research_results(model: &ScriptedModel, turn: usize) -> Vec<Value> {
+    model
+        .tool_results("research", None, turn)
+        .iter()
+        .map(|content| serde_json::from_str(content).unwrap_or(Value::Null))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_result_is_shown_as_a_receipt_and_recall_tool_result_reads_it_back()
+-> anyhow::Result<()> {
+    let query = json!({"path": "notes.csv", "query": "SELECT * FROM data ORDER BY id"});
+    let model = ScriptedModel::start(script(json!({
+        "research": [
+            {"tool_calls": [{"name": "table_query", "arguments": query}]},
+            {"tool_calls": [{"name": "recall_tool_result", "arguments": {"call_id": RECEIPT_CALL_ID, "offset": 16_000, "length": 3_000}}]},
+            {"tool_calls": [{"name": "recall_tool_result", "arguments": {"call_id": "another-job.research.0.1.0.0"}}]},
+            {"content": "notes.csv holds 60 long notes."}
+        ],
+        "plan": [{"content": "NO_CHANGE_NEEDED: the research answers the question"}],
+        "summary": [{"content": "notes.csv holds 60 long notes."}]
+    }))?)
+    .await?;
+    let cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    let csv = cluster.dir.path().join("notes.csv");
+    std::fs::write(&csv, long_notes_csv())?;
+    cluster.cli_ok(&["wb", "add", "w", &csv.to_string_lossy()])?;
+    let view = cluster.run_job("w", "What do the notes say?", &model.model_spec(), &[])?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(
+        view.tool_calls, 3,
+        "query, recall, recall of an unknown call"
+    );
+
+    // The model was shown a receipt, not the result.
+    let shown = research_results(&model, 1);
+    let receipt = &shown[0]["receipt"];
+
+    // The full result, as the tabular pool answers the same query (with the job's timing).
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let listing = cluster.current_listing("w")?;
+    let mut output =
+        atelier_tests::call_tool(&client, &listing, "direct", "table_query", query, "tabular")
+            .await?
+            .map_err(|error| anyhow::anyhow!("{error:?}"))?
+            .output;
+    output["query_elapsed_ms"] = json!(elapsed_in(receipt["preview"].as_str()));
+    let full = output.to_string();
+    let total = full.chars().count();
+    assert!(total > 19_000, "{total}");
+
+    assert!(
+        receipt["call_id"]
+            .as_str()
+            .is_some_and(|id| id.ends_with(".research.0.1.0.0"))
+    );
+    assert_eq!(receipt["tool"], "table_query");
+    assert_eq!(receipt["chars"], total);
+    let preview: String = full.chars().take(2_000).collect();
+    assert_eq!(receipt["preview"], preview.as_str());
+    let body = model
+        .requests()
+        .iter()
+        .find(|request| request.phase == "research" && request.turn == 1)
+        .map(|request| request.body.to_string())
+        .unwrap_or_default();
+    assert!(body.contains("recall_tool_result with call_id"), "{body}");
+    assert!(
+        !body.contains("NOTE-059"),
+        "the last rows are not in the prompt"
+    );
+
+    // The recalled slice is exactly that part of the full result.
+    let recalled = &research_results(&model, 2)[1];
+    let expected: String = full.chars().skip(16_000).take(3_000).collect();
+    assert_eq!(recalled["text"], expected.as_str());
+    assert_eq!(recalled["offset"], 16_000);
+    assert_eq!(recalled["length"], 3_000);
+    assert_eq!(recalled["total_chars"], total);
+    assert_eq!(recalled["next_offset"], 19_000);
+    assert_eq!(recalled["call_id"], receipt["call_id"]);
+
+    // Another job's call id is not found, and the model is told so.
+    let unknown = &research_results(&model, 3)[2];
+    assert_eq!(unknown["error"]["code"], "NOT_FOUND", "{unknown}");
     Ok(())
 }

@@ -9,8 +9,10 @@
 //!   helpers.
 //! - `classify`: the action class of one call, from its tool, arguments and the files.
 //! - `office`, `tabular`: the tools of each pool.
+//! - `local`: the tools the agent driver answers itself (`recall_tool_result`).
 
 mod classify;
+mod local;
 mod office;
 mod tabular;
 mod tool_spec;
@@ -19,12 +21,14 @@ use atelier_messages::tool::ToolName;
 
 pub use atelier_messages::approval::ActionClass;
 pub use classify::{Classified, classify};
+pub use local::RECALL_MAX_CHARS;
 pub use tool_spec::{Capability, ToolSpec};
 
 /// Every tool, in a stable order.
 pub fn catalog() -> Vec<ToolSpec> {
     let mut tools = office::tools();
     tools.extend(tabular::tools());
+    tools.extend(local::tools());
     tools
 }
 
@@ -34,7 +38,7 @@ pub fn find(name: &str) -> Option<ToolSpec> {
     catalog().into_iter().find(|spec| spec.name == name)
 }
 
-/// Tools the Research phase may use (read-only).
+/// Tools the Research phase may use (read-only, `recall_tool_result` among them).
 pub fn research_tools() -> Vec<ToolSpec> {
     catalog()
         .into_iter()
@@ -42,11 +46,11 @@ pub fn research_tools() -> Vec<ToolSpec> {
         .collect()
 }
 
-/// Tools the Plan phase may use.
+/// Tools the Plan phase may use: `read_file` and `recall_tool_result`.
 pub fn plan_tools() -> Vec<ToolSpec> {
     catalog()
         .into_iter()
-        .filter(|spec| spec.name == ToolName::ReadFile)
+        .filter(|spec| matches!(spec.name, ToolName::ReadFile | ToolName::RecallToolResult))
         .collect()
 }
 
@@ -69,16 +73,17 @@ mod tests {
         assert!(
             office::tools()
                 .iter()
-                .all(|spec| spec.pool() == Pool::Office)
+                .all(|spec| spec.pool() == Some(Pool::Office))
         );
         assert!(
             tabular::tools()
                 .iter()
-                .all(|spec| spec.pool() == Pool::Tabular)
+                .all(|spec| spec.pool() == Some(Pool::Tabular))
         );
+        assert!(local::tools().iter().all(|spec| spec.name.is_local()));
         assert_eq!(
             find("table_query").map(|spec| spec.pool()),
-            Some(Pool::Tabular)
+            Some(Some(Pool::Tabular))
         );
         assert_eq!(find("rm_rf"), None);
     }
@@ -92,6 +97,21 @@ mod tests {
         assert!(names.contains(&"table_get_map"));
         assert!(!names.contains(&"table_export"));
         assert!(!names.contains(&"write_text_file"));
+    }
+
+    #[test]
+    fn every_phase_with_tools_may_recall_a_result() {
+        for tools in [research_tools(), plan_tools(), implement_tools()] {
+            assert!(
+                tools
+                    .iter()
+                    .any(|spec| spec.name == ToolName::RecallToolResult)
+            );
+        }
+        let plan: Vec<_> = plan_tools().iter().map(|spec| spec.name).collect();
+        assert_eq!(plan, [ToolName::ReadFile, ToolName::RecallToolResult]);
+        let recall = find("recall_tool_result").map(|spec| spec.description);
+        assert!(recall.is_some_and(|text| text.contains(&RECALL_MAX_CHARS.to_string())));
     }
 
     #[test]

@@ -53,8 +53,8 @@ impl ToolSpec {
         )
     }
 
-    /// The pool whose workers run this tool.
-    pub fn pool(&self) -> Pool {
+    /// The pool whose workers run this tool; `None` for a local tool (answered by the driver).
+    pub fn pool(&self) -> Option<Pool> {
         self.name.pool()
     }
 

@@ -16,6 +16,7 @@
 //! - `driver`: the driver of one run, which `phases` and `steps` extend.
 //! - `phases`: what each phase asks and how it advances the state.
 //! - `steps`: journaled model turns and tool calls, budgets.
+//! - `recall`: large results as receipts, and the slices `recall_tool_result` reads back.
 //! - `loop_detector`: counting repeated tool calls.
 //! - `prompts`: the system prompts and the item-failed marker.
 
@@ -23,6 +24,7 @@ mod driver;
 mod loop_detector;
 mod phases;
 mod prompts;
+mod recall;
 mod steps;
 mod types;
 

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use atelier_messages::approval::ApprovalMode;
 use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, PendingApproval, Phase};
+use atelier_messages::tool::ToolName;
 use atelier_messages::{ErrorBody, ErrorCode, journal, now_ms};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -16,15 +17,13 @@ use serde_json::Value;
 use super::driver::Driver;
 use super::loop_detector::LoopDetector;
 use super::prompts;
+use super::recall::{self, RecallRequest};
 use super::types::RpiState;
 use crate::AgentError;
 use crate::catalog::{self, Classified, ToolSpec};
 use crate::provider::{
     ChatMessage, DeltaSink, ModelRequest, ModelResponse, ToolCall, ToolChoice, Usage,
 };
-
-/// Tool results longer than this are cut in the prompt (the full result stays in the journal).
-const MAX_TOOL_RESULT_CHARS: usize = 16_000;
 
 /// Where a step sits: phase, plan item (0 outside Implement), attempt.
 #[derive(Debug, Clone, Copy)]
@@ -315,7 +314,7 @@ impl Driver<'_> {
                 self.host.emit(EventKind::ToolIo {
                     call_id: call_id.to_string(),
                     tool: spec.name.to_string(),
-                    pool: Some(spec.pool().to_string()),
+                    pool: Some(spec.name.runs_on().to_string()),
                     phase: Some(scope.phase),
                     item: scope.item_index(),
                     arguments: cut(&args.to_string()),
@@ -327,7 +326,13 @@ impl Driver<'_> {
         };
         state.tool_calls += 1;
         let succeeded = matches!(outcome, Outcome::Ok(_));
-        Ok((truncate(render(&outcome)), succeeded))
+        let shown = recall::present(
+            call_id,
+            spec.name,
+            render(&outcome),
+            self.budgets.receipt_over_chars,
+        );
+        Ok((shown, succeeded))
     }
 
     async fn run_tool(
@@ -353,6 +358,9 @@ impl Driver<'_> {
             tool: spec.name.to_string(),
             path,
         });
+        if spec.name.is_local() {
+            return self.answer_locally(call_id, spec, &args).await;
+        }
         // Every tool failure — transient ones too (`TOOL_TIMEOUT`, `TOOL_WORKER_UNAVAILABLE`,
         // after the transport's retries) — is journaled and told to the model, in every phase;
         // only a cancel ends the job here.
@@ -361,6 +369,65 @@ impl Driver<'_> {
             Err(error) if error.code == ErrorCode::UserCanceled => Err(AgentError::Job(error)),
             Err(error) => Ok(Outcome::Error(error)),
         }
+    }
+
+    /// A local tool's answer, from the job's journal (no worker is asked); its completion is
+    /// published like a worker call's.
+    async fn answer_locally(
+        &self,
+        call_id: &str,
+        spec: &ToolSpec,
+        args: &Value,
+    ) -> Result<Outcome, AgentError> {
+        let started = Instant::now();
+        let outcome = match spec.name {
+            ToolName::RecallToolResult => self.recall_tool_result(args).await?,
+            other => {
+                return Err(AgentError::Job(ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("no local answer for `{other}`"),
+                )));
+            }
+        };
+        let elapsed = started.elapsed();
+        let error = match &outcome {
+            Outcome::Ok(_) => None,
+            Outcome::Error(error) => Some(error.clone()),
+        };
+        tracing::debug!(call_id, tool = %spec.name, ok = error.is_none(), "local tool answered");
+        self.host.emit(EventKind::ToolComplete {
+            call_id: call_id.to_string(),
+            tool: spec.name.to_string(),
+            ok: error.is_none(),
+            error,
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            worker: Some(spec.name.runs_on().to_string()),
+            elapsed_us: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        });
+        Ok(outcome)
+    }
+
+    /// A slice of an earlier call's full result. Journal keys are per job, and only call ids of
+    /// this job are looked up, so another job's results cannot be named.
+    async fn recall_tool_result(&self, args: &Value) -> Result<Outcome, AgentError> {
+        let request = match RecallRequest::parse(args) {
+            Ok(request) => request,
+            Err(error) => return Ok(Outcome::Error(error)),
+        };
+        let ours = request
+            .call_id
+            .strip_prefix(self.job.job_id.as_str())
+            .is_some_and(|rest| rest.starts_with('.'));
+        let stored = if ours {
+            self.recall::<Outcome>(&journal::tool_result(&request.call_id))
+                .await?
+        } else {
+            None
+        };
+        Ok(match stored {
+            Some(stored) => Outcome::Ok(request.slice(&render(&stored))),
+            None => Outcome::Error(recall::not_found(&request.call_id)),
+        })
     }
 
     /// The refusal told to the model when a call that needs approval (by its action class and
@@ -509,15 +576,9 @@ fn error_text(error: &ErrorBody) -> String {
     serde_json::json!({"error": {"code": error.code, "message": error.message}}).to_string()
 }
 
-fn truncate(text: String) -> String {
-    if text.chars().count() <= MAX_TOOL_RESULT_CHARS {
-        return text;
-    }
-    let cut: String = text.chars().take(MAX_TOOL_RESULT_CHARS).collect();
-    format!(
-        "{cut}… [result truncated at {MAX_TOOL_RESULT_CHARS} characters; ask for a smaller window]"
-    )
-}
+#[cfg(test)]
+#[path = "steps_recall_tests.rs"]
+mod recall_tests;
 
 #[cfg(test)]
 mod tests {

@@ -32,6 +32,14 @@ pub struct Budgets {
     pub loop_hard_stop: u32,
     /// How many recent calls the loop detector remembers.
     pub loop_window: usize,
+    /// Tool results longer than this many characters reach the model as a receipt (the full
+    /// result stays in the journal; `recall_tool_result` reads it back).
+    #[serde(default = "default_receipt_over_chars")]
+    pub receipt_over_chars: usize,
+}
+
+fn default_receipt_over_chars() -> usize {
+    16_000
 }
 
 impl Default for Budgets {
@@ -47,6 +55,7 @@ impl Default for Budgets {
             loop_warning: 3,
             loop_hard_stop: 5,
             loop_window: 12,
+            receipt_over_chars: default_receipt_over_chars(),
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::tabular::TabularEngine;
 /// The tool `name` if `pool` serves it, or its [`refusal`].
 pub(crate) fn resolve(pool: Pool, name: &str) -> Result<ToolName, ErrorBody> {
     ToolName::parse(name)
-        .filter(|tool| tool.pool() == pool)
+        .filter(|tool| tool.pool() == Some(pool))
         .ok_or_else(|| refusal(pool, name))
 }
 

@@ -272,7 +272,7 @@ impl Inner {
                 ..
             } => {
                 let pool = ToolName::parse(tool)
-                    .map(|name| name.pool().to_string())
+                    .map(|name| name.runs_on().to_string())
                     .unwrap_or_else(|| "unknown".into());
                 let outcome = if *ok { "ok" } else { "error" };
                 registry.add(

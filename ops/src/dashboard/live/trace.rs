@@ -344,7 +344,7 @@ impl JobTrace {
                 self.push(IoEntry::Call(Box::new(CallRecord {
                     call_id: call_id.to_string(),
                     tool: tool.to_string(),
-                    pool: ToolName::parse(tool).map(|name| name.pool().to_string()),
+                    pool: ToolName::parse(tool).map(|name| name.runs_on().to_string()),
                     path: None,
                     phase: None,
                     item: None,
