@@ -59,10 +59,7 @@ pub(crate) async fn run(client: &Client, args: EvalArgs) -> anyhow::Result<ExitC
             bar.set_message(format!("{} run {run}", task.name));
             let outcome = run_once(client, &args, task, run).await;
             bar.inc(1);
-            runs.push(outcome.map_err(|e| {
-                bar.abandon();
-                e
-            })?);
+            runs.push(outcome.inspect_err(|_| bar.abandon())?);
         }
         results.push(report::TaskReport::new(&task.name, runs));
     }
