@@ -9,6 +9,9 @@ use atelier_tests::Cluster;
 use atelier_tests::scripted::{Script, ScriptedModel};
 use serde_json::{Value, json};
 
+/// One cluster at a time: each test starts its own, and the machine running them may be small.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn tasks_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/tasks")
 }
@@ -60,6 +63,7 @@ fn table_row(task: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_oracle_passes_its_task() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
     let cluster = Cluster::start()?;
     let names = task_names()?;
     assert!(names.len() >= 12, "{names:?}");
@@ -91,6 +95,7 @@ async fn every_oracle_passes_its_task() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_answer_and_a_failed_job_score_zero() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
     let cluster = Cluster::start()?;
     let wrong: Script = serde_json::from_value(json!({
         "research": [{"content": "There are six rows."}],
@@ -150,5 +155,168 @@ async fn a_wrong_answer_and_a_failed_job_score_zero() -> anyhow::Result<()> {
     );
     assert_eq!(run["checks"], json!([]));
     assert_eq!(report["tasks"][0]["pass_rate"], json!(0.0));
+    Ok(())
+}
+
+/// A script whose single plan item makes `calls`.
+fn one_item(calls: Value) -> anyhow::Result<Script> {
+    Ok(serde_json::from_value(json!({
+        "research": [{"content": "Looked."}],
+        "plan": [{"content": "- [ ] 1. Do — the task"}],
+        "implement": {"1": [{"tool_calls": calls}, {"content": "Done."}]},
+        "summary": [{"content": "Done."}]
+    }))?)
+}
+
+/// Which checks of the single run passed, as (kind, passed) in task order.
+fn check_outcomes(report: &Value) -> Vec<(String, bool)> {
+    report["tasks"][0]["results"][0]["checks"]
+        .as_array()
+        .map(|checks| {
+            checks
+                .iter()
+                .map(|c| {
+                    (
+                        c["kind"].as_str().unwrap_or_default().to_string(),
+                        c["passed"].as_bool().unwrap_or(true),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wrong_drafts_fail_the_checks_they_break() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let cases = [
+        // The wrong file deleted: the one to delete is still there, the one to keep is gone.
+        (
+            "remove-unknown",
+            json!([{"name": "delete_file", "arguments": {"path": "launch_plan.csv"}}]),
+            vec![("file_absent", false), ("file_unchanged", false)],
+        ),
+        // Every milestone exported instead of the planned ones.
+        (
+            "launch-planned",
+            json!([{"name": "table_export", "arguments": {"path": "launch_plan.csv", "target_path": "planned.csv", "format": "csv"}}]),
+            vec![
+                ("csv_rows", false),
+                ("file_contains", true),
+                ("file_contains", true),
+                ("file_contains", true),
+                ("file_unchanged", true),
+            ],
+        ),
+        // Ordered by count: Ops 1, Sales/Growth 1, Engineering 3 (only B3 and the end still match).
+        (
+            "launch-by-department",
+            json!([{"name": "table_export", "arguments": {"path": "launch_plan.csv", "target_path": "summary.xlsx", "format": "xlsx", "sheet": "Summary",
+                "query": "SELECT Department, COUNT(*) AS milestones FROM data GROUP BY Department ORDER BY milestones, Department"}}]),
+            vec![
+                ("xlsx_cell", true),
+                ("xlsx_cell", true),
+                ("xlsx_cell", false),
+                ("xlsx_cell", false),
+                ("xlsx_cell", false),
+                ("xlsx_cell", true),
+                ("xlsx_cell", false),
+                ("xlsx_cell", false),
+                ("xlsx_cell", true),
+            ],
+        ),
+        // One placeholder left, one filled wrongly.
+        (
+            "invoice-fill",
+            json!([{"name": "docx_operations", "arguments": {"path": "invoice_template.docx", "operations": [
+                {"op": "replace_text", "search": "{{company}}", "replace": "Acme Ltd"},
+                {"op": "replace_text", "search": "{{total}}", "replace": "1249.5"}]}}]),
+            vec![
+                ("docx_paragraph", true),
+                ("docx_paragraph", false),
+                ("docx_paragraph", false),
+                ("docx_paragraph", true),
+            ],
+        ),
+    ];
+    for (task, calls, expected) in cases {
+        let model = ScriptedModel::start(one_item(calls)?).await?;
+        let (success, report) = eval(&cluster, task, &model.model_spec())?;
+        assert!(!success, "{task}: {report:#}");
+        let expected: Vec<(String, bool)> = expected
+            .into_iter()
+            .map(|(kind, passed)| (kind.to_string(), passed))
+            .collect();
+        assert_eq!(check_outcomes(&report), expected, "{task}: {report:#}");
+        assert_eq!(report["tasks"][0]["pass_rate"], json!(0.0), "{task}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_repeat_on_fresh_workbenches_and_keep_leaves_the_drafts() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let model = ScriptedModel::start(oracle("launch-count")?).await?;
+    let dir = tasks_dir();
+    let dir = dir.to_str().unwrap_or_default();
+    let spec = model.model_spec();
+    let table = cluster.cli_ok(&[
+        "eval",
+        dir,
+        "--task",
+        "launch-count",
+        "--model",
+        &spec,
+        "--runs",
+        "2",
+    ])?;
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("launch-count") && l.contains("2/2 100%")),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains("overall (1 tasks)"),
+        "{}",
+        table.stdout
+    );
+    let kept = cluster.cli_ok(&[
+        "eval",
+        dir,
+        "--task",
+        "launch-count",
+        "--model",
+        &spec,
+        "--keep",
+        "--json",
+    ])?;
+    let report: Value = kept.json()?;
+    let kept_workbench = report["tasks"][0]["results"][0]["workbench"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let list: Value = cluster.cli_ok(&["wb", "list", "--json"])?.json()?;
+    let evals: Vec<&Value> = list
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter(|w| {
+                    w["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("eval-launch-count-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(evals.len(), 3, "a fresh workbench per run: {list:#}");
+    for workbench in evals {
+        let kept = workbench["name"] == json!(kept_workbench);
+        assert_eq!(workbench["has_draft"], json!(kept), "{workbench:#}");
+    }
     Ok(())
 }
