@@ -281,7 +281,7 @@ async fn runs_repeat_on_fresh_workbenches_and_keep_leaves_the_drafts() -> anyhow
         table.stdout
     );
     assert!(
-        table.stdout.contains("overall (1 tasks)"),
+        table.stdout.contains("overall (1 task)"),
         "{}",
         table.stdout
     );

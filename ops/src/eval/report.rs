@@ -127,7 +127,11 @@ fn print_table(tasks: &[TaskReport], overall: &Overall) {
     }
     println!(
         "{:<28} {:>9} {:>6} {:>6} {:>9} {:>9}",
-        format!("overall ({} tasks)", overall.tasks),
+        format!(
+            "overall ({} task{})",
+            overall.tasks,
+            if overall.tasks == 1 { "" } else { "s" }
+        ),
         pass_cell(overall.passed, overall.runs),
         overall.model_turns,
         overall.tool_calls,
