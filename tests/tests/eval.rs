@@ -320,3 +320,36 @@ async fn runs_repeat_on_fresh_workbenches_and_keep_leaves_the_drafts() -> anyhow
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_past_the_timeout_is_cancelled_and_fails() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let slow: Script = serde_json::from_value(json!({
+        "research": [{"content": "Thinking slowly.", "delay_ms": 4000}]
+    }))?;
+    let model = ScriptedModel::start(slow).await?;
+    let dir = tasks_dir();
+    let output = cluster.cli(&[
+        "eval",
+        dir.to_str().unwrap_or_default(),
+        "--task",
+        "launch-count",
+        "--model",
+        &model.model_spec(),
+        "--timeout",
+        "1",
+        "--json",
+    ])?;
+    assert!(!output.success);
+    let report: Value = output.json()?;
+    let run = &report["tasks"][0]["results"][0];
+    assert_eq!(run["error"], "EVAL_TIMEOUT", "{report:#}");
+    assert_eq!(run["passed"], false);
+    assert_eq!(run["checks"], json!([]));
+    let job: Value = cluster
+        .cli_ok(&["job", run["job_id"].as_str().unwrap_or_default(), "--json"])?
+        .json()?;
+    assert_ne!(job["state"], "succeeded", "{job:#}");
+    Ok(())
+}

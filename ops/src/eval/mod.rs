@@ -109,9 +109,14 @@ async fn run_once(
             approvals: None,
         })
         .await?;
-    let view = wait_for_end(client, &job_id, args.timeout).await?;
+    let (view, timed_out) = wait_for_end(client, &job_id, args.timeout).await?;
     let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let outcome = score(client, &workbench, task, run, &view, wall_ms).await;
+    let mut outcome = score(client, &workbench, task, run, &view, wall_ms).await;
+    if timed_out {
+        outcome.passed = false;
+        outcome.checks.clear();
+        outcome.error = Some("EVAL_TIMEOUT".to_string());
+    }
     if !args.keep && view.state.is_terminal() {
         // A job that changed nothing left no draft to discard: that refusal is fine.
         let _ = client.discard(&workbench).await;
@@ -119,16 +124,21 @@ async fn run_once(
     Ok(outcome)
 }
 
-/// The job's final view; past `timeout` the job is cancelled and its view returned as it is.
-async fn wait_for_end(client: &Client, job_id: &str, timeout: Duration) -> anyhow::Result<JobView> {
+/// The job's final view, and whether it ran past `timeout` (then it is cancelled, and its view
+/// is taken once the cancellation is recorded or after a few seconds).
+async fn wait_for_end(
+    client: &Client,
+    job_id: &str,
+    timeout: Duration,
+) -> anyhow::Result<(JobView, bool)> {
     match tokio::time::timeout(timeout, client.watch(job_id, WatchOutput::Quiet)).await {
         Ok(state) => {
             state?;
-            client.finished_job(job_id).await
+            Ok((client.finished_job(job_id).await?, false))
         }
         Err(_) => {
             let _ = client.cancel(job_id).await;
-            client.job(job_id).await
+            Ok((client.finished_job(job_id).await?, true))
         }
     }
 }
@@ -158,8 +168,7 @@ async fn score(
     if view.state != JobState::Succeeded {
         outcome.error = Some(match &view.error {
             Some(error) => error.code.to_string(),
-            None if view.state.is_terminal() => view.state.to_string(),
-            None => "EVAL_TIMEOUT".to_string(),
+            None => view.state.to_string(),
         });
         return outcome;
     }
