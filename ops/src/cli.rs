@@ -136,6 +136,28 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a directory of tasks (`DIR/NAME/task.toml`) against the running system and score
+    /// each run's draft with the task's checks (docs/eval.md); non-zero unless every run passes.
+    Eval {
+        dir: PathBuf,
+        /// Model spec for every job (as for `submit --model`).
+        #[arg(long)]
+        model: String,
+        /// Runs per task.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        runs: u32,
+        /// Only these tasks (folder names; repeatable).
+        #[arg(long = "task", value_name = "NAME")]
+        tasks: Vec<String>,
+        /// Seconds a run may take before its job is cancelled and the run fails (EVAL_TIMEOUT).
+        #[arg(long, default_value_t = 1800)]
+        timeout: u64,
+        /// Keep each run's draft (default: discard it once scored).
+        #[arg(long)]
+        keep: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the demo: start everything, run a job on a sample workbench, show the draft diff.
     Demo {
         /// Keep the system running after the demo (Ctrl-C to stop).

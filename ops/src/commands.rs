@@ -7,7 +7,7 @@ use atelier_messages::job::{JobState, JobView};
 use crate::cli::{Command, DraftCommand, WbCommand};
 use crate::client::{self, Client, Decision, WatchOutput};
 use crate::output::{print_job, print_jobs, print_json, print_listing, print_review, print_stats};
-use crate::{chat, context_items, workshop};
+use crate::{chat, context_items, eval, workshop};
 
 pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow::Result<ExitCode> {
     match command {
@@ -52,6 +52,26 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             return client.follow(&job_id, json).await;
         }
         Command::Workshop(command) => return workshop::run(client, command).await,
+        Command::Eval {
+            dir,
+            model,
+            runs,
+            tasks,
+            timeout,
+            keep,
+            json,
+        } => {
+            let args = eval::EvalArgs {
+                dir,
+                model,
+                runs,
+                tasks,
+                timeout: std::time::Duration::from_secs(timeout),
+                keep,
+                json,
+            };
+            return eval::run(client, args).await;
+        }
         Command::Context(command) => context_items::run(client, command).await?,
         Command::Chat { workbench } => return chat::run(client, &workbench).await,
         Command::Watch { job, json } => {

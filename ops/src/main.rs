@@ -10,7 +10,7 @@
 //! - `system`: starting the coordinator and workers (`up`, `coordinator`, `worker`);
 //!   `embedded`: the `nats-server` child; `nats_roles`: its users and permissions.
 //! - `dashboard`, `metrics`, `telemetry`: the ops dashboard, `/metrics`, tracing and OTLP.
-//! - `demo`: the README's demo job.
+//! - `demo`: the README's demo job; `eval`: scoring a directory of tasks (`atelier eval`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod chat;
@@ -22,6 +22,7 @@ mod context_items;
 mod dashboard;
 mod demo;
 mod embedded;
+mod eval;
 mod metrics;
 mod nats_roles;
 mod output;

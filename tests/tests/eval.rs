@@ -1,0 +1,355 @@
+//! `atelier eval` over the shipped tasks: each task's scripted oracle passes every check; a
+//! wrong answer and a failed job score 0% and make the command fail. The oracle test prints
+//! its results as the markdown table of docs/benchmarks.md ("Eval"; `-- --nocapture`).
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+
+use atelier_tests::Cluster;
+use atelier_tests::scripted::{Script, ScriptedModel};
+use serde_json::{Value, json};
+
+/// One cluster at a time: each test starts its own, and the machine running them may be small.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn tasks_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/tasks")
+}
+
+fn task_names() -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(tasks_dir())? {
+        let path = entry?.path();
+        if path.join("task.toml").is_file() {
+            names.extend(path.file_name().and_then(|n| n.to_str()).map(String::from));
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+fn oracle(task: &str) -> anyhow::Result<Script> {
+    let text = std::fs::read_to_string(tasks_dir().join(task).join("oracle.json"))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// `atelier eval eval/tasks --task TASK --model MODEL --json`: exit success and the report.
+fn eval(cluster: &Cluster, task: &str, model: &str) -> anyhow::Result<(bool, Value)> {
+    let dir = tasks_dir();
+    let output = cluster.cli(&[
+        "eval",
+        dir.to_str().unwrap_or_default(),
+        "--task",
+        task,
+        "--model",
+        model,
+        "--json",
+    ])?;
+    Ok((output.success, output.json()?))
+}
+
+fn table_row(task: &Value) -> String {
+    format!(
+        "| {} | {}/{} | {} | {} | {} | {:.1} s |",
+        task["task"].as_str().unwrap_or_default(),
+        task["passed"],
+        task["runs"],
+        task["model_turns"],
+        task["tool_calls"],
+        task["tokens"],
+        task["wall_ms"].as_f64().unwrap_or_default() / 1000.0
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_oracle_passes_its_task() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let names = task_names()?;
+    assert!(names.len() >= 12, "{names:?}");
+    let mut failures = Vec::new();
+    let mut table = vec![
+        "| task | pass | model turns | tool calls | tokens | wall |".to_string(),
+        "|---|---|---|---|---|---|".to_string(),
+    ];
+    for task in &names {
+        let model = ScriptedModel::start(oracle(task)?).await?;
+        let (success, report) = eval(&cluster, task, &model.model_spec())?;
+        let scored = &report["tasks"][0];
+        if !success || scored["pass_rate"] != json!(1.0) {
+            failures.push(format!("{task}: {:#}", scored["results"]));
+        }
+        assert_eq!(scored["task"], json!(task));
+        assert_eq!(report["overall"]["runs"], json!(1));
+        table.push(table_row(scored));
+    }
+    println!("{}", table.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}\n{}",
+        failures.join("\n"),
+        cluster.logs()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_answer_and_a_failed_job_score_zero() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let wrong: Script = serde_json::from_value(json!({
+        "research": [{"content": "There are six rows."}],
+        "plan": [{"content": "- [ ] 1. Count — write the row count to count.txt"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "count.txt", "content": "6\n"}}]},
+            {"content": "Written."}
+        ]},
+        "summary": [{"content": "count.txt holds 6."}]
+    }))?;
+    let model = ScriptedModel::start(wrong).await?;
+    let (success, report) = eval(&cluster, "launch-count", &model.model_spec())?;
+    assert!(!success, "a failed run makes eval fail: {report:#}");
+    let task = &report["tasks"][0];
+    assert_eq!(task["task"], "launch-count");
+    assert_eq!(task["runs"], 1);
+    assert_eq!(task["passed"], 0);
+    assert_eq!(task["pass_rate"], json!(0.0));
+    // research, plan, two implement turns, summary; the scripted server reports 100 + 20 tokens.
+    assert_eq!(task["model_turns"], 5);
+    assert_eq!(task["tool_calls"], 1);
+    assert_eq!(task["prompt_tokens"], 500);
+    assert_eq!(task["completion_tokens"], 100);
+    assert_eq!(task["tokens"], 600);
+    let run = &task["results"][0];
+    assert_eq!(run["state"], "succeeded");
+    assert_eq!(run["error"], Value::Null);
+    assert!(
+        run["workbench"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("eval-launch-count-1-")),
+        "{run:#}"
+    );
+    let checks = run["checks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(checks.len(), 2, "{run:#}");
+    assert_eq!(checks[0]["kind"], "file_lines");
+    assert_eq!(checks[0]["passed"], false);
+    assert!(
+        checks[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("\"6\"")),
+        "{run:#}"
+    );
+    assert_eq!(checks[1]["kind"], "file_unchanged");
+    assert_eq!(checks[1]["passed"], true);
+    assert_eq!(report["overall"]["pass_rate"], json!(0.0));
+
+    // A model nobody answers: the job fails, the run counts as failed with the job's code.
+    let dead = "openai-compat:http://127.0.0.1:9/v1#nobody";
+    let (success, report) = eval(&cluster, "launch-count", dead)?;
+    assert!(!success);
+    let run = &report["tasks"][0]["results"][0];
+    assert_eq!(run["state"], "failed", "{report:#}");
+    assert!(
+        run["error"].as_str().is_some_and(|code| !code.is_empty()),
+        "{run:#}"
+    );
+    assert_eq!(run["checks"], json!([]));
+    assert_eq!(report["tasks"][0]["pass_rate"], json!(0.0));
+    Ok(())
+}
+
+/// A script whose single plan item makes `calls`.
+fn one_item(calls: Value) -> anyhow::Result<Script> {
+    Ok(serde_json::from_value(json!({
+        "research": [{"content": "Looked."}],
+        "plan": [{"content": "- [ ] 1. Do — the task"}],
+        "implement": {"1": [{"tool_calls": calls}, {"content": "Done."}]},
+        "summary": [{"content": "Done."}]
+    }))?)
+}
+
+/// Which checks of the single run passed, as (kind, passed) in task order.
+fn check_outcomes(report: &Value) -> Vec<(String, bool)> {
+    report["tasks"][0]["results"][0]["checks"]
+        .as_array()
+        .map(|checks| {
+            checks
+                .iter()
+                .map(|c| {
+                    (
+                        c["kind"].as_str().unwrap_or_default().to_string(),
+                        c["passed"].as_bool().unwrap_or(true),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wrong_drafts_fail_the_checks_they_break() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let cases = [
+        // The wrong file deleted: the one to delete is still there, the one to keep is gone.
+        (
+            "remove-unknown",
+            json!([{"name": "delete_file", "arguments": {"path": "launch_plan.csv"}}]),
+            vec![("file_absent", false), ("file_unchanged", false)],
+        ),
+        // Every milestone exported instead of the planned ones.
+        (
+            "launch-planned",
+            json!([{"name": "table_export", "arguments": {"path": "launch_plan.csv", "target_path": "planned.csv", "format": "csv"}}]),
+            vec![
+                ("csv_rows", false),
+                ("file_contains", true),
+                ("file_contains", true),
+                ("file_contains", true),
+                ("file_unchanged", true),
+            ],
+        ),
+        // Ordered by count: Ops 1, Sales/Growth 1, Engineering 3 (only B3 and the end still match).
+        (
+            "launch-by-department",
+            json!([{"name": "table_export", "arguments": {"path": "launch_plan.csv", "target_path": "summary.xlsx", "format": "xlsx", "sheet": "Summary",
+                "query": "SELECT Department, COUNT(*) AS milestones FROM data GROUP BY Department ORDER BY milestones, Department"}}]),
+            vec![
+                ("xlsx_cell", true),
+                ("xlsx_cell", true),
+                ("xlsx_cell", false),
+                ("xlsx_cell", false),
+                ("xlsx_cell", false),
+                ("xlsx_cell", true),
+                ("xlsx_cell", false),
+                ("xlsx_cell", false),
+                ("xlsx_cell", true),
+            ],
+        ),
+        // One placeholder left, one filled wrongly.
+        (
+            "invoice-fill",
+            json!([{"name": "docx_operations", "arguments": {"path": "invoice_template.docx", "operations": [
+                {"op": "replace_text", "search": "{{company}}", "replace": "Acme Ltd"},
+                {"op": "replace_text", "search": "{{total}}", "replace": "1249.5"}]}}]),
+            vec![
+                ("docx_paragraph", true),
+                ("docx_paragraph", false),
+                ("docx_paragraph", false),
+                ("docx_paragraph", true),
+            ],
+        ),
+    ];
+    for (task, calls, expected) in cases {
+        let model = ScriptedModel::start(one_item(calls)?).await?;
+        let (success, report) = eval(&cluster, task, &model.model_spec())?;
+        assert!(!success, "{task}: {report:#}");
+        let expected: Vec<(String, bool)> = expected
+            .into_iter()
+            .map(|(kind, passed)| (kind.to_string(), passed))
+            .collect();
+        assert_eq!(check_outcomes(&report), expected, "{task}: {report:#}");
+        assert_eq!(report["tasks"][0]["pass_rate"], json!(0.0), "{task}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_repeat_on_fresh_workbenches_and_keep_leaves_the_drafts() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let model = ScriptedModel::start(oracle("launch-count")?).await?;
+    let dir = tasks_dir();
+    let dir = dir.to_str().unwrap_or_default();
+    let spec = model.model_spec();
+    let table = cluster.cli_ok(&[
+        "eval",
+        dir,
+        "--task",
+        "launch-count",
+        "--model",
+        &spec,
+        "--runs",
+        "2",
+    ])?;
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("launch-count") && l.contains("2/2 100%")),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains("overall (1 task)"),
+        "{}",
+        table.stdout
+    );
+    let kept = cluster.cli_ok(&[
+        "eval",
+        dir,
+        "--task",
+        "launch-count",
+        "--model",
+        &spec,
+        "--keep",
+        "--json",
+    ])?;
+    let report: Value = kept.json()?;
+    let kept_workbench = report["tasks"][0]["results"][0]["workbench"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let list: Value = cluster.cli_ok(&["wb", "list", "--json"])?.json()?;
+    let evals: Vec<&Value> = list
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter(|w| {
+                    w["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("eval-launch-count-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(evals.len(), 3, "a fresh workbench per run: {list:#}");
+    for workbench in evals {
+        let kept = workbench["name"] == json!(kept_workbench);
+        assert_eq!(workbench["has_draft"], json!(kept), "{workbench:#}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_past_the_timeout_is_cancelled_and_fails() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let slow: Script = serde_json::from_value(json!({
+        "research": [{"content": "Thinking slowly.", "delay_ms": 4000}]
+    }))?;
+    let model = ScriptedModel::start(slow).await?;
+    let dir = tasks_dir();
+    let output = cluster.cli(&[
+        "eval",
+        dir.to_str().unwrap_or_default(),
+        "--task",
+        "launch-count",
+        "--model",
+        &model.model_spec(),
+        "--timeout",
+        "1",
+        "--json",
+    ])?;
+    assert!(!output.success);
+    let report: Value = output.json()?;
+    let run = &report["tasks"][0]["results"][0];
+    assert_eq!(run["error"], "EVAL_TIMEOUT", "{report:#}");
+    assert_eq!(run["passed"], false);
+    assert_eq!(run["checks"], json!([]));
+    let job: Value = cluster
+        .cli_ok(&["job", run["job_id"].as_str().unwrap_or_default(), "--json"])?
+        .json()?;
+    assert_ne!(job["state"], "succeeded", "{job:#}");
+    Ok(())
+}
