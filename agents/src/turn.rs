@@ -24,7 +24,8 @@ use crate::AgentError;
 use crate::catalog::ToolSpec;
 use crate::degenerate::{self, Degenerate};
 use crate::provider::{
-    ChatMessage, ModelRequest, ModelResponse, Role, ToolCall, ToolChoice, Usage,
+    ChatMessage, DeltaSink, ModelProvider, ModelRequest, ModelResponse, Role, ToolCall, ToolChoice,
+    Usage,
 };
 use crate::text_tools::{
     self, ANSWER_SHAPE, CALL_SHAPE, Reading, ToolMode, catalog_prompt, correction, text_transcript,
@@ -254,7 +255,50 @@ fn offers_tools(request: &ModelRequest) -> bool {
 
 /// Runs one provider call inside a `model_call` span (provider, phase, item, attempt) and logs
 /// how it finished.
-pub(crate) async fn traced(
+/// An HTTP provider: it sends a turn as it stands, its own retries included; the turn's
+/// corrections, nudges and tracing are common to all of them (see [`ModelProvider`] below).
+pub(crate) trait SendTurn: Send + Sync {
+    fn label(&self) -> &str;
+    fn tool_mode(&self) -> ToolMode;
+    fn send_turn(
+        &self,
+        turn: &Turn<'_>,
+        on_delta: DeltaSink<'_>,
+    ) -> impl Future<Output = Result<ModelResponse, AgentError>> + Send;
+}
+
+#[async_trait::async_trait]
+impl<P: SendTurn> ModelProvider for P {
+    fn label(&self) -> String {
+        SendTurn::label(self).to_string()
+    }
+
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, AgentError> {
+        let label = SendTurn::label(self);
+        traced(label, request, run_turn(self, request, on_delta)).await
+    }
+}
+
+/// Runs one turn: sends it until a reply is usable or the in-turn retries run out.
+async fn run_turn(
+    provider: &impl SendTurn,
+    request: &ModelRequest,
+    on_delta: DeltaSink<'_>,
+) -> Result<ModelResponse, AgentError> {
+    let mut turn = Turn::new(request, provider.tool_mode());
+    loop {
+        let response = provider.send_turn(&turn, on_delta).await?;
+        if let Some(response) = turn.judge(response)? {
+            return Ok(response);
+        }
+    }
+}
+
+async fn traced(
     label: &str,
     request: &ModelRequest,
     call: impl Future<Output = Result<ModelResponse, AgentError>>,

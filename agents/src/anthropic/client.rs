@@ -1,13 +1,13 @@
 //! The HTTP side: one `POST {base_url}/v1/messages` per attempt through the shared
 //! [`Endpoint`] (retries, waits, caps, key redaction), the key sent as `x-api-key`.
 
-use super::stream::{EventAccumulator, from_message};
-use super::wire::{Message, MessagesBody};
+use super::stream::EventAccumulator;
+use super::wire::MessagesBody;
 use crate::AgentError;
-use crate::http::{Auth, ClientOptions, Endpoint, Failure, is_json};
-use crate::provider::{DeltaSink, ModelProvider, ModelRequest, ModelResponse};
+use crate::http::{Auth, ClientOptions, Endpoint};
+use crate::provider::{DeltaSink, ModelResponse};
 use crate::text_tools::ToolMode;
-use crate::turn::{Turn, traced};
+use crate::turn::{SendTurn, Turn};
 
 /// The base URL of the Anthropic API.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -51,60 +51,28 @@ impl AnthropicProvider {
             tool_mode: options.tool_mode,
         })
     }
-
-    /// Runs one turn: exchanges until a reply is usable or the in-turn retries run out.
-    async fn run_turn(
-        &self,
-        request: &ModelRequest,
-        on_delta: DeltaSink<'_>,
-    ) -> Result<ModelResponse, AgentError> {
-        let mut turn = Turn::new(request, self.tool_mode);
-        loop {
-            let response = {
-                let body = MessagesBody::for_turn(&self.model, &turn, self.max_tokens);
-                self.endpoint
-                    .retrying(|| self.attempt(&body, on_delta))
-                    .await?
-            };
-            if let Some(response) = turn.judge(response)? {
-                return Ok(response);
-            }
-        }
-    }
-
-    /// One HTTP exchange.
-    async fn attempt(
-        &self,
-        body: &MessagesBody<'_>,
-        on_delta: DeltaSink<'_>,
-    ) -> Result<ModelResponse, Failure> {
-        let response = self.endpoint.post(body).await?;
-        if is_json(&response) {
-            let bytes = self.endpoint.read_body(response).await?;
-            let message: Message = serde_json::from_slice(&bytes).map_err(|e| {
-                Failure::bad_response(format!("the message is not valid JSON: {e}"))
-            })?;
-            return Ok(from_message(message, on_delta));
-        }
-        let mut stream = EventAccumulator::default();
-        self.endpoint
-            .read_events(response, |data| stream.apply_data(data, on_delta))
-            .await?;
-        stream.finish()
-    }
 }
 
-#[async_trait::async_trait]
-impl ModelProvider for AnthropicProvider {
-    fn label(&self) -> String {
-        self.label.clone()
+impl SendTurn for AnthropicProvider {
+    fn label(&self) -> &str {
+        &self.label
     }
 
-    async fn complete(
+    fn tool_mode(&self) -> ToolMode {
+        self.tool_mode
+    }
+
+    async fn send_turn(
         &self,
-        request: &ModelRequest,
+        turn: &Turn<'_>,
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, AgentError> {
-        traced(&self.label, request, self.run_turn(request, on_delta)).await
+        let body = MessagesBody::for_turn(&self.model, turn, self.max_tokens);
+        self.endpoint
+            .retrying(|| {
+                self.endpoint
+                    .exchange::<EventAccumulator, _>(&body, on_delta)
+            })
+            .await
     }
 }

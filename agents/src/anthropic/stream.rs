@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::wire::{Block, BlockDelta, Event, Message};
 use crate::AgentError;
-use crate::http::{Failure, WireError};
+use crate::http::{Answer, Failure, WireError};
 use crate::provider::{DeltaSink, ModelResponse, ToolCall, Usage};
 
 /// A `tool_use` block being assembled.
@@ -179,4 +179,20 @@ pub(super) fn from_message(message: Message, on_delta: DeltaSink<'_>) -> ModelRe
         stream.start_block(index, block, on_delta);
     }
     stream.into_response()
+}
+
+impl Answer for EventAccumulator {
+    fn from_json(bytes: &[u8], on_delta: DeltaSink<'_>) -> Result<ModelResponse, Failure> {
+        let message: Message = serde_json::from_slice(bytes)
+            .map_err(|e| Failure::bad_response(format!("the message is not valid JSON: {e}")))?;
+        Ok(from_message(message, on_delta))
+    }
+
+    fn gather(&mut self, data: &str, on_delta: DeltaSink<'_>) -> Result<(), Failure> {
+        self.apply_data(data, on_delta)
+    }
+
+    fn end(self) -> Result<ModelResponse, Failure> {
+        self.finish()
+    }
 }

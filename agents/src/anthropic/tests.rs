@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::AgentError;
 use crate::catalog::{ToolSpec, catalog};
-use crate::http::test_server::{self, Received, run, sse, status};
+use crate::http::test_server::{self, Received, run, simple_request, sse, status};
 use crate::http::{ClientOptions, RetryPolicy};
 use crate::provider::{ChatMessage, ModelProvider, ModelRequest, ToolCall, ToolChoice, Usage};
 
@@ -78,16 +78,6 @@ fn options(max_retries: u32) -> ClientOptions {
 
 fn provider(base: &str, max_retries: u32) -> AnthropicProvider {
     AnthropicProvider::new(base, "claude-sonnet-4-5", options(max_retries)).expect("provider")
-}
-
-fn simple_request() -> ModelRequest {
-    ModelRequest {
-        phase: "research".into(),
-        item_index: None,
-        messages: vec![ChatMessage::system("Be brief."), ChatMessage::user("Hi")],
-        tools: Vec::new(),
-        tool_choice: ToolChoice::Auto,
-    }
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use super::failure::{Failure, classify_status, retry_after};
 use super::options::{ClientOptions, RetryPolicy};
 use super::sse::SseDecoder;
 use crate::AgentError;
-use crate::provider::ModelResponse;
+use crate::provider::{DeltaSink, ModelResponse};
 
 /// How much of a non-JSON error body ends up in an error message.
 const ERROR_BODY_LIMIT: usize = 300;
@@ -273,6 +273,33 @@ impl Endpoint {
 }
 
 /// True when the answer is one JSON document rather than an event stream.
+/// How a provider's wire format becomes a [`ModelResponse`]: a plain JSON answer (a server
+/// that ignored `stream: true`), or streamed events gathered one `data` payload at a time.
+pub(crate) trait Answer: Default {
+    fn from_json(bytes: &[u8], on_delta: DeltaSink<'_>) -> Result<ModelResponse, Failure>;
+    fn gather(&mut self, data: &str, on_delta: DeltaSink<'_>) -> Result<(), Failure>;
+    fn end(self) -> Result<ModelResponse, Failure>;
+}
+
+impl Endpoint {
+    /// One HTTP exchange: posts `body` and reads the answer, streamed or plain.
+    pub(crate) async fn exchange<A: Answer, B: Serialize + ?Sized>(
+        &self,
+        body: &B,
+        on_delta: DeltaSink<'_>,
+    ) -> Result<ModelResponse, Failure> {
+        let response = self.post(body).await?;
+        if is_json(&response) {
+            let bytes = self.read_body(response).await?;
+            return A::from_json(&bytes, on_delta);
+        }
+        let mut answer = A::default();
+        self.read_events(response, |data| answer.gather(data, on_delta))
+            .await?;
+        answer.end()
+    }
+}
+
 pub(crate) fn is_json(response: &reqwest::Response) -> bool {
     response
         .headers()

@@ -30,6 +30,6 @@ mod sse;
 #[cfg(test)]
 pub(crate) mod test_server;
 
-pub(crate) use endpoint::{Auth, Endpoint, WireError, is_json};
+pub(crate) use endpoint::{Answer, Auth, Endpoint, WireError};
 pub(crate) use failure::Failure;
 pub use options::{ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, RetryPolicy};

@@ -98,3 +98,15 @@ pub(crate) async fn run(
     let text = deltas.lock().expect("lock").clone();
     (result, text)
 }
+
+/// A one-message request without tools.
+pub(crate) fn simple_request() -> crate::provider::ModelRequest {
+    use crate::provider::{ChatMessage, ModelRequest, ToolChoice};
+    ModelRequest {
+        phase: "research".into(),
+        item_index: None,
+        messages: vec![ChatMessage::system("Be brief."), ChatMessage::user("Hi")],
+        tools: Vec::new(),
+        tool_choice: ToolChoice::Auto,
+    }
+}

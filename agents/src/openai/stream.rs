@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::wire::{Chunk, ChunkChoice, Completion};
-use crate::http::Failure;
+use crate::http::{Answer, Failure};
 use crate::provider::{DeltaSink, ModelResponse, ToolCall, Usage};
 
 /// A tool call being assembled from stream fragments.
@@ -169,4 +169,20 @@ pub(super) fn from_completion(
         finish_reason: choice.finish_reason,
         usage: completion.usage.map(Usage::from).unwrap_or_default(),
     })
+}
+
+impl Answer for StreamAccumulator {
+    fn from_json(bytes: &[u8], on_delta: DeltaSink<'_>) -> Result<ModelResponse, Failure> {
+        let completion: Completion = serde_json::from_slice(bytes)
+            .map_err(|e| Failure::bad_response(format!("the completion is not valid JSON: {e}")))?;
+        from_completion(completion, on_delta)
+    }
+
+    fn gather(&mut self, data: &str, on_delta: DeltaSink<'_>) -> Result<(), Failure> {
+        self.apply_data(data, on_delta)
+    }
+
+    fn end(self) -> Result<ModelResponse, Failure> {
+        self.finish()
+    }
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::AgentError;
 use crate::catalog::catalog;
-use crate::http::test_server::{self, Received, run, sse, status};
+use crate::http::test_server::{self, Received, run, simple_request, sse, status};
 use crate::provider::{ChatMessage, ModelRequest, ToolCall, ToolChoice, Usage};
 use crate::text_tools::ToolMode;
 
@@ -70,16 +70,6 @@ fn provider(base: &str, max_retries: u32) -> OpenAiProvider {
         options(Some(KEY), max_retries),
     )
     .expect("provider")
-}
-
-fn simple_request() -> ModelRequest {
-    ModelRequest {
-        phase: "research".into(),
-        item_index: None,
-        messages: vec![ChatMessage::system("Be brief."), ChatMessage::user("Hi")],
-        tools: Vec::new(),
-        tool_choice: ToolChoice::Auto,
-    }
 }
 
 #[tokio::test]
