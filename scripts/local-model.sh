@@ -21,6 +21,11 @@ MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 MODEL_FILE="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 MODEL_NAME="qwen2.5-coder-0.5b-instruct"
 CONTEXT_SIZE=16384
+# CPU build for x86-64 with AVX2 rather than -march=native: a native build also turns on the
+# AMX / AVX-512 paths the CPU advertises, and where the kernel or sandbox does not enable them
+# (AMX needs a permission request) llama-server dies with SIGILL on the first computation.
+CMAKE_FLAGS=(-DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release
+  -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
 
 usage() {
   cat <<EOF
@@ -163,13 +168,20 @@ EOF
   log "model verified: $model ($MODEL_SIZE bytes, sha256 $MODEL_SHA256)"
 }
 
-server_ok() { [ -x "$server" ] && "$server" --version >/dev/null 2>&1; }
+# The server counts as built when it runs and was configured with today's CMAKE_FLAGS.
+stamp="$build_dir/.local-model-flags"
+server_ok() {
+  [ -x "$server" ] && [ "$(cat "$stamp" 2>/dev/null)" = "${CMAKE_FLAGS[*]}" ] &&
+    "$server" --version >/dev/null 2>&1
+}
 
 do_build() {
   if server_ok; then
     log "llama-server present: $server"
     return
   fi
+  [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo ||
+    die "this build is for x86-64 CPUs with AVX2; on another CPU change CMAKE_FLAGS at the top of $0"
   command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 || command -v clang++ >/dev/null 2>&1 ||
     die "no C++ compiler: install one (Debian: apt-get install build-essential), then run 'build' again"
   ensure_venv
@@ -196,15 +208,17 @@ do_build() {
     [ -f "$sdist_src/vendor/llama.cpp/CMakeLists.txt" ] ||
       die "$sdist has no vendor/llama.cpp: delete it and run 'build' again"
   fi
-  log "configuring llama.cpp (CPU, no OpenSSL, no curl) in $build_dir"
+  log "configuring llama.cpp (CPU with AVX2, no OpenSSL, no curl) in $build_dir"
+  rm -f "$stamp"
   "$venv/bin/cmake" -S "$sdist_src/vendor/llama.cpp" -B "$build_dir" \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release >"$dir/configure.log" 2>&1 ||
+    "${CMAKE_FLAGS[@]}" >"$dir/configure.log" 2>&1 ||
     { tail -n 20 "$dir/configure.log" >&2; die "cmake configure failed; full log: $dir/configure.log"; }
   log "building llama-server with $jobs jobs (about 15 minutes on 2 cores; log: $dir/build.log)"
   local start=$SECONDS
   "$venv/bin/cmake" --build "$build_dir" --target llama-server -j "$jobs" >"$dir/build.log" 2>&1 ||
     { tail -n 20 "$dir/build.log" >&2; die "the build failed; full log: $dir/build.log (run 'build' again to resume)"; }
-  server_ok || die "the build finished but $server does not run; see $dir/build.log"
+  "$server" --version >/dev/null 2>&1 || die "the build finished but $server does not run; see $dir/build.log"
+  printf '%s' "${CMAKE_FLAGS[*]}" >"$stamp"
   log "built $server in $((SECONDS - start)) s"
 }
 
