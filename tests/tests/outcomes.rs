@@ -381,3 +381,27 @@ async fn a_large_result_is_shown_as_a_receipt_and_recall_tool_result_reads_it_ba
     assert_eq!(unknown["error"]["code"], "NOT_FOUND", "{unknown}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_no_change_reason_after_a_successful_write_is_not_recorded() -> anyhow::Result<()> {
+    let (_model, _cluster, view) = run(
+        script(json!({
+            "research": [{"content": "plan.csv has five milestones."}],
+            "plan": [{"content": "- [ ] 1. Notes — write notes.md"}],
+            "implement": {"1": [
+                {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": "five\n"}}]},
+                {"content": "NO_CHANGE_NEEDED: the notes were already there"}
+            ]},
+            "summary": [{"content": "Notes written."}]
+        }))?,
+        "Write notes",
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(view.items[0].status, ItemStatus::Done);
+    assert_eq!(
+        view.items[0].no_change, None,
+        "the item did change the draft"
+    );
+    Ok(())
+}

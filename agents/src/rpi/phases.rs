@@ -59,7 +59,7 @@ impl Driver<'_> {
             )
             .await?;
         state.research = Some(match end {
-            LoopEnd::Answer(text) => text,
+            LoopEnd::Answer { text, .. } => text,
             LoopEnd::Refused(reason) => format!("Research found nothing ({reason})."),
             LoopEnd::BudgetExhausted => "Research stopped at its turn budget.".to_string(),
             LoopEnd::LoopDetected(reason) => format!("Research stopped: {reason}"),
@@ -81,7 +81,7 @@ impl Driver<'_> {
             )
             .await?;
         let text = match end {
-            LoopEnd::Answer(text) => text,
+            LoopEnd::Answer { text, .. } => text,
             LoopEnd::Refused(reason) => return Err(plan_invalid(&reason)),
             LoopEnd::BudgetExhausted => {
                 return Err(plan_invalid(
@@ -234,13 +234,17 @@ impl Driver<'_> {
             )
             .await?;
         Ok(match end {
-            LoopEnd::Answer(text) => match item_failure(&text) {
+            LoopEnd::Answer {
+                text,
+                successful_calls,
+            } => match item_failure(&text) {
                 Some(reason) => Err(Failure {
                     code: None,
                     reason,
                     retry: true,
                 }),
-                None => Ok(prompts::no_change(&text)),
+                // The reason that nothing changed counts only when nothing was done.
+                None => Ok(prompts::no_change(&text).filter(|_| successful_calls == 0)),
             },
             LoopEnd::Refused(reason) => Err(Failure {
                 code: Some(ErrorCode::ItemNotDone),

@@ -67,8 +67,9 @@ impl Scope {
 
 /// How a tool loop ended.
 pub(super) enum LoopEnd {
-    /// The model answered with text and no tool calls, and the phase accepted it.
-    Answer(String),
+    /// The model answered with text and no tool calls, and the phase accepted it, after
+    /// `successful_calls` successful tool calls in the loop.
+    Answer { text: String, successful_calls: u32 },
     /// The model's answers stayed unacceptable after it was told why (the reason).
     Refused(String),
     /// The turn budget ran out.
@@ -235,7 +236,12 @@ impl Driver<'_> {
                 .await?;
             if response.tool_calls.is_empty() {
                 match judge(expect, &response.content, successful_calls, nudges) {
-                    Verdict::Accept => return Ok(LoopEnd::Answer(response.content)),
+                    Verdict::Accept => {
+                        return Ok(LoopEnd::Answer {
+                            text: response.content,
+                            successful_calls,
+                        });
+                    }
                     Verdict::Refuse(reason) => return Ok(LoopEnd::Refused(reason)),
                     Verdict::Nudge(nudge) => {
                         nudges += 1;
