@@ -17,7 +17,6 @@ use crate::jobs::Jobs;
 use crate::lifecycle::Transition;
 use crate::orchestrator::{OrchestratorMsg, Orchestrators};
 use crate::storage::blocking;
-use crate::workbench::TurnEnd;
 
 /// What the control plane acts on.
 #[derive(Clone)]
@@ -56,12 +55,6 @@ impl Control {
         self.orchestrators.jobs().clone()
     }
 
-    async fn transition(&self, job_id: &str, transition: Transition) -> Result<(), ErrorBody> {
-        let jobs = self.jobs();
-        let id = job_id.to_string();
-        blocking(move || jobs.transition(&id, transition).map(|_| ())).await
-    }
-
     async fn view(&self, job_id: &str) -> Result<JobView, ErrorBody> {
         let jobs = self.jobs();
         let id = job_id.to_string();
@@ -82,23 +75,7 @@ impl Control {
     /// Marks the job cancelled; a running job stops at its next step boundary, one that runs
     /// nowhere here ends at once.
     async fn cancel(&self, job_id: &str) -> Result<JobView, ErrorBody> {
-        self.transition(job_id, Transition::RequestCancel).await?;
-        if !self.orchestrators.tell(job_id, OrchestratorMsg::Cancel) {
-            self.transition(job_id, Transition::CancelUnstarted).await?;
-            let view = self.view(job_id).await?;
-            let end = TurnEnd {
-                job_id: view.job_id.clone(),
-                state: view.state,
-                answer: None,
-                error: view.error.clone(),
-                model: view.model.clone(),
-            };
-            self.orchestrators
-                .store()
-                .finish_turn(view.workbench.clone(), end)
-                .await?;
-            return Ok(view);
-        }
+        self.orchestrators.cancel(job_id).await?;
         self.view(job_id).await
     }
 

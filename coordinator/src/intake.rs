@@ -22,7 +22,7 @@ use crate::jobs::JobRecord;
 use crate::orchestrator::Orchestrators;
 use crate::workbench::Accepted;
 
-/// Creates (or updates) the JOBS and EVENTS streams.
+/// Creates (or updates) the JOBS, EVENTS and batch events streams.
 pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorError> {
     let nats = |error: String| CoordinatorError::Nats(error);
     js.get_or_create_stream(stream::Config {
@@ -43,6 +43,17 @@ pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorEr
         // The window in which a re-announced `finished` event (same run) is dropped.
         duplicate_window: Duration::from_secs(600),
         max_bytes: 1 << 30,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| nats(e.to_string()))?;
+    js.get_or_create_stream(stream::Config {
+        name: subjects::batch::EVENTS_STREAM.to_string(),
+        subjects: vec![subjects::batch::EVENTS_ALL.to_string()],
+        retention: stream::RetentionPolicy::Limits,
+        max_age: Duration::from_secs(7 * 24 * 3600),
+        max_bytes: 256 << 20,
         storage: stream::StorageType::File,
         ..Default::default()
     })

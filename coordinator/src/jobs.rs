@@ -3,6 +3,7 @@
 use atelier_agents::rpi::RpiState;
 use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::job::{CoordinatorStats, JobState, JobSubmit, JobView, PendingApproval};
+use atelier_messages::workflow::Workflow;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +40,12 @@ pub struct JobRecord {
     /// The conversation message this job answers.
     #[serde(default)]
     pub message_id: Option<String>,
+    /// The tool calls this job runs instead of an agent.
+    #[serde(default)]
+    pub workflow: Option<Workflow>,
+    /// The batch this job is a target of.
+    #[serde(default)]
+    pub batch_id: Option<String>,
 }
 
 impl JobRecord {
@@ -68,6 +75,8 @@ impl JobRecord {
             run: 0,
             approvals: submit.approvals.unwrap_or_default(),
             message_id,
+            workflow: submit.workflow.clone(),
+            batch_id: submit.batch_id.clone(),
         }
     }
 
@@ -79,6 +88,9 @@ impl JobRecord {
         record
     }
 }
+
+/// The model a workflow job records: it runs without one.
+pub const NO_MODEL: &str = "none";
 
 /// Job records and their RPI state.
 #[derive(Debug, Clone)]

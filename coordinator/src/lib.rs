@@ -21,6 +21,9 @@
 //! - [`control`]: the `atelier.ctl.*` verbs.
 //! - `workshop_service`: the `atelier.workshop.*` verbs (conversation, rewind, regenerate,
 //!   models, checkpoints, restore, blob collection).
+//! - [`batches`]: batch records and their targets; [`batch_runner`]: the BatchRunner actor
+//!   (one per running batch); `batch_service`: the `atelier.batch.*` verbs.
+//! - [`templates`]: `{{variables}}` in workflows and batch messages, target globs.
 //! - [`intake`]: streams and the JetStream job consumer.
 //! - [`events`]: ordered event publishing into the EVENTS stream.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
@@ -28,6 +31,9 @@
 //! Imports flow one way: `intake`, `control` → `orchestrator` → `host` → `draft_store`,
 //! `jobs` → `lifecycle`, `storage`.
 
+pub mod batch_runner;
+mod batch_service;
+pub mod batches;
 pub mod blobs;
 pub mod context;
 mod control;
@@ -42,6 +48,7 @@ pub mod orchestrator;
 pub mod review;
 pub mod storage;
 mod store_service;
+pub mod templates;
 pub mod workbench;
 mod workshop_service;
 
@@ -54,6 +61,7 @@ use atelier_agents::spec::ProviderSettings;
 pub use error::CoordinatorError;
 pub use orchestrator::Orchestrators;
 
+use crate::batches::Batches;
 use crate::blobs::BlobDir;
 use crate::draft_store::{DraftStoreConfig, DraftStoreHandle};
 use crate::jobs::Jobs;
@@ -118,6 +126,7 @@ pub async fn start_coordinator(
     };
     let blobs = BlobDir::open(config.blob_dir())?;
     let jobs = Jobs::new(storage.clone());
+    let storage_for_batches = storage.clone();
     let jetstream = async_nats::jetstream::new(client.clone());
     intake::ensure_streams(&jetstream).await?;
 
@@ -134,6 +143,7 @@ pub async fn start_coordinator(
         provider_settings: config.provider_settings.clone(),
         budgets: config.budgets,
         slots: std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_running_jobs.max(1))),
+        finished: tokio::sync::broadcast::channel(FINISHED_BACKLOG).0,
     });
     let control = control::Control {
         coordinator_id: config.coordinator_id.clone(),
@@ -144,10 +154,16 @@ pub async fn start_coordinator(
         orchestrators: orchestrators.clone(),
         default_model: config.default_model.clone(),
     };
+    let batch_service = batch_service::BatchService {
+        batches: Batches::new(storage_for_batches),
+        orchestrators: orchestrators.clone(),
+        default_model: config.default_model.clone(),
+    };
     let mut tasks = vec![
         store_service::serve(client.clone(), store.clone()).await?,
         control::serve(client.clone(), control).await?,
         workshop_service::serve(client.clone(), workshop).await?,
+        batch_service::serve(client.clone(), batch_service.clone()).await?,
         spawn_journal_pruning(jobs.clone(), config.journal_retention),
     ];
     let unfinished = {
@@ -164,6 +180,12 @@ pub async fn start_coordinator(
             }
         }
     }));
+    // Batches adopt after the jobs: a batch's children in flight are among them.
+    tasks.push(tokio::spawn(async move {
+        if let Err(error) = batch_service::adopt(&batch_service).await {
+            tracing::error!(%error, "could not adopt the unfinished batches");
+        }
+    }));
     tasks.push(intake::run_intake(jetstream, orchestrators, config.default_model.clone()).await?);
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), "coordinator ready");
     Ok(CoordinatorHandle {
@@ -172,6 +194,9 @@ pub async fn start_coordinator(
         store_join,
     })
 }
+
+/// Job ends a slow listener may fall behind by before it misses some (and looks them up).
+const FINISHED_BACKLOG: usize = 1024;
 
 /// How often finished jobs' journals are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);

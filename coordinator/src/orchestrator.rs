@@ -42,6 +42,8 @@ pub struct OrchestratorTemplate {
     pub budgets: Budgets,
     /// One permit per job allowed to run at once in this process.
     pub slots: Arc<Semaphore>,
+    /// The id of every job whose end was recorded here (batches follow their children).
+    pub finished: tokio::sync::broadcast::Sender<String>,
 }
 
 /// Configuration of one orchestrator.
@@ -202,6 +204,8 @@ async fn run_job(
     if let Err(store_error) = transition(&template.jobs, &record.job_id, finish).await {
         tracing::error!(%store_error, "could not record the job's end");
     }
+    // Nobody listening is fine: batches also look at their children's records.
+    let _ = template.finished.send(record.job_id.clone());
     tracing::info!(state = %final_state, code = ?error.as_ref().map(|e| e.code), "job finished");
 }
 
@@ -211,6 +215,11 @@ async fn drive(
     rpi_state: &mut RpiState,
 ) -> Result<(), ErrorBody> {
     let record = &host.record;
+    if let Some(workflow) = &record.workflow {
+        return rpi::run_workflow(&record.job_id, &workflow.steps, rpi_state, host)
+            .await
+            .map_err(|error| error.to_body());
+    }
     if record.model.is_empty() {
         return Err(ErrorBody::new(
             ErrorCode::ProviderNotConfigured,
@@ -276,6 +285,11 @@ impl Orchestrators {
         &self.template.jetstream
     }
 
+    /// The ids of jobs as their ends are recorded, from now on.
+    pub fn finished(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.template.finished.subscribe()
+    }
+
     /// Starts the job unless it is finished or already runs in this process.
     pub async fn start(&self, record: JobRecord) -> Result<(), CoordinatorError> {
         self.spawn(record).await.map(|_| ())
@@ -322,6 +336,34 @@ impl Orchestrators {
             Err(SpawnErr::ActorAlreadyRegistered(_)) => Ok(false),
             Err(error) => Err(CoordinatorError::Actor(error.to_string())),
         }
+    }
+
+    /// Marks the job cancelled; a running job stops at its next step boundary, one that runs
+    /// nowhere here ends at once (and frees its workbench).
+    pub async fn cancel(&self, job_id: &str) -> Result<(), ErrorBody> {
+        transition(&self.template.jobs, job_id, Transition::RequestCancel).await?;
+        if self.tell(job_id, OrchestratorMsg::Cancel) {
+            return Ok(());
+        }
+        transition(&self.template.jobs, job_id, Transition::CancelUnstarted).await?;
+        let jobs = self.template.jobs.clone();
+        let id = job_id.to_string();
+        let Some(record) = blocking(move || jobs.get(&id)).await? else {
+            return Ok(());
+        };
+        let end = TurnEnd {
+            job_id: record.job_id.clone(),
+            state: record.state,
+            answer: None,
+            error: record.error.clone(),
+            model: record.model.clone(),
+        };
+        self.template
+            .store
+            .finish_turn(record.workbench, end)
+            .await?;
+        let _ = self.template.finished.send(job_id.to_string());
+        Ok(())
     }
 
     /// Sends `message` to the job's orchestrator; false when the job does not run here.

@@ -23,6 +23,8 @@ pub(crate) mod trees {
     /// name them.
     pub const BLOBS: &str = "blobs";
     pub const WORKSHOP: &str = "workshop";
+    pub const BATCHES: &str = "batches";
+    pub const BATCH_TARGETS: &str = "batch_targets";
 }
 
 /// The coordinator's durable state.
@@ -69,6 +71,49 @@ pub(crate) fn get<T: DeserializeOwned>(
     key: &[u8],
 ) -> Result<Option<T>, CoordinatorError> {
     tree.get(key)?.map(|bytes| decode(&bytes)).transpose()
+}
+
+/// Helpers for sled transactions over several trees.
+pub(crate) mod txn {
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+    use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+
+    use crate::error::CoordinatorError;
+
+    /// What a transaction's closure returns.
+    pub(crate) type TxResult<T> = Result<T, ConflictableTransactionError<CoordinatorError>>;
+
+    /// Aborts the transaction with `error`.
+    pub(crate) fn abort(error: CoordinatorError) -> ConflictableTransactionError<CoordinatorError> {
+        ConflictableTransactionError::Abort(error)
+    }
+
+    /// The transaction's error as the crate's.
+    pub(crate) fn flatten(error: TransactionError<CoordinatorError>) -> CoordinatorError {
+        match error {
+            TransactionError::Abort(inner) => inner,
+            TransactionError::Storage(inner) => CoordinatorError::Storage(inner),
+        }
+    }
+
+    pub(crate) fn get<T: DeserializeOwned>(
+        tree: &TransactionalTree,
+        key: &[u8],
+    ) -> TxResult<Option<T>> {
+        tree.get(key)?
+            .map(|bytes| super::decode(&bytes).map_err(abort))
+            .transpose()
+    }
+
+    pub(crate) fn put<T: Serialize>(
+        tree: &TransactionalTree,
+        key: &[u8],
+        value: &T,
+    ) -> TxResult<()> {
+        tree.insert(key, super::encode(value).map_err(abort)?)?;
+        Ok(())
+    }
 }
 
 /// Runs blocking storage work (sled, blob files) on Tokio's blocking threads.

@@ -43,11 +43,13 @@ pub enum ErrorCode {
     ToolCallInvalid,
     /// The model kept answering with empty or runaway-repetitive output, after a nudge.
     ModelOutputDegenerate,
+    /// More of a batch's targets failed than it tolerates; it stopped dispatching.
+    FailureThresholdExceeded,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -76,6 +78,7 @@ impl ErrorCode {
         ErrorCode::ItemsFailed,
         ErrorCode::ToolCallInvalid,
         ErrorCode::ModelOutputDegenerate,
+        ErrorCode::FailureThresholdExceeded,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -109,6 +112,7 @@ impl ErrorCode {
             ErrorCode::ItemsFailed => "ITEMS_FAILED",
             ErrorCode::ToolCallInvalid => "TOOL_CALL_INVALID",
             ErrorCode::ModelOutputDegenerate => "MODEL_OUTPUT_DEGENERATE",
+            ErrorCode::FailureThresholdExceeded => "FAILURE_THRESHOLD_EXCEEDED",
         }
     }
 }

@@ -29,6 +29,12 @@ pub struct JobSubmit {
     /// destructive calls ask).
     #[serde(default)]
     pub approvals: Option<crate::approval::ApprovalPolicy>,
+    /// Run these tool calls instead of an agent (no model): `atelier run`, batch children.
+    #[serde(default)]
+    pub workflow: Option<crate::workflow::Workflow>,
+    /// The batch this job is a target of.
+    #[serde(default)]
+    pub batch_id: Option<String>,
 }
 
 /// Longest accepted job id.
@@ -55,6 +61,9 @@ impl JobSubmit {
     /// it records): an id of 1–64 characters of `A-Z a-z 0-9 - _`, and a message.
     pub fn validate(&self) -> Result<(), ErrorBody> {
         validate_job_id(&self.job_id)?;
+        if let Some(workflow) = &self.workflow {
+            workflow.validate()?;
+        }
         if self.message.trim().is_empty() {
             return Err(ErrorBody::new(
                 crate::ErrorCode::ValidationFailed,

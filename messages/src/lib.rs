@@ -20,8 +20,11 @@
 //! - [`journal`]: the keys job steps are journaled under.
 //! - [`workshop`]: conversations, rewind/regenerate, models, checkpoints.
 //! - [`review`]: content diffs of a draft's files.
+//! - [`workflow`]: tool calls run without a model (`atelier run`).
+//! - [`batch`]: one action over many targets, its views, verbs and events.
 
 pub mod approval;
+pub mod batch;
 pub mod codec;
 pub mod error;
 pub mod job;
@@ -33,6 +36,7 @@ pub mod subjects;
 pub mod tool;
 pub mod verb;
 pub mod worker;
+pub mod workflow;
 pub mod workshop;
 
 pub use codec::{Format, Reply, decode, decode_reply, encode, encode_reply};

@@ -106,6 +106,38 @@ pub mod workshop {
     pub const QUEUE: &str = "atelier-workshop";
 }
 
+/// Batch verbs (request/reply, served by coordinators).
+pub mod batch {
+    pub const SUBMIT: &str = "atelier.batch.submit";
+    pub const STATUS: &str = "atelier.batch.status";
+    pub const LIST: &str = "atelier.batch.list";
+    pub const TARGETS: &str = "atelier.batch.targets";
+    pub const CANCEL: &str = "atelier.batch.cancel";
+    pub const RETRY: &str = "atelier.batch.retry";
+    pub const UPDATE: &str = "atelier.batch.update";
+    pub const SETTLE: &str = "atelier.batch.settle";
+    /// Every batch verb, for bad-input tests.
+    pub const ALL: [&str; 8] = [SUBMIT, STATUS, LIST, TARGETS, CANCEL, RETRY, UPDATE, SETTLE];
+    /// Wildcard the batch service subscribes to (one token: events are not matched).
+    pub const WILDCARD: &str = "atelier.batch.*";
+    /// Queue group shared by coordinators answering batch requests.
+    pub const QUEUE: &str = "atelier-batch";
+    /// The JetStream stream holding batch events.
+    pub const EVENTS_STREAM: &str = "ATELIER_BATCH_EVENTS";
+    /// Wildcard over every batch event.
+    pub const EVENTS_ALL: &str = "atelier.batch.evt.>";
+
+    /// The subject of one event of one batch: `atelier.batch.evt.<batch>.<kind>`.
+    pub fn event(batch_id: &str, kind: &str) -> String {
+        format!("atelier.batch.evt.{batch_id}.{kind}")
+    }
+
+    /// Every event of one batch.
+    pub fn batch_events(batch_id: &str) -> String {
+        format!("atelier.batch.evt.{batch_id}.>")
+    }
+}
+
 /// Content review verbs served by the office pool's workers (request/reply).
 pub mod review {
     pub const FILE: &str = "atelier.review.file";

@@ -15,6 +15,10 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::batch::{
+    BatchSettled, BatchView, CancelBatch, GetBatch, ListBatches, ListTargets, RetryBatch,
+    SettleBatch, SubmitBatch, TargetView, UpdateBatch,
+};
 use crate::job::{
     ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobView, ListJobs, Ping, Pong,
     ResumeJob,
@@ -25,7 +29,7 @@ use crate::store::{
     GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals,
     WorkbenchInfo, WriteDraft, Written,
 };
-use crate::subjects::{ctl, review, store, workshop};
+use crate::subjects::{batch, ctl, review, store, workshop};
 use crate::workshop::{AddContextItem, ContextItem, ListContextItems, RemoveContextItem};
 use crate::workshop::{
     CheckMessage, CheckpointInfo, CollectGarbage, Collected, CreateCheckpoint, GetHistory, History,
@@ -83,4 +87,12 @@ verbs! {
     ListContextItems => Vec<ContextItem>, workshop::CONTEXT_LIST;
     RemoveContextItem => Done, workshop::CONTEXT_REMOVE;
     DiffFile => FileDiff, review::FILE;
+    SubmitBatch => BatchView, batch::SUBMIT;
+    GetBatch => BatchView, batch::STATUS;
+    ListBatches => Vec<BatchView>, batch::LIST;
+    ListTargets => Vec<TargetView>, batch::TARGETS;
+    CancelBatch => BatchView, batch::CANCEL;
+    RetryBatch => BatchView, batch::RETRY;
+    UpdateBatch => BatchView, batch::UPDATE;
+    SettleBatch => BatchSettled, batch::SETTLE;
 }

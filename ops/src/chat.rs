@@ -185,6 +185,7 @@ impl Session<'_> {
                 auto_approve: false,
                 continue_draft: self.continue_draft,
                 approvals: None,
+                workflow: None,
             })
             .await
     }

@@ -80,6 +80,12 @@ pub(crate) enum Command {
     },
     #[command(flatten)]
     Workshop(crate::workshop::WorkshopCommand),
+    /// Run a tool (or a workflow file) on a workbench without a model, as a journaled job
+    /// writing into the draft like an agent's calls.
+    Run(crate::batch::RunArgs),
+    /// Batches: one action (message, tool or workflow) over many workbenches or files.
+    #[command(subcommand)]
+    Batch(crate::batch::BatchCommand),
     /// A terminal session on a workbench: type messages, see tool progress and streamed answers;
     /// /publish /discard /rewind ID /regenerate /model SPEC /diff /history /continue /quit.
     Chat { workbench: String },

@@ -35,6 +35,8 @@ pub struct Submission<'a> {
     pub continue_draft: bool,
     /// Which action classes ask in this job (none: the workbench's policy).
     pub approvals: Option<ApprovalPolicy>,
+    /// Tool calls to run instead of an agent (`atelier run`).
+    pub workflow: Option<atelier_messages::workflow::Workflow>,
 }
 
 /// A connected client.
@@ -42,7 +44,7 @@ pub struct Client {
     pub nats: async_nats::Client,
 }
 
-fn coded(error: ErrorBody) -> anyhow::Error {
+pub(crate) fn coded(error: ErrorBody) -> anyhow::Error {
     anyhow::anyhow!("{}: {}", error.code, error.message)
 }
 
@@ -190,6 +192,8 @@ impl Client {
             auto_approve: submission.auto_approve,
             continue_draft: submission.continue_draft,
             approvals: submission.approvals,
+            workflow: submission.workflow,
+            batch_id: None,
         };
         submit.validate().map_err(coded)?;
         let payload = encode(&submit, Format::MessagePack).map_err(coded)?;

@@ -7,7 +7,7 @@ use atelier_messages::job::{JobState, JobView};
 use crate::cli::{Command, DraftCommand, WbCommand};
 use crate::client::{self, Client, Decision, WatchOutput};
 use crate::output::{print_job, print_jobs, print_json, print_listing, print_review, print_stats};
-use crate::{chat, context_items, eval, workshop};
+use crate::{batch, chat, context_items, eval, workshop};
 
 pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow::Result<ExitCode> {
     match command {
@@ -36,6 +36,7 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
                 auto_approve,
                 continue_draft,
                 approvals,
+                workflow: None,
             };
             let job_id = client.submit(submit).await?;
             if !wait {
@@ -52,6 +53,8 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             return client.follow(&job_id, json).await;
         }
         Command::Workshop(command) => return workshop::run(client, command).await,
+        Command::Run(args) => return batch::run(client, args).await,
+        Command::Batch(command) => return batch::batch(client, command).await,
         Command::Eval {
             dir,
             model,

@@ -72,6 +72,7 @@ async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
             // A second demo on the same data directory works on the first one's draft.
             continue_draft: true,
             approvals: None,
+            workflow: None,
         })
         .await?;
     let state = client.watch(&job_id, WatchOutput::Human).await?;

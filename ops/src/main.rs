@@ -6,6 +6,7 @@
 //! - `cli`: the subcommands and flags; `commands`: the client commands; `output`: how they print.
 //! - `workshop`, `chat`, `context_items`: the conversation commands, the terminal session and
 //!   the context items.
+//! - `batch`: `atelier run` (tools and workflow files without a model) and `atelier batch`.
 //! - `client`: typed requests to a running system; `config`: figment settings.
 //! - `system`: starting the coordinator and workers (`up`, `coordinator`, `worker`);
 //!   `embedded`: the `nats-server` child; `nats_roles`: its users and permissions.
@@ -13,6 +14,7 @@
 //! - `demo`: the README's demo job; `eval`: scoring a directory of tasks (`atelier eval`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod batch;
 mod chat;
 mod cli;
 mod client;

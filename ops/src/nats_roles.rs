@@ -46,7 +46,7 @@ impl Role {
                 r#"subscribe: { allow: ["atelier.tool.>", "$SRV.>", "_INBOX.>"] } }"#
             ),
             Role::Client => concat!(
-                r#", permissions: { publish: { allow: ["atelier.store.>", "atelier.ctl.>", "atelier.tool.>", "#,
+                r#", permissions: { publish: { allow: ["atelier.store.>", "atelier.ctl.>", "atelier.tool.>", "atelier.workshop.>", "atelier.batch.>", "#,
                 r#""atelier.job.submit", "$JS.API.>", "$SRV.>", "_INBOX.>"] }, "#,
                 r#"subscribe: { allow: ["_INBOX.>"] } }"#
             ),

@@ -371,6 +371,8 @@ async fn a_thousand_jobs_across_three_coordinator_crashes_complete_exactly_once(
             auto_approve: false,
             approvals: None,
             continue_draft: false,
+            workflow: None,
+            batch_id: None,
         };
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", id.as_str());

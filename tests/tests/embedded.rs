@@ -236,6 +236,8 @@ fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()>
             auto_approve: false,
             approvals: None,
             continue_draft: false,
+            workflow: None,
+            batch_id: None,
         };
         let payload = atelier_messages::encode(&submit, atelier_messages::Format::MessagePack)
             .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -477,6 +477,8 @@ fn raw_submit(job_id: &str, workbench: &str, model: &str) -> atelier_messages::j
         auto_approve: false,
         continue_draft: true,
         approvals: None,
+        workflow: None,
+        batch_id: None,
     }
 }
 

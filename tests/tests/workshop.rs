@@ -115,6 +115,8 @@ async fn a_second_message_sees_the_first_and_a_draft_refuses_new_messages() -> a
         auto_approve: false,
         continue_draft: false,
         approvals: None,
+        workflow: None,
+        batch_id: None,
     };
     cluster.publish_raw(&submit).await?;
     let watched = cluster.cli(&["watch", "raw-refused", "--json"])?;

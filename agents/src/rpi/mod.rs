@@ -19,6 +19,7 @@
 //! - `recall`: large results as receipts, and the slices `recall_tool_result` reads back.
 //! - `loop_detector`: counting repeated tool calls.
 //! - `prompts`: the system prompts and the item-failed marker.
+//! - `workflow`: tool calls given by the user instead of a model ([`run_workflow`]).
 
 mod driver;
 mod loop_detector;
@@ -27,6 +28,7 @@ mod prompts;
 mod recall;
 mod steps;
 mod types;
+mod workflow;
 
 use atelier_messages::job::{EventKind, ItemStatus, Phase};
 use atelier_messages::{ErrorBody, ErrorCode};
@@ -39,6 +41,7 @@ use driver::Driver;
 pub use types::{
     AgentHost, Budgets, FileMapText, JobInput, PriorMessage, RpiState, SkillText, WorkbenchContext,
 };
+pub use workflow::{SUMMARY_OUTPUT_CHARS, run_workflow};
 
 /// Runs the job from `state.phase` to the end, saving after every step.
 pub async fn run(

@@ -18,7 +18,7 @@ use super::driver::Driver;
 use super::loop_detector::LoopDetector;
 use super::prompts;
 use super::recall::{self, RecallRequest};
-use super::types::RpiState;
+use super::types::{AgentHost, RpiState};
 use crate::AgentError;
 use crate::catalog::{self, Classified, ToolSpec};
 use crate::provider::{
@@ -145,9 +145,50 @@ fn judge(expect: Expect, answer: &str, successful_calls: u32, nudges: u32) -> Ve
 /// A tool outcome as journaled.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum Outcome {
+pub(crate) enum Outcome {
     Ok(Value),
     Error(ErrorBody),
+}
+
+/// The refusal when a call that needs approval (by its action class and the job's policy) is
+/// rejected; `None` when it may run. Waits for the decision through the host.
+pub(crate) async fn approval_refusal(
+    host: &dyn AgentHost,
+    call_id: &str,
+    spec: &ToolSpec,
+    args: &Value,
+) -> Result<Option<ErrorBody>, AgentError> {
+    if spec.is_read_only() {
+        return Ok(None);
+    }
+    let files = host.files().await?;
+    let Classified { class, why } = catalog::classify(spec, args, &files);
+    if host.approval_mode(class) == ApprovalMode::Auto || host.already_applied(call_id).await? {
+        return Ok(None);
+    }
+    let pending = PendingApproval {
+        call_id: call_id.to_string(),
+        tool: spec.name.to_string(),
+        arguments: args.to_string(),
+        requested_at_ms: now_ms(),
+        action_class: class,
+        why,
+    };
+    let decision = host.approval(pending).await?;
+    if decision.approved {
+        return Ok(None);
+    }
+    let reason = decision
+        .reason
+        .map(|reason| format!(" ({reason})"))
+        .unwrap_or_default();
+    Ok(Some(ErrorBody::new(
+        ErrorCode::ApprovalRejected,
+        format!(
+            "the user rejected this `{}` call{reason}; do not repeat it — continue another way or finish",
+            spec.name
+        ),
+    )))
 }
 
 impl Driver<'_> {
@@ -436,47 +477,14 @@ impl Driver<'_> {
         })
     }
 
-    /// The refusal told to the model when a call that needs approval (by its action class and
-    /// the job's policy) is rejected; `None` when it may run.
+    /// The refusal told to the model when a call that needs approval is rejected.
     async fn approval_refusal(
         &self,
         call_id: &str,
         spec: &ToolSpec,
         args: &Value,
     ) -> Result<Option<ErrorBody>, AgentError> {
-        if spec.is_read_only() {
-            return Ok(None);
-        }
-        let files = self.host.files().await?;
-        let Classified { class, why } = catalog::classify(spec, args, &files);
-        if self.host.approval_mode(class) == ApprovalMode::Auto
-            || self.host.already_applied(call_id).await?
-        {
-            return Ok(None);
-        }
-        let pending = PendingApproval {
-            call_id: call_id.to_string(),
-            tool: spec.name.to_string(),
-            arguments: args.to_string(),
-            requested_at_ms: now_ms(),
-            action_class: class,
-            why,
-        };
-        let decision = self.host.approval(pending).await?;
-        if decision.approved {
-            return Ok(None);
-        }
-        let reason = decision
-            .reason
-            .map(|reason| format!(" ({reason})"))
-            .unwrap_or_default();
-        Ok(Some(ErrorBody::new(
-            ErrorCode::ApprovalRejected,
-            format!(
-                "the user rejected this `{}` call{reason}; do not repeat it — continue another way or finish",
-                spec.name
-            ),
-        )))
+        approval_refusal(self.host, call_id, spec, args).await
     }
 
     /// A journaled step, if it already happened.
@@ -559,7 +567,7 @@ fn parse_arguments(arguments: &str) -> Result<Value, ErrorBody> {
     }
 }
 
-fn render(outcome: &Outcome) -> String {
+pub(crate) fn render(outcome: &Outcome) -> String {
     match outcome {
         Outcome::Ok(output) => output.to_string(),
         Outcome::Error(error) => error_text(error),
@@ -567,7 +575,7 @@ fn render(outcome: &Outcome) -> String {
 }
 
 /// `text` cut to the event size limit at a character boundary.
-fn cut(text: &str) -> String {
+pub(crate) fn cut(text: &str) -> String {
     if text.len() <= EVENT_TEXT_LIMIT {
         return text.to_string();
     }

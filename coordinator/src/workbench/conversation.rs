@@ -17,7 +17,7 @@ use super::tx::{
 };
 use super::{WorkbenchRecord, Workbenches, abort, key, not_found};
 use crate::error::CoordinatorError;
-use crate::jobs::JobRecord;
+use crate::jobs::{JobRecord, NO_MODEL};
 use crate::storage::{self, trees};
 
 /// What intake made of a submitted message.
@@ -147,14 +147,19 @@ impl Workbenches {
                 return Ok(Accepted::Refused(record));
             }
             let mut state = tx.state(workbench)?;
-            let model = submit
-                .model
-                .clone()
-                .or_else(|| state.model.clone())
-                .or_else(|| default_model.map(str::to_string))
-                .unwrap_or_default();
+            let workflow = submit.workflow.is_some();
+            let model = if workflow {
+                NO_MODEL.to_string()
+            } else {
+                submit
+                    .model
+                    .clone()
+                    .or_else(|| state.model.clone())
+                    .or_else(|| default_model.map(str::to_string))
+                    .unwrap_or_default()
+            };
             // A message asked with another model than the one before it is a switch.
-            if let (Some(chosen), Some(last)) = (&submit.model, &state.last_model)
+            if let (false, Some(chosen), Some(last)) = (workflow, &submit.model, &state.last_model)
                 && chosen != last
             {
                 let event = SystemEvent::ModelSwitched {
@@ -184,7 +189,9 @@ impl Workbenches {
             }
             put(tx.jobs, submit.job_id.as_bytes(), &record)?;
             state.running_job = Some(submit.job_id.clone());
-            state.last_model = Some(model);
+            if !workflow {
+                state.last_model = Some(model);
+            }
             tx.set_state(workbench, &state)?;
             Ok(Accepted::New(record))
         })?;
@@ -330,6 +337,12 @@ impl Workbenches {
                 tx.set_draft(workbench, revision.draft.as_ref())?;
             }
             let replaced = tx.truncate_after(workbench, &mut state, seq)?;
+            // A workflow's message is answered by running the same steps again.
+            let answered = match &user.job_id {
+                Some(answered) => get::<JobRecord>(tx.jobs, answered.as_bytes())?,
+                None => None,
+            };
+            let workflow = answered.and_then(|answered| answered.workflow);
             let model = request
                 .model
                 .clone()
@@ -347,6 +360,13 @@ impl Workbenches {
                 auto_approve: request.auto_approve,
                 continue_draft: true,
                 approvals: tx.approvals(workbench)?,
+                workflow,
+                batch_id: None,
+            };
+            let model = if submit.workflow.is_some() {
+                NO_MODEL.to_string()
+            } else {
+                model
             };
             let record = JobRecord::queued(&submit, &model, Some(user.id.clone()));
             put(tx.jobs, job_id.as_bytes(), &record)?;

@@ -30,10 +30,10 @@ use atelier_messages::tool::DraftChanges;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 use crate::blobs::BlobDir;
 use crate::error::CoordinatorError;
+use crate::storage::txn::{abort, flatten};
 use crate::storage::{self, Storage, trees};
 use atelier_transport::failpoint;
 
@@ -110,10 +110,6 @@ fn validate_name(name: &str) -> Result<(), CoordinatorError> {
     .into())
 }
 
-fn abort(error: CoordinatorError) -> ConflictableTransactionError<CoordinatorError> {
-    ConflictableTransactionError::Abort(error)
-}
-
 /// Refuses a manifest where one of `added` is a file beside a folder of the same name.
 fn refuse_clashes(manifest: &Manifest, added: &[ManifestEntry]) -> Result<(), CoordinatorError> {
     for entry in added {
@@ -122,13 +118,6 @@ fn refuse_clashes(manifest: &Manifest, added: &[ManifestEntry]) -> Result<(), Co
         }
     }
     Ok(())
-}
-
-fn flatten(error: TransactionError<CoordinatorError>) -> CoordinatorError {
-    match error {
-        TransactionError::Abort(inner) => inner,
-        TransactionError::Storage(inner) => CoordinatorError::Storage(inner),
-    }
 }
 
 impl Workbenches {

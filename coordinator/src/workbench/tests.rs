@@ -244,6 +244,8 @@ fn submit(
         auto_approve: false,
         continue_draft,
         approvals: None,
+        workflow: None,
+        batch_id: None,
     }
 }
 

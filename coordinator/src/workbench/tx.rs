@@ -11,19 +11,19 @@
 use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::now_ms;
 use atelier_messages::workshop::{ConversationMessage, Role, SystemEvent};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionalTree};
+use sled::transaction::TransactionalTree;
 
-use super::{Manifest, WorkbenchRecord, Workbenches, abort, flatten, key};
+use super::{Manifest, WorkbenchRecord, Workbenches, key};
 use crate::error::CoordinatorError;
-use crate::storage::{self, trees};
+use crate::storage::trees;
+use crate::storage::txn::flatten;
 
 /// How many draft revisions a workbench keeps (the seed's default).
 pub const DRAFT_REVISIONS_KEPT: u64 = 200;
 
-pub(crate) type TxResult<T> = Result<T, ConflictableTransactionError<CoordinatorError>>;
+pub(crate) use crate::storage::txn::{TxResult, get, put};
 
 /// The workshop state of one workbench.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -104,20 +104,6 @@ impl NewMessage {
             event: Some(event),
         }
     }
-}
-
-pub(crate) fn get<T: DeserializeOwned>(
-    tree: &TransactionalTree,
-    key: &[u8],
-) -> TxResult<Option<T>> {
-    tree.get(key)?
-        .map(|bytes| storage::decode(&bytes).map_err(abort))
-        .transpose()
-}
-
-pub(crate) fn put<T: Serialize>(tree: &TransactionalTree, key: &[u8], value: &T) -> TxResult<()> {
-    tree.insert(key, storage::encode(value).map_err(abort)?)?;
-    Ok(())
 }
 
 impl Tx<'_> {

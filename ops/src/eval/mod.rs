@@ -107,6 +107,7 @@ async fn run_once(
             auto_approve: true,
             continue_draft: false,
             approvals: None,
+            workflow: None,
         })
         .await?;
     let (view, timed_out) = wait_for_end(client, &job_id, args.timeout).await?;

@@ -1,0 +1,522 @@
+//! The BatchRunner actor: one per running batch, registered under the batch's name. It keeps
+//! at most `concurrency` targets in flight — never two of one workbench — and holds nothing for
+//! queued targets but a cursor into the targets tree, so a batch of any size runs in bounded
+//! memory.
+//!
+//! Dispatching a target records it `running` with its child job id (derived from the batch,
+//! the target and the attempt) before the job is submitted; a runner adopted after a crash
+//! finds the target running, looks the child up by that id and submits it only if it was
+//! never recorded, so no child runs twice. Children's ends arrive from the orchestrators'
+//! broadcast; a periodic look at the records of the children in flight catches any missed.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use atelier_messages::batch::{BatchAction, BatchEvent, BatchEventKind, BatchState, TargetState};
+use atelier_messages::job::{JobState, JobSubmit};
+use atelier_messages::workflow::{Workflow, WorkflowStep};
+use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, now_ms, subjects};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
+
+use crate::batches::{BatchRecord, Batches, TargetRecord};
+use crate::error::CoordinatorError;
+use crate::orchestrator::Orchestrators;
+use crate::storage::blocking;
+use crate::templates::{self, Vars};
+use crate::workbench::Accepted;
+
+/// How often the children in flight are looked at (in case a broadcast was missed).
+const RECONCILE_EVERY: Duration = Duration::from_secs(2);
+/// Most targets one fill looks at beyond the cursor.
+const SCAN_LIMIT: usize = 4_096;
+/// Least time between two `batch_progress` events.
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// Everything a runner needs.
+#[derive(Clone)]
+pub struct BatchRunnerConfig {
+    pub batch_id: String,
+    pub batches: Batches,
+    pub orchestrators: Orchestrators,
+    /// Model spec for message batches that name none.
+    pub default_model: Option<String>,
+}
+
+/// The runner's state, built in `pre_start`.
+pub struct BatchRunnerState {
+    config: BatchRunnerConfig,
+    record: BatchRecord,
+    /// Child job id → (target index, workbench).
+    in_flight: HashMap<String, (u64, String)>,
+    busy: HashSet<String>,
+    /// No queued target has a lower index.
+    cursor: u64,
+    last_progress: Instant,
+    listener: tokio::task::JoinHandle<()>,
+    ticker: tokio::task::JoinHandle<()>,
+}
+
+/// The runner's messages.
+#[derive(Debug)]
+pub enum BatchRunnerMsg {
+    /// Dispatch queued targets up to the concurrency.
+    Fill,
+    /// A job's end was recorded (maybe one of ours).
+    JobFinished(String),
+    /// Look at every child in flight.
+    Reconcile,
+    /// Stop dispatching; cancel what runs.
+    Cancel,
+    /// The concurrency changed.
+    Reload,
+}
+
+/// The BatchRunner actor.
+pub struct BatchRunner;
+
+impl Actor for BatchRunner {
+    type Msg = BatchRunnerMsg;
+    type State = BatchRunnerState;
+    type Arguments = BatchRunnerConfig;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        config: BatchRunnerConfig,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let listener = {
+            let mut finished = config.orchestrators.finished();
+            let myself = myself.clone();
+            let prefix = format!("{}-t", config.batch_id);
+            tokio::spawn(async move {
+                loop {
+                    match finished.recv().await {
+                        Ok(job_id) if job_id.starts_with(&prefix) => {
+                            let _ = myself.cast(BatchRunnerMsg::JobFinished(job_id));
+                        }
+                        Ok(_) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            let _ = myself.cast(BatchRunnerMsg::Reconcile);
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            })
+        };
+        let ticker = {
+            let myself = myself.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(RECONCILE_EVERY).await;
+                    if myself.cast(BatchRunnerMsg::Reconcile).is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+        let batches = config.batches.clone();
+        let batch_id = config.batch_id.clone();
+        let (record, running) = blocking(move || {
+            let record = batches.require(&batch_id)?;
+            let running = batches.running(&batch_id)?;
+            Ok((record, running))
+        })
+        .await?;
+        let mut state = BatchRunnerState {
+            config,
+            record,
+            in_flight: HashMap::new(),
+            busy: HashSet::new(),
+            cursor: 0,
+            last_progress: Instant::now(),
+            listener,
+            ticker,
+        };
+        if state.record.counts.done() == 0 && running.is_empty() {
+            state.emit(BatchEventKind::BatchStarted).await;
+        }
+        for target in running {
+            state.adopt(target).await?;
+        }
+        myself.cast(BatchRunnerMsg::Fill)?;
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            BatchRunnerMsg::Fill => state.fill().await?,
+            BatchRunnerMsg::JobFinished(job_id) => {
+                if state.in_flight.contains_key(&job_id) {
+                    state.settle(&job_id).await?;
+                    state.fill().await?;
+                }
+            }
+            BatchRunnerMsg::Reconcile => {
+                let children: Vec<String> = state.in_flight.keys().cloned().collect();
+                for job_id in children {
+                    state.settle(&job_id).await?;
+                }
+                state.reload().await?;
+                state.fill().await?;
+            }
+            BatchRunnerMsg::Cancel => {
+                state.reload().await?;
+                state.cancel_children().await;
+                state.fill().await?;
+            }
+            BatchRunnerMsg::Reload => {
+                state.reload().await?;
+                state.fill().await?;
+            }
+        }
+        if state.finish_if_done().await? {
+            myself.stop(None);
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.listener.abort();
+        state.ticker.abort();
+        Ok(())
+    }
+}
+
+impl BatchRunnerState {
+    fn batch_id(&self) -> &str {
+        &self.config.batch_id
+    }
+
+    /// Takes a target found running after a restart: follows its child, or submits it if it
+    /// was never recorded (the crash came between dispatch and submission).
+    async fn adopt(&mut self, target: TargetRecord) -> Result<(), ErrorBody> {
+        let Some(job_id) = target.job_id.clone() else {
+            return Ok(());
+        };
+        self.in_flight
+            .insert(job_id.clone(), (target.index, target.workbench.clone()));
+        self.busy.insert(target.workbench.clone());
+        let jobs = self.config.orchestrators.jobs().clone();
+        let id = job_id.clone();
+        if blocking(move || jobs.get(&id)).await?.is_none() {
+            tracing::info!(batch_id = %self.batch_id(), %job_id, "submitting a child that was dispatched but never recorded");
+            self.submit(&target, &job_id).await?;
+        }
+        Ok(())
+    }
+
+    async fn reload(&mut self) -> Result<(), ErrorBody> {
+        let batches = self.config.batches.clone();
+        let batch_id = self.batch_id().to_string();
+        self.record = blocking(move || batches.require(&batch_id)).await?;
+        Ok(())
+    }
+
+    /// True while new targets may be dispatched.
+    fn dispatching(&self) -> bool {
+        !self.record.cancel_requested && !self.record.beyond_tolerance()
+    }
+
+    /// Dispatches queued targets while there is room.
+    async fn fill(&mut self) -> Result<(), ErrorBody> {
+        while self.dispatching() && self.in_flight.len() < self.record.concurrency as usize {
+            let want = self.record.concurrency as usize - self.in_flight.len();
+            let batches = self.config.batches.clone();
+            let batch_id = self.batch_id().to_string();
+            let (from, busy) = (self.cursor, self.busy.clone());
+            let (picked, cursor) =
+                blocking(move || batches.next_queued(&batch_id, from, &busy, want, SCAN_LIMIT))
+                    .await?;
+            self.cursor = cursor;
+            if picked.is_empty() {
+                return Ok(());
+            }
+            for target in picked {
+                self.dispatch(target).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the target running with its child's id, then submits the child.
+    async fn dispatch(&mut self, target: TargetRecord) -> Result<(), ErrorBody> {
+        let batches = self.config.batches.clone();
+        let batch_id = self.batch_id().to_string();
+        let index = target.index;
+        let (record, target) = blocking(move || batches.dispatch(&batch_id, index)).await?;
+        self.record = record;
+        let Some(job_id) = target.job_id.clone() else {
+            return Ok(());
+        };
+        self.in_flight
+            .insert(job_id.clone(), (target.index, target.workbench.clone()));
+        self.busy.insert(target.workbench.clone());
+        self.submit(&target, &job_id).await
+    }
+
+    /// Submits the child job of a running target; a child that cannot be built or is refused
+    /// ends its target at once.
+    async fn submit(&mut self, target: &TargetRecord, job_id: &str) -> Result<(), ErrorBody> {
+        let submit = match self.child(target, job_id) {
+            Ok(submit) => submit,
+            Err(error) => {
+                return self
+                    .end_target(job_id, TargetState::Failed, Some(error))
+                    .await;
+            }
+        };
+        let store = self.config.orchestrators.store().clone();
+        let accepted = store
+            .accept_message(submit, self.config.default_model.clone())
+            .await?;
+        let record = match accepted {
+            Accepted::New(record) | Accepted::Existing(record) | Accepted::Refused(record) => {
+                record
+            }
+        };
+        if record.state.is_terminal() {
+            return self.settle(job_id).await;
+        }
+        // Starting may wait for one of the coordinator's running slots: not in the handler.
+        let orchestrators = self.config.orchestrators.clone();
+        tokio::spawn(async move {
+            if let Err(error) = orchestrators.start(record).await {
+                tracing::error!(%error, "could not start a batch child");
+            }
+        });
+        Ok(())
+    }
+
+    /// The child job of a target.
+    fn child(&self, target: &TargetRecord, job_id: &str) -> Result<JobSubmit, ErrorBody> {
+        let record = &self.record;
+        let (message, model, workflow) = match &record.action {
+            BatchAction::Message { message, model } => {
+                let vars = target_vars(&Vars::new(), target);
+                (templates::render_text(message, &vars)?, model.clone(), None)
+            }
+            BatchAction::Tool { tool, args } => {
+                let workflow = Workflow {
+                    name: None,
+                    steps: vec![WorkflowStep {
+                        tool: tool.clone(),
+                        args: args.clone(),
+                        name: None,
+                    }],
+                };
+                render_child_workflow(&workflow, &Vars::new(), target)?
+            }
+            BatchAction::Workflow { workflow, vars } => {
+                render_child_workflow(workflow, vars, target)?
+            }
+        };
+        Ok(JobSubmit {
+            v: PROTOCOL_VERSION,
+            job_id: job_id.to_string(),
+            workbench: target.workbench.clone(),
+            message,
+            model,
+            submitted_at_ms: now_ms(),
+            auto_approve: record.auto_approve,
+            continue_draft: target.continue_draft,
+            approvals: None,
+            workflow,
+            batch_id: Some(record.batch_id.clone()),
+        })
+    }
+
+    /// Looks at a child in flight; records its target's end if the child ended.
+    async fn settle(&mut self, job_id: &str) -> Result<(), ErrorBody> {
+        let jobs = self.config.orchestrators.jobs().clone();
+        let id = job_id.to_string();
+        let Some(child) = blocking(move || jobs.get(&id)).await? else {
+            return Ok(());
+        };
+        let state = match child.state {
+            JobState::Succeeded => TargetState::Succeeded,
+            JobState::Failed => TargetState::Failed,
+            JobState::Cancelled => TargetState::Cancelled,
+            JobState::Queued | JobState::Running | JobState::AwaitingApproval => return Ok(()),
+        };
+        self.end_target(job_id, state, child.error).await
+    }
+
+    async fn end_target(
+        &mut self,
+        job_id: &str,
+        state: TargetState,
+        error: Option<ErrorBody>,
+    ) -> Result<(), ErrorBody> {
+        let Some((index, workbench)) = self.in_flight.remove(job_id) else {
+            return Ok(());
+        };
+        self.busy.remove(&workbench);
+        let batches = self.config.batches.clone();
+        let batch_id = self.batch_id().to_string();
+        let id = job_id.to_string();
+        let (record, _) =
+            blocking(move || batches.finish_target(&batch_id, index, &id, state, error)).await?;
+        let crossed = !self.record.beyond_tolerance() && record.beyond_tolerance();
+        self.record = record;
+        if crossed {
+            tracing::warn!(batch_id = %self.batch_id(), failed = self.record.counts.failed, "failures beyond the batch's tolerance; no more targets are dispatched");
+        }
+        if self.last_progress.elapsed() >= PROGRESS_EVERY {
+            self.emit(BatchEventKind::BatchProgress).await;
+        }
+        Ok(())
+    }
+
+    /// Cancels every child in flight (they end at their next step boundary).
+    async fn cancel_children(&self) {
+        for job_id in self.in_flight.keys() {
+            if let Err(error) = self.config.orchestrators.cancel(job_id).await {
+                tracing::debug!(%job_id, %error, "child not cancelled (it may have ended)");
+            }
+        }
+    }
+
+    /// Ends the batch once nothing runs and nothing more will be dispatched; true when ended.
+    async fn finish_if_done(&mut self) -> Result<bool, ErrorBody> {
+        if !self.in_flight.is_empty() {
+            return Ok(false);
+        }
+        if self.dispatching() && self.record.counts.queued > 0 {
+            return Ok(false);
+        }
+        let batches = self.config.batches.clone();
+        let batch_id = self.batch_id().to_string();
+        let record = blocking(move || {
+            batches.cancel_queued(&batch_id)?;
+            batches.update(&batch_id, |record| {
+                let (state, error) = outcome(record);
+                record.state = state;
+                record.error = error;
+                record.finished_at_ms = Some(now_ms());
+                Ok(())
+            })
+        })
+        .await?;
+        self.record = record;
+        tracing::info!(batch_id = %self.batch_id(), state = %self.record.state, succeeded = self.record.counts.succeeded, failed = self.record.counts.failed, "batch finished");
+        self.emit(BatchEventKind::BatchFinished).await;
+        Ok(true)
+    }
+
+    /// Publishes a batch event (lost events are logged: the record is the truth).
+    async fn emit(&mut self, kind: BatchEventKind) {
+        self.last_progress = Instant::now();
+        let event = BatchEvent {
+            v: PROTOCOL_VERSION,
+            batch_id: self.record.batch_id.clone(),
+            at_ms: now_ms(),
+            kind,
+            state: self.record.state,
+            counts: self.record.counts,
+            error: self.record.error.clone(),
+        };
+        let subject = subjects::batch::event(&event.batch_id, kind.as_str());
+        let published = match encode(&event, Format::MessagePack) {
+            Ok(payload) => self
+                .config
+                .orchestrators
+                .jetstream()
+                .publish(subject, payload.into())
+                .await
+                .map(|_| ())
+                .map_err(|error| error.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        if let Err(error) = published {
+            tracing::warn!(%error, kind = kind.as_str(), "batch event not published");
+        }
+    }
+}
+
+/// How a batch with nothing left to run ended.
+fn outcome(record: &BatchRecord) -> (BatchState, Option<ErrorBody>) {
+    let counts = record.counts;
+    if record.cancel_requested {
+        let error = ErrorBody::new(ErrorCode::UserCanceled, "the batch was cancelled");
+        return (BatchState::Cancelled, Some(error));
+    }
+    if record.beyond_tolerance() {
+        let tolerance = record
+            .tolerate_failures
+            .map(|tolerance| tolerance.to_string())
+            .unwrap_or_default();
+        let error = ErrorBody::new(
+            ErrorCode::FailureThresholdExceeded,
+            format!(
+                "{} of {} targets failed, beyond the tolerated {tolerance}; {} were not run",
+                counts.failed, counts.total, counts.cancelled
+            ),
+        );
+        return (BatchState::Failed, Some(error));
+    }
+    if counts.failed == 0 && counts.cancelled == 0 {
+        return (BatchState::Succeeded, None);
+    }
+    let error = ErrorBody::new(
+        ErrorCode::ItemsFailed,
+        format!(
+            "{} of {} targets failed (`atelier batch status {}` names them; `atelier batch retry` runs them again)",
+            counts.failed, counts.total, record.batch_id
+        ),
+    );
+    (BatchState::CompletedWithFailures, Some(error))
+}
+
+fn target_vars(base: &Vars, target: &TargetRecord) -> Vars {
+    templates::target_vars(
+        base,
+        &target.workbench,
+        target.file.as_deref(),
+        target.index,
+    )
+}
+
+/// The message, model and workflow of a model-free child.
+fn render_child_workflow(
+    workflow: &Workflow,
+    vars: &Vars,
+    target: &TargetRecord,
+) -> Result<(String, Option<String>, Option<Workflow>), ErrorBody> {
+    let rendered = templates::render_workflow(workflow, &target_vars(vars, target))?;
+    rendered.validate()?;
+    Ok((rendered.describe(), None, Some(rendered)))
+}
+
+/// The registry name of a batch's runner.
+fn actor_name(batch_id: &str) -> String {
+    format!("atelier-batch-{batch_id}")
+}
+
+/// Starts the batch's runner unless one runs here.
+pub async fn start(config: BatchRunnerConfig) -> Result<(), CoordinatorError> {
+    let name = actor_name(&config.batch_id);
+    if ractor::registry::where_is(name.clone()).is_some() {
+        return Ok(());
+    }
+    match Actor::spawn(Some(name), BatchRunner, config).await {
+        Ok(_) | Err(SpawnErr::ActorAlreadyRegistered(_)) => Ok(()),
+        Err(error) => Err(CoordinatorError::Actor(error.to_string())),
+    }
+}
+
+/// Tells the batch's runner; false when none runs here.
+pub fn tell(batch_id: &str, message: BatchRunnerMsg) -> bool {
+    let Some(cell) = ractor::registry::where_is(actor_name(batch_id)) else {
+        return false;
+    };
+    ActorRef::<BatchRunnerMsg>::from(cell).cast(message).is_ok()
+}

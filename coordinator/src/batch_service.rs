@@ -1,0 +1,280 @@
+//! Batches behind NATS: the `atelier.batch.*` verbs (submit, status, list, targets, cancel,
+//! retry, update, settle). A submit resolves the target set against the store, records the
+//! batch and starts its runner; the other verbs read the records or tell the runner.
+
+use std::collections::BTreeSet;
+
+use atelier_messages::batch::{
+    BatchAction, BatchSettled, BatchView, CancelBatch, DEFAULT_CONCURRENCY, GetBatch, ListBatches,
+    ListTargets, MAX_TARGETS, RetryBatch, SettleBatch, SkippedWorkbench, SubmitBatch, TargetSet,
+    TargetState, TargetView, UpdateBatch, validate_concurrency,
+};
+use atelier_messages::store::View;
+use atelier_messages::subjects::batch;
+use atelier_messages::{ErrorBody, ErrorCode};
+use atelier_transport::Router;
+
+use crate::batch_runner::{self, BatchRunnerConfig, BatchRunnerMsg};
+use crate::batches::{BatchRecord, Batches, TargetRecord};
+use crate::error::CoordinatorError;
+use crate::orchestrator::Orchestrators;
+use crate::storage::blocking;
+use crate::templates;
+
+/// Most targets one `atelier.batch.targets` request answers.
+const PAGE_LIMIT: u32 = 1_000;
+
+/// What the batch verbs act on.
+#[derive(Clone)]
+pub(crate) struct BatchService {
+    pub batches: Batches,
+    pub orchestrators: Orchestrators,
+    pub default_model: Option<String>,
+}
+
+/// Serves every batch verb until the returned task is aborted.
+pub(crate) async fn serve(
+    client: async_nats::Client,
+    service: BatchService,
+) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
+    let router = Router::new(service)
+        .route(|service, request: SubmitBatch| async move { service.submit(request).await })
+        .route(|service, request: GetBatch| async move {
+            let batches = service.batches.clone();
+            blocking(move || batches.view(&request.batch_id)).await
+        })
+        .route(|service, _: ListBatches| async move {
+            let batches = service.batches.clone();
+            let records = blocking(move || batches.list()).await?;
+            Ok::<_, ErrorBody>(records.iter().map(BatchRecord::view).collect::<Vec<_>>())
+        })
+        .route(|service, request: ListTargets| async move { service.targets(request).await })
+        .route(|service, request: CancelBatch| async move { service.cancel(request).await })
+        .route(|service, request: RetryBatch| async move {
+            let batches = service.batches.clone();
+            let batch_id = request.batch_id.clone();
+            blocking(move || batches.retry(&batch_id)).await?;
+            service.start_runner(&request.batch_id).await?;
+            service.view(&request.batch_id).await
+        })
+        .route(|service, request: UpdateBatch| async move { service.update(request).await })
+        .route(|service, request: SettleBatch| async move { service.settle(request).await });
+    Ok(router.serve(client, batch::WILDCARD, batch::QUEUE).await?)
+}
+
+/// Starts the runner of every batch that was running when the coordinator stopped.
+pub(crate) async fn adopt(service: &BatchService) -> Result<(), ErrorBody> {
+    let batches = service.batches.clone();
+    for record in blocking(move || batches.unfinished()).await? {
+        tracing::info!(batch_id = %record.batch_id, "adopting unfinished batch");
+        service.start_runner(&record.batch_id).await?;
+    }
+    Ok(())
+}
+
+impl BatchService {
+    async fn view(&self, batch_id: &str) -> Result<BatchView, ErrorBody> {
+        let batches = self.batches.clone();
+        let batch_id = batch_id.to_string();
+        blocking(move || batches.view(&batch_id)).await
+    }
+
+    async fn start_runner(&self, batch_id: &str) -> Result<(), ErrorBody> {
+        batch_runner::start(BatchRunnerConfig {
+            batch_id: batch_id.to_string(),
+            batches: self.batches.clone(),
+            orchestrators: self.orchestrators.clone(),
+            default_model: self.default_model.clone(),
+        })
+        .await
+        .map_err(ErrorBody::from)
+    }
+
+    async fn submit(&self, request: SubmitBatch) -> Result<BatchView, ErrorBody> {
+        request.validate()?;
+        let batches = self.batches.clone();
+        let batch_id = request.batch_id.clone();
+        if blocking(move || batches.get(&batch_id)).await?.is_some() {
+            return self.view(&request.batch_id).await;
+        }
+        if let BatchAction::Message {
+            model: Some(model), ..
+        } = &request.action
+        {
+            atelier_agents::spec::check(model, self.orchestrators.provider_settings())
+                .map_err(|error| error.to_body())?;
+        }
+        let targets = self.resolve(&request.targets).await?;
+        check_first_target(&request, &targets)?;
+        let concurrency = request.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+        let batches = self.batches.clone();
+        let submitted = request.clone();
+        let record = blocking(move || batches.create(&submitted, concurrency, &targets)).await?;
+        tracing::info!(batch_id = %record.batch_id, total = record.counts.total, action = %record.action.describe(), "batch submitted");
+        self.start_runner(&record.batch_id).await?;
+        self.view(&record.batch_id).await
+    }
+
+    /// The targets, in order: `(workbench, file)`.
+    async fn resolve(
+        &self,
+        targets: &TargetSet,
+    ) -> Result<Vec<(String, Option<String>)>, ErrorBody> {
+        let store = self.orchestrators.store();
+        let resolved: Vec<(String, Option<String>)> = match targets {
+            TargetSet::Workbenches { names, glob } => {
+                let mut chosen: BTreeSet<String> = names.iter().cloned().collect();
+                if let Some(glob) = glob {
+                    for info in store.list_workbenches().await? {
+                        if templates::glob_matches(glob, &info.name) {
+                            chosen.insert(info.name);
+                        }
+                    }
+                }
+                chosen.into_iter().map(|name| (name, None)).collect()
+            }
+            TargetSet::EachFile { workbench, glob } => store
+                .list_files(workbench.clone(), View::Current)
+                .await?
+                .files
+                .into_iter()
+                .filter(|entry| templates::glob_matches(glob, &entry.path))
+                .map(|entry| (workbench.clone(), Some(entry.path)))
+                .collect(),
+        };
+        if resolved.is_empty() {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                "the batch has no targets: nothing matches (list workbenches with `atelier wb list`, files with `atelier wb ls`)",
+            ));
+        }
+        if resolved.len() > MAX_TARGETS {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "the batch has {} targets; at most {MAX_TARGETS} run in one batch (split it)",
+                    resolved.len()
+                ),
+            ));
+        }
+        Ok(resolved)
+    }
+
+    async fn targets(&self, request: ListTargets) -> Result<Vec<TargetView>, ErrorBody> {
+        let batches = self.batches.clone();
+        let limit = request.limit.unwrap_or(PAGE_LIMIT).min(PAGE_LIMIT) as usize;
+        let page = blocking(move || {
+            batches.require(&request.batch_id)?;
+            batches.page(&request.batch_id, request.state, request.from, limit)
+        })
+        .await?;
+        Ok(page.iter().map(TargetRecord::view).collect())
+    }
+
+    async fn cancel(&self, request: CancelBatch) -> Result<BatchView, ErrorBody> {
+        let batches = self.batches.clone();
+        let batch_id = request.batch_id.clone();
+        blocking(move || {
+            batches.update(&batch_id, |record| {
+                if record.state.is_terminal() {
+                    return Err(ErrorBody::new(
+                        ErrorCode::ValidationFailed,
+                        format!("batch `{batch_id}` already ended ({})", record.state),
+                    ));
+                }
+                record.cancel_requested = true;
+                Ok(())
+            })
+        })
+        .await?;
+        if !batch_runner::tell(&request.batch_id, BatchRunnerMsg::Cancel) {
+            self.start_runner(&request.batch_id).await?;
+        }
+        self.view(&request.batch_id).await
+    }
+
+    async fn update(&self, request: UpdateBatch) -> Result<BatchView, ErrorBody> {
+        validate_concurrency(request.concurrency)?;
+        let batches = self.batches.clone();
+        let batch_id = request.batch_id.clone();
+        blocking(move || {
+            batches.update(&batch_id, |record| {
+                if record.state.is_terminal() {
+                    return Err(ErrorBody::new(
+                        ErrorCode::ValidationFailed,
+                        format!("batch `{batch_id}` already ended ({})", record.state),
+                    ));
+                }
+                record.concurrency = request.concurrency;
+                Ok(())
+            })
+        })
+        .await?;
+        batch_runner::tell(&request.batch_id, BatchRunnerMsg::Reload);
+        self.view(&request.batch_id).await
+    }
+
+    /// Publishes (or discards) the drafts of the workbenches whose targets succeeded.
+    async fn settle(&self, request: SettleBatch) -> Result<BatchSettled, ErrorBody> {
+        let batches = self.batches.clone();
+        let batch_id = request.batch_id.clone();
+        let workbenches = blocking(move || {
+            let record = batches.require(&batch_id)?;
+            if !record.state.is_terminal() {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    format!(
+                        "batch `{batch_id}` is still running; wait for it (`atelier batch watch {batch_id}`) first"
+                    ),
+                )
+                .into());
+            }
+            let succeeded =
+                batches.page(&batch_id, Some(TargetState::Succeeded), 0, usize::MAX)?;
+            Ok(succeeded
+                .into_iter()
+                .map(|target| target.workbench)
+                .collect::<BTreeSet<_>>())
+        })
+        .await?;
+        let store = self.orchestrators.store();
+        let mut settled = BatchSettled {
+            settled: Vec::new(),
+            skipped: Vec::new(),
+        };
+        for workbench in workbenches {
+            let done = if request.publish {
+                store.publish(workbench.clone()).await.map(|_| ())
+            } else {
+                store.discard(workbench.clone()).await
+            };
+            match done {
+                Ok(()) => settled.settled.push(workbench),
+                Err(error) => settled.skipped.push(SkippedWorkbench { workbench, error }),
+            }
+        }
+        Ok(settled)
+    }
+}
+
+/// Renders the action for the first target, so that a workflow missing a variable is refused
+/// at submission instead of failing every target.
+fn check_first_target(
+    request: &SubmitBatch,
+    targets: &[(String, Option<String>)],
+) -> Result<(), ErrorBody> {
+    let Some((workbench, file)) = targets.first() else {
+        return Ok(());
+    };
+    match &request.action {
+        BatchAction::Message { message, .. } => {
+            let vars = templates::target_vars(&Default::default(), workbench, file.as_deref(), 0);
+            templates::render_text(message, &vars).map(|_| ())
+        }
+        BatchAction::Tool { .. } => Ok(()),
+        BatchAction::Workflow { workflow, vars } => {
+            let vars = templates::target_vars(vars, workbench, file.as_deref(), 0);
+            templates::render_workflow(workflow, &vars).map(|_| ())
+        }
+    }
+}

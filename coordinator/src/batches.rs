@@ -1,0 +1,506 @@
+//! Batch records and their targets in sled.
+//!
+//! A batch is one record (tree `batches`) holding its action, settings, state and the counts
+//! of its targets per state; each target is a record of its own (tree `batch_targets`, keyed
+//! by batch id and big-endian index, so a scan visits targets in order). A target changes state
+//! in one transaction with the batch's counts, so the counts always add up. Creation writes the
+//! targets first and the batch record last: the record is the commit point, and a batch whose
+//! creation was cut short by a crash does not exist (re-submitting it writes it whole).
+
+use std::collections::HashSet;
+
+use atelier_messages::batch::{
+    BatchAction, BatchCounts, BatchState, BatchView, FAILURES_SHOWN, FailureTolerance, SubmitBatch,
+    TargetSet, TargetState, TargetView, child_job_id,
+};
+use atelier_messages::{ErrorBody, ErrorCode, now_ms};
+use serde::{Deserialize, Serialize};
+use sled::Transactional;
+
+use crate::error::CoordinatorError;
+use crate::storage::txn::{TxResult, abort, flatten, get, put};
+use crate::storage::{self, Storage, trees};
+
+/// The durable record of a batch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchRecord {
+    pub batch_id: String,
+    pub targets: TargetSet,
+    pub action: BatchAction,
+    pub state: BatchState,
+    pub counts: BatchCounts,
+    pub concurrency: u32,
+    #[serde(default)]
+    pub tolerate_failures: Option<FailureTolerance>,
+    #[serde(default)]
+    pub auto_approve: bool,
+    #[serde(default)]
+    pub continue_draft: bool,
+    #[serde(default)]
+    pub cancel_requested: bool,
+    #[serde(default)]
+    pub error: Option<ErrorBody>,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+    #[serde(default)]
+    pub finished_at_ms: Option<u64>,
+}
+
+impl BatchRecord {
+    /// The view without its failures.
+    pub fn view(&self) -> BatchView {
+        BatchView {
+            batch_id: self.batch_id.clone(),
+            state: self.state,
+            action: self.action.describe(),
+            counts: self.counts,
+            concurrency: self.concurrency,
+            tolerate_failures: self.tolerate_failures,
+            error: self.error.clone(),
+            created_at_ms: self.created_at_ms,
+            updated_at_ms: self.updated_at_ms,
+            finished_at_ms: self.finished_at_ms,
+            cancel_requested: self.cancel_requested,
+            failures: Vec::new(),
+        }
+    }
+
+    /// True when more targets failed than the batch tolerates.
+    pub fn beyond_tolerance(&self) -> bool {
+        self.tolerate_failures
+            .is_some_and(|tolerance| tolerance.exceeded(self.counts.failed, self.counts.total))
+    }
+}
+
+/// The durable record of one target.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetRecord {
+    pub index: u64,
+    pub workbench: String,
+    #[serde(default)]
+    pub file: Option<String>,
+    pub state: TargetState,
+    #[serde(default)]
+    pub attempt: u32,
+    #[serde(default)]
+    pub job_id: Option<String>,
+    #[serde(default)]
+    pub error: Option<ErrorBody>,
+    /// Whether the child works on a draft it finds (true for a workbench's later targets).
+    #[serde(default)]
+    pub continue_draft: bool,
+}
+
+impl TargetRecord {
+    pub fn view(&self) -> TargetView {
+        TargetView {
+            index: self.index,
+            workbench: self.workbench.clone(),
+            file: self.file.clone(),
+            state: self.state,
+            job_id: self.job_id.clone(),
+            attempt: self.attempt,
+            error: self.error.clone(),
+        }
+    }
+}
+
+/// Batch records and targets.
+#[derive(Debug, Clone)]
+pub struct Batches {
+    storage: Storage,
+}
+
+fn not_found(batch_id: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::NotFound,
+        format!("no batch `{batch_id}`; list batches with `atelier batch list`"),
+    )
+}
+
+/// The key of a target: `<batch>\0<index, big-endian>`.
+fn target_key(batch_id: &str, index: u64) -> Vec<u8> {
+    let mut key = target_prefix(batch_id);
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+fn target_prefix(batch_id: &str) -> Vec<u8> {
+    let mut key = batch_id.as_bytes().to_vec();
+    key.push(0);
+    key
+}
+
+impl Batches {
+    pub fn new(storage: Storage) -> Self {
+        Self { storage }
+    }
+
+    fn batches(&self) -> Result<sled::Tree, CoordinatorError> {
+        self.storage.tree(trees::BATCHES)
+    }
+
+    fn targets(&self) -> Result<sled::Tree, CoordinatorError> {
+        self.storage.tree(trees::BATCH_TARGETS)
+    }
+
+    pub fn get(&self, batch_id: &str) -> Result<Option<BatchRecord>, CoordinatorError> {
+        storage::get(&self.batches()?, batch_id.as_bytes())
+    }
+
+    /// The batch, or `NOT_FOUND`.
+    pub fn require(&self, batch_id: &str) -> Result<BatchRecord, CoordinatorError> {
+        self.get(batch_id)?
+            .ok_or_else(|| not_found(batch_id).into())
+    }
+
+    /// Records a new batch with its targets (`(workbench, file)` in order); an existing id
+    /// answers the existing batch unchanged.
+    pub fn create(
+        &self,
+        submit: &SubmitBatch,
+        concurrency: u32,
+        targets: &[(String, Option<String>)],
+    ) -> Result<BatchRecord, CoordinatorError> {
+        if let Some(existing) = self.get(&submit.batch_id)? {
+            return Ok(existing);
+        }
+        let tree = self.targets()?;
+        let mut writes = sled::Batch::default();
+        let mut seen = HashSet::new();
+        for (index, (workbench, file)) in targets.iter().enumerate() {
+            let index = index as u64;
+            // A workbench's first target meets whatever draft is there; its later targets
+            // continue the draft the earlier ones made.
+            let first_of_workbench = seen.insert(workbench.clone());
+            let target = TargetRecord {
+                index,
+                workbench: workbench.clone(),
+                file: file.clone(),
+                state: TargetState::Queued,
+                attempt: 0,
+                job_id: None,
+                error: None,
+                continue_draft: submit.continue_draft || !first_of_workbench,
+            };
+            writes.insert(
+                target_key(&submit.batch_id, index),
+                storage::encode(&target)?,
+            );
+        }
+        tree.apply_batch(writes)?;
+        let now = now_ms();
+        let total = targets.len() as u64;
+        let record = BatchRecord {
+            batch_id: submit.batch_id.clone(),
+            targets: submit.targets.clone(),
+            action: submit.action.clone(),
+            state: BatchState::Running,
+            counts: BatchCounts {
+                total,
+                queued: total,
+                ..BatchCounts::default()
+            },
+            concurrency,
+            tolerate_failures: submit.tolerate_failures,
+            auto_approve: submit.auto_approve,
+            continue_draft: submit.continue_draft,
+            cancel_requested: false,
+            error: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+            finished_at_ms: None,
+        };
+        self.batches()?
+            .insert(submit.batch_id.as_bytes(), storage::encode(&record)?)?;
+        self.storage.flush()?;
+        Ok(record)
+    }
+
+    /// Every batch, newest first.
+    pub fn list(&self) -> Result<Vec<BatchRecord>, CoordinatorError> {
+        let mut records = self
+            .batches()?
+            .iter()
+            .map(|entry| {
+                let (_, bytes) = entry?;
+                storage::decode::<BatchRecord>(&bytes)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        records.sort_by(|a, b| {
+            b.created_at_ms
+                .cmp(&a.created_at_ms)
+                .then_with(|| b.batch_id.cmp(&a.batch_id))
+        });
+        Ok(records)
+    }
+
+    /// Up to `limit` targets from index `from`, optionally of one state.
+    pub fn page(
+        &self,
+        batch_id: &str,
+        state: Option<TargetState>,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<TargetRecord>, CoordinatorError> {
+        let tree = self.targets()?;
+        let start = target_key(batch_id, from);
+        let prefix = target_prefix(batch_id);
+        let mut found = Vec::new();
+        for entry in tree.range(start..) {
+            let (key, bytes) = entry?;
+            if !key.starts_with(&prefix) || found.len() >= limit {
+                break;
+            }
+            let target: TargetRecord = storage::decode(&bytes)?;
+            if state.is_none_or(|wanted| wanted == target.state) {
+                found.push(target);
+            }
+        }
+        Ok(found)
+    }
+
+    /// The batch's view with its first failures.
+    pub fn view(&self, batch_id: &str) -> Result<BatchView, CoordinatorError> {
+        let record = self.require(batch_id)?;
+        let mut view = record.view();
+        if record.counts.failed > 0 {
+            view.failures = self
+                .page(batch_id, Some(TargetState::Failed), 0, FAILURES_SHOWN)?
+                .iter()
+                .map(TargetRecord::view)
+                .collect();
+        }
+        Ok(view)
+    }
+
+    /// Queued targets from index `from` whose workbench is not `busy`, at most `want`, looking
+    /// at no more than `scan` targets; also the lowest index still queued (where the next
+    /// scan may start).
+    pub fn next_queued(
+        &self,
+        batch_id: &str,
+        from: u64,
+        busy: &HashSet<String>,
+        want: usize,
+        scan: usize,
+    ) -> Result<(Vec<TargetRecord>, u64), CoordinatorError> {
+        let tree = self.targets()?;
+        let prefix = target_prefix(batch_id);
+        let mut picked = Vec::new();
+        let mut claimed: HashSet<String> = HashSet::new();
+        let mut lowest_queued = None;
+        let mut last_seen = from;
+        for entry in tree.range(target_key(batch_id, from)..).take(scan) {
+            let (key, bytes) = entry?;
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            let target: TargetRecord = storage::decode(&bytes)?;
+            last_seen = target.index + 1;
+            if target.state != TargetState::Queued {
+                continue;
+            }
+            lowest_queued.get_or_insert(target.index);
+            if picked.len() >= want {
+                break;
+            }
+            if busy.contains(&target.workbench) || claimed.contains(&target.workbench) {
+                continue;
+            }
+            claimed.insert(target.workbench.clone());
+            picked.push(target);
+        }
+        Ok((picked, lowest_queued.unwrap_or(last_seen)))
+    }
+
+    /// Targets in state `running` (adopted after a restart).
+    pub fn running(&self, batch_id: &str) -> Result<Vec<TargetRecord>, CoordinatorError> {
+        self.page(batch_id, Some(TargetState::Running), 0, usize::MAX)
+    }
+
+    /// Batches still running (adopted after a restart).
+    pub fn unfinished(&self) -> Result<Vec<BatchRecord>, CoordinatorError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|record| !record.state.is_terminal())
+            .collect())
+    }
+
+    /// Changes one target and the batch's counts together, durably. `change` sees the target
+    /// and returns its new state, or `None` to leave everything as it was.
+    fn change_target(
+        &self,
+        batch_id: &str,
+        index: u64,
+        change: impl Fn(&mut TargetRecord) -> Option<TargetState>,
+    ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
+        let batches = self.batches()?;
+        let targets = self.targets()?;
+        let key = target_key(batch_id, index);
+        let result = (&batches, &targets).transaction(|(batches, targets)| -> TxResult<_> {
+            let mut batch: BatchRecord = get(batches, batch_id.as_bytes())?
+                .ok_or_else(|| abort(not_found(batch_id).into()))?;
+            let mut target: TargetRecord = get(targets, &key)?.ok_or_else(|| {
+                abort(
+                    ErrorBody::new(
+                        ErrorCode::NotFound,
+                        format!("batch `{batch_id}` has no target {index}"),
+                    )
+                    .into(),
+                )
+            })?;
+            let before = target.state;
+            let Some(after) = change(&mut target) else {
+                return Ok((batch, target));
+            };
+            target.state = after;
+            batch.counts.shift(before, after);
+            batch.updated_at_ms = now_ms();
+            put(targets, &key, &target)?;
+            put(batches, batch_id.as_bytes(), &batch)?;
+            Ok((batch, target))
+        });
+        let changed = result.map_err(flatten)?;
+        self.storage.flush()?;
+        Ok(changed)
+    }
+
+    /// Marks a queued target running as the child job of its attempt, before that job is
+    /// submitted; returns the target with its job id.
+    pub fn dispatch(
+        &self,
+        batch_id: &str,
+        index: u64,
+    ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
+        self.change_target(batch_id, index, |target| {
+            if target.state != TargetState::Queued {
+                return None;
+            }
+            target.job_id = Some(child_job_id(batch_id, target.index, target.attempt));
+            target.error = None;
+            Some(TargetState::Running)
+        })
+    }
+
+    /// Records how a running target's child ended (a no-op for a target already ended or
+    /// whose job is another attempt's).
+    pub fn finish_target(
+        &self,
+        batch_id: &str,
+        index: u64,
+        job_id: &str,
+        state: TargetState,
+        error: Option<ErrorBody>,
+    ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
+        self.change_target(batch_id, index, |target| {
+            let ours = target.job_id.as_deref() == Some(job_id);
+            if target.state != TargetState::Running || !ours {
+                return None;
+            }
+            target.error = error.clone();
+            Some(state)
+        })
+    }
+
+    /// Applies `change` to the batch record durably.
+    pub fn update(
+        &self,
+        batch_id: &str,
+        change: impl Fn(&mut BatchRecord) -> Result<(), ErrorBody>,
+    ) -> Result<BatchRecord, CoordinatorError> {
+        let tree = self.batches()?;
+        loop {
+            let current = tree
+                .get(batch_id.as_bytes())?
+                .ok_or_else(|| CoordinatorError::from(not_found(batch_id)))?;
+            let mut record: BatchRecord = storage::decode(&current)?;
+            change(&mut record)?;
+            record.updated_at_ms = now_ms();
+            let swapped = tree.compare_and_swap(
+                batch_id.as_bytes(),
+                Some(current),
+                Some(storage::encode(&record)?),
+            )?;
+            if swapped.is_ok() {
+                self.storage.flush()?;
+                return Ok(record);
+            }
+        }
+    }
+
+    /// Moves every queued target to `cancelled` (a cancel, or a batch beyond its tolerance).
+    pub fn cancel_queued(&self, batch_id: &str) -> Result<BatchRecord, CoordinatorError> {
+        let mut record = self.require(batch_id)?;
+        let mut from = 0;
+        loop {
+            let page = self.page(batch_id, Some(TargetState::Queued), from, 1_000)?;
+            let Some(last) = page.last() else {
+                return Ok(record);
+            };
+            from = last.index + 1;
+            for target in &page {
+                let (batch, _) = self.change_target(batch_id, target.index, |target| {
+                    (target.state == TargetState::Queued).then_some(TargetState::Cancelled)
+                })?;
+                record = batch;
+            }
+        }
+    }
+
+    /// Queues every failed target again as a new attempt (a new child job id) and sets the
+    /// batch running; refused while it runs or when nothing failed.
+    pub fn retry(&self, batch_id: &str) -> Result<BatchRecord, CoordinatorError> {
+        let record = self.require(batch_id)?;
+        if !record.state.is_terminal() {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "batch `{batch_id}` is still running; wait for it (`atelier batch watch`) or cancel it first"
+                ),
+            )
+            .into());
+        }
+        if record.counts.failed == 0 {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!("batch `{batch_id}` has no failed targets to retry"),
+            )
+            .into());
+        }
+        let succeeded: HashSet<String> = self
+            .page(batch_id, Some(TargetState::Succeeded), 0, usize::MAX)?
+            .into_iter()
+            .map(|target| target.workbench)
+            .collect();
+        let mut from = 0;
+        loop {
+            let page = self.page(batch_id, Some(TargetState::Failed), from, 1_000)?;
+            let Some(last) = page.last() else {
+                break;
+            };
+            from = last.index + 1;
+            for failed in &page {
+                let continues = record.continue_draft || succeeded.contains(&failed.workbench);
+                self.change_target(batch_id, failed.index, |target| {
+                    if target.state != TargetState::Failed {
+                        return None;
+                    }
+                    target.attempt += 1;
+                    target.job_id = None;
+                    target.error = None;
+                    target.continue_draft |= continues;
+                    Some(TargetState::Queued)
+                })?;
+            }
+        }
+        self.update(batch_id, |record| {
+            record.state = BatchState::Running;
+            record.error = None;
+            record.finished_at_ms = None;
+            record.cancel_requested = false;
+            Ok(())
+        })
+    }
+}
