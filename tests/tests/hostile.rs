@@ -113,6 +113,7 @@ fn request_subjects() -> Vec<String> {
         .map(str::to_string),
     );
     all.extend(subjects::workshop::ALL.map(str::to_string));
+    all.extend(subjects::batch::ALL.map(str::to_string));
     all.push(subjects::review::FILE.to_string());
     all.extend(Pool::ALL.map(Pool::subject));
     all

@@ -1,0 +1,638 @@
+//! Workflows and batches end to end: `atelier run` without a model, workflow files with
+//! variables and CSV rows, batches over workbenches and files with partial failure, a
+//! coordinator SIGKILL in the middle, retry, publish, cancel and the failure threshold.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use atelier_messages::batch::{BatchEvent, BatchState, BatchView};
+use atelier_messages::job::{JobState, JobView};
+use atelier_messages::{Format, decode, subjects};
+use atelier_tests::{Cluster, fixtures, wait_until};
+use futures::StreamExt;
+
+fn simple_docx() -> PathBuf {
+    fixtures().join("keenbench/office/simple.docx")
+}
+
+/// The text of every `<w:t>` of a docx's body, in order.
+fn docx_paragraph_text(path: &Path) -> anyhow::Result<String> {
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(path)?)?;
+    let mut xml = String::new();
+    archive
+        .by_name("word/document.xml")?
+        .read_to_string(&mut xml)?;
+    Ok(xml)
+}
+
+/// Exports a workbench's draft into a fresh folder and returns it.
+fn export_draft(cluster: &Cluster, workbench: &str) -> anyhow::Result<PathBuf> {
+    let dir = cluster.dir.path().join(format!("export-{workbench}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let dir_arg = dir.to_string_lossy().to_string();
+    cluster.cli_ok(&["wb", "export", workbench, &dir_arg, "--draft"])?;
+    Ok(dir)
+}
+
+fn batch_status(cluster: &Cluster, id: &str) -> anyhow::Result<BatchView> {
+    cluster.cli_ok(&["batch", "status", id, "--json"])?.json()
+}
+
+fn wait_batch_end(cluster: &Cluster, id: &str, timeout: Duration) -> anyhow::Result<BatchView> {
+    wait_until(timeout, || {
+        batch_status(cluster, id).is_ok_and(|view| view.state.is_terminal())
+    })
+    .map_err(|error| {
+        anyhow::anyhow!(
+            "{error}: {:?}\n{}",
+            batch_status(cluster, id),
+            cluster.logs()
+        )
+    })?;
+    batch_status(cluster, id)
+}
+
+#[test]
+fn run_exports_a_table_into_the_draft_without_a_model_and_prints_read_results() -> anyhow::Result<()>
+{
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("q3", "plan.csv")?;
+    let export = r#"{"path": "plan.csv", "query": "SELECT Milestone, Owner FROM data ORDER BY Milestone", "target_path": "out/plan.csv", "format": "csv"}"#;
+    let out = cluster.cli_ok(&[
+        "run",
+        "q3",
+        "table_export",
+        "--args",
+        export,
+        "--wait",
+        "--json",
+    ])?;
+    let job: JobView = out.json()?;
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    assert_eq!(job.model, "none");
+    assert_eq!((job.model_turns, job.tool_calls), (0, 1));
+    assert_eq!(job.items.len(), 1);
+    let csv = cluster
+        .cli_ok(&["wb", "cat", "q3", "out/plan.csv", "--draft"])?
+        .stdout;
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 6, "{csv}");
+    assert_eq!(lines[0], "Milestone,Owner");
+    assert_eq!(lines[1], "Context UX polish,Ethan Park");
+    // The published state is untouched.
+    let published = cluster.cli_ok(&["wb", "ls", "q3", "--json"])?.stdout;
+    assert!(!published.contains("out/plan.csv"), "{published}");
+
+    // A read tool prints its result.
+    let count =
+        r#"{"path": "plan.csv", "query": "SELECT count(*) AS n, 4242 AS marker FROM data"}"#;
+    let out = cluster.cli_ok(&[
+        "run",
+        "q3",
+        "table_query",
+        "--args",
+        count,
+        "--continue-draft",
+        "--wait",
+    ])?;
+    assert!(out.stdout.contains("4242"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("table_query plan.csv: done"),
+        "{}",
+        out.stdout
+    );
+
+    // The conversation records both runs as user messages.
+    let history = cluster.cli_ok(&["history", "q3"])?.stdout;
+    assert!(history.contains("[run] table_export"), "{history}");
+
+    // Bad input: an unknown tool, arguments that are not JSON, a failing call.
+    let unknown = cluster.cli(&["run", "q3", "rm_rf", "--continue-draft"])?;
+    assert!(unknown.failed_with("VALIDATION_FAILED"), "{unknown:?}");
+    let not_json = cluster.cli(&[
+        "run",
+        "q3",
+        "table_query",
+        "--args",
+        "{",
+        "--continue-draft",
+    ])?;
+    assert!(not_json.failed_with("VALIDATION_FAILED"), "{not_json:?}");
+    let local = cluster.cli(&["run", "q3", "recall_tool_result", "--continue-draft"])?;
+    assert!(local.failed_with("VALIDATION_FAILED"), "{local:?}");
+    let missing = r#"{"path": "nope.csv", "query": "SELECT 1"}"#;
+    let failed = cluster.cli(&[
+        "run",
+        "q3",
+        "table_query",
+        "--args",
+        missing,
+        "--continue-draft",
+        "--wait",
+        "--json",
+    ])?;
+    assert!(!failed.success);
+    let job: JobView = failed.json()?;
+    assert_eq!(job.state, JobState::Failed);
+    let code = job.error.map(|error| error.code.as_str().to_string());
+    assert_eq!(code.as_deref(), Some("FILE_READ_FAILED"), "{}", failed.stdout);
+    Ok(())
+}
+
+#[test]
+fn a_workflow_file_fills_its_variables_from_set_and_from_csv_rows() -> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "invoices"])?;
+    let template = simple_docx().to_string_lossy().to_string();
+    cluster.cli_ok(&["wb", "add", "invoices", &template, "--as", "template.docx"])?;
+    let workflow = cluster.dir.path().join("invoice.toml");
+    std::fs::write(
+        &workflow,
+        r#"
+name = "invoice"
+[vars]
+period = "Q3"
+
+[[steps]]
+name = "copy the template for {{customer}}"
+tool = "docx_operations"
+args = { path = "out/{{customer}}.docx", copy_from = "template.docx", operations = [
+  { op = "replace_text", search = "Introduction", replace = "Invoice for {{customer}} ({{period}}, {{total}} EUR)" },
+] }
+"#,
+    )?;
+    let rows = cluster.dir.path().join("customers.csv");
+    std::fs::write(&rows, "customer,total\nACME,120\n\"Globex, Inc\",75\n")?;
+    let workflow_arg = workflow.to_string_lossy().to_string();
+    let rows_arg = rows.to_string_lossy().to_string();
+
+    // A variable without a value is refused before anything runs, by name.
+    let missing = cluster.cli(&["run", "invoices", "--workflow", &workflow_arg])?;
+    assert!(missing.failed_with("VALIDATION_FAILED"), "{missing:?}");
+    assert!(
+        missing.stderr.contains("{{customer}}"),
+        "{}",
+        missing.stderr
+    );
+
+    let out = cluster.cli_ok(&[
+        "run",
+        "invoices",
+        "--workflow",
+        &workflow_arg,
+        "--rows",
+        &rows_arg,
+        "--set",
+        "period=Q4",
+        "--wait",
+        "--json",
+    ])?;
+    let job: JobView = out.json()?;
+    assert_eq!(job.state, JobState::Succeeded, "{job:?}");
+    assert_eq!(job.items.len(), 2);
+    assert_eq!(job.items[1].label, "copy the template for Globex, Inc");
+    let dir = export_draft(&cluster, "invoices")?;
+    let acme = docx_paragraph_text(&dir.join("out/ACME.docx"))?;
+    assert!(acme.contains("Invoice for ACME (Q4, 120 EUR)"), "{acme}");
+    let globex = docx_paragraph_text(&dir.join("out/Globex, Inc.docx"))?;
+    assert!(
+        globex.contains("Invoice for Globex, Inc (Q4, 75 EUR)"),
+        "{globex}"
+    );
+    assert!(!globex.contains(">Introduction<"), "{globex}");
+    Ok(())
+}
+
+/// 40 workbenches, one with a broken docx; every edit is an `append_paragraph` (not
+/// idempotent), so an edit applied twice would show twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forty_workbench_batch_survives_a_coordinator_sigkill_with_every_edit_applied_once()
+-> anyhow::Result<()> {
+    const TARGETS: usize = 40;
+    const BROKEN: &str = "client-17";
+    let mut cluster = Cluster::start_with(&["tabular", "office", "office"])?;
+    let docx = simple_docx().to_string_lossy().to_string();
+    let broken = cluster.dir.path().join("broken.docx");
+    std::fs::write(&broken, b"PK\x03\x04 this is not a docx")?;
+    let broken = broken.to_string_lossy().to_string();
+    let names: Vec<String> = (0..TARGETS).map(|n| format!("client-{n:02}")).collect();
+    for name in &names {
+        cluster.cli_ok(&["wb", "create", name])?;
+        let file = if name == BROKEN { &broken } else { &docx };
+        cluster.cli_ok(&["wb", "add", name, file, "--as", "report.docx"])?;
+    }
+    cluster.cli_ok(&["wb", "create", "unrelated"])?;
+    let args = r#"{"path": "report.docx", "operations": [{"op": "append_paragraph", "text": "Reviewed for {{workbench}}"}]}"#;
+    let out = cluster.cli_ok(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "client-*",
+        "--tool",
+        "docx_operations",
+        "--args",
+        args,
+        "--concurrency",
+        "3",
+        "--batch-id",
+        "review-40",
+        "--json",
+    ])?;
+    let submitted: serde_json::Value = out.json()?;
+    assert_eq!(submitted["batch_id"], "review-40");
+
+    // Kill the coordinator with the batch part-way, twice.
+    for threshold in [6, 20] {
+        wait_until(Duration::from_secs(60), || {
+            batch_status(&cluster, "review-40").is_ok_and(|view| view.counts.done() >= threshold)
+        })?;
+        cluster.kill_coordinator();
+        cluster.start_coordinator()?;
+    }
+    let view = wait_batch_end(&cluster, "review-40", Duration::from_secs(120))?;
+    assert_eq!(view.state, BatchState::CompletedWithFailures, "{view:?}");
+    let counts = view.counts;
+    assert_eq!(
+        (
+            counts.total,
+            counts.succeeded,
+            counts.failed,
+            counts.cancelled
+        ),
+        (40, 39, 1, 0)
+    );
+    assert_eq!((counts.queued, counts.running), (0, 0));
+    assert_eq!(view.failures.len(), 1);
+    let failure = &view.failures[0];
+    assert_eq!(failure.workbench, BROKEN);
+    let code = failure.error.as_ref().map(|error| error.code.as_str());
+    assert_eq!(code, Some("FILE_READ_FAILED"), "{failure:?}");
+    assert_eq!(failure.job_id.as_deref(), Some("review-40-t17-a0"));
+
+    // Every other workbench got the paragraph exactly once, each from one child job.
+    for name in names.iter().filter(|name| *name != BROKEN) {
+        let text = docx_paragraph_text(&export_draft(&cluster, name)?.join("report.docx"))?;
+        let marker = format!("Reviewed for {name}<");
+        assert_eq!(text.matches(&marker).count(), 1, "{name}: {text}");
+    }
+    let applied = cluster.applied_writes();
+    for (call_id, times) in &applied {
+        assert_eq!(*times, 1, "call {call_id} applied {times} times");
+    }
+    assert_eq!(
+        applied
+            .keys()
+            .filter(|id| id.starts_with("review-40-"))
+            .count(),
+        39
+    );
+    let jobs: Vec<JobView> = cluster.cli_ok(&["jobs", "--json"])?.json()?;
+    assert_eq!(
+        jobs.iter()
+            .filter(|job| job.job_id.starts_with("review-40-"))
+            .count(),
+        40
+    );
+    let human = cluster.cli_ok(&["batch", "status", "review-40"])?.stdout;
+    assert!(
+        human.contains(BROKEN) && human.contains("FILE_READ_FAILED"),
+        "{human}"
+    );
+
+    // Publishing before the retry would settle the 39; instead fix the file and retry.
+    cluster.cli_ok(&["wb", "add", BROKEN, &docx, "--as", "report.docx"])?;
+    let retried = cluster.cli(&["batch", "retry", "review-40", "--wait", "--json"])?;
+    assert!(retried.success, "{retried:?}");
+    let view: BatchView = retried.json()?;
+    assert_eq!(view.state, BatchState::Succeeded);
+    assert_eq!((view.counts.succeeded, view.counts.failed), (40, 0));
+    let nothing = cluster.cli(&["batch", "retry", "review-40"])?;
+    assert!(nothing.failed_with("VALIDATION_FAILED"), "{nothing:?}");
+
+    let settled: serde_json::Value = cluster
+        .cli_ok(&["batch", "publish", "review-40", "--json"])?
+        .json()?;
+    assert_eq!(settled["settled"].as_array().map(Vec::len), Some(40));
+    let listing = cluster.cli_ok(&["wb", "ls", BROKEN, "--json"])?.stdout;
+    assert!(listing.contains("report.docx"), "{listing}");
+    let draft = cluster.cli(&["draft", "diff", "client-03", "--json"])?;
+    assert!(!draft.stdout.contains("report.docx"), "{draft:?}");
+
+    // The batch's events are in their stream.
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let kinds = batch_event_kinds(&client, "review-40").await?;
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("batch_started"),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.iter().any(|kind| kind == "batch_progress"),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|kind| *kind == "batch_finished")
+            .count(),
+        2,
+        "{kinds:?}"
+    );
+    let list = cluster.cli_ok(&["batch", "list"])?.stdout;
+    assert!(
+        list.contains("review-40") && list.contains("succeeded"),
+        "{list}"
+    );
+    Ok(())
+}
+
+async fn batch_event_kinds(
+    client: &async_nats::Client,
+    batch_id: &str,
+) -> anyhow::Result<Vec<String>> {
+    let consumer = async_nats::jetstream::new(client.clone())
+        .get_stream(subjects::batch::EVENTS_STREAM)
+        .await?
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+            filter_subject: subjects::batch::batch_events(batch_id),
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    let mut kinds = Vec::new();
+    while let Ok(Some(message)) =
+        tokio::time::timeout(Duration::from_millis(500), messages.next()).await
+    {
+        let event: BatchEvent =
+            decode(&message?.payload, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
+        kinds.push(event.kind.as_str().to_string());
+    }
+    Ok(kinds)
+}
+
+#[test]
+fn each_file_targets_run_one_after_another_on_one_draft() -> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "reports"])?;
+    let docx = simple_docx().to_string_lossy().to_string();
+    for name in ["a.docx", "b.docx", "in/c.docx", "in/deep/d.docx"] {
+        cluster.cli_ok(&["wb", "add", "reports", &docx, "--as", name])?;
+    }
+    let args = r#"{"path": "{{file}}", "operations": [{"op": "append_paragraph", "text": "Seen {{file_stem}} #{{index}}"}]}"#;
+    let out = cluster.cli(&[
+        "batch",
+        "submit",
+        "--workbench",
+        "reports",
+        "--each-file",
+        "**/*.docx",
+        "--tool",
+        "docx_operations",
+        "--args",
+        args,
+        "--concurrency",
+        "8",
+        "--wait",
+        "--json",
+    ])?;
+    assert!(out.success, "{out:?}\n{}", cluster.logs());
+    let view: BatchView = out.json()?;
+    assert_eq!(view.state, BatchState::Succeeded);
+    assert_eq!((view.counts.total, view.counts.succeeded), (4, 4));
+    let dir = export_draft(&cluster, "reports")?;
+    let expected: BTreeMap<&str, &str> = [
+        ("a.docx", "Seen a #0<"),
+        ("b.docx", "Seen b #1<"),
+        ("in/c.docx", "Seen c #2<"),
+        ("in/deep/d.docx", "Seen d #3<"),
+    ]
+    .into();
+    for (path, marker) in expected {
+        let text = docx_paragraph_text(&dir.join(path))?;
+        assert_eq!(text.matches(marker).count(), 1, "{path}: {text}");
+    }
+    let none = cluster.cli(&[
+        "batch",
+        "submit",
+        "--workbench",
+        "reports",
+        "--each-file",
+        "*.xlsx",
+        "--tool",
+        "docx_operations",
+    ])?;
+    assert!(none.failed_with("VALIDATION_FAILED"), "{none:?}");
+    Ok(())
+}
+
+#[test]
+fn beyond_its_failure_tolerance_a_batch_stops_dispatching_and_fails() -> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    let docx = simple_docx().to_string_lossy().to_string();
+    let broken = cluster.dir.path().join("broken.docx");
+    std::fs::write(&broken, b"not a zip")?;
+    let broken = broken.to_string_lossy().to_string();
+    for n in 0..10 {
+        let name = format!("t-{n}");
+        cluster.cli_ok(&["wb", "create", &name])?;
+        let file = if n < 3 { &broken } else { &docx };
+        cluster.cli_ok(&["wb", "add", &name, file, "--as", "r.docx"])?;
+    }
+    let args = r#"{"path": "r.docx", "operations": [{"op": "append_paragraph", "text": "x"}]}"#;
+    let out = cluster.cli(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "t-*",
+        "--tool",
+        "docx_operations",
+        "--args",
+        args,
+        "--concurrency",
+        "1",
+        "--tolerate-failures",
+        "1",
+        "--wait",
+        "--json",
+    ])?;
+    assert!(!out.success);
+    let view: BatchView = out.json()?;
+    assert_eq!(view.state, BatchState::Failed, "{view:?}");
+    let code = view.error.as_ref().map(|error| error.code.as_str());
+    assert_eq!(code, Some("FAILURE_THRESHOLD_EXCEEDED"));
+    assert_eq!(
+        (
+            view.counts.failed,
+            view.counts.succeeded,
+            view.counts.cancelled
+        ),
+        (2, 0, 8)
+    );
+
+    // A percentage tolerance lets the same failures through.
+    let out = cluster.cli(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "t-*",
+        "--tool",
+        "docx_operations",
+        "--args",
+        args,
+        "--concurrency",
+        "4",
+        "--tolerate-failures",
+        "30%",
+        "--wait",
+        "--json",
+        "--continue-draft",
+    ])?;
+    let view: BatchView = out.json()?;
+    assert_eq!(view.state, BatchState::CompletedWithFailures, "{view:?}");
+    assert_eq!((view.counts.failed, view.counts.succeeded), (3, 7));
+
+    // Bad input at the CLI and the verbs.
+    for (args, code) in [
+        (vec!["batch", "status", "nope"], "NOT_FOUND"),
+        (
+            vec![
+                "batch",
+                "submit",
+                "--workbenches",
+                "zzz-*",
+                "--tool",
+                "docx_operations",
+            ],
+            "VALIDATION_FAILED",
+        ),
+        (
+            vec![
+                "batch",
+                "submit",
+                "--workbenches",
+                "t-*",
+                "--tool",
+                "docx_operations",
+                "--tolerate-failures",
+                "150%",
+            ],
+            "VALIDATION_FAILED",
+        ),
+        (
+            vec![
+                "batch",
+                "submit",
+                "--workbenches",
+                "t-*",
+                "--tool",
+                "docx_operations",
+                "--concurrency",
+                "0",
+            ],
+            "VALIDATION_FAILED",
+        ),
+        (
+            vec![
+                "batch",
+                "submit",
+                "--workbenches",
+                "t-*",
+                "--message",
+                "hi",
+                "--model",
+                "openai-compat:http://203.0.113.9/v1#m",
+            ],
+            "MODEL_NOT_ALLOWED",
+        ),
+        (
+            vec![
+                "batch",
+                "submit",
+                "--workbenches",
+                "t-*",
+                "--tool",
+                "table_query",
+                "--args",
+                r#"{"path": "{{nope}}"}"#,
+            ],
+            "VALIDATION_FAILED",
+        ),
+        (
+            vec![
+                "batch",
+                "submit",
+                "--batch-id",
+                "../x",
+                "--workbenches",
+                "t-*",
+                "--tool",
+                "list_files",
+            ],
+            "VALIDATION_FAILED",
+        ),
+    ] {
+        let out = cluster.cli(&args)?;
+        assert!(out.failed_with(code), "{args:?}: {out:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_cancelled_batch_ends_cancelled_and_concurrency_changes_while_it_runs() -> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    let docx = simple_docx().to_string_lossy().to_string();
+    for n in 0..30 {
+        let name = format!("c-{n:02}");
+        cluster.cli_ok(&["wb", "create", &name])?;
+        cluster.cli_ok(&["wb", "add", &name, &docx, "--as", "r.docx"])?;
+    }
+    let args = r#"{"path": "r.docx", "operations": [{"op": "append_paragraph", "text": "x"}]}"#;
+    cluster.cli_ok(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "c-*",
+        "--tool",
+        "docx_operations",
+        "--args",
+        args,
+        "--concurrency",
+        "1",
+        "--batch-id",
+        "to-cancel",
+    ])?;
+    let updated: BatchView = cluster
+        .cli_ok(&[
+            "batch",
+            "update",
+            "to-cancel",
+            "--concurrency",
+            "2",
+            "--json",
+        ])?
+        .json()?;
+    assert_eq!(updated.concurrency, 2);
+    let bad = cluster.cli(&["batch", "update", "to-cancel", "--concurrency", "0"])?;
+    assert!(bad.failed_with("VALIDATION_FAILED"), "{bad:?}");
+    cluster.cli_ok(&["batch", "cancel", "to-cancel"])?;
+    let view = wait_batch_end(&cluster, "to-cancel", Duration::from_secs(60))?;
+    assert_eq!(view.state, BatchState::Cancelled, "{view:?}");
+    let counts = view.counts;
+    assert!(counts.cancelled > 0, "{counts:?}");
+    assert_eq!(counts.succeeded + counts.failed + counts.cancelled, 30);
+    assert_eq!((counts.queued, counts.running), (0, 0));
+    let again = cluster.cli(&["batch", "cancel", "to-cancel"])?;
+    assert!(again.failed_with("VALIDATION_FAILED"), "{again:?}");
+    // Only the targets that ran changed their workbench.
+    let drafts = (0..30)
+        .filter(|n| {
+            cluster
+                .cli(&["draft", "diff", &format!("c-{n:02}"), "--json"])
+                .is_ok_and(|out| out.stdout.contains("r.docx"))
+        })
+        .count() as u64;
+    assert_eq!(drafts, counts.succeeded);
+    Ok(())
+}
