@@ -467,7 +467,7 @@ fn outcome(record: &BatchRecord) -> (BatchState, Option<ErrorBody>) {
         return (BatchState::Succeeded, None);
     }
     let error = ErrorBody::new(
-        ErrorCode::ItemsFailed,
+        ErrorCode::TargetsFailed,
         format!(
             "{} of {} targets failed (`atelier batch status {}` names them; `atelier batch retry` runs them again)",
             counts.failed, counts.total, record.batch_id

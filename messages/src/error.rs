@@ -45,11 +45,13 @@ pub enum ErrorCode {
     ModelOutputDegenerate,
     /// More of a batch's targets failed than it tolerates; it stopped dispatching.
     FailureThresholdExceeded,
+    /// A batch ran every target but some failed (within its tolerance).
+    TargetsFailed,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 29] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -79,6 +81,7 @@ impl ErrorCode {
         ErrorCode::ToolCallInvalid,
         ErrorCode::ModelOutputDegenerate,
         ErrorCode::FailureThresholdExceeded,
+        ErrorCode::TargetsFailed,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -113,6 +116,7 @@ impl ErrorCode {
             ErrorCode::ToolCallInvalid => "TOOL_CALL_INVALID",
             ErrorCode::ModelOutputDegenerate => "MODEL_OUTPUT_DEGENERATE",
             ErrorCode::FailureThresholdExceeded => "FAILURE_THRESHOLD_EXCEEDED",
+            ErrorCode::TargetsFailed => "TARGETS_FAILED",
         }
     }
 }

@@ -137,7 +137,12 @@ fn run_exports_a_table_into_the_draft_without_a_model_and_prints_read_results() 
     let job: JobView = failed.json()?;
     assert_eq!(job.state, JobState::Failed);
     let code = job.error.map(|error| error.code.as_str().to_string());
-    assert_eq!(code.as_deref(), Some("FILE_READ_FAILED"), "{}", failed.stdout);
+    assert_eq!(
+        code.as_deref(),
+        Some("FILE_READ_FAILED"),
+        "{}",
+        failed.stdout
+    );
     Ok(())
 }
 
@@ -345,6 +350,64 @@ async fn a_forty_workbench_batch_survives_a_coordinator_sigkill_with_every_edit_
         list.contains("review-40") && list.contains("succeeded"),
         "{list}"
     );
+    Ok(())
+}
+
+/// Other clients submit batches as JSON (the `nats req` of docs/protocol.md) or MessagePack.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_submitted_as_json_over_nats_runs_like_one_from_the_cli() -> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("n-1", "plan.csv")?;
+    cluster.workbench_with_launch_plan("n-2", "plan.csv")?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let submit = serde_json::json!({
+        "v": 1, "batch_id": "over-nats",
+        "targets": {"kind": "workbenches", "glob": "n-*"},
+        "action": {"kind": "tool", "tool": "table_export", "args": {
+            "path": "plan.csv", "target_path": "{{workbench}}.csv", "format": "csv"}},
+        "concurrency": 2
+    });
+    let reply = atelier_tests::nats_request(
+        &client,
+        subjects::batch::SUBMIT,
+        serde_json::to_vec(&submit)?,
+        true,
+    )
+    .await?;
+    let reply: serde_json::Value = serde_json::from_slice(&reply)?;
+    assert_eq!(reply["ok"]["batch_id"], "over-nats", "{reply}");
+    assert_eq!(reply["ok"]["total"], 2, "{reply}");
+    let view = wait_batch_end(&cluster, "over-nats", Duration::from_secs(60))?;
+    assert_eq!(view.state, BatchState::Succeeded);
+    for name in ["n-1", "n-2"] {
+        let csv = cluster
+            .cli_ok(&["wb", "cat", name, &format!("{name}.csv"), "--draft"])?
+            .stdout;
+        assert_eq!(csv.lines().count(), 6, "{csv}");
+    }
+    // The typed verb (MessagePack) answers the same batch; a malformed one gets its code.
+    let status = atelier_messages::batch::GetBatch {
+        v: 1,
+        batch_id: "over-nats".into(),
+    };
+    let view = atelier_transport::request(
+        &client,
+        &status,
+        atelier_transport::Policy::once(Duration::from_secs(5)),
+    )
+    .await
+    .map_err(|error| anyhow::anyhow!("{error}"))?;
+    assert_eq!(view.counts.succeeded, 2);
+    let bad = serde_json::json!({"v": 1, "batch_id": "x", "targets": {"kind": "nope"}});
+    let reply = atelier_tests::nats_request(
+        &client,
+        subjects::batch::SUBMIT,
+        serde_json::to_vec(&bad)?,
+        true,
+    )
+    .await?;
+    let reply: serde_json::Value = serde_json::from_slice(&reply)?;
+    assert_eq!(reply["error"]["code"], "VALIDATION_FAILED", "{reply}");
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use anyhow::{Context, bail, ensure};
 use atelier_messages::job::{JobEvent, JobState, JobView};
 use atelier_messages::store::DraftDiff;
 use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
-use atelier_tests::{Cluster, NatsServer, atelier_bin, launch_plan_csv, wait_until};
+use atelier_tests::{Cluster, NatsServer, atelier_bin, fixtures, launch_plan_csv, wait_until};
 use serde_json::{Value, json};
 
 /// An HTTP client (reqwest is built without a TLS provider; install ring's as the binary does).
@@ -1074,6 +1074,86 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
         "w3-regenerated",
         "w4-restored",
     ] {
+        let size = std::fs::metadata(artifacts.join(format!("{shot}.png")))?.len();
+        assert!(size > 1000, "screenshot {shot} is empty");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and_publishes()
+-> anyhow::Result<()> {
+    if std::env::var_os("ATELIER_SKIP_BROWSER_TEST").is_some() {
+        return Ok(());
+    }
+    let chromium = browser_setup()?;
+    let cluster = Cluster::start()?;
+    let docx = fixtures().join("keenbench/office/simple.docx");
+    let docx = docx.to_string_lossy().to_string();
+    let broken = cluster.dir.path().join("broken.docx");
+    std::fs::write(&broken, b"not a docx")?;
+    let broken = broken.to_string_lossy().to_string();
+    for n in 0..6 {
+        let name = format!("ui-{n}");
+        cluster.cli_ok(&["wb", "create", &name])?;
+        let file = if n == 4 { &broken } else { &docx };
+        cluster.cli_ok(&["wb", "add", &name, file, "--as", "r.docx"])?;
+    }
+    let args = r#"{"path": "r.docx", "operations": [{"op": "append_paragraph", "text": "ok"}]}"#;
+    let out = cluster.cli(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "ui-*",
+        "--tool",
+        "docx_operations",
+        "--args",
+        args,
+        "--batch-id",
+        "ui-batch",
+        "--wait",
+    ])?;
+    assert!(!out.success, "one target fails: {out:?}");
+    cluster.cli_ok(&["wb", "add", "ui-4", &docx, "--as", "r.docx"])?;
+    let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
+    let api = dashboard.get("/api/batches/ui-batch").await?;
+    assert_eq!(api["batch"]["state"], "completed_with_failures", "{api}");
+    assert_eq!(api["failed"][0]["workbench"], "ui-4", "{api}");
+
+    let artifacts = browser_dir().join("artifacts-batches");
+    let _ = std::fs::remove_dir_all(&artifacts);
+    std::fs::create_dir_all(&artifacts)?;
+    let chromium_path = chromium.to_string_lossy().to_string();
+    let artifacts_path = artifacts.to_string_lossy().to_string();
+    let env = [
+        ("DASHBOARD_URL", dashboard.url.as_str()),
+        ("BATCH", "ui-batch"),
+        ("CHROMIUM_PATH", chromium_path.as_str()),
+        ("ARTIFACTS", artifacts_path.as_str()),
+    ];
+    let result = run_browser_script("batches.test.mjs", &env, &cluster, |_| Ok(()))?;
+    assert_eq!(result.get("error"), None, "{result}");
+    assert_eq!(result["listState"], "completed_with_failures");
+    assert_eq!(result["listProgress"], "6 / 6");
+    assert_eq!(result["before"]["succeeded"], "5");
+    assert_eq!(result["before"]["failed"], "1");
+    assert_eq!(
+        result["failures"],
+        json!([{"workbench": "ui-4", "code": "FILE_READ_FAILED"}])
+    );
+    assert_eq!(result["jobHash"], "#/jobs/ui-batch-t4-a0");
+    assert_eq!(result["after"]["succeeded"], "6");
+    assert_eq!(result["after"]["failed"], "0");
+    let toast = result["toast"].as_str().unwrap_or_default();
+    assert!(toast.starts_with("Published"), "{result}");
+    // What the browser did is what the CLI sees: every draft was published.
+    for n in 0..6 {
+        let diff: DraftDiff = cluster
+            .cli_ok(&["draft", "diff", &format!("ui-{n}"), "--json"])?
+            .json()?;
+        assert!(!diff.has_draft, "ui-{n} still has a draft");
+    }
+    for shot in ["b1-list", "b2-batch", "b3-retried"] {
         let size = std::fs::metadata(artifacts.join(format!("{shot}.png")))?.len();
         assert!(size > 1000, "screenshot {shot} is empty");
     }

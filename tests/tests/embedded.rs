@@ -277,6 +277,23 @@ fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()>
             serde_json::from_slice::<serde_json::Value>(&jobs.stdout)?,
             serde_json::json!([])
         );
+        // The client role reaches the workshop and batch verbs (the CLI's history and batches).
+        let history = up.cli(&["history", "mine", "--json"])?;
+        assert!(
+            history.status.success(),
+            "{}",
+            String::from_utf8_lossy(&history.stderr)
+        );
+        let batches = up.cli(&["batch", "list", "--json"])?;
+        assert!(
+            batches.status.success(),
+            "{}",
+            String::from_utf8_lossy(&batches.stderr)
+        );
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&batches.stdout)?,
+            serde_json::json!([])
+        );
         anyhow::Ok(())
     })
 }

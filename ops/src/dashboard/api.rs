@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dashboard::auth::{self, api_error};
 use crate::dashboard::live::{Current, JobTrace};
-use crate::dashboard::{AppState, job_events, workers, workshop};
+use crate::dashboard::{AppState, batches, job_events, workers, workshop};
 use crate::metrics::{self, Registry};
 
 /// How long a request to the coordinator may take.
@@ -36,6 +36,7 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const LOGIN_HTML: &str = include_str!("assets/login.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const WORKBENCH_JS: &str = include_str!("assets/workbench.js");
+const BATCHES_JS: &str = include_str!("assets/batches.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
 pub(super) type Shared = Arc<AppState>;
@@ -50,6 +51,10 @@ pub fn router(state: Shared) -> Router {
         .route(
             "/assets/workbench.js",
             get(|| asset(WORKBENCH_JS, "text/javascript")),
+        )
+        .route(
+            "/assets/batches.js",
+            get(|| asset(BATCHES_JS, "text/javascript")),
         )
         .route("/assets/app.css", get(|| asset(APP_CSS, "text/css")))
         .route("/api/status", get(status))
@@ -81,6 +86,12 @@ pub fn router(state: Shared) -> Router {
             "/api/workbenches/{name}/restore/{checkpoint}",
             post(workshop::restore),
         )
+        .route("/api/batches", get(batches::list))
+        .route("/api/batches/{id}", get(batches::batch))
+        .route("/api/batches/{id}/cancel", post(batches::cancel))
+        .route("/api/batches/{id}/retry", post(batches::retry))
+        .route("/api/batches/{id}/publish", post(batches::publish))
+        .route("/api/batches/{id}/discard", post(batches::discard))
         .route("/api/workers", get(pools))
         .route("/api/throughput", get(throughput))
         .route("/api/live", get(live))

@@ -11,11 +11,14 @@
 //! - [`api`]: the HTTP routes (pages, `/api/...`, `/metrics`).
 //! - [`auth`]: the bearer token (required beyond loopback) and the login cookie.
 //! - [`workers`]: pools and instances from `$SRV.INFO`/`$SRV.STATS`.
+//! - [`batches`]: the batch pages' API (list, progress, failures, cancel, retry, publish,
+//!   discard) over `atelier.batch.*`.
 //! - [`workshop`]: the workbench page's API (conversation, checkpoints, rewind, regenerate,
 //!   restore) over `atelier.workshop.*`.
 
 pub mod api;
 pub mod auth;
+pub mod batches;
 pub mod live;
 pub mod workers;
 pub mod workshop;
