@@ -1,0 +1,394 @@
+//! Batch benchmark: a model-free batch over 1,000 workbenches — per target a docx
+//! `replace_text` and an xlsx `set_cells`, as one two-step workflow — end to end (submission,
+//! the BatchRunner, one child job per target, the office pool, the draft writes), with 1 and
+//! then 2 office worker processes; and, in the same run, the same edits done by a plain Python
+//! script driving python-docx and openpyxl over the same files on local disk.
+//!
+//! A third pass runs a non-idempotent batch (`append_paragraph`) over the same 1,000
+//! workbenches and SIGKILLs the coordinator twice while it runs, then checks that every
+//! target succeeded and every draft write was applied exactly once.
+//!
+//! ```sh
+//! pip install openpyxl python-docx
+//! cargo build --release --bin atelier
+//! cargo bench -p atelier-tests --bench batch
+//! ```
+//! `BATCH_TARGETS` (default 1000) and `BATCH_CONCURRENCY` (default 16) change the size.
+#![allow(clippy::print_stdout)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, ensure};
+use atelier_messages::PROTOCOL_VERSION;
+use atelier_messages::batch::{
+    BatchAction, BatchState, BatchView, GetBatch, SubmitBatch, TargetSet,
+};
+use atelier_messages::store::{AddFiles, CreateWorkbench, FileContent, ReadFile, View};
+use atelier_messages::workflow::{Workflow, WorkflowStep};
+use atelier_tests::{Cluster, fixtures};
+use atelier_transport::Policy;
+use serde_json::json;
+
+const PYTHON: &str = r#"
+import json, os, sys, time
+root, count = sys.argv[1], int(sys.argv[2])
+import docx, openpyxl
+t = time.perf_counter()
+for n in range(count):
+    folder = os.path.join(root, "w-%04d" % n)
+    d = docx.Document(os.path.join(folder, "report.docx"))
+    for p in d.paragraphs:
+        for run in p.runs:
+            if "Introduction" in run.text:
+                run.text = run.text.replace("Introduction", "Introduction for w-%04d" % n)
+    d.save(os.path.join(folder, "report.out.docx"))
+    wb = openpyxl.load_workbook(os.path.join(folder, "sheet.xlsx"))
+    ws = wb["Summary"]
+    ws["H1"] = "Reviewed"
+    ws["H2"] = n
+    wb.save(os.path.join(folder, "sheet.out.xlsx"))
+print(json.dumps({"seconds": time.perf_counter() - t}))
+"#;
+
+fn targets() -> usize {
+    std::env::var("BATCH_TARGETS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(1_000)
+}
+
+fn concurrency() -> u32 {
+    std::env::var("BATCH_CONCURRENCY")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(16)
+}
+
+fn name(n: usize) -> String {
+    format!("w-{n:04}")
+}
+
+fn quick() -> Policy {
+    Policy::once(Duration::from_secs(60))
+}
+
+async fn request<V: atelier_messages::verb::Verb>(
+    client: &async_nats::Client,
+    verb: &V,
+) -> anyhow::Result<V::Reply> {
+    atelier_transport::request(client, verb, quick())
+        .await
+        .map_err(|error| anyhow::anyhow!("{error}"))
+}
+
+/// Creates the workbenches, each with `report.docx` and `sheet.xlsx`.
+async fn create_workbenches(
+    client: &async_nats::Client,
+    count: usize,
+    docx: &[u8],
+    xlsx: &[u8],
+) -> anyhow::Result<()> {
+    for n in 0..count {
+        let workbench = name(n);
+        request(
+            client,
+            &CreateWorkbench {
+                v: PROTOCOL_VERSION,
+                workbench: workbench.clone(),
+            },
+        )
+        .await?;
+        let files = vec![
+            FileContent {
+                path: "report.docx".into(),
+                content: serde_bytes::ByteBuf::from(docx.to_vec()),
+            },
+            FileContent {
+                path: "sheet.xlsx".into(),
+                content: serde_bytes::ByteBuf::from(xlsx.to_vec()),
+            },
+        ];
+        request(
+            client,
+            &AddFiles {
+                v: PROTOCOL_VERSION,
+                workbench,
+                files,
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn step(tool: &str, args: serde_json::Value) -> WorkflowStep {
+    WorkflowStep {
+        tool: tool.into(),
+        args,
+        name: None,
+    }
+}
+
+fn edit_workflow() -> Workflow {
+    Workflow {
+        name: Some("review".into()),
+        steps: vec![
+            step(
+                "docx_operations",
+                json!({"path": "report.docx", "operations": [
+                    {"op": "replace_text", "search": "Introduction", "replace": "Introduction for {{workbench}}"}]}),
+            ),
+            step(
+                "xlsx_operations",
+                json!({"path": "sheet.xlsx", "operations": [{"op": "set_cells", "sheet": "Summary", "cells": [
+                    {"cell": "H1", "value": "Reviewed"}, {"cell": "H2", "value": "{{index}}", "type": "number"}]}]}),
+            ),
+        ],
+    }
+}
+
+fn append_workflow() -> Workflow {
+    Workflow {
+        name: Some("append".into()),
+        steps: vec![step(
+            "docx_operations",
+            json!({"path": "report.docx", "operations": [
+                {"op": "append_paragraph", "text": "Appended once for {{workbench}}"}]}),
+        )],
+    }
+}
+
+async fn submit(
+    client: &async_nats::Client,
+    batch_id: &str,
+    workflow: Workflow,
+    continue_draft: bool,
+) -> anyhow::Result<()> {
+    let submit = SubmitBatch {
+        v: PROTOCOL_VERSION,
+        batch_id: batch_id.into(),
+        targets: TargetSet::Workbenches {
+            names: Vec::new(),
+            glob: Some("w-*".into()),
+        },
+        action: BatchAction::Workflow {
+            workflow,
+            vars: Default::default(),
+        },
+        concurrency: Some(concurrency()),
+        tolerate_failures: None,
+        auto_approve: true,
+        continue_draft,
+    };
+    request(client, &submit).await?;
+    Ok(())
+}
+
+async fn status(client: &async_nats::Client, batch_id: &str) -> anyhow::Result<BatchView> {
+    request(
+        client,
+        &GetBatch {
+            v: PROTOCOL_VERSION,
+            batch_id: batch_id.into(),
+        },
+    )
+    .await
+}
+
+async fn wait_end(client: &async_nats::Client, batch_id: &str) -> anyhow::Result<BatchView> {
+    loop {
+        // The coordinator may be restarting.
+        if let Ok(view) = status(client, batch_id).await
+            && view.state.is_terminal()
+        {
+            return Ok(view);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Peak resident memory of a process, in MiB.
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| {
+            value
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+struct Pass {
+    workers: usize,
+    seconds: f64,
+    coordinator_peak_mib: f64,
+}
+
+async fn timed_pass(workers: usize, docx: &[u8], xlsx: &[u8]) -> anyhow::Result<Pass> {
+    let pools = vec!["office"; workers];
+    let cluster = Cluster::start_with(&pools)?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let count = targets();
+    create_workbenches(&client, count, docx, xlsx).await?;
+    let started = Instant::now();
+    submit(&client, "bench", edit_workflow(), false).await?;
+    let view = wait_end(&client, "bench").await?;
+    let seconds = started.elapsed().as_secs_f64();
+    ensure!(
+        view.state == BatchState::Succeeded && view.counts.succeeded == count as u64,
+        "the batch did not succeed: {view:?}"
+    );
+    let pid = cluster
+        .coordinator
+        .as_ref()
+        .and_then(atelier_tests::Process::pid)
+        .unwrap_or(0);
+    Ok(Pass {
+        workers,
+        seconds,
+        coordinator_peak_mib: peak_rss_mib(pid),
+    })
+}
+
+/// The non-idempotent batch with two coordinator SIGKILLs; returns the seconds it took.
+async fn killed_pass(docx: &[u8], xlsx: &[u8]) -> anyhow::Result<f64> {
+    let mut cluster = Cluster::start_with(&["office", "office"])?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let count = targets();
+    create_workbenches(&client, count, docx, xlsx).await?;
+    let started = Instant::now();
+    submit(&client, "killed", append_workflow(), false).await?;
+    for fraction in [4, 2] {
+        loop {
+            let view = status(&client, "killed").await?;
+            if view.counts.done() >= (count / fraction) as u64 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        cluster.kill_coordinator();
+        cluster.start_coordinator()?;
+    }
+    let view = wait_end(&client, "killed").await?;
+    let seconds = started.elapsed().as_secs_f64();
+    ensure!(
+        view.state == BatchState::Succeeded && view.counts.succeeded == count as u64,
+        "the killed batch did not succeed: {view:?}"
+    );
+    let applied = cluster.applied_writes();
+    let ours: Vec<_> = applied
+        .iter()
+        .filter(|(call_id, _)| call_id.starts_with("killed-"))
+        .collect();
+    ensure!(
+        ours.len() == count,
+        "{} of {count} children applied a write",
+        ours.len()
+    );
+    ensure!(
+        ours.iter().all(|(_, times)| **times == 1),
+        "a write was applied twice"
+    );
+    // And the documents say so: one appended paragraph in every 10th workbench.
+    for n in (0..count).step_by(10) {
+        let file = request(
+            &client,
+            &ReadFile {
+                v: PROTOCOL_VERSION,
+                workbench: name(n),
+                path: "report.docx".into(),
+                view: View::Draft,
+            },
+        )
+        .await?;
+        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(file.content.into_vec()))?;
+        let mut xml = String::new();
+        std::io::Read::read_to_string(&mut archive.by_name("word/document.xml")?, &mut xml)?;
+        let marker = format!("Appended once for {}<", name(n));
+        ensure!(
+            xml.matches(&marker).count() == 1,
+            "{}: not exactly once",
+            name(n)
+        );
+    }
+    Ok(seconds)
+}
+
+fn python_baseline(root: &Path, docx: &[u8], xlsx: &[u8]) -> anyhow::Result<Option<f64>> {
+    let count = targets();
+    for n in 0..count {
+        let folder = root.join(name(n));
+        std::fs::create_dir_all(&folder)?;
+        std::fs::write(folder.join("report.docx"), docx)?;
+        std::fs::write(folder.join("sheet.xlsx"), xlsx)?;
+    }
+    let output = std::process::Command::new("python3")
+        .args(["-c", PYTHON])
+        .arg(root)
+        .arg(count.to_string())
+        .output()
+        .context("python3 is missing")?;
+    if !output.status.success() {
+        println!(
+            "python baseline skipped: {}",
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+        return Ok(None);
+    }
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    Ok(result["seconds"].as_f64())
+}
+
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
+    let docx = std::fs::read(fixtures().join("keenbench/office/simple.docx"))?;
+    let xlsx = std::fs::read(fixtures().join("keenbench/office/multi-sheet.xlsx"))?;
+    let count = targets();
+    let scratch = tempfile::tempdir()?;
+    let python = python_baseline(scratch.path(), &docx, &xlsx)?;
+    let mut passes = Vec::new();
+    for workers in [1, 2] {
+        passes.push(timed_pass(workers, &docx, &xlsx).await?);
+    }
+    let killed = killed_pass(&docx, &xlsx).await?;
+    println!(
+        "{count} targets, concurrency {}, two steps per target (docx replace_text, xlsx set_cells)\n",
+        concurrency()
+    );
+    println!("| run | wall time | targets/s | coordinator peak RSS |");
+    println!("|---|---|---|---|");
+    for pass in &passes {
+        println!(
+            "| batch, {} office worker(s) | {:.1} s | {:.1} | {:.0} MiB |",
+            pass.workers,
+            pass.seconds,
+            count as f64 / pass.seconds,
+            pass.coordinator_peak_mib
+        );
+    }
+    if let Some(seconds) = python {
+        println!(
+            "| python-docx + openpyxl script, local files, one process | {seconds:.1} s | {:.1} | — |",
+            count as f64 / seconds
+        );
+    }
+    println!(
+        "| append_paragraph batch, 2 workers, coordinator SIGKILLed twice (every write applied once) | {killed:.1} s | {:.1} | — |",
+        count as f64 / killed
+    );
+    Ok(())
+}
