@@ -504,3 +504,140 @@ impl Batches {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use atelier_messages::PROTOCOL_VERSION;
+    use atelier_messages::batch::FailureTolerance;
+
+    use super::*;
+
+    fn submit(batch_id: &str) -> SubmitBatch {
+        SubmitBatch {
+            v: PROTOCOL_VERSION,
+            batch_id: batch_id.into(),
+            targets: TargetSet::Workbenches {
+                names: vec![],
+                glob: Some("*".into()),
+            },
+            action: BatchAction::Message {
+                message: "m".into(),
+                model: None,
+            },
+            concurrency: None,
+            tolerate_failures: Some(FailureTolerance::Percent(10)),
+            auto_approve: false,
+            continue_draft: false,
+        }
+    }
+
+    fn batches() -> (tempfile::TempDir, Batches) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = Storage::open(&dir.path().join("db")).expect("storage");
+        (dir, Batches::new(storage))
+    }
+
+    #[test]
+    fn ten_thousand_targets_are_read_a_page_at_a_time_and_counts_add_up() {
+        let (_dir, batches) = batches();
+        // 5,000 workbenches with two targets each: a workbench's second target continues the
+        // draft its first one made.
+        let targets: Vec<(String, Option<String>)> = (0..10_000)
+            .map(|n| (format!("w{}", n % 5_000), Some(format!("f{n}"))))
+            .collect();
+        let record = batches.create(&submit("b"), 8, &targets).expect("create");
+        assert_eq!(
+            (record.counts.total, record.counts.queued),
+            (10_000, 10_000)
+        );
+        let first = batches.page("b", None, 0, 1).expect("page");
+        let second = batches.page("b", None, 5_000, 1).expect("page");
+        assert!(!first[0].continue_draft && second[0].continue_draft);
+
+        let busy: HashSet<String> = ["w1".to_string()].into();
+        let (picked, cursor) = batches.next_queued("b", 0, &busy, 8, 4_096).expect("next");
+        let indexes: Vec<u64> = picked.iter().map(|target| target.index).collect();
+        assert_eq!(indexes, vec![0, 2, 3, 4, 5, 6, 7, 8], "w1 is busy");
+        assert_eq!(cursor, 0);
+
+        for target in &picked {
+            let (_, running) = batches.dispatch("b", target.index).expect("dispatch");
+            assert_eq!(
+                running.job_id.as_deref(),
+                Some(format!("b-t{}-a0", target.index).as_str())
+            );
+        }
+        // A second dispatch of a running target changes nothing.
+        let (record, _) = batches.dispatch("b", 0).expect("dispatch again");
+        assert_eq!(record.counts.running, 8);
+        batches
+            .finish_target("b", 0, "b-t0-a0", TargetState::Succeeded, None)
+            .expect("finish");
+        // Another attempt's job id does not end the target.
+        let (record, _) = batches
+            .finish_target("b", 2, "b-t2-a9", TargetState::Failed, None)
+            .expect("stale finish");
+        assert_eq!(record.counts.running, 7);
+        let error = ErrorBody::new(ErrorCode::FileReadFailed, "broken");
+        let (record, _) = batches
+            .finish_target("b", 2, "b-t2-a0", TargetState::Failed, Some(error))
+            .expect("finish");
+        let counts = record.counts;
+        assert_eq!(
+            (
+                counts.queued,
+                counts.running,
+                counts.succeeded,
+                counts.failed
+            ),
+            (9_992, 6, 1, 1)
+        );
+        assert!(!record.beyond_tolerance());
+        let (_, cursor) = batches
+            .next_queued("b", 0, &HashSet::new(), 1, 4_096)
+            .expect("next");
+        assert_eq!(cursor, 1, "target 1 is the lowest still queued");
+
+        let record = batches.cancel_queued("b").expect("cancel");
+        assert_eq!((record.counts.queued, record.counts.cancelled), (0, 9_992));
+        assert_eq!(
+            batches.view("b").expect("view").failures[0]
+                .error
+                .as_ref()
+                .map(|e| e.code),
+            Some(ErrorCode::FileReadFailed)
+        );
+    }
+
+    #[test]
+    fn retry_queues_failed_targets_as_new_attempts_once_the_batch_ended() {
+        let (_dir, batches) = batches();
+        let targets = vec![("a".to_string(), None), ("b".to_string(), None)];
+        batches.create(&submit("r"), 2, &targets).expect("create");
+        for index in 0..2 {
+            batches.dispatch("r", index).expect("dispatch");
+        }
+        batches
+            .finish_target("r", 0, "r-t0-a0", TargetState::Succeeded, None)
+            .expect("finish");
+        batches
+            .finish_target("r", 1, "r-t1-a0", TargetState::Failed, None)
+            .expect("finish");
+        let running = batches.retry("r").expect_err("still running");
+        assert_eq!(running.to_body().code, ErrorCode::ValidationFailed);
+        batches
+            .update("r", |record| {
+                record.state = BatchState::CompletedWithFailures;
+                Ok(())
+            })
+            .expect("end");
+        let record = batches.retry("r").expect("retry");
+        assert_eq!(record.state, BatchState::Running);
+        assert_eq!((record.counts.queued, record.counts.failed), (1, 0));
+        let (_, target) = batches.dispatch("r", 1).expect("dispatch");
+        assert_eq!(target.job_id.as_deref(), Some("r-t1-a1"));
+        // Creating the same id again answers the existing batch.
+        let again = batches.create(&submit("r"), 9, &[]).expect("create again");
+        assert_eq!(again.counts.total, 2);
+    }
+}

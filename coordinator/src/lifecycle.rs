@@ -135,6 +135,8 @@ mod tests {
             run: 0,
             approvals: Default::default(),
             message_id: None,
+            workflow: None,
+            batch_id: None,
         }
     }
 
