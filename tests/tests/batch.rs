@@ -104,6 +104,22 @@ fn run_exports_a_table_into_the_draft_without_a_model_and_prints_read_results() 
         out.stdout
     );
 
+    // The approval rules of agent jobs hold: a delete waits for a person, then runs.
+    let delete = r#"{"path": "plan.csv"}"#;
+    let job_id = cluster
+        .cli_ok(&["run", "q3", "delete_file", "--args", delete, "--continue-draft"])?
+        .stdout
+        .trim()
+        .to_string();
+    let waiting = cluster.wait_for_state(&job_id, JobState::AwaitingApproval)?;
+    let pending = waiting.pending_approval.map(|pending| pending.tool);
+    assert_eq!(pending.as_deref(), Some("delete_file"));
+    assert!(cluster.draft_digests("q3")?.contains_key("plan.csv"));
+    cluster.cli_ok(&["approve", &job_id])?;
+    let done = cluster.wait_finished(&job_id, Duration::from_secs(30))?;
+    assert_eq!(done.state, JobState::Succeeded, "{done:?}");
+    assert!(!cluster.draft_digests("q3")?.contains_key("plan.csv"));
+
     // The conversation records both runs as user messages.
     let history = cluster.cli_ok(&["history", "q3"])?.stdout;
     assert!(history.contains("[run] table_export"), "{history}");
