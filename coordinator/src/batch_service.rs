@@ -175,16 +175,7 @@ impl BatchService {
         let batches = self.batches.clone();
         let batch_id = request.batch_id.clone();
         blocking(move || {
-            batches.update(&batch_id, |record| {
-                if record.state.is_terminal() {
-                    return Err(ErrorBody::new(
-                        ErrorCode::ValidationFailed,
-                        format!("batch `{batch_id}` already ended ({})", record.state),
-                    ));
-                }
-                record.cancel_requested = true;
-                Ok(())
-            })
+            batches.update_running(&batch_id, |record| record.cancel_requested = true)
         })
         .await?;
         if !batch_runner::tell(&request.batch_id, BatchRunnerMsg::Cancel) {
@@ -198,15 +189,8 @@ impl BatchService {
         let batches = self.batches.clone();
         let batch_id = request.batch_id.clone();
         blocking(move || {
-            batches.update(&batch_id, |record| {
-                if record.state.is_terminal() {
-                    return Err(ErrorBody::new(
-                        ErrorCode::ValidationFailed,
-                        format!("batch `{batch_id}` already ended ({})", record.state),
-                    ));
-                }
+            batches.update_running(&batch_id, |record| {
                 record.concurrency = request.concurrency;
-                Ok(())
             })
         })
         .await?;

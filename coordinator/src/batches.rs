@@ -410,24 +410,35 @@ impl Batches {
         batch_id: &str,
         change: impl Fn(&mut BatchRecord) -> Result<(), ErrorBody>,
     ) -> Result<BatchRecord, CoordinatorError> {
-        let tree = self.batches()?;
-        loop {
-            let current = tree
-                .get(batch_id.as_bytes())?
-                .ok_or_else(|| CoordinatorError::from(not_found(batch_id)))?;
-            let mut record: BatchRecord = storage::decode(&current)?;
-            change(&mut record)?;
-            record.updated_at_ms = now_ms();
-            let swapped = tree.compare_and_swap(
-                batch_id.as_bytes(),
-                Some(current),
-                Some(storage::encode(&record)?),
-            )?;
-            if swapped.is_ok() {
-                self.storage.flush()?;
-                return Ok(record);
+        let missing = || not_found(batch_id);
+        self.storage.update(
+            trees::BATCHES,
+            batch_id.as_bytes(),
+            missing,
+            |record: &mut BatchRecord| {
+                change(record)?;
+                record.updated_at_ms = now_ms();
+                Ok(())
+            },
+        )
+    }
+
+    /// Like [`Batches::update`], refused with `VALIDATION_FAILED` once the batch has ended.
+    pub fn update_running(
+        &self,
+        batch_id: &str,
+        change: impl Fn(&mut BatchRecord),
+    ) -> Result<BatchRecord, CoordinatorError> {
+        self.update(batch_id, |record| {
+            if record.state.is_terminal() {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    format!("batch `{batch_id}` already ended ({})", record.state),
+                ));
             }
-        }
+            change(record);
+            Ok(())
+        })
     }
 
     /// Moves every queued target to `cancelled` (a cancel, or a batch beyond its tolerance).

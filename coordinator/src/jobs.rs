@@ -124,28 +124,22 @@ impl Jobs {
         job_id: &str,
         change: impl Fn(&mut JobRecord) -> Result<(), ErrorBody>,
     ) -> Result<JobRecord, CoordinatorError> {
-        let tree = self.storage.tree(trees::JOBS)?;
-        loop {
-            let Some(current) = tree.get(job_id.as_bytes())? else {
-                return Err(ErrorBody::new(
-                    ErrorCode::NotFound,
-                    format!("no job `{job_id}`; list jobs with `atelier jobs`"),
-                )
-                .into());
-            };
-            let mut record: JobRecord = storage::decode(&current)?;
-            change(&mut record)?;
-            record.updated_at_ms = now_ms();
-            let swapped = tree.compare_and_swap(
-                job_id.as_bytes(),
-                Some(current),
-                Some(storage::encode(&record)?),
-            )?;
-            if swapped.is_ok() {
-                self.storage.flush()?;
-                return Ok(record);
-            }
-        }
+        let missing = || {
+            ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("no job `{job_id}`; list jobs with `atelier jobs`"),
+            )
+        };
+        self.storage.update(
+            trees::JOBS,
+            job_id.as_bytes(),
+            missing,
+            |record: &mut JobRecord| {
+                change(record)?;
+                record.updated_at_ms = now_ms();
+                Ok(())
+            },
+        )
     }
 
     /// A journaled step of a job.

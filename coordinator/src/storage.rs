@@ -73,6 +73,31 @@ pub(crate) fn get<T: DeserializeOwned>(
     tree.get(key)?.map(|bytes| decode(&bytes)).transpose()
 }
 
+impl Storage {
+    /// Applies `change` to the record under `key` (compare-and-swap, retried on a concurrent
+    /// change) and flushes; `change` may refuse with an error; `missing` is the error when
+    /// there is no record.
+    pub(crate) fn update<T: Serialize + DeserializeOwned>(
+        &self,
+        tree: &str,
+        key: &[u8],
+        missing: impl Fn() -> ErrorBody,
+        change: impl Fn(&mut T) -> Result<(), ErrorBody>,
+    ) -> Result<T, CoordinatorError> {
+        let tree = self.tree(tree)?;
+        loop {
+            let current = tree.get(key)?.ok_or_else(&missing)?;
+            let mut record: T = decode(&current)?;
+            change(&mut record)?;
+            let swapped = tree.compare_and_swap(key, Some(current), Some(encode(&record)?))?;
+            if swapped.is_ok() {
+                self.flush()?;
+                return Ok(record);
+            }
+        }
+    }
+}
+
 /// Helpers for sled transactions over several trees.
 pub(crate) mod txn {
     use serde::Serialize;

@@ -26,7 +26,7 @@ use atelier_messages::batch::{
 };
 use atelier_messages::store::{AddFiles, CreateWorkbench, FileContent, ReadFile, View};
 use atelier_messages::workflow::{Workflow, WorkflowStep};
-use atelier_tests::{Cluster, fixtures};
+use atelier_tests::{Cluster, fixtures, simple_docx};
 use atelier_transport::Policy;
 use serde_json::json;
 
@@ -355,7 +355,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let docx = std::fs::read(fixtures().join("keenbench/office/simple.docx"))?;
+    let docx = std::fs::read(simple_docx())?;
     let xlsx = std::fs::read(fixtures().join("keenbench/office/multi-sheet.xlsx"))?;
     let count = targets();
     let scratch = tempfile::tempdir()?;

@@ -42,6 +42,11 @@ pub fn launch_plan_csv() -> PathBuf {
     fixtures().join("keenbench/context/keenbench_launch_plan.csv")
 }
 
+/// A real two-section report (KeenBench's `simple.docx`).
+pub fn simple_docx() -> PathBuf {
+    fixtures().join("keenbench/office/simple.docx")
+}
+
 /// Real files from elsewhere that the tests use (`tests/fixtures`, with their licences).
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
@@ -453,6 +458,52 @@ impl Cluster {
             );
         }
         Ok(output)
+    }
+
+    /// Creates each workbench of `names` holding a docx at `as_path`: [`simple_docx`], or for
+    /// the names `broken` picks, bytes that are not a docx.
+    pub fn docx_workbenches(
+        &self,
+        names: &[String],
+        as_path: &str,
+        broken: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<()> {
+        let docx = simple_docx().to_string_lossy().to_string();
+        let not_docx = self.dir.path().join("broken.docx");
+        std::fs::write(&not_docx, b"PK\x03\x04 this is not a docx")?;
+        let not_docx = not_docx.to_string_lossy().to_string();
+        for name in names {
+            self.cli_ok(&["wb", "create", name])?;
+            let file = if broken(name) { &not_docx } else { &docx };
+            self.cli_ok(&["wb", "add", name, file, "--as", as_path])?;
+        }
+        Ok(())
+    }
+
+    /// `atelier batch submit` over the workbenches matching `glob`: a `docx_operations` call
+    /// appending a paragraph `text` to `path` in each, with `extra` flags.
+    pub fn append_batch(
+        &self,
+        glob: &str,
+        path: &str,
+        text: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<CliOutput> {
+        let args = serde_json::json!({"path": path, "operations": [
+            {"op": "append_paragraph", "text": text}]})
+        .to_string();
+        let mut command = vec![
+            "batch",
+            "submit",
+            "--workbenches",
+            glob,
+            "--tool",
+            "docx_operations",
+            "--args",
+            &args,
+        ];
+        command.extend_from_slice(extra);
+        self.cli(&command)
     }
 
     /// Creates `workbench` holding the launch plan CSV at `as_path`.

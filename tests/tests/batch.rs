@@ -10,12 +10,8 @@ use std::time::Duration;
 use atelier_messages::batch::{BatchEvent, BatchState, BatchView};
 use atelier_messages::job::{JobState, JobView};
 use atelier_messages::{Format, decode, subjects};
-use atelier_tests::{Cluster, fixtures, wait_until};
+use atelier_tests::{Cluster, simple_docx, wait_until};
 use futures::StreamExt;
-
-fn simple_docx() -> PathBuf {
-    fixtures().join("keenbench/office/simple.docx")
-}
 
 /// The text of every `<w:t>` of a docx's body, in order.
 fn docx_paragraph_text(path: &Path) -> anyhow::Result<String> {
@@ -107,7 +103,14 @@ fn run_exports_a_table_into_the_draft_without_a_model_and_prints_read_results() 
     // The approval rules of agent jobs hold: a delete waits for a person, then runs.
     let delete = r#"{"path": "plan.csv"}"#;
     let job_id = cluster
-        .cli_ok(&["run", "q3", "delete_file", "--args", delete, "--continue-draft"])?
+        .cli_ok(&[
+            "run",
+            "q3",
+            "delete_file",
+            "--args",
+            delete,
+            "--continue-draft",
+        ])?
         .stdout
         .trim()
         .to_string();
@@ -235,32 +238,16 @@ async fn a_forty_workbench_batch_survives_a_coordinator_sigkill_with_every_edit_
     const BROKEN: &str = "client-17";
     let mut cluster = Cluster::start_with(&["tabular", "office", "office"])?;
     let docx = simple_docx().to_string_lossy().to_string();
-    let broken = cluster.dir.path().join("broken.docx");
-    std::fs::write(&broken, b"PK\x03\x04 this is not a docx")?;
-    let broken = broken.to_string_lossy().to_string();
     let names: Vec<String> = (0..TARGETS).map(|n| format!("client-{n:02}")).collect();
-    for name in &names {
-        cluster.cli_ok(&["wb", "create", name])?;
-        let file = if name == BROKEN { &broken } else { &docx };
-        cluster.cli_ok(&["wb", "add", name, file, "--as", "report.docx"])?;
-    }
+    cluster.docx_workbenches(&names, "report.docx", |name| name == BROKEN)?;
     cluster.cli_ok(&["wb", "create", "unrelated"])?;
-    let args = r#"{"path": "report.docx", "operations": [{"op": "append_paragraph", "text": "Reviewed for {{workbench}}"}]}"#;
-    let out = cluster.cli_ok(&[
-        "batch",
-        "submit",
-        "--workbenches",
+    let out = cluster.append_batch(
         "client-*",
-        "--tool",
-        "docx_operations",
-        "--args",
-        args,
-        "--concurrency",
-        "3",
-        "--batch-id",
-        "review-40",
-        "--json",
-    ])?;
+        "report.docx",
+        "Reviewed for {{workbench}}",
+        &["--concurrency", "3", "--batch-id", "review-40", "--json"],
+    )?;
+    assert!(out.success, "{out:?}");
     let submitted: serde_json::Value = out.json()?;
     assert_eq!(submitted["batch_id"], "review-40");
 
@@ -509,33 +496,23 @@ fn each_file_targets_run_one_after_another_on_one_draft() -> anyhow::Result<()> 
 #[test]
 fn beyond_its_failure_tolerance_a_batch_stops_dispatching_and_fails() -> anyhow::Result<()> {
     let cluster = Cluster::start()?;
-    let docx = simple_docx().to_string_lossy().to_string();
-    let broken = cluster.dir.path().join("broken.docx");
-    std::fs::write(&broken, b"not a zip")?;
-    let broken = broken.to_string_lossy().to_string();
-    for n in 0..10 {
-        let name = format!("t-{n}");
-        cluster.cli_ok(&["wb", "create", &name])?;
-        let file = if n < 3 { &broken } else { &docx };
-        cluster.cli_ok(&["wb", "add", &name, file, "--as", "r.docx"])?;
-    }
-    let args = r#"{"path": "r.docx", "operations": [{"op": "append_paragraph", "text": "x"}]}"#;
-    let out = cluster.cli(&[
-        "batch",
-        "submit",
-        "--workbenches",
+    let names: Vec<String> = (0..10).map(|n| format!("t-{n}")).collect();
+    cluster.docx_workbenches(&names, "r.docx", |name| {
+        ["t-0", "t-1", "t-2"].contains(&name)
+    })?;
+    let out = cluster.append_batch(
         "t-*",
-        "--tool",
-        "docx_operations",
-        "--args",
-        args,
-        "--concurrency",
-        "1",
-        "--tolerate-failures",
-        "1",
-        "--wait",
-        "--json",
-    ])?;
+        "r.docx",
+        "x",
+        &[
+            "--concurrency",
+            "1",
+            "--tolerate-failures",
+            "1",
+            "--wait",
+            "--json",
+        ],
+    )?;
     assert!(!out.success);
     let view: BatchView = out.json()?;
     assert_eq!(view.state, BatchState::Failed, "{view:?}");
@@ -551,23 +528,20 @@ fn beyond_its_failure_tolerance_a_batch_stops_dispatching_and_fails() -> anyhow:
     );
 
     // A percentage tolerance lets the same failures through.
-    let out = cluster.cli(&[
-        "batch",
-        "submit",
-        "--workbenches",
+    let out = cluster.append_batch(
         "t-*",
-        "--tool",
-        "docx_operations",
-        "--args",
-        args,
-        "--concurrency",
-        "4",
-        "--tolerate-failures",
-        "30%",
-        "--wait",
-        "--json",
-        "--continue-draft",
-    ])?;
+        "r.docx",
+        "x",
+        &[
+            "--concurrency",
+            "4",
+            "--tolerate-failures",
+            "30%",
+            "--wait",
+            "--json",
+            "--continue-draft",
+        ],
+    )?;
     let view: BatchView = out.json()?;
     assert_eq!(view.state, BatchState::CompletedWithFailures, "{view:?}");
     assert_eq!((view.counts.failed, view.counts.succeeded), (3, 7));
@@ -661,27 +635,15 @@ fn beyond_its_failure_tolerance_a_batch_stops_dispatching_and_fails() -> anyhow:
 #[test]
 fn a_cancelled_batch_ends_cancelled_and_concurrency_changes_while_it_runs() -> anyhow::Result<()> {
     let cluster = Cluster::start()?;
-    let docx = simple_docx().to_string_lossy().to_string();
-    for n in 0..30 {
-        let name = format!("c-{n:02}");
-        cluster.cli_ok(&["wb", "create", &name])?;
-        cluster.cli_ok(&["wb", "add", &name, &docx, "--as", "r.docx"])?;
-    }
-    let args = r#"{"path": "r.docx", "operations": [{"op": "append_paragraph", "text": "x"}]}"#;
-    cluster.cli_ok(&[
-        "batch",
-        "submit",
-        "--workbenches",
+    let names: Vec<String> = (0..30).map(|n| format!("c-{n:02}")).collect();
+    cluster.docx_workbenches(&names, "r.docx", |_| false)?;
+    let submitted = cluster.append_batch(
         "c-*",
-        "--tool",
-        "docx_operations",
-        "--args",
-        args,
-        "--concurrency",
-        "1",
-        "--batch-id",
-        "to-cancel",
-    ])?;
+        "r.docx",
+        "x",
+        &["--concurrency", "1", "--batch-id", "to-cancel"],
+    )?;
+    assert!(submitted.success, "{submitted:?}");
     let updated: BatchView = cluster
         .cli_ok(&[
             "batch",

@@ -13,7 +13,7 @@ use anyhow::{Context, bail, ensure};
 use atelier_messages::job::{JobEvent, JobState, JobView};
 use atelier_messages::store::DraftDiff;
 use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
-use atelier_tests::{Cluster, NatsServer, atelier_bin, fixtures, launch_plan_csv, wait_until};
+use atelier_tests::{Cluster, NatsServer, atelier_bin, launch_plan_csv, simple_docx, wait_until};
 use serde_json::{Value, json};
 
 /// An HTTP client (reqwest is built without a TLS provider; install ring's as the binary does).
@@ -1088,31 +1088,15 @@ async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and
     }
     let chromium = browser_setup()?;
     let cluster = Cluster::start()?;
-    let docx = fixtures().join("keenbench/office/simple.docx");
-    let docx = docx.to_string_lossy().to_string();
-    let broken = cluster.dir.path().join("broken.docx");
-    std::fs::write(&broken, b"not a docx")?;
-    let broken = broken.to_string_lossy().to_string();
-    for n in 0..6 {
-        let name = format!("ui-{n}");
-        cluster.cli_ok(&["wb", "create", &name])?;
-        let file = if n == 4 { &broken } else { &docx };
-        cluster.cli_ok(&["wb", "add", &name, file, "--as", "r.docx"])?;
-    }
-    let args = r#"{"path": "r.docx", "operations": [{"op": "append_paragraph", "text": "ok"}]}"#;
-    let out = cluster.cli(&[
-        "batch",
-        "submit",
-        "--workbenches",
+    let names: Vec<String> = (0..6).map(|n| format!("ui-{n}")).collect();
+    cluster.docx_workbenches(&names, "r.docx", |name| name == "ui-4")?;
+    let docx = simple_docx().to_string_lossy().to_string();
+    let out = cluster.append_batch(
         "ui-*",
-        "--tool",
-        "docx_operations",
-        "--args",
-        args,
-        "--batch-id",
-        "ui-batch",
-        "--wait",
-    ])?;
+        "r.docx",
+        "ok",
+        &["--batch-id", "ui-batch", "--wait"],
+    )?;
     assert!(!out.success, "one target fails: {out:?}");
     cluster.cli_ok(&["wb", "add", "ui-4", &docx, "--as", "r.docx"])?;
     let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
