@@ -10,6 +10,7 @@ use std::time::Duration;
 use atelier_messages::batch::{BatchEvent, BatchState, BatchView};
 use atelier_messages::job::{JobState, JobView};
 use atelier_messages::{Format, decode, subjects};
+use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
 use atelier_tests::{Cluster, simple_docx, wait_until};
 use futures::StreamExt;
 
@@ -411,6 +412,52 @@ async fn a_batch_submitted_as_json_over_nats_runs_like_one_from_the_cli() -> any
     .await?;
     let reply: serde_json::Value = serde_json::from_slice(&reply)?;
     assert_eq!(reply["error"]["code"], "VALIDATION_FAILED", "{reply}");
+    Ok(())
+}
+
+/// An agent job per target: the message names its workbench, each job writes its draft.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_batch_runs_an_agent_job_per_workbench() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(launch_plan_export_script(0)).await?;
+    let cluster = Cluster::start()?;
+    for name in ["m-a", "m-b", "m-c"] {
+        cluster.workbench_with_launch_plan(name, "launch_plan.csv")?;
+    }
+    let spec = model.model_spec();
+    let out = cluster.cli(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "m-a,m-b",
+        "--workbenches",
+        "m-?",
+        "--message",
+        "Count milestones of {{workbench}} into summary.xlsx",
+        "--model",
+        &spec,
+        "--wait",
+        "--json",
+    ])?;
+    assert!(out.success, "{out:?}\n{}", cluster.logs());
+    let view: BatchView = out.json()?;
+    assert_eq!((view.counts.total, view.counts.succeeded), (3, 3));
+    for name in ["m-a", "m-b", "m-c"] {
+        assert!(
+            cluster.draft_digests(name)?.contains_key("summary.xlsx"),
+            "{name}"
+        );
+        let history = cluster.cli_ok(&["history", name])?.stdout;
+        assert!(
+            history.contains(&format!("Count milestones of {name} into summary.xlsx")),
+            "{history}"
+        );
+    }
+    let research_prompts = model
+        .requests()
+        .iter()
+        .filter(|request| request.phase == "research" && request.turn == 0)
+        .count();
+    assert_eq!(research_prompts, 3);
     Ok(())
 }
 
