@@ -31,6 +31,8 @@ const RECONCILE_EVERY: Duration = Duration::from_secs(2);
 const SCAN_LIMIT: usize = 4_096;
 /// Least time between two `batch_progress` events.
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+/// How long a workbench busy with another job is left alone before its target is tried again.
+const BUSY_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Everything a runner needs.
 #[derive(Clone)]
@@ -49,6 +51,8 @@ pub struct BatchRunnerState {
     /// Child job id → (target index, workbench).
     in_flight: HashMap<String, (u64, String)>,
     busy: HashSet<String>,
+    /// Workbenches answering a job that is not ours, and until when they are left alone.
+    cooling: HashMap<String, Instant>,
     /// No queued target has a lower index.
     cursor: u64,
     last_progress: Instant,
@@ -127,6 +131,7 @@ impl Actor for BatchRunner {
             record,
             in_flight: HashMap::new(),
             busy: HashSet::new(),
+            cooling: HashMap::new(),
             cursor: 0,
             last_progress: Instant::now(),
             listener,
@@ -228,11 +233,15 @@ impl BatchRunnerState {
 
     /// Dispatches queued targets while there is room.
     async fn fill(&mut self) -> Result<(), ErrorBody> {
+        let now = Instant::now();
+        self.cooling.retain(|_, until| *until > now);
         while self.dispatching() && self.in_flight.len() < self.record.concurrency as usize {
             let want = self.record.concurrency as usize - self.in_flight.len();
             let batches = self.config.batches.clone();
             let batch_id = self.batch_id().to_string();
-            let (from, busy) = (self.cursor, self.busy.clone());
+            let mut busy = self.busy.clone();
+            busy.extend(self.cooling.keys().cloned());
+            let from = self.cursor;
             let (picked, cursor) =
                 blocking(move || batches.next_queued(&batch_id, from, &busy, want, SCAN_LIMIT))
                     .await?;
@@ -241,10 +250,26 @@ impl BatchRunnerState {
                 return Ok(());
             }
             for target in picked {
+                if self.answering_another_job(&target).await {
+                    self.cooling
+                        .insert(target.workbench.clone(), Instant::now() + BUSY_BACKOFF);
+                    continue;
+                }
                 self.dispatch(target).await?;
             }
         }
         Ok(())
+    }
+
+    /// True when the target's workbench is answering a job that is not one of ours: the
+    /// target waits for it rather than failing with `WORKBENCH_BUSY`. (Any other refusal is
+    /// recorded on the target by dispatching it.)
+    async fn answering_another_job(&self, target: &TargetRecord) -> bool {
+        let store = self.config.orchestrators.store();
+        let checked = store
+            .check_message(target.workbench.clone(), target.continue_draft)
+            .await;
+        matches!(checked, Err(error) if error.code == ErrorCode::WorkbenchBusy)
     }
 
     /// Records the target running with its child's id, then submits the child.

@@ -461,6 +461,42 @@ async fn a_message_batch_runs_an_agent_job_per_workbench() -> anyhow::Result<()>
     Ok(())
 }
 
+/// A target whose workbench is answering another job waits for it instead of failing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_target_waits_while_its_workbench_answers_another_job() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(launch_plan_export_script(3_000)).await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("shared", "launch_plan.csv")?;
+    let job_id = cluster.submit("shared", "Count milestones", &model.model_spec())?;
+    cluster.wait_for_state(&job_id, JobState::Running)?;
+    let export = r#"{"path": "launch_plan.csv", "target_path": "copy.csv", "format": "csv"}"#;
+    let out = cluster.cli(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "shared",
+        "--tool",
+        "table_export",
+        "--args",
+        export,
+        "--continue-draft",
+        "--wait",
+        "--json",
+    ])?;
+    assert!(out.success, "{out:?}\n{}", cluster.logs());
+    let view: BatchView = out.json()?;
+    assert_eq!(view.counts.succeeded, 1, "{view:?}");
+    let agent = cluster.wait_finished(&job_id, Duration::from_secs(30))?;
+    assert_eq!(agent.state, JobState::Succeeded);
+    assert!(
+        view.finished_at_ms.unwrap_or(0) > agent.updated_at_ms,
+        "the target ran after the job"
+    );
+    let draft = cluster.draft_digests("shared")?;
+    assert!(draft.contains_key("copy.csv") && draft.contains_key("summary.xlsx"));
+    Ok(())
+}
+
 async fn batch_event_kinds(
     client: &async_nats::Client,
     batch_id: &str,
