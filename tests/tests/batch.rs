@@ -170,45 +170,55 @@ fn run_exports_a_table_into_the_draft_without_a_model_and_prints_read_results() 
 fn a_workflow_file_fills_its_variables_from_set_and_from_csv_rows() -> anyhow::Result<()> {
     let cluster = Cluster::start()?;
     cluster.cli_ok(&["wb", "create", "invoices"])?;
-    let template = simple_docx().to_string_lossy().to_string();
-    cluster.cli_ok(&["wb", "add", "invoices", &template, "--as", "template.docx"])?;
-    let workflow = cluster.dir.path().join("invoice.toml");
-    std::fs::write(
-        &workflow,
-        r#"
-name = "invoice"
-[vars]
-period = "Q3"
+    // The template itself, made without a model and published.
+    let template = r#"{"path": "invoice_template.docx", "create_new": true, "operations": [
+        {"op": "append_paragraph", "text": "Invoice for [CUSTOMER]"},
+        {"op": "append_paragraph", "text": "Period [PERIOD], total [TOTAL] EUR"}]}"#;
+    let made = cluster.cli_ok(&[
+        "run",
+        "invoices",
+        "docx_operations",
+        "--args",
+        template,
+        "--wait",
+    ])?;
+    assert!(made.stdout.contains("succeeded"), "{}", made.stdout);
+    cluster.cli_ok(&["draft", "publish", "invoices"])?;
 
-[[steps]]
-name = "copy the template for {{customer}}"
-tool = "docx_operations"
-args = { path = "out/{{customer}}.docx", copy_from = "template.docx", operations = [
-  { op = "replace_text", search = "Introduction", replace = "Invoice for {{customer}} ({{period}}, {{total}} EUR)" },
-] }
-"#,
-    )?;
+    let workflow = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/workflows/invoice.toml");
+    let workflow = workflow.to_string_lossy().to_string();
     let rows = cluster.dir.path().join("customers.csv");
     std::fs::write(&rows, "customer,total\nACME,120\n\"Globex, Inc\",75\n")?;
-    let workflow_arg = workflow.to_string_lossy().to_string();
-    let rows_arg = rows.to_string_lossy().to_string();
+    let rows = rows.to_string_lossy().to_string();
 
     // A variable without a value is refused before anything runs, by name.
-    let missing = cluster.cli(&["run", "invoices", "--workflow", &workflow_arg])?;
+    let missing = cluster.cli(&["run", "invoices", "--workflow", &workflow])?;
     assert!(missing.failed_with("VALIDATION_FAILED"), "{missing:?}");
     assert!(
         missing.stderr.contains("{{customer}}"),
         "{}",
         missing.stderr
     );
+    let bad_rows = cluster.dir.path().join("bad.csv");
+    std::fs::write(&bad_rows, "customer,total\nACME\n")?;
+    let bad_rows = bad_rows.to_string_lossy().to_string();
+    let ragged = cluster.cli(&[
+        "run",
+        "invoices",
+        "--workflow",
+        &workflow,
+        "--rows",
+        &bad_rows,
+    ])?;
+    assert!(ragged.failed_with("VALIDATION_FAILED"), "{ragged:?}");
 
     let out = cluster.cli_ok(&[
         "run",
         "invoices",
         "--workflow",
-        &workflow_arg,
+        &workflow,
         "--rows",
-        &rows_arg,
+        &rows,
         "--set",
         "period=Q4",
         "--wait",
@@ -217,16 +227,18 @@ args = { path = "out/{{customer}}.docx", copy_from = "template.docx", operations
     let job: JobView = out.json()?;
     assert_eq!(job.state, JobState::Succeeded, "{job:?}");
     assert_eq!(job.items.len(), 2);
-    assert_eq!(job.items[1].label, "copy the template for Globex, Inc");
+    assert_eq!(job.items[1].label, "invoice for Globex, Inc");
     let dir = export_draft(&cluster, "invoices")?;
-    let acme = docx_paragraph_text(&dir.join("out/ACME.docx"))?;
-    assert!(acme.contains("Invoice for ACME (Q4, 120 EUR)"), "{acme}");
-    let globex = docx_paragraph_text(&dir.join("out/Globex, Inc.docx"))?;
-    assert!(
-        globex.contains("Invoice for Globex, Inc (Q4, 75 EUR)"),
-        "{globex}"
-    );
-    assert!(!globex.contains(">Introduction<"), "{globex}");
+    let acme = docx_paragraph_text(&dir.join("invoices/ACME.docx"))?;
+    assert!(acme.contains("Invoice for ACME<"), "{acme}");
+    assert!(acme.contains("Period Q4, total 120 EUR<"), "{acme}");
+    let globex = docx_paragraph_text(&dir.join("invoices/Globex, Inc.docx"))?;
+    assert!(globex.contains("Invoice for Globex, Inc<"), "{globex}");
+    assert!(globex.contains("Period Q4, total 75 EUR<"), "{globex}");
+    assert!(!globex.contains("[CUSTOMER]"), "{globex}");
+    // The template is untouched.
+    let template = docx_paragraph_text(&dir.join("invoice_template.docx"))?;
+    assert!(template.contains("Invoice for [CUSTOMER]<"), "{template}");
     Ok(())
 }
 
