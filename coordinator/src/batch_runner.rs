@@ -153,34 +153,14 @@ impl Actor for BatchRunner {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            BatchRunnerMsg::Fill => state.fill().await?,
-            BatchRunnerMsg::JobFinished(job_id) => {
-                if state.in_flight.contains_key(&job_id) {
-                    state.settle(&job_id).await?;
-                    state.fill().await?;
-                }
+        // A failed step (storage, the store) is logged and left to the next reconcile: the
+        // runner must outlive it, or its batch would stay `running` until the next start.
+        match state.step(message).await {
+            Ok(true) => myself.stop(None),
+            Ok(false) => {}
+            Err(error) => {
+                tracing::error!(batch_id = %state.batch_id(), %error, "batch step failed; retrying at the next reconcile");
             }
-            BatchRunnerMsg::Reconcile => {
-                let children: Vec<String> = state.in_flight.keys().cloned().collect();
-                for job_id in children {
-                    state.settle(&job_id).await?;
-                }
-                state.reload().await?;
-                state.fill().await?;
-            }
-            BatchRunnerMsg::Cancel => {
-                state.reload().await?;
-                state.cancel_children().await;
-                state.fill().await?;
-            }
-            BatchRunnerMsg::Reload => {
-                state.reload().await?;
-                state.fill().await?;
-            }
-        }
-        if state.finish_if_done().await? {
-            myself.stop(None);
         }
         Ok(())
     }
@@ -192,6 +172,10 @@ impl Actor for BatchRunner {
     ) -> Result<(), ActorProcessingErr> {
         state.listener.abort();
         state.ticker.abort();
+        // A retry that came while this runner was stopping found its name taken: start again
+        // once the name is free if the batch runs again.
+        let config = state.config.clone();
+        tokio::spawn(async move { restart_if_running(config).await });
         Ok(())
     }
 }
@@ -199,6 +183,37 @@ impl Actor for BatchRunner {
 impl BatchRunnerState {
     fn batch_id(&self) -> &str {
         &self.config.batch_id
+    }
+
+    /// Handles one message; true when the batch ended.
+    async fn step(&mut self, message: BatchRunnerMsg) -> Result<bool, ErrorBody> {
+        match message {
+            BatchRunnerMsg::Fill => self.fill().await?,
+            BatchRunnerMsg::JobFinished(job_id) => {
+                if self.in_flight.contains_key(&job_id) {
+                    self.settle(&job_id).await?;
+                    self.fill().await?;
+                }
+            }
+            BatchRunnerMsg::Reconcile => {
+                let children: Vec<String> = self.in_flight.keys().cloned().collect();
+                for job_id in children {
+                    self.settle(&job_id).await?;
+                }
+                self.reload().await?;
+                self.fill().await?;
+            }
+            BatchRunnerMsg::Cancel => {
+                self.reload().await?;
+                self.cancel_children().await;
+                self.fill().await?;
+            }
+            BatchRunnerMsg::Reload => {
+                self.reload().await?;
+                self.fill().await?;
+            }
+        }
+        self.finish_if_done().await
     }
 
     /// Takes a target found running after a restart: follows its child, or submits it if it
@@ -526,10 +541,32 @@ fn actor_name(batch_id: &str) -> String {
     format!("atelier-batch-{batch_id}")
 }
 
-/// Starts the batch's runner unless one runs here.
+/// How long a stopped runner's name may take to be freed.
+const HANDOVER: Duration = Duration::from_secs(5);
+
+/// Starts a runner for the batch once its stopped runner's name is free, if the batch runs.
+async fn restart_if_running(config: BatchRunnerConfig) {
+    let name = actor_name(&config.batch_id);
+    let started = Instant::now();
+    while ractor::registry::where_is(name.clone()).is_some() && started.elapsed() < HANDOVER {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let batches = config.batches.clone();
+    let batch_id = config.batch_id.clone();
+    let running = blocking(move || batches.get(&batch_id))
+        .await
+        .ok()
+        .flatten()
+        .is_some_and(|record| !record.state.is_terminal());
+    if running && let Err(error) = start(config).await {
+        tracing::error!(%error, "could not restart a batch runner");
+    }
+}
+
+/// Starts the batch's runner, or tells the one running here to look at its batch again.
 pub async fn start(config: BatchRunnerConfig) -> Result<(), CoordinatorError> {
     let name = actor_name(&config.batch_id);
-    if ractor::registry::where_is(name.clone()).is_some() {
+    if tell(&config.batch_id, BatchRunnerMsg::Reload) {
         return Ok(());
     }
     match Actor::spawn(Some(name), BatchRunner, config).await {

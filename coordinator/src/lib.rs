@@ -180,7 +180,8 @@ pub async fn start_coordinator(
             }
         }
     }));
-    // Batches adopt after the jobs: a batch's children in flight are among them.
+    // A batch's children in flight are among the adopted jobs; the runner only follows them
+    // (and submits a child that was dispatched but never recorded).
     tasks.push(tokio::spawn(async move {
         if let Err(error) = batch_service::adopt(&batch_service).await {
             tracing::error!(%error, "could not adopt the unfinished batches");
