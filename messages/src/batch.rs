@@ -232,6 +232,14 @@ pub enum BatchState {
 }
 
 impl BatchState {
+    pub const ALL: [BatchState; 5] = [
+        BatchState::Running,
+        BatchState::Succeeded,
+        BatchState::CompletedWithFailures,
+        BatchState::Failed,
+        BatchState::Cancelled,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             BatchState::Running => "running",
@@ -265,6 +273,14 @@ pub enum TargetState {
 }
 
 impl TargetState {
+    pub const ALL: [TargetState; 5] = [
+        TargetState::Queued,
+        TargetState::Running,
+        TargetState::Succeeded,
+        TargetState::Failed,
+        TargetState::Cancelled,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             TargetState::Queued => "queued",

@@ -32,6 +32,10 @@ pub const NATS_CONNECTED: &str = "atelier_nats_connected";
 pub const WORKERS: &str = "atelier_workers";
 /// Tool calls in flight per pool, from `$SRV.STATS` (gauge).
 pub const WORKER_IN_FLIGHT: &str = "atelier_worker_in_flight";
+/// Batches by state (gauge, from the coordinator's batch list at scrape time).
+pub const BATCHES: &str = "atelier_batches";
+/// Batch targets by state, summed over every batch (gauge, at scrape time).
+pub const BATCH_TARGETS: &str = "atelier_batch_targets";
 /// Browsers following the live stream (gauge).
 pub const LIVE_CLIENTS: &str = "atelier_dashboard_live_clients";
 
@@ -82,6 +86,12 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
         WORKER_IN_FLIGHT,
         Kind::Gauge,
         "Tool calls in flight per pool.",
+    ),
+    (BATCHES, Kind::Gauge, "Batches by state."),
+    (
+        BATCH_TARGETS,
+        Kind::Gauge,
+        "Batch targets by state, over every batch.",
     ),
     (
         LIVE_CLIENTS,

@@ -1102,6 +1102,14 @@ async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and
     let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
     let api = dashboard.get("/api/batches/ui-batch").await?;
     assert_eq!(api["batch"]["state"], "completed_with_failures", "{api}");
+    let metrics = dashboard.metrics().await?;
+    let batches = |state: &str| metrics.value("atelier_batches", &[("state", state)]);
+    let targets = |state: &str| metrics.value("atelier_batch_targets", &[("state", state)]);
+    assert_eq!(
+        (batches("completed_with_failures"), batches("running")),
+        (1.0, 0.0)
+    );
+    assert_eq!((targets("succeeded"), targets("failed")), (5.0, 1.0));
     assert_eq!(api["failed"][0]["workbench"], "ui-4", "{api}");
 
     let artifacts = browser_dir().join("artifacts-batches");

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use atelier_messages::batch::{BatchCounts, BatchState, ListBatches, TargetState};
 use atelier_messages::job::{
     ApproveCall, CancelJob, GetJob, JobState, JobView, ListJobs, ResumeJob,
 };
@@ -483,6 +484,41 @@ async fn metrics_text(State(state): State<Shared>) -> Response {
         .into_response()
 }
 
+/// Batches by state and their targets by state (nothing when no coordinator answers).
+async fn add_batch_metrics(state: &AppState, registry: &mut Registry) {
+    let request = ListBatches {
+        v: PROTOCOL_VERSION,
+    };
+    let Ok(batches) = call(state, &request).await else {
+        return;
+    };
+    let mut by_state: BTreeMap<&str, u64> = BatchState::ALL
+        .iter()
+        .map(|batch_state| (batch_state.as_str(), 0))
+        .collect();
+    let mut targets = BatchCounts::default();
+    for batch in &batches {
+        *by_state.entry(batch.state.as_str()).or_default() += 1;
+        let counts = batch.counts;
+        targets.queued += counts.queued;
+        targets.running += counts.running;
+        targets.succeeded += counts.succeeded;
+        targets.failed += counts.failed;
+        targets.cancelled += counts.cancelled;
+    }
+    for (name, count) in by_state {
+        registry.set(metrics::BATCHES, vec![("state", name.into())], count as f64);
+    }
+    for target_state in TargetState::ALL {
+        let count = *targets.of_mut(target_state);
+        registry.set(
+            metrics::BATCH_TARGETS,
+            vec![("state", target_state.as_str().into())],
+            count as f64,
+        );
+    }
+}
+
 /// Gauges read at scrape time: jobs by state and tokens (coordinator), workers (`$SRV`), NATS.
 async fn scrape_time_metrics(state: &AppState) -> Registry {
     let mut registry = Registry::default();
@@ -516,6 +552,7 @@ async fn scrape_time_metrics(state: &AppState) -> Registry {
         );
         registry.set(metrics::WORKER_IN_FLIGHT, labels, pool.in_flight as f64);
     }
+    add_batch_metrics(state, &mut registry).await;
     let connection = &state.connection;
     registry.set(
         metrics::NATS_RECONNECTS,
