@@ -244,8 +244,10 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
         steps,
     };
     workflow.validate().map_err(client::coded)?;
+    // Reading changes no draft, so a draft does not refuse a run that only reads.
+    let continue_draft = args.continue_draft || only_reads(&workflow);
     client
-        .check_message(&args.workbench, args.continue_draft, None)
+        .check_message(&args.workbench, continue_draft, None)
         .await?;
     let message = workflow.describe();
     let job_id = client
@@ -255,7 +257,7 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
             model: None,
             job_id: args.job_id,
             auto_approve: args.auto_approve,
-            continue_draft: args.continue_draft,
+            continue_draft,
             approvals: None,
             workflow: Some(workflow),
         })
@@ -269,6 +271,13 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
         println!("{job_id}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// True when every step is a read-only tool.
+fn only_reads(workflow: &Workflow) -> bool {
+    workflow.steps.iter().all(|step| {
+        atelier_agents::catalog::find(&step.tool).is_some_and(|spec| spec.is_read_only())
+    })
 }
 
 /// The rows of a CSV file with a header, as variables by column name.

@@ -85,16 +85,11 @@ fn run_exports_a_table_into_the_draft_without_a_model_and_prints_read_results() 
     // A read tool prints its result.
     let count =
         r#"{"path": "plan.csv", "query": "SELECT count(*) AS n, 4242 AS marker FROM data"}"#;
-    let out = cluster.cli_ok(&[
-        "run",
-        "q3",
-        "table_query",
-        "--args",
-        count,
-        "--continue-draft",
-        "--wait",
-    ])?;
+    let out = cluster.cli_ok(&["run", "q3", "table_query", "--args", count, "--wait"])?;
     assert!(out.stdout.contains("4242"), "{}", out.stdout);
+    // A run that writes meets the draft rule of any message.
+    let refused = cluster.cli(&["run", "q3", "table_export", "--args", export])?;
+    assert!(refused.failed_with("DRAFT_EXISTS"), "{refused:?}");
     assert!(
         out.stdout.contains("table_query plan.csv: done"),
         "{}",
