@@ -167,6 +167,10 @@ impl Batches {
         }
         let tree = self.targets()?;
         let mut writes = sled::Batch::default();
+        // Targets of a creation a crash cut short (its record was never written) go first.
+        for leftover in tree.scan_prefix(target_prefix(&submit.batch_id)).keys() {
+            writes.remove(leftover?);
+        }
         let mut seen = HashSet::new();
         for (index, (workbench, file)) in targets.iter().enumerate() {
             let index = index as u64;
@@ -650,5 +654,24 @@ mod tests {
         // Creating the same id again answers the existing batch.
         let again = batches.create(&submit("r"), 9, &[]).expect("create again");
         assert_eq!(again.counts.total, 2);
+    }
+
+    #[test]
+    fn targets_left_by_a_creation_cut_short_are_replaced() {
+        let (_dir, batches) = batches();
+        let three: Vec<(String, Option<String>)> = ["a", "b", "c"]
+            .iter()
+            .map(|name| (name.to_string(), None))
+            .collect();
+        batches.create(&submit("c"), 2, &three).expect("create");
+        // As if the crash came before the record: only the targets are there.
+        batches
+            .batches()
+            .expect("tree")
+            .remove("c".as_bytes())
+            .expect("remove");
+        let record = batches.create(&submit("c"), 2, &three[..2]).expect("again");
+        assert_eq!(record.counts.total, 2);
+        assert_eq!(batches.page("c", None, 0, 10).expect("page").len(), 2);
     }
 }
