@@ -30,6 +30,8 @@ pub(crate) struct BatchService {
     pub batches: Batches,
     pub orchestrators: Orchestrators,
     pub default_model: Option<String>,
+    /// Submissions one at a time, so a batch id sent twice at once is created once.
+    pub submitting: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Serves every batch verb until the returned task is aborted.
@@ -92,6 +94,7 @@ impl BatchService {
 
     async fn submit(&self, request: SubmitBatch) -> Result<BatchView, ErrorBody> {
         request.validate()?;
+        let _one_at_a_time = self.submitting.lock().await;
         let batches = self.batches.clone();
         let batch_id = request.batch_id.clone();
         if blocking(move || batches.get(&batch_id)).await?.is_some() {

@@ -158,6 +158,7 @@ pub async fn start_coordinator(
         batches: Batches::new(storage_for_batches),
         orchestrators: orchestrators.clone(),
         default_model: config.default_model.clone(),
+        submitting: Default::default(),
     };
     let mut tasks = vec![
         store_service::serve(client.clone(), store.clone()).await?,
