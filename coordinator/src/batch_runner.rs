@@ -88,36 +88,6 @@ impl Actor for BatchRunner {
         myself: ActorRef<Self::Msg>,
         config: BatchRunnerConfig,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let listener = {
-            let mut finished = config.orchestrators.finished();
-            let myself = myself.clone();
-            let prefix = format!("{}-t", config.batch_id);
-            tokio::spawn(async move {
-                loop {
-                    match finished.recv().await {
-                        Ok(job_id) if job_id.starts_with(&prefix) => {
-                            let _ = myself.cast(BatchRunnerMsg::JobFinished(job_id));
-                        }
-                        Ok(_) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                            let _ = myself.cast(BatchRunnerMsg::Reconcile);
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    }
-                }
-            })
-        };
-        let ticker = {
-            let myself = myself.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(RECONCILE_EVERY).await;
-                    if myself.cast(BatchRunnerMsg::Reconcile).is_err() {
-                        return;
-                    }
-                }
-            })
-        };
         let batches = config.batches.clone();
         let batch_id = config.batch_id.clone();
         let (record, running) = blocking(move || {
@@ -126,6 +96,9 @@ impl Actor for BatchRunner {
             Ok((record, running))
         })
         .await?;
+        // Listening starts before adoption, so no end of an adopted child is missed.
+        let listener = listen_for_children(&config, &myself);
+        let ticker = tick(&myself);
         let mut state = BatchRunnerState {
             config,
             record,
@@ -141,7 +114,11 @@ impl Actor for BatchRunner {
             state.emit(BatchEventKind::BatchStarted).await;
         }
         for target in running {
-            state.adopt(target).await?;
+            if let Err(error) = state.adopt(target).await {
+                state.listener.abort();
+                state.ticker.abort();
+                return Err(error.into());
+            }
         }
         myself.cast(BatchRunnerMsg::Fill)?;
         Ok(state)
@@ -178,6 +155,44 @@ impl Actor for BatchRunner {
         tokio::spawn(async move { restart_if_running(config).await });
         Ok(())
     }
+}
+
+/// Forwards the ends of this batch's children to the runner (a lagged listener reconciles).
+fn listen_for_children(
+    config: &BatchRunnerConfig,
+    myself: &ActorRef<BatchRunnerMsg>,
+) -> tokio::task::JoinHandle<()> {
+    let mut finished = config.orchestrators.finished();
+    let myself = myself.clone();
+    let prefix = format!("{}-t", config.batch_id);
+    tokio::spawn(async move {
+        loop {
+            let message = match finished.recv().await {
+                Ok(job_id) if job_id.starts_with(&prefix) => BatchRunnerMsg::JobFinished(job_id),
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    BatchRunnerMsg::Reconcile
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            if myself.cast(message).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Asks the runner to reconcile every [`RECONCILE_EVERY`] until it stops.
+fn tick(myself: &ActorRef<BatchRunnerMsg>) -> tokio::task::JoinHandle<()> {
+    let myself = myself.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(RECONCILE_EVERY).await;
+            if myself.cast(BatchRunnerMsg::Reconcile).is_err() {
+                return;
+            }
+        }
+    })
 }
 
 impl BatchRunnerState {
@@ -229,9 +244,10 @@ impl BatchRunnerState {
         let id = job_id.clone();
         if blocking(move || jobs.get(&id)).await?.is_none() {
             tracing::info!(batch_id = %self.batch_id(), %job_id, "submitting a child that was dispatched but never recorded");
-            self.submit(&target, &job_id).await?;
+            return self.submit(&target, &job_id).await;
         }
-        Ok(())
+        // It may have ended just before the crash.
+        self.settle(&job_id).await
     }
 
     async fn reload(&mut self) -> Result<(), ErrorBody> {
