@@ -284,7 +284,9 @@ fn only_reads(workflow: &Workflow) -> bool {
 fn read_rows(path: &Path) -> anyhow::Result<Vec<Vars>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("FILE_READ_FAILED: cannot read {}", path.display()))?;
-    let mut records = parse_csv(&text).into_iter();
+    // Spreadsheet programs often start a UTF-8 CSV with a byte order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let mut records = parse_csv(text).into_iter();
     let Some(header) = records.next() else {
         bail!("VALIDATION_FAILED: {} has no header row", path.display());
     };
@@ -644,6 +646,17 @@ mod tests {
                 vec!["say \"hi\"".to_string(), "a\nb".to_string()],
             ]
         );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_column() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("rows.csv");
+        std::fs::write(&path, "\u{feff}customer,total\nACME,1\n")?;
+        let rows = read_rows(&path)?;
+        assert_eq!(rows[0].get("customer").map(String::as_str), Some("ACME"));
+        assert!(read_rows(&dir.path().join("missing.csv")).is_err());
+        Ok(())
     }
 
     #[test]
