@@ -45,7 +45,9 @@ try {
 
   await page.waitForSelector('#batch-publish:not([disabled])');
   await page.click('#batch-publish');
-  await page.waitForSelector('#toast:not([hidden])');
+  // The toast of the retry may still show: wait for the publish's own.
+  await page.waitForFunction(() => /^(Published|error)/i.test(document.querySelector('#toast').textContent.trim()),
+    null, { timeout: 20000 }).catch(() => {});
   result.toast = await page.$eval('#toast', el => el.textContent.trim());
 } catch (error) {
   console.error(error);

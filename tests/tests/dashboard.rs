@@ -911,6 +911,35 @@ fn run_browser_script(
     })
 }
 
+/// A browser script on one page of a running dashboard, with a fresh artifacts folder.
+struct PageScript<'a> {
+    script: &'a str,
+    artifacts: &'a str,
+    chromium: &'a Path,
+    dashboard: &'a DashboardProcess,
+    /// What the page is about, as an environment variable (e.g. `WORKBENCH`).
+    subject: (&'a str, &'a str),
+}
+
+impl PageScript<'_> {
+    /// Runs the script to its result; also returns the artifacts folder.
+    fn run(&self, cluster: &Cluster) -> anyhow::Result<(Value, PathBuf)> {
+        let artifacts = browser_dir().join(self.artifacts);
+        let _ = std::fs::remove_dir_all(&artifacts);
+        std::fs::create_dir_all(&artifacts)?;
+        let chromium_path = self.chromium.to_string_lossy().to_string();
+        let artifacts_path = artifacts.to_string_lossy().to_string();
+        let env = [
+            ("DASHBOARD_URL", self.dashboard.url.as_str()),
+            self.subject,
+            ("CHROMIUM_PATH", chromium_path.as_str()),
+            ("ARTIFACTS", artifacts_path.as_str()),
+        ];
+        let result = run_browser_script(self.script, &env, cluster, |_| Ok(()))?;
+        Ok((result, artifacts))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> anyhow::Result<()> {
     if std::env::var_os("ATELIER_SKIP_BROWSER_TEST").is_some() {
@@ -1022,18 +1051,14 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
     let view = cluster.run_job("q3", "Write notes", &model.model_spec(), &[])?;
     assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
     let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
-    let artifacts = browser_dir().join("artifacts-workbench");
-    let _ = std::fs::remove_dir_all(&artifacts);
-    std::fs::create_dir_all(&artifacts)?;
-    let chromium_path = chromium.to_string_lossy().to_string();
-    let artifacts_path = artifacts.to_string_lossy().to_string();
-    let env = [
-        ("DASHBOARD_URL", dashboard.url.as_str()),
-        ("WORKBENCH", "q3"),
-        ("CHROMIUM_PATH", chromium_path.as_str()),
-        ("ARTIFACTS", artifacts_path.as_str()),
-    ];
-    let result = run_browser_script("workbench.test.mjs", &env, &cluster, |_| Ok(()))?;
+    let page = PageScript {
+        script: "workbench.test.mjs",
+        artifacts: "artifacts-workbench",
+        chromium: &chromium,
+        dashboard: &dashboard,
+        subject: ("WORKBENCH", "q3"),
+    };
+    let (result, artifacts) = page.run(&cluster)?;
 
     assert_eq!(result.get("error"), None, "{result}");
     assert_eq!(result["before"], json!(["m1:user", "m2:assistant"]));
@@ -1112,18 +1137,14 @@ async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and
     assert_eq!((targets("succeeded"), targets("failed")), (5.0, 1.0));
     assert_eq!(api["failed"][0]["workbench"], "ui-4", "{api}");
 
-    let artifacts = browser_dir().join("artifacts-batches");
-    let _ = std::fs::remove_dir_all(&artifacts);
-    std::fs::create_dir_all(&artifacts)?;
-    let chromium_path = chromium.to_string_lossy().to_string();
-    let artifacts_path = artifacts.to_string_lossy().to_string();
-    let env = [
-        ("DASHBOARD_URL", dashboard.url.as_str()),
-        ("BATCH", "ui-batch"),
-        ("CHROMIUM_PATH", chromium_path.as_str()),
-        ("ARTIFACTS", artifacts_path.as_str()),
-    ];
-    let result = run_browser_script("batches.test.mjs", &env, &cluster, |_| Ok(()))?;
+    let page = PageScript {
+        script: "batches.test.mjs",
+        artifacts: "artifacts-batches",
+        chromium: &chromium,
+        dashboard: &dashboard,
+        subject: ("BATCH", "ui-batch"),
+    };
+    let (result, artifacts) = page.run(&cluster)?;
     assert_eq!(result.get("error"), None, "{result}");
     assert_eq!(result["listState"], "completed_with_failures");
     assert_eq!(result["listProgress"], "6 / 6");
