@@ -112,6 +112,48 @@ async fn a_plan_that_is_not_a_checklist_is_told_the_format_then_fails_plan_inval
         plan_requests, 3,
         "the first answer and two after being told"
     );
+    // The failed phase's turns count: one research turn and three plan turns, each reply
+    // 100 prompt and 20 completion tokens.
+    assert_eq!(view.model_turns, 4);
+    assert_eq!((view.prompt_tokens, view.completion_tokens), (400, 80));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_failing_in_its_first_turn_counts_every_reply_and_a_resumed_run_adds_to_them()
+-> anyhow::Result<()> {
+    // Text mode, research must call a tool: prose is corrected three times, then the turn
+    // fails with TOOL_CALL_INVALID after four replies.
+    let prose = json!({"content": "I will look at the file and count its rows."});
+    let model = ScriptedModel::start(script(json!({
+        "research": [prose.clone(), prose.clone(), prose.clone(), prose]
+    }))?)
+    .await?;
+    let mut cluster = Cluster::start()?;
+    cluster.restart_coordinator_with_config(
+        &model.profile_toml("small", "tool_mode = \"text\""),
+        &[],
+    )?;
+    cluster.workbench_with_launch_plan("w", "plan.csv")?;
+    let view = cluster.run_job("w", "Count the rows", "small", &[])?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::ToolCallInvalid));
+    assert_eq!(model.requests().len(), 4);
+    assert_eq!(view.model_turns, 1, "one turn, however many tries");
+    assert_eq!((view.prompt_tokens, view.completion_tokens), (400, 80));
+    assert_eq!(view.tool_calls, 0);
+
+    // The resumed run asks the same turn again, fails the same way, and adds its own replies
+    // to the journaled ones without counting those twice.
+    cluster.cli_ok(&["resume", &view.job_id])?;
+    let resumed = cluster.wait_finished(&view.job_id, std::time::Duration::from_secs(120))?;
+    assert_eq!(error_code(&resumed), Some(ErrorCode::ToolCallInvalid));
+    assert_eq!(model.requests().len(), 8);
+    assert_eq!(resumed.model_turns, 2);
+    assert_eq!(
+        (resumed.prompt_tokens, resumed.completion_tokens),
+        (800, 160)
+    );
     Ok(())
 }
 

@@ -301,7 +301,9 @@ impl Driver<'_> {
         self.save(state).await
     }
 
-    pub(super) async fn save(&self, state: &RpiState) -> Result<(), AgentError> {
+    /// Saves the state at a phase or item boundary, its totals settled.
+    pub(super) async fn save(&self, state: &mut RpiState) -> Result<(), AgentError> {
+        state.settle();
         self.host.save(state).await.map_err(AgentError::Job)
     }
 }

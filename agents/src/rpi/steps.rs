@@ -51,6 +51,10 @@ impl Scope {
         journal::model_turn(self.phase, self.item, self.attempt, turn)
     }
 
+    fn failed_turn_key(&self, turn: u32) -> String {
+        journal::failed_model_turn(self.phase, self.item, self.attempt, turn)
+    }
+
     fn call_id(&self, job_id: &str, turn: u32, index: usize) -> String {
         format!(
             "{job_id}.{}.{}.{}.{turn}.{index}",
@@ -142,6 +146,13 @@ fn judge(expect: Expect, answer: &str, successful_calls: u32, nudges: u32) -> Ve
     }
 }
 
+/// What the failed tries at one turn position used, over every run of the job (journaled).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct FailedTurns {
+    turns: u64,
+    usage: Usage,
+}
+
 /// A tool outcome as journaled.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -179,17 +190,34 @@ impl Driver<'_> {
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, AgentError> {
         let key = scope.model_key(turn);
+        let failed_key = scope.failed_turn_key(turn);
+        let failed = self.recall::<FailedTurns>(&failed_key).await?;
+        if let Some(failed) = &failed {
+            count_turns(state, failed.turns, &failed.usage);
+        }
         if let Some(response) = self.recall::<ModelResponse>(&key).await? {
-            count_turn(state, &response.usage);
+            count_turns(state, 1, &response.usage);
             return Ok(response);
         }
         self.host.checkpoint().await?;
         self.check_budgets(state)?;
         let started = Instant::now();
-        let response = self.provider.complete(request, on_delta).await?;
+        let response = match self.provider.complete(request, on_delta).await {
+            Ok(response) => response,
+            Err(error) => {
+                if let Some(usage) = error.spent() {
+                    let mut failed = failed.unwrap_or_default();
+                    failed.turns += 1;
+                    failed.usage = failed.usage.plus(usage);
+                    self.record(&failed_key, &failed).await?;
+                    count_turns(state, 1, &usage);
+                }
+                return Err(error);
+            }
+        };
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.record(&key, &response).await?;
-        count_turn(state, &response.usage);
+        count_turns(state, 1, &response.usage);
         self.host.emit(EventKind::ModelTurn {
             phase: scope.phase,
             item: scope.item_index(),
@@ -535,8 +563,8 @@ fn tool_choice(tools: &[ToolSpec], phase: Phase, turn: u32) -> ToolChoice {
     }
 }
 
-fn count_turn(state: &mut RpiState, usage: &Usage) {
-    state.model_turns += 1;
+fn count_turns(state: &mut RpiState, turns: u64, usage: &Usage) {
+    state.model_turns += turns;
     state.prompt_tokens += usage.prompt_tokens;
     state.completion_tokens += usage.completion_tokens;
 }
