@@ -20,16 +20,23 @@
 //! jittered backoff, other 4xx answers carry the server's message. A retried turn streams its
 //! text again from the start.
 //!
+//! `strict_tools` (a profile flag, off by default): native tools go out with `"strict": true`
+//! and their schemas normalized for OpenAI's strict mode (every property required, optional
+//! ones nullable, `additionalProperties: false`); the `null`s the model writes for optional
+//! properties are dropped before the call reaches the tool (`strict`).
+//!
 //! The API key is sent as a bearer token only; it is redacted from `Debug` output and from
 //! every error message.
 //!
 //! # Layout
 //! - `wire`: the request, stream-chunk and completion JSON shapes.
 //! - `stream`: assembling text and tool calls into a response.
+//! - `strict`: strict-mode schemas and reading strict arguments back.
 //! - `client`: [`OpenAiProvider`]: one exchange per attempt over the shared endpoint.
 
 mod client;
 mod stream;
+mod strict;
 mod wire;
 
 #[cfg(test)]

@@ -1,9 +1,12 @@
 //! The Chat Completions JSON shapes: the request body, the streamed chunks, the plain
 //! (non-streaming) completion and the error object.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::strict::strict_schema;
 use crate::catalog::ToolSpec;
 use crate::http::WireError;
 use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice, Usage};
@@ -58,15 +61,24 @@ impl<'a> ChatBody<'a> {
         }
     }
 
-    /// The request of `turn`'s next exchange (its tool mode decides tools and format).
-    pub(super) fn for_turn(model: &'a str, turn: &'a Turn<'_>, max_tokens: Option<u32>) -> Self {
-        let body = Self::new(
+    /// The request of `turn`'s next exchange (its tool mode decides tools and format; with
+    /// `strict_tools`, native tools are sent in strict form).
+    pub(super) fn for_turn(
+        model: &'a str,
+        turn: &'a Turn<'_>,
+        max_tokens: Option<u32>,
+        strict_tools: bool,
+    ) -> Self {
+        let mut body = Self::new(
             model,
             turn.messages(),
             turn.native_tools(),
             turn.tool_choice(),
             max_tokens,
         );
+        if strict_tools {
+            body.tools = turn.native_tools().iter().map(WireTool::strict).collect();
+        }
         match turn.response_format() {
             Some(format) => body.with_response_format(format),
             None => body,
@@ -159,8 +171,27 @@ impl<'a> From<&'a ToolSpec> for WireTool<'a> {
             function: WireFunction {
                 name: spec.name.as_str(),
                 description: spec.description,
-                parameters: &spec.parameters,
+                parameters: Cow::Borrowed(&spec.parameters),
+                strict: None,
             },
+        }
+    }
+}
+
+impl<'a> WireTool<'a> {
+    /// The tool in strict form, when its schema can be made strict; else as it is.
+    fn strict(spec: &'a ToolSpec) -> Self {
+        let plain = Self::from(spec);
+        match strict_schema(&spec.parameters) {
+            Some(parameters) => Self {
+                function: WireFunction {
+                    parameters: Cow::Owned(parameters),
+                    strict: Some(true),
+                    ..plain.function
+                },
+                ..plain
+            },
+            None => plain,
         }
     }
 }
@@ -169,7 +200,9 @@ impl<'a> From<&'a ToolSpec> for WireTool<'a> {
 struct WireFunction<'a> {
     name: &'a str,
     description: &'a str,
-    parameters: &'a Value,
+    parameters: Cow<'a, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
 }
 
 /// Reasoning models reject sampling parameters such as `temperature`.
