@@ -63,6 +63,7 @@ impl Driver<'_> {
             LoopEnd::Refused(reason) => format!("Research found nothing ({reason})."),
             LoopEnd::BudgetExhausted => "Research stopped at its turn budget.".to_string(),
             LoopEnd::LoopDetected(reason) => format!("Research stopped: {reason}"),
+            LoopEnd::Unusable(error) => format!("Research stopped: {error}"),
         });
         state.phase = Phase::Plan;
         self.save(state).await
@@ -89,6 +90,7 @@ impl Driver<'_> {
                 ));
             }
             LoopEnd::LoopDetected(reason) => return Err(plan_invalid(&reason)),
+            LoopEnd::Unusable(error) => return Err(error),
         };
         state.items = plan::parse(&text);
         state.original_count = state.items.len();
@@ -260,6 +262,11 @@ impl Driver<'_> {
                 code: Some(ErrorCode::AgentLoopDetected),
                 reason,
                 retry: false,
+            }),
+            LoopEnd::Unusable(error) => Err(Failure {
+                code: Some(error.code()),
+                reason: error.to_string(),
+                retry: true,
             }),
         })
     }

@@ -80,6 +80,9 @@ pub(super) enum LoopEnd {
     BudgetExhausted,
     /// The model kept repeating the same call.
     LoopDetected(String),
+    /// A turn's replies stayed unusable after the in-turn corrections and nudges
+    /// (`TOOL_CALL_INVALID`, `MODEL_OUTPUT_DEGENERATE`).
+    Unusable(AgentError),
 }
 
 /// What a phase accepts as the final answer of its tool loop.
@@ -259,9 +262,14 @@ impl Driver<'_> {
                 tools: tools.clone(),
                 tool_choice: tool_choice(&tools, scope.phase, turn),
             };
-            let response = self
+            let response = match self
                 .model_turn(state, scope, turn, &request, &|_: &str| {})
-                .await?;
+                .await
+            {
+                Ok(response) => response,
+                Err(error) if is_unusable_output(&error) => return Ok(LoopEnd::Unusable(error)),
+                Err(error) => return Err(error),
+            };
             if response.tool_calls.is_empty() {
                 match judge(expect, &response.content, successful_calls, nudges) {
                     Verdict::Accept => {
@@ -551,6 +559,15 @@ const ITEM_LOOP: &str = "loop detected";
 
 fn budget_error(message: String) -> AgentError {
     AgentError::Job(ErrorBody::new(ErrorCode::BudgetExceeded, message))
+}
+
+/// True for a turn that failed on what the model wrote, not on the provider or the job: the
+/// phase decides what that means (research goes on without notes, an item fails).
+fn is_unusable_output(error: &AgentError) -> bool {
+    matches!(
+        error.code(),
+        ErrorCode::ToolCallInvalid | ErrorCode::ModelOutputDegenerate
+    )
 }
 
 fn tool_choice(tools: &[ToolSpec], phase: Phase, turn: u32) -> ToolChoice {
