@@ -85,6 +85,11 @@ impl<'r> Turn<'r> {
         }
     }
 
+    /// True once the model has answered in this turn: the next request is a retry.
+    pub(crate) fn is_retry(&self) -> bool {
+        self.replies > 0
+    }
+
     pub(crate) fn tool_choice(&self) -> ToolChoice {
         self.request.tool_choice
     }

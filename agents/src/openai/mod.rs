@@ -6,7 +6,9 @@
 //! usage are captured. Servers that ignore `stream` and answer with one JSON document work too.
 //!
 //! Request profile: `parallel_tool_calls: false` whenever tools are offered, and
-//! `temperature: 0` except for reasoning models (`gpt-5*`, `o1`, `o3`, …) that reject it.
+//! `temperature: 0` except for reasoning models (`gpt-5*`, `o1`, `o3`, …) that reject it; a
+//! turn's retries after a correction or nudge are sent at `temperature: 0.6`, since at 0 a small
+//! model tends to repeat the reply it was just told was unusable.
 //!
 //! Tool modes ([`ToolMode`](crate::text_tools::ToolMode)): `native` sends `tools`; `text` and
 //! `constrained` describe the tools in the system message and read calls from the reply text

@@ -94,7 +94,7 @@ async fn openai_streams_text_deltas_usage_and_finish_reason() {
     assert_eq!(body["model"], "gpt-4o-mini");
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"]["include_usage"], true);
-    assert_eq!(body["temperature"], 0);
+    assert_eq!(body["temperature"], 0.0);
     assert!(body.get("tools").is_none());
     assert!(body.get("tool_choice").is_none());
     assert!(body.get("parallel_tool_calls").is_none());
@@ -426,7 +426,12 @@ async fn text_mode_tells_the_model_what_was_wrong_and_counts_both_requests() {
         }
     );
     assert_eq!(received.count(), 2);
+    assert_eq!(received.body(0)["temperature"], 0.0);
     let retry = received.body(1);
+    assert_eq!(
+        retry["temperature"], 0.6,
+        "a retry is sampled, not the same greedy reply"
+    );
     let messages = retry["messages"].as_array().expect("messages");
     assert_eq!(messages.len(), 4);
     assert_eq!(messages[2]["role"], "assistant");
@@ -467,6 +472,14 @@ async fn text_mode_fails_with_tool_call_invalid_after_three_corrections() {
         "{error}"
     );
     assert_eq!(received.count(), 4);
+    assert_eq!(
+        error.spent(),
+        Some(Usage {
+            prompt_tokens: 40,
+            completion_tokens: 20
+        }),
+        "the failed turn carries the tokens of its four replies"
+    );
 }
 
 #[tokio::test]
@@ -556,7 +569,12 @@ async fn degenerate_empty_replies_are_nudged_once_then_fail() {
         atelier_messages::ErrorCode::ModelOutputDegenerate
     );
     assert_eq!(received.count(), 2);
+    assert_eq!(received.body(0)["temperature"], 0.0);
     let retry = received.body(1);
+    assert_eq!(
+        retry["temperature"], 0.6,
+        "a retry is sampled, not the same greedy reply"
+    );
     let messages = retry["messages"].as_array().expect("messages");
     assert_eq!(
         messages.last().expect("nudge")["content"],

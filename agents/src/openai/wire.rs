@@ -22,7 +22,7 @@ pub(super) struct ChatBody<'a> {
     stream: bool,
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<u8>,
+    temperature: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -52,7 +52,7 @@ impl<'a> ChatBody<'a> {
             stream_options: StreamOptions {
                 include_usage: true,
             },
-            temperature: (!is_reasoning_model(model)).then_some(0),
+            temperature: (!is_reasoning_model(model)).then_some(0.0),
             tools: tools.iter().map(WireTool::from).collect(),
             tool_choice: has_tools.then_some(tool_choice_name(tool_choice)),
             parallel_tool_calls: has_tools.then_some(false),
@@ -79,6 +79,9 @@ impl<'a> ChatBody<'a> {
         if strict_tools {
             body.tools = turn.native_tools().iter().map(WireTool::strict).collect();
         }
+        if turn.is_retry() && body.temperature.is_some() {
+            body.temperature = Some(RETRY_TEMPERATURE);
+        }
         match turn.response_format() {
             Some(format) => body.with_response_format(format),
             None => body,
@@ -93,6 +96,10 @@ impl<'a> ChatBody<'a> {
         }
     }
 }
+
+/// The temperature of a turn's retries (after a correction or nudge): at 0 a small model
+/// tends to repeat the reply it was just told was unusable.
+pub(super) const RETRY_TEMPERATURE: f64 = 0.6;
 
 fn tool_choice_name(choice: ToolChoice) -> &'static str {
     match choice {
@@ -317,9 +324,9 @@ mod tests {
             tool_choice: ToolChoice::Auto,
         };
         for (model, expected) in [
-            ("gpt-4o-mini", Some(0)),
-            ("gpt-4.1", Some(0)),
-            ("qwen2.5-7b", Some(0)),
+            ("gpt-4o-mini", Some(0.0)),
+            ("gpt-4.1", Some(0.0)),
+            ("qwen2.5-7b", Some(0.0)),
             ("gpt-5.2", None),
             ("o3-mini", None),
             ("o4-mini", None),
