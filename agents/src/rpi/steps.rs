@@ -693,6 +693,46 @@ mod tests {
     }
 
     #[test]
+    fn captured_plans_of_a_small_model_are_judged_as_plans() {
+        use crate::captured::captured;
+        use crate::text_tools::{Reading, read_reply};
+        let answer =
+            |name: &str| match read_reply(&captured(name).reply().text, &catalog::plan_tools()) {
+                Reading::Answer(answer) => answer,
+                other => panic!("{other:?}"),
+            };
+        // `12345` is told the format twice, then refused (PLAN_INVALID).
+        let number = answer("constrained-plan-number.json");
+        assert!(matches!(
+            judge(Expect::Checklist, &number, 0, 0),
+            Verdict::Nudge(_)
+        ));
+        assert!(matches!(
+            judge(Expect::Checklist, &number, 0, 1),
+            Verdict::Nudge(_)
+        ));
+        assert!(matches!(
+            judge(Expect::Checklist, &number, 0, 2),
+            Verdict::Refuse(_)
+        ));
+        // A numbered step is a plan; whether it works is up to its item's tool calls.
+        let copied = answer("constrained-plan-copied-example.json");
+        assert_eq!(judge(Expect::Checklist, &copied, 0, 0), Verdict::Accept);
+        // Research notes that are a made-up object are still findings (not empty).
+        let made_up = captured("text-research-bare-object.json").reply().text;
+        assert_eq!(judge(Expect::Findings, &made_up, 0, 0), Verdict::Accept);
+        // The same text as an item's answer, with no successful call, is not work.
+        assert!(matches!(
+            judge(Expect::Work, &made_up, 0, 0),
+            Verdict::Nudge(_)
+        ));
+        assert!(matches!(
+            judge(Expect::Work, &made_up, 0, 1),
+            Verdict::Refuse(_)
+        ));
+    }
+
+    #[test]
     fn step_keys_name_their_position() {
         let scope = Scope {
             phase: Phase::Implement,
