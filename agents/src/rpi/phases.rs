@@ -353,7 +353,7 @@ mod tests {
         // "NO_CHANGE_NEEDED: Plan item 1: 5 —" on the retry, with no call in either.
         let previous = declared("Tool not found.");
         let outcome = answered_item("NO_CHANGE_NEEDED: Plan item 1: 5 —", 0, Some(&previous));
-        let failure = outcome.err().expect("failed");
+        let failure = outcome.expect_err("failed");
         assert_eq!(failure.code, Some(ErrorCode::ItemNotDone));
         assert!(!failure.retry);
         assert!(
