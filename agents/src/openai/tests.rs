@@ -510,7 +510,7 @@ async fn text_mode_replays_calls_as_json_and_results_as_user_messages() {
     );
     assert_eq!(
         messages[3],
-        json!({"role": "user", "content": "Tool result for table_get_map (call call_t1):\n{\"rows\":120}"})
+        json!({"role": "user", "content": "Tool result for table_get_map:\n{\"rows\":120}"})
     );
 }
 

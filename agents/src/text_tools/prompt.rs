@@ -78,8 +78,10 @@ pub fn text_transcript(messages: &[ChatMessage], catalog: Option<&str>) -> Vec<C
                     .iter()
                     .find(|call| call.id == id)
                     .map_or("tool", |call| call.name.as_str());
+                // No call id: text mode sends one call per reply, and a small model took the
+                // ids shown here for the call ids `recall_tool_result` reads (those of receipts).
                 transcript.push(ChatMessage::user(format!(
-                    "Tool result for {name} (call {id}):\n{}",
+                    "Tool result for {name}:\n{}",
                     message.content
                 )));
             }
@@ -162,7 +164,7 @@ mod tests {
                     "{\"tool\": \"table_get_map\", \"parameters\": {\"path\":\"sales.csv\"}, \"terminate\": false}",
                     Vec::new()
                 ),
-                ChatMessage::user("Tool result for table_get_map (call call_t1):\n{\"rows\":120}"),
+                ChatMessage::user("Tool result for table_get_map:\n{\"rows\":120}"),
             ]
         );
         let without_system = text_transcript(&[ChatMessage::user("Hi")], Some("CATALOG"));
