@@ -229,8 +229,9 @@ print_profile() {
 kind = "openai-compat"
 base_url = "http://127.0.0.1:${port}/v1"
 model = "${MODEL_NAME}"
-max_tokens = 1024
-tool_mode = "text"   # or native / auto / constrained
+max_tokens = 512
+tool_mode = "text"          # or native / auto / constrained
+idle_timeout_secs = 300     # a slow CPU is silent for a minute before a long prompt's answer
 EOF
 }
 

@@ -2,6 +2,8 @@
 
 use atelier_messages::{ErrorBody, ErrorCode};
 
+use crate::provider::Usage;
+
 /// Everything that can go wrong while talking to a model or running the agent loop.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -27,6 +29,13 @@ pub enum AgentError {
     Replay(String),
     #[error(transparent)]
     Job(#[from] ErrorBody),
+    /// A turn that failed after the model had answered at least once: the failure, and the
+    /// tokens its requests used.
+    #[error("{error}")]
+    TurnFailed {
+        error: Box<AgentError>,
+        usage: Usage,
+    },
 }
 
 impl AgentError {
@@ -46,6 +55,29 @@ impl AgentError {
             AgentError::Degenerate(_) => ErrorCode::ModelOutputDegenerate,
             AgentError::Replay(_) => ErrorCode::ProviderUnavailable,
             AgentError::Job(body) => body.code,
+            AgentError::TurnFailed { error, .. } => error.code(),
+        }
+    }
+
+    /// `self` as the failure of a turn whose requests used `usage`.
+    pub fn after_usage(self, usage: Usage) -> AgentError {
+        match self {
+            AgentError::TurnFailed { error, usage: used } => AgentError::TurnFailed {
+                error,
+                usage: used.plus(usage),
+            },
+            error => AgentError::TurnFailed {
+                error: Box::new(error),
+                usage,
+            },
+        }
+    }
+
+    /// The tokens a failed turn used, when the model answered before it failed.
+    pub fn spent(&self) -> Option<Usage> {
+        match self {
+            AgentError::TurnFailed { usage, .. } => Some(*usage),
+            _ => None,
         }
     }
 
@@ -53,6 +85,7 @@ impl AgentError {
     pub fn to_body(&self) -> ErrorBody {
         match self {
             AgentError::Job(body) => body.clone(),
+            AgentError::TurnFailed { error, .. } => error.to_body(),
             other => ErrorBody::new(other.code(), other.to_string()),
         }
     }
@@ -73,5 +106,23 @@ mod tests {
             degenerate.to_string(),
             "the model's output is degenerate: empty reply"
         );
+    }
+
+    #[test]
+    fn a_failed_turn_keeps_its_code_message_and_usage() {
+        let usage = Usage {
+            prompt_tokens: 300,
+            completion_tokens: 60,
+        };
+        let failed = AgentError::Degenerate("empty reply".into()).after_usage(usage);
+        assert_eq!(failed.code(), ErrorCode::ModelOutputDegenerate);
+        assert_eq!(
+            failed.to_body().message,
+            "the model's output is degenerate: empty reply"
+        );
+        assert_eq!(failed.spent(), Some(usage));
+        let twice = failed.after_usage(usage);
+        assert_eq!(twice.spent().map(|u| u.prompt_tokens), Some(600));
+        assert_eq!(AgentError::Unavailable("down".into()).spent(), None);
     }
 }

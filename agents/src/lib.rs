@@ -21,6 +21,8 @@
 //! - [`plan`]: parsing and rendering the plan checklist.
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
 //! - [`error`]: the crate error type, [`AgentError`].
+//! - `captured` (tests only): replies captured from a real model, read by the parsers, judges
+//!   and providers (`tests/fixtures/qwen0.5b/`).
 
 pub mod anthropic;
 pub mod catalog;
@@ -37,3 +39,6 @@ pub mod text_tools;
 mod turn;
 
 pub use error::AgentError;
+
+#[cfg(test)]
+mod captured;

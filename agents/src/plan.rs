@@ -3,11 +3,19 @@
 
 use atelier_messages::job::{ItemStatus, PlanItem};
 
-/// Parses every checklist line of `text`; other lines are ignored. Items are renumbered
-/// 1..=n in order of appearance so a sloppy model's numbering cannot confuse resumption.
+/// Parses every checklist line of `text`; other lines are ignored. A text without checklist
+/// lines is read as a numbered list (`1. label — description`, `2) …`), as small models write
+/// plans. Items are renumbered 1..=n in order of appearance so a sloppy model's numbering
+/// cannot confuse resumption.
 pub fn parse(text: &str) -> Vec<PlanItem> {
-    text.lines()
-        .filter_map(parse_line)
+    let checklist: Vec<_> = text.lines().filter_map(parse_line).collect();
+    let lines = if checklist.is_empty() {
+        text.lines().filter_map(parse_numbered_line).collect()
+    } else {
+        checklist
+    };
+    lines
+        .into_iter()
         .enumerate()
         .map(|(position, (status, label, description))| PlanItem {
             index: u32::try_from(position + 1).unwrap_or(u32::MAX),
@@ -38,6 +46,21 @@ fn parse_line(line: &str) -> Option<(ItemStatus, String, String)> {
         return None;
     }
     Some((status, label, description))
+}
+
+/// A numbered line, `N. label — description` or `N) …`: a pending item.
+fn parse_numbered_line(line: &str) -> Option<(ItemStatus, String, String)> {
+    let line = line.trim_start();
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    let rest = line[digits..].strip_prefix(['.', ')'])?;
+    if digits == 0 || !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let (label, description) = split_label(rest.trim_start());
+    if label.is_empty() {
+        return None;
+    }
+    Some((ItemStatus::Pending, label, description))
 }
 
 fn strip_number(text: &str) -> &str {
@@ -107,6 +130,34 @@ mod tests {
         assert_eq!(items[1].description, "write summary.xlsx");
         assert_eq!(items[2].index, 3);
         assert_eq!(items[2].status, ItemStatus::Done);
+    }
+
+    #[test]
+    fn a_numbered_list_is_a_plan_only_without_checklist_lines() {
+        // As a small model answered, copying the example of the format reminder.
+        let numbered =
+            "1. Count rows — count the rows of data.csv and write the number to count.txt";
+        let items = parse(numbered);
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].label, "Count rows");
+        assert_eq!(items[0].status, ItemStatus::Pending);
+        let two = parse("Steps:\n1) Read notes.txt\n2. Write total.txt: the sum\nDone.");
+        assert_eq!(two.len(), 2);
+        assert_eq!(
+            (two[1].index, two[1].label.as_str()),
+            (2, "Write total.txt")
+        );
+        // With checklist lines, numbered lines are prose.
+        assert_eq!(parse("1. Intro\n- [ ] 1. A — first").len(), 1);
+        // Not numbered items: a number alone, a number without its point, a bare "12345".
+        for garbled in [
+            "12345",
+            "41 N. Count the number of rows",
+            "2.",
+            "3.5 percent",
+        ] {
+            assert!(parse(garbled).is_empty(), "{garbled}");
+        }
     }
 
     #[test]

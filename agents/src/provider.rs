@@ -104,6 +104,16 @@ pub struct Usage {
     pub completion_tokens: u64,
 }
 
+impl Usage {
+    /// Both counts added.
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+        }
+    }
+}
+
 /// What the model answered.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelResponse {

@@ -138,6 +138,7 @@ pub enum ProfileKind {
 ///                            # openai: the server's
 /// tool_mode = "text"         # native (default), text, auto or constrained
 /// idle_timeout_secs = 60     # longest silence of a streaming answer
+/// strict_tools = false       # openai / openai-compat: strict JSON schemas (default off)
 /// ```
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,6 +180,12 @@ pub struct ModelProfile {
     /// Retries on 429/5xx/connection errors (default: `max_retries`, else 3).
     #[serde(default)]
     pub max_retries: Option<u32>,
+    /// `openai` and `openai-compat` only: send native tools with `"strict": true` and their
+    /// schemas normalized for strict mode (`additionalProperties: false`, every property
+    /// required, optional ones nullable). Default off: OpenAI's recent models support it, many
+    /// compatible servers and older models reject it. Refused on `anthropic` profiles.
+    #[serde(default)]
+    pub strict_tools: bool,
 }
 
 impl std::fmt::Debug for ModelProfile {
@@ -192,6 +199,7 @@ impl std::fmt::Debug for ModelProfile {
             .field("max_tokens", &self.max_tokens)
             .field("tool_mode", &self.tool_mode)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
+            .field("strict_tools", &self.strict_tools)
             .finish_non_exhaustive()
     }
 }
@@ -326,6 +334,7 @@ impl ProviderSettings {
             retry: profile.max_retries.map_or(defaults.retry, RetryPolicy::new),
             max_tokens: profile.max_tokens.or(default_max_tokens),
             tool_mode: profile.tool_mode,
+            strict_tools: profile.strict_tools,
             ..defaults
         }
     }
@@ -381,6 +390,12 @@ pub fn check(spec: &str, settings: &ProviderSettings) -> Result<ModelSpec, Agent
             if profile.base_url().is_none() {
                 return Err(AgentError::NotConfigured(format!(
                     "model profile `{name}` (openai-compat) needs a base_url"
+                )));
+            }
+            if profile.strict_tools && profile.kind == ProfileKind::Anthropic {
+                return Err(AgentError::NotConfigured(format!(
+                    "model profile `{name}` (anthropic) sets strict_tools, which only openai and \
+                     openai-compat profiles support: remove it"
                 )));
             }
         }
@@ -652,6 +667,7 @@ mod tests {
             idle_timeout_secs: None,
             request_timeout_secs: None,
             max_retries: None,
+            strict_tools: false,
         }
     }
 
@@ -750,6 +766,30 @@ mod tests {
             "kind": "openai", "model": "m", "tool_mode": "xml"
         }));
         assert!(unknown.is_err());
+    }
+
+    #[test]
+    fn strict_tools_is_off_by_default_and_refused_on_anthropic_profiles() {
+        let parsed: ModelProfile = serde_json::from_value(serde_json::json!({
+            "kind": "openai", "model": "gpt-4.1-mini"
+        }))
+        .expect("profile");
+        let settings = ProviderSettings::default();
+        assert!(!settings.profile_options(&parsed).strict_tools);
+        let strict: ModelProfile = serde_json::from_value(serde_json::json!({
+            "kind": "openai-compat", "base_url": "http://127.0.0.1:8080/v1", "model": "m",
+            "strict_tools": true
+        }))
+        .expect("profile");
+        assert!(settings.profile_options(&strict).strict_tools);
+        let mut settings = ProviderSettings::default();
+        let mut claude = profile(ProfileKind::Anthropic, None);
+        claude.strict_tools = true;
+        settings.profiles.insert("claude".into(), claude);
+        assert_eq!(
+            check("claude", &settings).err().map(|e| e.code()),
+            Some(ErrorCode::ProviderNotConfigured)
+        );
     }
 
     #[test]

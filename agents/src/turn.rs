@@ -10,7 +10,8 @@
 //!   [`crate::degenerate`]) is retried once with a nudge; then the turn fails with
 //!   `MODEL_OUTPUT_DEGENERATE`.
 //!
-//! The tokens of every request in the turn, retries included, are in the returned usage. A
+//! The tokens of every request in the turn, retries included, are in the returned usage, or,
+//! when the turn fails after the model answered, in the error ([`AgentError::spent`]). A
 //! call read from text gets the id `call_tN`, N counting the assistant turns so far, so a
 //! replayed conversation gets the same ids.
 
@@ -44,6 +45,8 @@ pub(crate) struct Turn<'r> {
     mode: ToolMode,
     transcript: Vec<ChatMessage>,
     usage: Usage,
+    /// Replies received so far.
+    replies: u32,
     corrections: u32,
     nudges: u32,
 }
@@ -62,6 +65,7 @@ impl<'r> Turn<'r> {
             mode,
             transcript,
             usage: Usage::default(),
+            replies: 0,
             corrections: 0,
             nudges: 0,
         }
@@ -81,6 +85,11 @@ impl<'r> Turn<'r> {
         }
     }
 
+    /// True once the model has answered in this turn: the next request is a retry.
+    pub(crate) fn is_retry(&self) -> bool {
+        self.replies > 0
+    }
+
     pub(crate) fn tool_choice(&self) -> ToolChoice {
         self.request.tool_choice
     }
@@ -97,8 +106,8 @@ impl<'r> Turn<'r> {
         &mut self,
         mut response: ModelResponse,
     ) -> Result<Option<ModelResponse>, AgentError> {
-        self.usage.prompt_tokens += response.usage.prompt_tokens;
-        self.usage.completion_tokens += response.usage.completion_tokens;
+        self.usage = self.usage.plus(response.usage);
+        self.replies += 1;
         if !response.tool_calls.is_empty() {
             return Ok(Some(self.finish(response)));
         }
@@ -241,6 +250,15 @@ impl<'r> Turn<'r> {
         format!("call_t{}", turns + 1)
     }
 
+    /// `error` as this turn's failure: with the tokens used, once the model has answered.
+    fn failed(&self, error: AgentError) -> AgentError {
+        if self.replies == 0 {
+            error
+        } else {
+            error.after_usage(self.usage)
+        }
+    }
+
     fn finish(&self, response: ModelResponse) -> ModelResponse {
         ModelResponse {
             usage: self.usage,
@@ -291,9 +309,14 @@ async fn run_turn(
 ) -> Result<ModelResponse, AgentError> {
     let mut turn = Turn::new(request, provider.tool_mode());
     loop {
-        let response = provider.send_turn(&turn, on_delta).await?;
-        if let Some(response) = turn.judge(response)? {
-            return Ok(response);
+        let response = provider
+            .send_turn(&turn, on_delta)
+            .await
+            .map_err(|error| turn.failed(error))?;
+        match turn.judge(response) {
+            Ok(Some(response)) => return Ok(response),
+            Ok(None) => {}
+            Err(error) => return Err(turn.failed(error)),
         }
     }
 }

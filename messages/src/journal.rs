@@ -57,6 +57,12 @@ pub fn model_turn(phase: Phase, item: u32, attempt: u32, turn: u32) -> String {
     )
 }
 
+/// `model/<phase>/<item>/<attempt>/<turn>/failed`: what the failed tries at that turn used
+/// (a failed job's resumed run asks the same turn again).
+pub fn failed_model_turn(phase: Phase, item: u32, attempt: u32, turn: u32) -> String {
+    format!("{}/failed", model_turn(phase, item, attempt, turn))
+}
+
 /// `tool/<call id>`
 pub fn tool_result(call_id: &str) -> String {
     format!("{}{call_id}", StepKind::ToolResult.prefix())
@@ -78,6 +84,10 @@ mod tests {
             "model/implement/2/1/3"
         );
         assert_eq!(system_prompt(Phase::Plan, 0, 1), "system/plan/0/1");
+        assert_eq!(
+            failed_model_turn(Phase::Research, 0, 1, 0),
+            "model/research/0/1/0/failed"
+        );
         assert_eq!(tool_result("j.research.0.1.1.0"), "tool/j.research.0.1.1.0");
         assert_eq!(approval("c1"), "approval/c1");
         assert_eq!(StepKind::of(&approval("c1")), Some(StepKind::Approval));

@@ -112,6 +112,95 @@ async fn a_plan_that_is_not_a_checklist_is_told_the_format_then_fails_plan_inval
         plan_requests, 3,
         "the first answer and two after being told"
     );
+    // The failed phase's turns count: one research turn and three plan turns, each reply
+    // 100 prompt and 20 completion tokens.
+    assert_eq!(view.model_turns, 4);
+    assert_eq!((view.prompt_tokens, view.completion_tokens), (400, 80));
+    Ok(())
+}
+
+/// A text-mode cluster on `script`, with the launch plan as `plan.csv` in workbench `w`.
+async fn text_mode(script: Script) -> anyhow::Result<(ScriptedModel, Cluster)> {
+    let model = ScriptedModel::start(script).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.restart_coordinator_with_config(
+        &model.profile_toml("small", "tool_mode = \"text\""),
+        &[],
+    )?;
+    cluster.workbench_with_launch_plan("w", "plan.csv")?;
+    Ok((model, cluster))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_failing_in_a_turn_counts_every_reply_and_a_resumed_run_adds_to_them()
+-> anyhow::Result<()> {
+    // The plan's first turn: an unknown tool, corrected three times, then TOOL_CALL_INVALID
+    // after four replies (each 100 prompt and 20 completion tokens).
+    let unknown =
+        json!({"content": "{\"tool\": \"plan_csv\", \"parameters\": {\"path\": \"plan.csv\"}}"});
+    let read =
+        json!({"content": "{\"tool\": \"read_file\", \"parameters\": {\"path\": \"plan.csv\"}}"});
+    let (model, cluster) = text_mode(script(json!({
+        "research": [read, {"content": "plan.csv has five milestones."}],
+        "plan": [unknown.clone(), unknown.clone(), unknown.clone(), unknown]
+    }))?)
+    .await?;
+    let view = cluster.run_job("w", "Count the rows", "small", &[])?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::ToolCallInvalid));
+    assert_eq!(model.requests().len(), 6);
+    assert_eq!(
+        view.model_turns, 3,
+        "two research turns, and the failed plan turn"
+    );
+    assert_eq!((view.prompt_tokens, view.completion_tokens), (600, 120));
+    assert_eq!(view.tool_calls, 1);
+
+    // The resumed run walks the journal from the end of research: the failed turn's four
+    // replies count once, and the turn asked again adds its own four.
+    cluster.cli_ok(&["resume", &view.job_id])?;
+    let resumed = cluster.wait_finished(&view.job_id, std::time::Duration::from_secs(120))?;
+    assert_eq!(error_code(&resumed), Some(ErrorCode::ToolCallInvalid));
+    assert_eq!(model.requests().len(), 10);
+    assert_eq!(resumed.model_turns, 4);
+    assert_eq!(
+        (resumed.prompt_tokens, resumed.completion_tokens),
+        (1000, 200)
+    );
+    assert_eq!(resumed.tool_calls, 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unusable_replies_end_research_without_notes_and_fail_only_their_item() -> anyhow::Result<()>
+{
+    // Research must call a tool and gets prose four times; the item's calls name no tool.
+    let prose = json!({"content": "I will look at the file and count its rows."});
+    let unknown = json!({"content": "{\"tool\": \"count_rows\", \"parameters\": {}}"});
+    let (model, cluster) = text_mode(script(json!({
+        "research": [prose.clone(), prose.clone(), prose.clone(), prose],
+        "plan": [{"content": "1. Count — write the row count of plan.csv to count.txt"}],
+        "implement": {"1": [unknown.clone(), unknown.clone(), unknown.clone(), unknown]},
+        "summary": [{"content": "Wrote count.txt."}]
+    }))?)
+    .await?;
+    let view = cluster.run_job("w", "Count the rows into count.txt", "small", &[])?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
+    // The plan (a numbered list, as small models write it) saw that research stopped.
+    let plan = prompts_of(&model, "plan");
+    assert!(plan.contains("Research stopped"), "{plan}");
+    let item = &view.items[0];
+    assert_eq!(item.label, "Count");
+    assert_eq!(item.status, ItemStatus::Failed);
+    assert_eq!(item.failure_code, Some(ErrorCode::ToolCallInvalid));
+    assert_eq!(item.attempts, 2);
+    // research 4 replies, plan 1, two attempts of 4, summary 1: 14 replies in 5 turns.
+    assert_eq!(model.requests().len(), 14);
+    assert_eq!(view.model_turns, 5);
+    assert_eq!((view.prompt_tokens, view.completion_tokens), (1400, 280));
+    let summary = view.summary.unwrap_or_default();
+    assert!(summary.contains("Draft changes: none"), "{summary}");
     Ok(())
 }
 

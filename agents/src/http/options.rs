@@ -63,6 +63,9 @@ pub struct ClientOptions {
     pub max_tokens: Option<u32>,
     /// How the model is offered tools and how its calls are read.
     pub tool_mode: ToolMode,
+    /// OpenAI protocol: native tools are sent with `"strict": true` and schemas normalized for
+    /// strict mode (tools whose schema cannot be strict are sent as they are).
+    pub strict_tools: bool,
 }
 
 impl ClientOptions {
@@ -76,6 +79,7 @@ impl ClientOptions {
             retry,
             max_tokens: None,
             tool_mode: ToolMode::Native,
+            strict_tools: false,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! [`Endpoint`] (retries, waits, caps, key redaction).
 
 use super::stream::StreamAccumulator;
+use super::strict::drop_absent;
 use super::wire::ChatBody;
 use crate::AgentError;
 use crate::http::{Auth, ClientOptions, Endpoint};
@@ -29,6 +30,7 @@ pub struct OpenAiProvider {
     endpoint: Endpoint,
     max_tokens: Option<u32>,
     tool_mode: ToolMode,
+    strict_tools: bool,
 }
 
 impl OpenAiProvider {
@@ -61,6 +63,7 @@ impl OpenAiProvider {
             endpoint,
             max_tokens: options.max_tokens,
             tool_mode: options.tool_mode,
+            strict_tools: options.strict_tools,
         })
     }
 }
@@ -79,13 +82,23 @@ impl SendTurn for OpenAiProvider {
         turn: &Turn<'_>,
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, AgentError> {
-        let body = ChatBody::for_turn(&self.model, turn, self.max_tokens);
-        self.endpoint
+        let body = ChatBody::for_turn(&self.model, turn, self.max_tokens, self.strict_tools);
+        let mut response = self
+            .endpoint
             .retrying(|| {
                 self.endpoint
                     .exchange::<StreamAccumulator, _>(&body, on_delta)
             })
-            .await
+            .await?;
+        if self.strict_tools {
+            for call in &mut response.tool_calls {
+                let tools = turn.native_tools();
+                if let Some(spec) = tools.iter().find(|spec| spec.name.as_str() == call.name) {
+                    call.arguments = drop_absent(&call.arguments, &spec.parameters);
+                }
+            }
+        }
+        Ok(response)
     }
 }
 

@@ -6,7 +6,9 @@
 //! usage are captured. Servers that ignore `stream` and answer with one JSON document work too.
 //!
 //! Request profile: `parallel_tool_calls: false` whenever tools are offered, and
-//! `temperature: 0` except for reasoning models (`gpt-5*`, `o1`, `o3`, …) that reject it.
+//! `temperature: 0` except for reasoning models (`gpt-5*`, `o1`, `o3`, …) that reject it; a
+//! turn's retries after a correction or nudge are sent at `temperature: 0.6`, since at 0 a small
+//! model tends to repeat the reply it was just told was unusable.
 //!
 //! Tool modes ([`ToolMode`](crate::text_tools::ToolMode)): `native` sends `tools`; `text` and
 //! `constrained` describe the tools in the system message and read calls from the reply text
@@ -20,16 +22,23 @@
 //! jittered backoff, other 4xx answers carry the server's message. A retried turn streams its
 //! text again from the start.
 //!
+//! `strict_tools` (a profile flag, off by default): native tools go out with `"strict": true`
+//! and their schemas normalized for OpenAI's strict mode (every property required, optional
+//! ones nullable, `additionalProperties: false`); the `null`s the model writes for optional
+//! properties are dropped before the call reaches the tool (`strict`).
+//!
 //! The API key is sent as a bearer token only; it is redacted from `Debug` output and from
 //! every error message.
 //!
 //! # Layout
 //! - `wire`: the request, stream-chunk and completion JSON shapes.
 //! - `stream`: assembling text and tool calls into a response.
+//! - `strict`: strict-mode schemas and reading strict arguments back.
 //! - `client`: [`OpenAiProvider`]: one exchange per attempt over the shared endpoint.
 
 mod client;
 mod stream;
+mod strict;
 mod wire;
 
 #[cfg(test)]

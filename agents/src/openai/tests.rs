@@ -94,7 +94,7 @@ async fn openai_streams_text_deltas_usage_and_finish_reason() {
     assert_eq!(body["model"], "gpt-4o-mini");
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"]["include_usage"], true);
-    assert_eq!(body["temperature"], 0);
+    assert_eq!(body["temperature"], 0.0);
     assert!(body.get("tools").is_none());
     assert!(body.get("tool_choice").is_none());
     assert!(body.get("parallel_tool_calls").is_none());
@@ -426,7 +426,12 @@ async fn text_mode_tells_the_model_what_was_wrong_and_counts_both_requests() {
         }
     );
     assert_eq!(received.count(), 2);
+    assert_eq!(received.body(0)["temperature"], 0.0);
     let retry = received.body(1);
+    assert_eq!(
+        retry["temperature"], 0.6,
+        "a retry is sampled, not the same greedy reply"
+    );
     let messages = retry["messages"].as_array().expect("messages");
     assert_eq!(messages.len(), 4);
     assert_eq!(messages[2]["role"], "assistant");
@@ -467,6 +472,14 @@ async fn text_mode_fails_with_tool_call_invalid_after_three_corrections() {
         "{error}"
     );
     assert_eq!(received.count(), 4);
+    assert_eq!(
+        error.spent(),
+        Some(Usage {
+            prompt_tokens: 40,
+            completion_tokens: 20
+        }),
+        "the failed turn carries the tokens of its four replies"
+    );
 }
 
 #[tokio::test]
@@ -497,7 +510,7 @@ async fn text_mode_replays_calls_as_json_and_results_as_user_messages() {
     );
     assert_eq!(
         messages[3],
-        json!({"role": "user", "content": "Tool result for table_get_map (call call_t1):\n{\"rows\":120}"})
+        json!({"role": "user", "content": "Tool result for table_get_map:\n{\"rows\":120}"})
     );
 }
 
@@ -556,7 +569,12 @@ async fn degenerate_empty_replies_are_nudged_once_then_fail() {
         atelier_messages::ErrorCode::ModelOutputDegenerate
     );
     assert_eq!(received.count(), 2);
+    assert_eq!(received.body(0)["temperature"], 0.0);
     let retry = received.body(1);
+    assert_eq!(
+        retry["temperature"], 0.6,
+        "a retry is sampled, not the same greedy reply"
+    );
     let messages = retry["messages"].as_array().expect("messages");
     assert_eq!(
         messages.last().expect("nudge")["content"],
@@ -640,4 +658,104 @@ async fn idle_timeout_fails_a_silent_stream_as_unavailable() {
     );
     assert!(started.elapsed() < Duration::from_millis(1900));
     assert_eq!(received.count(), 1);
+}
+
+/// A one-call stream: `name` with `arguments` (a JSON text).
+fn call_stream(name: &str, arguments: &str) -> Response {
+    sse(vec![
+        event(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+            "id": "call_1", "type": "function",
+            "function": {"name": name, "arguments": arguments}}]}}]}),
+        ),
+        event(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+        "data: [DONE]\n\n".to_string(),
+    ])
+}
+
+fn strict_request() -> ModelRequest {
+    let wanted = ["table_query", "xlsx_operations"];
+    ModelRequest {
+        phase: "implement".into(),
+        item_index: Some(1),
+        messages: vec![ChatMessage::system("Work."), ChatMessage::user("Count")],
+        tools: catalog()
+            .into_iter()
+            .filter(|tool| wanted.contains(&tool.name.as_str()))
+            .collect(),
+        tool_choice: ToolChoice::Auto,
+    }
+}
+
+#[tokio::test]
+async fn strict_tools_send_strict_schemas_and_drop_the_nulls_of_optional_arguments() {
+    let arguments = r#"{"path": "plan.csv", "query": "SELECT COUNT(*) FROM data", "window_rows": null, "window_offset": null}"#;
+    let (base, received) = serve(move |_| call_stream("table_query", arguments)).await;
+    let provider = OpenAiProvider::new(
+        Flavor::Compatible,
+        &base,
+        "m",
+        ClientOptions {
+            strict_tools: true,
+            ..options(None, 0)
+        },
+    )
+    .expect("provider");
+    let (result, _) = run(&provider, &strict_request()).await;
+    let response = result.expect("completion");
+    let read: Value = serde_json::from_str(&response.tool_calls[0].arguments).expect("json");
+    assert_eq!(
+        read,
+        json!({"path": "plan.csv", "query": "SELECT COUNT(*) FROM data"}),
+        "the tool gets the call it would have got without strict mode"
+    );
+
+    let body = received.body(0);
+    let tool = |name: &str| {
+        body["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|tool| tool["function"]["name"] == name))
+            .map(|tool| tool["function"].clone())
+            .unwrap_or_default()
+    };
+    let query = tool("table_query");
+    assert_eq!(query["strict"], true);
+    let parameters = &query["parameters"];
+    assert_eq!(parameters["additionalProperties"], false);
+    assert_eq!(
+        parameters["required"],
+        json!(["path", "query", "window_offset", "window_rows"])
+    );
+    assert_eq!(parameters["properties"]["query"]["type"], "string");
+    assert_eq!(
+        parameters["properties"]["window_rows"]["type"],
+        json!(["integer", "null"])
+    );
+    // Free-form cell objects cannot be strict: that tool goes out as it is.
+    let xlsx = tool("xlsx_operations");
+    assert!(xlsx.get("strict").is_none(), "{xlsx}");
+    let original = strict_request()
+        .tools
+        .into_iter()
+        .find(|tool| tool.name.as_str() == "xlsx_operations")
+        .map(|tool| tool.parameters);
+    assert_eq!(Some(xlsx["parameters"].clone()), original);
+}
+
+#[tokio::test]
+async fn without_strict_tools_schemas_go_out_as_they_are_and_arguments_untouched() {
+    let arguments = r#"{"path": "plan.csv", "query": "SELECT 1", "window_rows": null}"#;
+    let (base, received) = serve(move |_| call_stream("table_query", arguments)).await;
+    let provider =
+        OpenAiProvider::new(Flavor::Compatible, &base, "m", options(None, 0)).expect("provider");
+    let (result, _) = run(&provider, &strict_request()).await;
+    assert_eq!(
+        result.expect("completion").tool_calls[0].arguments,
+        arguments
+    );
+    let body = received.body(0);
+    let query = &body["tools"][1]["function"];
+    assert_eq!(query["name"], "table_query");
+    assert!(query.get("strict").is_none(), "{query}");
+    assert_eq!(query["parameters"], strict_request().tools[1].parameters);
 }

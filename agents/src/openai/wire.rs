@@ -1,9 +1,12 @@
 //! The Chat Completions JSON shapes: the request body, the streamed chunks, the plain
 //! (non-streaming) completion and the error object.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::strict::strict_schema;
 use crate::catalog::ToolSpec;
 use crate::http::WireError;
 use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice, Usage};
@@ -19,7 +22,7 @@ pub(super) struct ChatBody<'a> {
     stream: bool,
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<u8>,
+    temperature: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -49,7 +52,7 @@ impl<'a> ChatBody<'a> {
             stream_options: StreamOptions {
                 include_usage: true,
             },
-            temperature: (!is_reasoning_model(model)).then_some(0),
+            temperature: (!is_reasoning_model(model)).then_some(0.0),
             tools: tools.iter().map(WireTool::from).collect(),
             tool_choice: has_tools.then_some(tool_choice_name(tool_choice)),
             parallel_tool_calls: has_tools.then_some(false),
@@ -58,15 +61,27 @@ impl<'a> ChatBody<'a> {
         }
     }
 
-    /// The request of `turn`'s next exchange (its tool mode decides tools and format).
-    pub(super) fn for_turn(model: &'a str, turn: &'a Turn<'_>, max_tokens: Option<u32>) -> Self {
-        let body = Self::new(
+    /// The request of `turn`'s next exchange (its tool mode decides tools and format; with
+    /// `strict_tools`, native tools are sent in strict form).
+    pub(super) fn for_turn(
+        model: &'a str,
+        turn: &'a Turn<'_>,
+        max_tokens: Option<u32>,
+        strict_tools: bool,
+    ) -> Self {
+        let mut body = Self::new(
             model,
             turn.messages(),
             turn.native_tools(),
             turn.tool_choice(),
             max_tokens,
         );
+        if strict_tools {
+            body.tools = turn.native_tools().iter().map(WireTool::strict).collect();
+        }
+        if turn.is_retry() && body.temperature.is_some() {
+            body.temperature = Some(RETRY_TEMPERATURE);
+        }
         match turn.response_format() {
             Some(format) => body.with_response_format(format),
             None => body,
@@ -81,6 +96,10 @@ impl<'a> ChatBody<'a> {
         }
     }
 }
+
+/// The temperature of a turn's retries (after a correction or nudge): at 0 a small model
+/// tends to repeat the reply it was just told was unusable.
+pub(super) const RETRY_TEMPERATURE: f64 = 0.6;
 
 fn tool_choice_name(choice: ToolChoice) -> &'static str {
     match choice {
@@ -159,8 +178,27 @@ impl<'a> From<&'a ToolSpec> for WireTool<'a> {
             function: WireFunction {
                 name: spec.name.as_str(),
                 description: spec.description,
-                parameters: &spec.parameters,
+                parameters: Cow::Borrowed(&spec.parameters),
+                strict: None,
             },
+        }
+    }
+}
+
+impl<'a> WireTool<'a> {
+    /// The tool in strict form, when its schema can be made strict; else as it is.
+    fn strict(spec: &'a ToolSpec) -> Self {
+        let plain = Self::from(spec);
+        match strict_schema(&spec.parameters) {
+            Some(parameters) => Self {
+                function: WireFunction {
+                    parameters: Cow::Owned(parameters),
+                    strict: Some(true),
+                    ..plain.function
+                },
+                ..plain
+            },
+            None => plain,
         }
     }
 }
@@ -169,7 +207,9 @@ impl<'a> From<&'a ToolSpec> for WireTool<'a> {
 struct WireFunction<'a> {
     name: &'a str,
     description: &'a str,
-    parameters: &'a Value,
+    parameters: Cow<'a, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
 }
 
 /// Reasoning models reject sampling parameters such as `temperature`.
@@ -284,9 +324,9 @@ mod tests {
             tool_choice: ToolChoice::Auto,
         };
         for (model, expected) in [
-            ("gpt-4o-mini", Some(0)),
-            ("gpt-4.1", Some(0)),
-            ("qwen2.5-7b", Some(0)),
+            ("gpt-4o-mini", Some(0.0)),
+            ("gpt-4.1", Some(0.0)),
+            ("qwen2.5-7b", Some(0.0)),
             ("gpt-5.2", None),
             ("o3-mini", None),
             ("o4-mini", None),

@@ -39,11 +39,14 @@ use crate::provider::ModelProvider;
 use driver::Driver;
 
 pub use types::{
-    AgentHost, Budgets, FileMapText, JobInput, PriorMessage, RpiState, SkillText, WorkbenchContext,
+    AgentHost, Budgets, FileMapText, JobInput, PriorMessage, RpiState, SkillText, Totals,
+    WorkbenchContext,
 };
 pub use workflow::{SUMMARY_OUTPUT_CHARS, run_workflow};
 
-/// Runs the job from `state.phase` to the end, saving after every step.
+/// Runs the job from `state.phase` to the end, saving after every step. A run that ends with
+/// an error saves its totals too (turns, tool calls and tokens of the unfinished phase and of
+/// a failed turn's requests), so the job shows what it used.
 pub async fn run(
     job: &JobInput,
     state: &mut RpiState,
@@ -57,16 +60,28 @@ pub async fn run(
         host,
         budgets,
     };
+    state.restore_settled();
     while state.phase != Phase::Done {
         let phase = state.phase;
         let span = info_span!("phase", job_id = %job.job_id, phase = %phase);
         host.emit(EventKind::PhaseStarted { phase });
-        driver.run_phase(phase, state).instrument(span).await?;
+        if let Err(error) = driver.run_phase(phase, state).instrument(span).await {
+            save_totals(host, state).await;
+            return Err(error);
+        }
         host.emit(EventKind::PhaseCompleted { phase });
     }
     match failed_items(state) {
         Some(error) => Err(AgentError::Job(error)),
         None => Ok(()),
+    }
+}
+
+/// Saves the totals of a run that ended early; the run's own error is what the job reports,
+/// so a failure to save is only logged.
+async fn save_totals(host: &dyn AgentHost, state: &RpiState) {
+    if let Err(error) = host.save(state).await {
+        tracing::warn!(code = %error.code, reason = %error.message, "could not save the totals of a failed run");
     }
 }
 

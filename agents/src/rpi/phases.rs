@@ -31,6 +31,34 @@ struct Failure {
     retry: bool,
 }
 
+/// How an item ends on the model's final answer, after `successful_calls` successful calls:
+/// failed when it says so; done, with its reason when it changed nothing. A retry of an item
+/// the model itself declared failed cannot be closed as needing no change: that contradicts
+/// the failure, and would let a job succeed without its work.
+fn answered_item(text: &str, successful_calls: u32, previous: Option<&Failure>) -> ItemOutcome {
+    if let Some(reason) = item_failure(text) {
+        return Err(Failure {
+            code: None,
+            reason,
+            retry: true,
+        });
+    }
+    // The reason that nothing changed counts only when nothing was done.
+    let no_change = prompts::no_change(text).filter(|_| successful_calls == 0);
+    match (no_change, previous) {
+        (Some(reason), Some(declared)) if declared.code.is_none() => Err(Failure {
+            code: Some(ErrorCode::ItemNotDone),
+            reason: format!(
+                "the previous attempt declared the item failed ({}); this one changed nothing \
+                 and answered that no change is needed ({reason})",
+                declared.reason
+            ),
+            retry: false,
+        }),
+        (no_change, _) => Ok(no_change),
+    }
+}
+
 impl Driver<'_> {
     pub(super) async fn run_phase(
         &self,
@@ -63,6 +91,7 @@ impl Driver<'_> {
             LoopEnd::Refused(reason) => format!("Research found nothing ({reason})."),
             LoopEnd::BudgetExhausted => "Research stopped at its turn budget.".to_string(),
             LoopEnd::LoopDetected(reason) => format!("Research stopped: {reason}"),
+            LoopEnd::Unusable(error) => format!("Research stopped: {error}"),
         });
         state.phase = Phase::Plan;
         self.save(state).await
@@ -89,6 +118,7 @@ impl Driver<'_> {
                 ));
             }
             LoopEnd::LoopDetected(reason) => return Err(plan_invalid(&reason)),
+            LoopEnd::Unusable(error) => return Err(error),
         };
         state.items = plan::parse(&text);
         state.original_count = state.items.len();
@@ -237,15 +267,7 @@ impl Driver<'_> {
             LoopEnd::Answer {
                 text,
                 successful_calls,
-            } => match item_failure(&text) {
-                Some(reason) => Err(Failure {
-                    code: None,
-                    reason,
-                    retry: true,
-                }),
-                // The reason that nothing changed counts only when nothing was done.
-                None => Ok(prompts::no_change(&text).filter(|_| successful_calls == 0)),
-            },
+            } => answered_item(&text, successful_calls, previous),
             LoopEnd::Refused(reason) => Err(Failure {
                 code: Some(ErrorCode::ItemNotDone),
                 reason,
@@ -260,6 +282,11 @@ impl Driver<'_> {
                 code: Some(ErrorCode::AgentLoopDetected),
                 reason,
                 retry: false,
+            }),
+            LoopEnd::Unusable(error) => Err(Failure {
+                code: Some(error.code()),
+                reason: error.to_string(),
+                retry: true,
             }),
         })
     }
@@ -301,7 +328,60 @@ impl Driver<'_> {
         self.save(state).await
     }
 
-    pub(super) async fn save(&self, state: &RpiState) -> Result<(), AgentError> {
+    /// Saves the state at a phase or item boundary, its totals settled.
+    pub(super) async fn save(&self, state: &mut RpiState) -> Result<(), AgentError> {
+        state.settle();
         self.host.save(state).await.map_err(AgentError::Job)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declared(reason: &str) -> Failure {
+        Failure {
+            code: None,
+            reason: reason.into(),
+            retry: true,
+        }
+    }
+
+    #[test]
+    fn a_retry_after_a_declared_failure_cannot_end_as_no_change() {
+        // As the 0.5B model answered launch-count: "ITEM_FAILED: Tool not found.", then
+        // "NO_CHANGE_NEEDED: Plan item 1: 5 —" on the retry, with no call in either.
+        let previous = declared("Tool not found.");
+        let outcome = answered_item("NO_CHANGE_NEEDED: Plan item 1: 5 —", 0, Some(&previous));
+        let failure = outcome.expect_err("failed");
+        assert_eq!(failure.code, Some(ErrorCode::ItemNotDone));
+        assert!(!failure.retry);
+        assert!(
+            failure.reason.contains("Tool not found."),
+            "{}",
+            failure.reason
+        );
+        // Without a declared failure before it, the stated reason stands.
+        assert_eq!(
+            answered_item("NO_CHANGE_NEEDED: already sorted", 0, None).ok(),
+            Some(Some("already sorted".to_string()))
+        );
+        // After a failure with a code (a budget, unusable replies) the first attempt may have
+        // done the work: the retry may say so.
+        let budget = Failure {
+            code: Some(ErrorCode::BudgetExceeded),
+            reason: "turn budget of 30 exhausted".into(),
+            retry: true,
+        };
+        assert_eq!(
+            answered_item("NO_CHANGE_NEEDED: count.txt is written", 0, Some(&budget)).ok(),
+            Some(Some("count.txt is written".to_string()))
+        );
+        // A retry that did the work is done, whatever it adds.
+        assert_eq!(
+            answered_item("Wrote count.txt. NO_CHANGE_NEEDED: x", 1, Some(&previous)).ok(),
+            Some(None)
+        );
+        assert!(answered_item("ITEM_FAILED: no such column", 0, None).is_err());
     }
 }

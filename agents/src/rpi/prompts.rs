@@ -186,9 +186,9 @@ pub(super) fn nudge_empty() -> String {
 pub(super) fn nudge_plan() -> String {
     format!(
         "Your answer is not a checklist. Write the plan again, one item per line, exactly in the \
-         form `- [ ] N. label — description` (for example `- [ ] 1. Count rows — count the rows \
-         of data.csv and write the number to count.txt`), or answer only `{NO_CHANGE_MARKER} \
-         <reason>` if nothing needs to change."
+         form `- [ ] N. label — description`, with your own steps for the user's request and \
+         its files (for example `- [ ] 1. <what to do> — <how, with which file>`), or answer only \
+         `{NO_CHANGE_MARKER} <reason>` if nothing needs to change."
     )
 }
 

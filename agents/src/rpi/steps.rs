@@ -51,6 +51,10 @@ impl Scope {
         journal::model_turn(self.phase, self.item, self.attempt, turn)
     }
 
+    fn failed_turn_key(&self, turn: u32) -> String {
+        journal::failed_model_turn(self.phase, self.item, self.attempt, turn)
+    }
+
     fn call_id(&self, job_id: &str, turn: u32, index: usize) -> String {
         format!(
             "{job_id}.{}.{}.{}.{turn}.{index}",
@@ -76,6 +80,9 @@ pub(super) enum LoopEnd {
     BudgetExhausted,
     /// The model kept repeating the same call.
     LoopDetected(String),
+    /// A turn's replies stayed unusable after the in-turn corrections and nudges
+    /// (`TOOL_CALL_INVALID`, `MODEL_OUTPUT_DEGENERATE`).
+    Unusable(AgentError),
 }
 
 /// What a phase accepts as the final answer of its tool loop.
@@ -140,6 +147,13 @@ fn judge(expect: Expect, answer: &str, successful_calls: u32, nudges: u32) -> Ve
         Some((_, nudge)) if nudges < nudges_allowed(expect) => Verdict::Nudge(nudge),
         Some((reason, _)) => Verdict::Refuse(reason.to_string()),
     }
+}
+
+/// What the failed tries at one turn position used, over every run of the job (journaled).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct FailedTurns {
+    turns: u64,
+    usage: Usage,
 }
 
 /// A tool outcome as journaled.
@@ -220,17 +234,34 @@ impl Driver<'_> {
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, AgentError> {
         let key = scope.model_key(turn);
+        let failed_key = scope.failed_turn_key(turn);
+        let failed = self.recall::<FailedTurns>(&failed_key).await?;
+        if let Some(failed) = &failed {
+            count_turns(state, failed.turns, &failed.usage);
+        }
         if let Some(response) = self.recall::<ModelResponse>(&key).await? {
-            count_turn(state, &response.usage);
+            count_turns(state, 1, &response.usage);
             return Ok(response);
         }
         self.host.checkpoint().await?;
         self.check_budgets(state)?;
         let started = Instant::now();
-        let response = self.provider.complete(request, on_delta).await?;
+        let response = match self.provider.complete(request, on_delta).await {
+            Ok(response) => response,
+            Err(error) => {
+                if let Some(usage) = error.spent() {
+                    let mut failed = failed.unwrap_or_default();
+                    failed.turns += 1;
+                    failed.usage = failed.usage.plus(usage);
+                    self.record(&failed_key, &failed).await?;
+                    count_turns(state, 1, &usage);
+                }
+                return Err(error);
+            }
+        };
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.record(&key, &response).await?;
-        count_turn(state, &response.usage);
+        count_turns(state, 1, &response.usage);
         self.host.emit(EventKind::ModelTurn {
             phase: scope.phase,
             item: scope.item_index(),
@@ -272,9 +303,14 @@ impl Driver<'_> {
                 tools: tools.clone(),
                 tool_choice: tool_choice(&tools, scope.phase, turn),
             };
-            let response = self
+            let response = match self
                 .model_turn(state, scope, turn, &request, &|_: &str| {})
-                .await?;
+                .await
+            {
+                Ok(response) => response,
+                Err(error) if is_unusable_output(&error) => return Ok(LoopEnd::Unusable(error)),
+                Err(error) => return Err(error),
+            };
             if response.tool_calls.is_empty() {
                 match judge(expect, &response.content, successful_calls, nudges) {
                     Verdict::Accept => {
@@ -533,6 +569,15 @@ fn budget_error(message: String) -> AgentError {
     AgentError::Job(ErrorBody::new(ErrorCode::BudgetExceeded, message))
 }
 
+/// True for a turn that failed on what the model wrote, not on the provider or the job: the
+/// phase decides what that means (research goes on without notes, an item fails).
+fn is_unusable_output(error: &AgentError) -> bool {
+    matches!(
+        error.code(),
+        ErrorCode::ToolCallInvalid | ErrorCode::ModelOutputDegenerate
+    )
+}
+
 fn tool_choice(tools: &[ToolSpec], phase: Phase, turn: u32) -> ToolChoice {
     if tools.is_empty() {
         ToolChoice::None
@@ -543,8 +588,8 @@ fn tool_choice(tools: &[ToolSpec], phase: Phase, turn: u32) -> ToolChoice {
     }
 }
 
-fn count_turn(state: &mut RpiState, usage: &Usage) {
-    state.model_turns += 1;
+fn count_turns(state: &mut RpiState, turns: u64, usage: &Usage) {
+    state.model_turns += turns;
     state.prompt_tokens += usage.prompt_tokens;
     state.completion_tokens += usage.completion_tokens;
 }
@@ -653,6 +698,46 @@ mod tests {
             judge(Expect::Work, "ITEM_FAILED: no such column", 0, 0),
             Accept
         );
+    }
+
+    #[test]
+    fn captured_plans_of_a_small_model_are_judged_as_plans() {
+        use crate::captured::captured;
+        use crate::text_tools::{Reading, read_reply};
+        let answer =
+            |name: &str| match read_reply(&captured(name).reply().text, &catalog::plan_tools()) {
+                Reading::Answer(answer) => answer,
+                other => panic!("{other:?}"),
+            };
+        // `12345` is told the format twice, then refused (PLAN_INVALID).
+        let number = answer("constrained-plan-number.json");
+        assert!(matches!(
+            judge(Expect::Checklist, &number, 0, 0),
+            Verdict::Nudge(_)
+        ));
+        assert!(matches!(
+            judge(Expect::Checklist, &number, 0, 1),
+            Verdict::Nudge(_)
+        ));
+        assert!(matches!(
+            judge(Expect::Checklist, &number, 0, 2),
+            Verdict::Refuse(_)
+        ));
+        // A numbered step is a plan; whether it works is up to its item's tool calls.
+        let copied = answer("constrained-plan-copied-example.json");
+        assert_eq!(judge(Expect::Checklist, &copied, 0, 0), Verdict::Accept);
+        // Research notes that are a made-up object are still findings (not empty).
+        let made_up = captured("text-research-bare-object.json").reply().text;
+        assert_eq!(judge(Expect::Findings, &made_up, 0, 0), Verdict::Accept);
+        // The same text as an item's answer, with no successful call, is not work.
+        assert!(matches!(
+            judge(Expect::Work, &made_up, 0, 0),
+            Verdict::Nudge(_)
+        ));
+        assert!(matches!(
+            judge(Expect::Work, &made_up, 0, 1),
+            Verdict::Refuse(_)
+        ));
     }
 
     #[test]

@@ -119,7 +119,8 @@ pub struct PriorMessage {
     pub text: String,
 }
 
-/// The resumable state of one job's RPI run (saved after every phase and plan item).
+/// The resumable state of one job's RPI run (saved after every phase and plan item, and when
+/// a run ends early, so that a failed job still shows what it used).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RpiState {
     pub phase: Phase,
@@ -141,6 +142,51 @@ pub struct RpiState {
     pub prompt_tokens: u64,
     #[serde(default)]
     pub completion_tokens: u64,
+    /// The totals at the last phase or plan item saved. A run that ended between two such
+    /// boundaries saved its live totals as well; the next run starts again from these and
+    /// counts the journaled steps it walks again, so nothing is counted twice.
+    #[serde(default)]
+    pub settled: Option<Totals>,
+}
+
+/// What a job used: model turns, tool calls and tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub model_turns: u64,
+    pub tool_calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl RpiState {
+    /// The live totals.
+    pub fn totals(&self) -> Totals {
+        Totals {
+            model_turns: self.model_turns,
+            tool_calls: self.tool_calls,
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+        }
+    }
+
+    /// Marks the live totals as settled: the state is saved at a phase or item boundary.
+    pub(super) fn settle(&mut self) {
+        self.settled = Some(self.totals());
+    }
+
+    /// Goes back to the settled totals, before a run walks the journal from the last boundary.
+    /// A state without them (a new job, or one saved before they were kept) was saved at a
+    /// boundary: its live totals are the settled ones.
+    pub(super) fn restore_settled(&mut self) {
+        let Some(settled) = self.settled else {
+            self.settle();
+            return;
+        };
+        self.model_turns = settled.model_turns;
+        self.tool_calls = settled.tool_calls;
+        self.prompt_tokens = settled.prompt_tokens;
+        self.completion_tokens = settled.completion_tokens;
+    }
 }
 
 impl Default for RpiState {
@@ -156,6 +202,7 @@ impl Default for RpiState {
             tool_calls: 0,
             prompt_tokens: 0,
             completion_tokens: 0,
+            settled: None,
         }
     }
 }

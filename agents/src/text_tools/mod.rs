@@ -6,7 +6,7 @@
 //!   parameters) is added to the system message with the answer shape
 //!   `{"tool": NAME, "parameters": {...}, "terminate": BOOL}`; the reply text is read into a
 //!   call ([`read_reply`]). Earlier calls are replayed as their JSON text and tool results go
-//!   back as user messages (`Tool result for NAME (call ID):` …).
+//!   back as user messages (`Tool result for NAME:` …, without the call's id).
 //! - `auto`: a native request; a reply with no native call whose text holds a call in any
 //!   accepted shape is read as that call.
 //! - `constrained`: like `text`, plus a `response_format` JSON schema (`anyOf` the offered

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use atelier_messages::tool::ToolName;
+
 use super::parse::tool_names;
 use crate::catalog::ToolSpec;
 use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice};
@@ -12,6 +14,10 @@ use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice};
 pub const CALL_SHAPE: &str = r#"{"tool": "TOOL_NAME", "parameters": {...}, "terminate": false}"#;
 /// The exact final-answer shape (plain text is accepted too, except in constrained mode).
 pub const ANSWER_SHAPE: &str = r#"{"tool": null, "answer": "YOUR ANSWER", "terminate": true}"#;
+/// A filled-in call, shown when `read_file` is offered: small models follow an example far
+/// better than a shape with placeholders.
+const CALL_EXAMPLE: &str =
+    r#"{"tool": "read_file", "parameters": {"path": "notes.txt"}, "terminate": false}"#;
 
 /// The system text describing `tools` and how to call them.
 pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice) -> String {
@@ -29,10 +35,18 @@ pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice) -> String {
     }
     text.push_str(&format!(
         "\n# How to call a tool\n\nTo call a tool, answer with ONLY one JSON object in this \
-         exact shape, and nothing else:\n{CALL_SHAPE}\n\nCall one tool per reply; its result \
-         comes back in the next message. Set \"terminate\" to true when this call is your last \
-         action.\n"
+         exact shape, and nothing else:\n{CALL_SHAPE}\n"
     ));
+    if tools.iter().any(|spec| spec.name == ToolName::ReadFile) {
+        text.push_str(&format!(
+            "TOOL_NAME is a tool name from the list above, never a file name. For example, to \
+             read the file notes.txt:\n{CALL_EXAMPLE}\n"
+        ));
+    }
+    text.push_str(
+        "\nCall one tool per reply; its result comes back in the next message. Set \
+         \"terminate\" to true when this call is your last action.\n",
+    );
     if choice == ToolChoice::Required {
         text.push_str("This reply must call a tool.\n");
     } else {
@@ -64,8 +78,10 @@ pub fn text_transcript(messages: &[ChatMessage], catalog: Option<&str>) -> Vec<C
                     .iter()
                     .find(|call| call.id == id)
                     .map_or("tool", |call| call.name.as_str());
+                // No call id: text mode sends one call per reply, and a small model took the
+                // ids shown here for the call ids `recall_tool_result` reads (those of receipts).
                 transcript.push(ChatMessage::user(format!(
-                    "Tool result for {name} (call {id}):\n{}",
+                    "Tool result for {name}:\n{}",
                     message.content
                 )));
             }
@@ -148,7 +164,7 @@ mod tests {
                     "{\"tool\": \"table_get_map\", \"parameters\": {\"path\":\"sales.csv\"}, \"terminate\": false}",
                     Vec::new()
                 ),
-                ChatMessage::user("Tool result for table_get_map (call call_t1):\n{\"rows\":120}"),
+                ChatMessage::user("Tool result for table_get_map:\n{\"rows\":120}"),
             ]
         );
         let without_system = text_transcript(&[ChatMessage::user("Hi")], Some("CATALOG"));
@@ -169,5 +185,10 @@ mod tests {
         let required = catalog_prompt(&tools, ToolChoice::Required);
         assert!(required.ends_with("This reply must call a tool.\n"));
         assert!(!required.contains(ANSWER_SHAPE));
+        // The filled-in example only where the tool it calls is offered.
+        assert!(!prompt.contains(CALL_EXAMPLE));
+        let with_read = catalog_prompt(&crate::catalog::plan_tools(), ToolChoice::Auto);
+        assert!(with_read.contains(CALL_EXAMPLE), "{with_read}");
+        assert!(with_read.contains("never a file name"));
     }
 }
