@@ -27,10 +27,6 @@ pub(crate) mod trees {
     pub const BATCH_TARGETS: &str = "batch_targets";
 }
 
-/// sled's page cache (its default is 1 GiB, which lets a coordinator's memory grow with
-/// everything it stores: workbenches, jobs, journals, batch targets).
-const CACHE_BYTES: u64 = 128 << 20;
-
 /// The coordinator's durable state.
 #[derive(Debug, Clone)]
 pub struct Storage {
@@ -42,7 +38,6 @@ impl Storage {
         let db = sled::Config::new()
             .path(path)
             .mode(sled::Mode::HighThroughput)
-            .cache_capacity(CACHE_BYTES)
             .open()?;
         Ok(Self { db })
     }
