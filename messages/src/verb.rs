@@ -21,9 +21,9 @@ use crate::job::{
 };
 use crate::review::{DiffFile, FileDiff, Review, ReviewDraft};
 use crate::store::{
-    AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes,
-    GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals,
-    WorkbenchInfo, WriteDraft, Written,
+    AddFiles, BlobBytes, BlobRef, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff,
+    FileBytes, GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile,
+    SetApprovals, StageBlob, WorkbenchInfo, WriteDraft, Written,
 };
 use crate::subjects::{ctl, review, store, workshop};
 use crate::workshop::{AddContextItem, ContextItem, ListContextItems, RemoveContextItem};
@@ -61,6 +61,7 @@ verbs! {
     DiscardDraft => Done, store::DISCARD;
     WriteDraft => Written, store::WRITE;
     GetBlob => BlobBytes, store::BLOB;
+    StageBlob => BlobRef, store::STAGE;
     SetApprovals => WorkbenchInfo, store::APPROVALS;
     ListJobs => Vec<JobView>, ctl::JOBS;
     GetJob => JobView, ctl::JOB;

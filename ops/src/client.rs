@@ -11,18 +11,20 @@ use atelier_messages::job::{
     JobSubmit, JobView, ListJobs, ResumeJob,
 };
 use atelier_messages::store::{
-    AddFiles, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes, FileContent,
-    ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals, View,
-    WorkbenchInfo,
+    AddFiles, BlobRef, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes,
+    FileContent, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile,
+    SetApprovals, View, WorkbenchInfo,
 };
 use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, Format, PROTOCOL_VERSION, decode, encode, now_ms, subjects};
-use atelier_transport::Policy;
+use atelier_transport::blobs::{INLINE_MAX_BYTES, blob_of_file};
+use atelier_transport::{BlobBucket, Policy};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_bytes::ByteBuf;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
+/// How long `wb add` waits for the store to import files staged in the blob bucket.
+const IMPORT_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// A message to submit as a job.
 #[derive(Debug)]
@@ -78,24 +80,42 @@ impl Client {
             bail!("--as names one file; give exactly one FILE with it");
         }
         let mut contents = Vec::with_capacity(files.len());
+        let mut inline_bytes = 0;
         for file in files {
-            let content =
-                std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
             let path = match rename {
                 Some(name) => name.to_string(),
                 None => file_name(file)?,
             };
-            contents.push(FileContent {
-                path,
-                content: ByteBuf::from(content),
-            });
+            let size = std::fs::metadata(file)
+                .with_context(|| format!("cannot read {}", file.display()))?
+                .len();
+            let size = usize::try_from(size).unwrap_or(usize::MAX);
+            if inline_bytes + size <= INLINE_MAX_BYTES {
+                inline_bytes += size;
+                let content = std::fs::read(file)
+                    .with_context(|| format!("cannot read {}", file.display()))?;
+                contents.push(FileContent::inline(path, content));
+                continue;
+            }
+            contents.push(FileContent::staged(path, self.upload(file).await?));
         }
-        self.call(&AddFiles {
+        let add = AddFiles {
             v: PROTOCOL_VERSION,
             workbench: workbench.into(),
             files: contents,
-        })
-        .await
+        };
+        // The store imports staged files before it answers.
+        atelier_transport::request(&self.nats, &add, Policy::once(IMPORT_TIMEOUT))
+            .await
+            .map_err(coded)
+    }
+
+    /// Uploads a file to the blob bucket in chunks (streamed from disk) and names it by digest.
+    async fn upload(&self, file: &Path) -> anyhow::Result<BlobRef> {
+        let blob = blob_of_file(file).await.map_err(coded)?;
+        let bucket = BlobBucket::open(&self.nats).await.map_err(coded)?;
+        bucket.put_file(file, &blob).await.map_err(coded)?;
+        Ok(blob)
     }
 
     pub async fn ls(&self, workbench: &str, draft: bool) -> anyhow::Result<Listing> {
@@ -119,6 +139,17 @@ impl Client {
         .await
     }
 
+    /// Writes a file read with [`Client::cat`] to `target` (a large one streamed from the blob
+    /// bucket, digest-verified).
+    pub async fn save(&self, file: &FileBytes, target: &Path) -> anyhow::Result<()> {
+        let Some(blob) = &file.blob else {
+            return std::fs::write(target, &file.content)
+                .with_context(|| format!("cannot write {}", target.display()));
+        };
+        let bucket = BlobBucket::open(&self.nats).await.map_err(coded)?;
+        bucket.fetch_to(blob, target, false).await.map_err(coded)
+    }
+
     /// Writes every file of a view under `dir`; returns the paths written.
     pub async fn export(
         &self,
@@ -135,8 +166,7 @@ impl Client {
                 std::fs::create_dir_all(parent)
                     .with_context(|| format!("cannot create {}", parent.display()))?;
             }
-            std::fs::write(&target, &file.content)
-                .with_context(|| format!("cannot write {}", target.display()))?;
+            self.save(&file, &target).await?;
             written.push(target);
         }
         Ok(written)

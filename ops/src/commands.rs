@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use atelier_messages::job::{JobState, JobView};
+use atelier_messages::store::FileBytes;
 
 use crate::cli::{Command, DraftCommand, WbCommand};
 use crate::client::{self, Client, Decision, WatchOutput};
@@ -204,8 +205,7 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
         }
         WbCommand::Cat { name, path, draft } => {
             let file = client.cat(&name, &path, draft).await?;
-            use std::io::Write;
-            std::io::stdout().write_all(&file.content)?;
+            write_to_stdout(client, &file).await?;
         }
         WbCommand::SetModel { name, spec } => {
             let set = client.set_model(&name, &spec).await?;
@@ -216,6 +216,23 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
             println!("wrote {} file(s) under {}", written.len(), dir.display());
         }
     }
+    Ok(())
+}
+
+/// Writes a file's content to stdout (a large one through a temporary file, never whole in memory).
+async fn write_to_stdout(client: &Client, file: &FileBytes) -> anyhow::Result<()> {
+    use std::io::Write;
+    if file.blob.is_none() {
+        std::io::stdout().write_all(&file.content)?;
+        return Ok(());
+    }
+    let temp = tempfile::tempdir()?;
+    let local = temp.path().join("content");
+    client.save(file, &local).await?;
+    std::io::copy(
+        &mut std::fs::File::open(&local)?,
+        &mut std::io::stdout().lock(),
+    )?;
     Ok(())
 }
 

@@ -42,6 +42,8 @@ pub struct Settings {
     pub nats_port: u16,
     /// Concurrent tool calls per worker process.
     pub worker_concurrency: usize,
+    /// Most bytes of blobs a worker without the coordinator's blob directory caches (default 8 GiB).
+    pub blob_cache_bytes: u64,
     /// Where the dashboard listens (`up`, `dashboard`); beyond loopback it needs `dashboard_token`.
     pub http_addr: String,
     /// Bearer token for the dashboard and its API (required when bound beyond loopback).
@@ -82,6 +84,7 @@ impl Default for Settings {
             nats_server_bin: "nats-server".to_string(),
             nats_port: 4222,
             worker_concurrency: 4,
+            blob_cache_bytes: atelier_workers::DEFAULT_BLOB_CACHE_BYTES,
             http_addr: DEFAULT_HTTP_ADDR.to_string(),
             dashboard_token: None,
             dashboard_hosts: Vec::new(),

@@ -140,6 +140,7 @@ pub async fn worker(
         blob_dir: blob_dir.exists().then_some(blob_dir),
         cache_dir: data_dir.join("cache"),
         max_concurrency: settings.worker_concurrency.max(1),
+        blob_cache_bytes: settings.blob_cache_bytes,
     };
     start_worker(client, config)
         .await

@@ -65,6 +65,7 @@ pub struct ToolExecutor;
 pub struct ExecutorConfig {
     pub client: async_nats::Client,
     pub config: WorkerConfig,
+    pub(crate) files: Arc<FileAccess>,
 }
 
 /// The actor's state, built in `pre_start`.
@@ -72,6 +73,7 @@ pub struct State {
     worker_id: Arc<str>,
     client: async_nats::Client,
     toolbox: Arc<Toolbox>,
+    files: Arc<FileAccess>,
     permits: Arc<Semaphore>,
     max_concurrency: u32,
     counters: Arc<Counters>,
@@ -99,7 +101,11 @@ impl Actor for ToolExecutor {
         myself: ActorRef<Msg>,
         args: ExecutorConfig,
     ) -> Result<State, ActorProcessingErr> {
-        let ExecutorConfig { client, config } = args;
+        let ExecutorConfig {
+            client,
+            config,
+            files,
+        } = args;
         let pool = config.pool.as_str();
         let max_concurrency = u32::try_from(config.max_concurrency)?;
         let permits = Arc::new(Semaphore::new(config.max_concurrency));
@@ -114,12 +120,8 @@ impl Actor for ToolExecutor {
         tracing::info!(worker = %config.worker_id, pool, max_concurrency, "tool executor serving");
         Ok(State {
             worker_id: config.worker_id.as_str().into(),
-            toolbox: Arc::new(Toolbox::new(
-                config.pool,
-                client.clone(),
-                config.blob_dir.clone(),
-                &config.cache_dir,
-            )),
+            toolbox: Arc::new(Toolbox::new(config.pool, files.clone(), &config.cache_dir)),
+            files,
             client,
             permits,
             max_concurrency,
@@ -141,6 +143,7 @@ impl Actor for ToolExecutor {
                     worker_id: state.worker_id.clone(),
                     client: state.client.clone(),
                     toolbox: state.toolbox.clone(),
+                    files: state.files.clone(),
                     counters: state.counters.clone(),
                 };
                 tokio::spawn(call.serve(*request, Arc::clone(&state.permits)));
@@ -258,6 +261,7 @@ struct Call {
     worker_id: Arc<str>,
     client: async_nats::Client,
     toolbox: Arc<Toolbox>,
+    files: Arc<FileAccess>,
     counters: Arc<Counters>,
 }
 
@@ -354,6 +358,10 @@ impl Call {
             }
         }
         let output = result?;
+        let changes = match changes {
+            Some(changes) => Some(self.files.stage_large_files(changes).await?),
+            None => None,
+        };
         Ok(ToolOutput {
             call_id: request.call_id,
             tool: request.tool,
@@ -411,14 +419,22 @@ pub(crate) async fn start(
     })?;
     let worker_id = config.worker_id.clone();
     let pool = config.pool;
+    let files = Arc::new(FileAccess::new(
+        client.clone(),
+        config.blob_dir.clone(),
+        &config.cache_dir,
+        config.blob_cache_bytes,
+    ));
     let review = match pool {
-        Pool::Office => {
-            let files = FileAccess::new(client.clone(), config.blob_dir.clone(), &config.cache_dir);
-            Some(review::serve(client.clone(), Arc::new(files)).await?)
-        }
+        Pool::Office => Some(review::serve(client.clone(), files.clone()).await?),
         Pool::Tabular => None,
     };
-    let (actor, task) = Actor::spawn(None, ToolExecutor, ExecutorConfig { client, config }).await?;
+    let executor = ExecutorConfig {
+        client,
+        config,
+        files,
+    };
+    let (actor, task) = Actor::spawn(None, ToolExecutor, executor).await?;
     Ok(WorkerHandle {
         worker_id,
         pool,

@@ -11,10 +11,7 @@ fn fixture() -> (tempfile::TempDir, Workbenches) {
 }
 
 fn file(path: &str, content: &str) -> FileContent {
-    FileContent {
-        path: path.into(),
-        content: ByteBuf::from(content.as_bytes().to_vec()),
-    }
+    FileContent::inline(path, content.as_bytes().to_vec())
 }
 
 fn write(
