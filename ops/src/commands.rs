@@ -7,12 +7,18 @@ use atelier_messages::store::FileBytes;
 
 use crate::cli::{Command, DraftCommand, WbCommand};
 use crate::client::{self, Client, Decision, WatchOutput};
-use crate::output::{print_job, print_jobs, print_json, print_listing, print_review, print_stats};
+use crate::output::{
+    print_job, print_jobs, print_json, print_listing, print_pools, print_review, print_stats,
+};
 use crate::{chat, context_items, eval, workshop};
 
 pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Wb(command) => wb_command(client, command).await?,
+        Command::Workers { json } => {
+            let pools = crate::dashboard::workers::pools(&client.nats).await;
+            print_pools(&pools, json)?;
+        }
         Command::Draft(command) => draft_command(client, command).await?,
         Command::Submit {
             workbench,
@@ -123,10 +129,11 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             }
         }
         Command::Job { id, json } => show_job(&client.job(&id).await?, json)?,
-        Command::Up
+        Command::Up { .. }
         | Command::Coordinator
         | Command::Dashboard
         | Command::Worker { .. }
+        | Command::Pool { .. }
         | Command::Demo { .. } => {}
     }
     Ok(ExitCode::SUCCESS)

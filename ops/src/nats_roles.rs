@@ -44,7 +44,7 @@ impl Role {
             Role::Coordinator => "",
             Role::Worker => concat!(
                 r#", permissions: { publish: { allow: ["_INBOX.>", "atelier.store.blob", "atelier.store.stage", "$SRV.>", "#,
-                r#""$O.atelier-blobs.>", "$JS.FC.>", "$JS.API.INFO", "$JS.API.STREAM.INFO.OBJ_atelier-blobs", "#,
+                r#""atelier.pool.>", "$O.atelier-blobs.>", "$JS.FC.>", "$JS.API.INFO", "$JS.API.STREAM.INFO.OBJ_atelier-blobs", "#,
                 r#""$JS.API.STREAM.MSG.GET.OBJ_atelier-blobs", "$JS.API.DIRECT.GET.OBJ_atelier-blobs.>", "#,
                 r#""$JS.API.STREAM.PURGE.OBJ_atelier-blobs", "$JS.API.CONSUMER.CREATE.OBJ_atelier-blobs", "#,
                 r#""$JS.API.CONSUMER.CREATE.OBJ_atelier-blobs.>", "$JS.API.CONSUMER.DELETE.OBJ_atelier-blobs.>"] }, "#,
