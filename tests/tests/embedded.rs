@@ -409,6 +409,14 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
 
     // Stopping `up` retires the pool's worker processes.
     let data = up.data.to_string_lossy().to_string();
+    let supervised = Command::new("pgrep")
+        .args(["-f", "--", &format!("--supervised.*{data}")])
+        .output()?;
+    assert_eq!(
+        String::from_utf8_lossy(&supervised.stdout).lines().count(),
+        1,
+        "one tabular worker process"
+    );
     drop(up);
     wait_until(Duration::from_secs(30), || {
         // pgrep exits 1 when no process matches.
