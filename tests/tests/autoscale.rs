@@ -174,14 +174,17 @@ async fn a_backlog_of_slow_calls_grows_the_pool_from_one_and_it_shrinks_after_th
     assert_eq!(pool["autoscale"]["last_decision"]["to"], 1);
     assert_eq!(pool["pending_calls"], 0);
     assert!(completed_calls(&cluster).values().all(|count| *count == 1));
-    // The supervisor retires its last worker when it stops.
-    let pid = pool_process.pid().unwrap_or_default().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()?;
-    assert!(pool_process.wait_exit(Duration::from_secs(30)));
+    // Its workers never outlive the supervisor, even one killed outright.
+    pool_process.kill();
     wait_until(Duration::from_secs(10), || {
         tabular_pool(&cluster).is_ok_and(|pool| instances(&pool) == 0)
+    })?;
+    // pgrep exits 1 when no process matches.
+    wait_until(Duration::from_secs(10), || {
+        std::process::Command::new("pgrep")
+            .args(["-f", "--", &format!("--supervised.*{data}")])
+            .status()
+            .is_ok_and(|status| status.code() == Some(1))
     })?;
     Ok(())
 }
