@@ -9,7 +9,7 @@ use atelier_messages::store::{
 use atelier_messages::subjects::store;
 use atelier_messages::tool::DraftChanges;
 use atelier_transport::Router;
-use atelier_transport::blobs::INLINE_MAX_BYTES;
+use atelier_transport::blobs::inline_budget;
 use serde_bytes::ByteBuf;
 
 use crate::draft_store::DraftStoreHandle;
@@ -20,6 +20,8 @@ pub(crate) async fn serve(
     client: async_nats::Client,
     handle: DraftStoreHandle,
 ) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
+    // Files up to this size are answered inline; larger ones through the blob bucket.
+    let inline = inline_budget(&client) as u64;
     let router = Router::new(handle)
         .route(
             |store, request: CreateWorkbench| async move { store.create(request.workbench).await },
@@ -31,7 +33,9 @@ pub(crate) async fn serve(
         .route(|store, request: ListFiles| async move {
             store.list_files(request.workbench, request.view).await
         })
-        .route(|store, request: ReadFile| async move { read_file(&store, request).await })
+        .route(
+            move |store, request: ReadFile| async move { read_file(&store, request, inline).await },
+        )
         .route(|store, request: DiffDraft| async move { store.diff(request.workbench).await })
         .route(|store, request: PublishDraft| async move { store.publish(request.workbench).await })
         .route(|store, request: DiscardDraft| async move {
@@ -63,7 +67,11 @@ pub(crate) async fn serve(
 }
 
 /// A file's content: inline when small, else staged in the blob bucket and named by digest.
-async fn read_file(store: &DraftStoreHandle, request: ReadFile) -> Result<FileBytes, ErrorBody> {
+async fn read_file(
+    store: &DraftStoreHandle,
+    request: ReadFile,
+    inline: u64,
+) -> Result<FileBytes, ErrorBody> {
     let entry = store
         .file_entry(
             request.workbench.clone(),
@@ -71,7 +79,7 @@ async fn read_file(store: &DraftStoreHandle, request: ReadFile) -> Result<FileBy
             request.view,
         )
         .await?;
-    if entry.size > INLINE_MAX_BYTES as u64 {
+    if entry.size > inline {
         let blob = store.stage(entry.digest.clone()).await?;
         return Ok(FileBytes {
             path: entry.path,

@@ -17,7 +17,7 @@ use atelier_messages::store::{
 };
 use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, Format, PROTOCOL_VERSION, decode, encode, now_ms, subjects};
-use atelier_transport::blobs::{INLINE_MAX_BYTES, blob_of_file};
+use atelier_transport::blobs::{blob_of_file, inline_budget};
 use atelier_transport::{BlobBucket, Policy};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -80,6 +80,7 @@ impl Client {
             bail!("--as names one file; give exactly one FILE with it");
         }
         let mut contents = Vec::with_capacity(files.len());
+        let budget = inline_budget(&self.nats);
         let mut inline_bytes = 0;
         for file in files {
             let path = match rename {
@@ -90,7 +91,7 @@ impl Client {
                 .with_context(|| format!("cannot read {}", file.display()))?
                 .len();
             let size = usize::try_from(size).unwrap_or(usize::MAX);
-            if inline_bytes + size <= INLINE_MAX_BYTES {
+            if inline_bytes + size <= budget {
                 inline_bytes += size;
                 let content = std::fs::read(file)
                     .with_context(|| format!("cannot read {}", file.display()))?;

@@ -232,15 +232,18 @@ impl FileAccess {
         }
     }
 
-    /// The draft changes with every file larger than
-    /// [`INLINE_MAX_BYTES`](atelier_transport::blobs::INLINE_MAX_BYTES) uploaded to the blob
-    /// bucket and named by digest instead of carried inline.
+    /// The draft changes with the files beyond the inline budget
+    /// ([`inline_budget`](atelier_transport::blobs::inline_budget), counted over the files in
+    /// order) uploaded to the blob bucket and named by digest instead of carried inline.
     pub(crate) async fn stage_large_files(
         &self,
         mut changes: DraftChanges,
     ) -> Result<DraftChanges, ErrorBody> {
+        let budget = atelier_transport::blobs::inline_budget(&self.client);
+        let mut inline = 0;
         for file in &mut changes.files {
-            if file.content.len() <= atelier_transport::blobs::INLINE_MAX_BYTES {
+            if inline + file.content.len() <= budget {
+                inline += file.content.len();
                 continue;
             }
             let blob = blob_of_bytes(&file.content);

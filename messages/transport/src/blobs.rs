@@ -20,6 +20,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Files up to this size travel inline in their request; larger ones through the bucket.
 pub const INLINE_MAX_BYTES: usize = 256 * 1024;
 
+/// How many bytes of files one request or reply to or from `client` may carry inline: at most
+/// [`INLINE_MAX_BYTES`], and at most half the server's `max_payload` (room for the rest).
+pub fn inline_budget(client: &async_nats::Client) -> usize {
+    match client.server_info().max_payload {
+        0 => INLINE_MAX_BYTES,
+        max_payload => INLINE_MAX_BYTES.min(max_payload / 2),
+    }
+}
+
 /// How long an object stays in the bucket (the coordinator's blob directory is the durable copy;
 /// a blob asked for again is staged again).
 pub const OBJECT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
