@@ -111,11 +111,23 @@ impl Client {
             .map_err(coded)
     }
 
-    /// Uploads a file to the blob bucket in chunks (streamed from disk) and names it by digest.
+    /// Uploads a file to the blob bucket in chunks (streamed from disk, with a progress bar on a
+    /// terminal) and names it by digest.
     async fn upload(&self, file: &Path) -> anyhow::Result<BlobRef> {
         let blob = blob_of_file(file).await.map_err(coded)?;
         let bucket = BlobBucket::open(&self.nats).await.map_err(coded)?;
-        bucket.put_file(file, &blob).await.map_err(coded)?;
+        let opened = tokio::fs::File::open(file)
+            .await
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let bar = ProgressBar::new(blob.size).with_style(bytes_style());
+        bar.set_message(format!("uploading {}", file.display()));
+        let mut reader = Counted {
+            inner: tokio::io::BufReader::with_capacity(256 * 1024, opened),
+            bar: bar.clone(),
+        };
+        let uploaded = bucket.put_reader(&mut reader, &blob).await;
+        bar.finish_and_clear();
+        uploaded.map_err(coded)?;
         Ok(blob)
     }
 
@@ -485,6 +497,32 @@ fn show_line(event: &JobEvent) {
 }
 
 /// The watch line once the plan is known: a bar over its items.
+fn bytes_style() -> ProgressStyle {
+    ProgressStyle::with_template("[{elapsed_precise}] {bar:24} {bytes}/{total_bytes} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// A reader that advances a progress bar by the bytes read through it.
+struct Counted<R> {
+    inner: R,
+    bar: ProgressBar,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &polled {
+            self.bar.inc((buf.filled().len() - before) as u64);
+        }
+        polled
+    }
+}
+
 fn items_style() -> ProgressStyle {
     ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:24} {pos}/{len} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_spinner())

@@ -112,6 +112,19 @@ impl BlobBucket {
         self.put(&mut reader, blob).await
     }
 
+    /// Uploads what `reader` yields (whose digest and size are `blob`) unless the bucket holds
+    /// it already; for callers that watch the bytes go by (a progress bar).
+    pub async fn put_reader(
+        &self,
+        reader: &mut (impl tokio::io::AsyncRead + Unpin),
+        blob: &BlobRef,
+    ) -> Result<(), ErrorBody> {
+        if self.contains(blob).await {
+            return Ok(());
+        }
+        self.put(reader, blob).await
+    }
+
     /// Uploads `bytes` (whose digest and size are `blob`) unless the bucket holds them already.
     pub async fn put_bytes(&self, bytes: &[u8], blob: &BlobRef) -> Result<(), ErrorBody> {
         if self.contains(blob).await {
