@@ -260,3 +260,30 @@ async fn a_worker_retired_mid_load_finishes_its_calls_and_none_is_lost_or_repeat
     assert!(log.contains("draining"), "{log}");
     Ok(())
 }
+
+#[test]
+fn bounds_no_pool_can_keep_are_refused_before_anything_starts() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().to_string_lossy().to_string();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["pool", "--pool", "tabular", "--min", "3", "--max", "1"],
+            "1 <= min <= max",
+        ),
+        (
+            &["pool", "--pool", "tabular", "--min", "0", "--max", "2"],
+            "1 <= min <= max",
+        ),
+        (&["up", "--autoscale", "gpu=1..2"], "unknown pool"),
+        (&["up", "--autoscale", "tabular=4"], "MIN..MAX"),
+        (&["up", "--autoscale", "office=2..x"], "bad maximum"),
+    ];
+    for (args, message) in cases {
+        let mut args = args.to_vec();
+        args.extend(["--data", &data, "--nats", "nats://127.0.0.1:1"]);
+        let out = atelier_tests::cli(&args)?;
+        assert!(!out.success, "{args:?} succeeded");
+        assert!(out.stderr.contains(message), "{args:?}: {}", out.stderr);
+    }
+    Ok(())
+}

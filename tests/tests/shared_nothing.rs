@@ -150,3 +150,90 @@ async fn a_worker_on_its_own_data_serves_a_100_mb_csv_and_writes_xlsx_back_into_
     assert_eq!(detail_entry.size, detail_bytes.len() as u64);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn staged_files_that_do_not_match_their_names_are_refused_and_nothing_is_added()
+-> anyhow::Result<()> {
+    use atelier_messages::store::{AddFiles, BlobRef, FileContent};
+    use atelier_messages::{ErrorCode, PROTOCOL_VERSION};
+    use atelier_transport::{BlobBucket, Policy};
+
+    let cluster = Cluster::start_with_max_payload(&[], STOCK_MAX_PAYLOAD)?;
+    cluster.cli_ok(&["wb", "create", "bad"])?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let bucket = BlobBucket::open(&client)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    // An object whose content is not what its name says (a client lying, or corruption).
+    let honest = atelier_transport::blobs::blob_of_bytes(b"the real content");
+    let liar = BlobRef {
+        digest: atelier_transport::blobs::blob_of_bytes(b"something else").digest,
+        size: honest.size,
+    };
+    bucket
+        .put_bytes(b"the real content", &liar)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let cases = [
+        (
+            BlobRef {
+                digest: "../../etc/passwd".into(),
+                size: 3,
+            },
+            ErrorCode::ValidationFailed,
+        ),
+        (
+            BlobRef {
+                digest: "ab".repeat(32),
+                size: 3,
+            },
+            ErrorCode::NotFound,
+        ),
+        (liar.clone(), ErrorCode::FileReadFailed),
+        (
+            BlobRef {
+                digest: honest.digest.clone(),
+                size: honest.size + 1,
+            },
+            ErrorCode::NotFound,
+        ),
+    ];
+    for (blob, code) in cases {
+        let add = AddFiles {
+            v: PROTOCOL_VERSION,
+            workbench: "bad".into(),
+            files: vec![FileContent::staged("x.txt", blob.clone())],
+        };
+        let error = atelier_transport::request(
+            &client,
+            &add,
+            Policy::once(std::time::Duration::from_secs(30)),
+        )
+        .await
+        .err();
+        assert_eq!(error.map(|e| e.code), Some(code), "{blob:?}");
+    }
+    let listing: Listing = cluster.cli_ok(&["wb", "ls", "bad", "--json"])?.json()?;
+    assert!(listing.files.is_empty());
+    let blobs = cluster.data_dir().join("blobs");
+    let stored = walk_files(&blobs);
+    assert!(
+        !stored.iter().any(|name| name.contains(&liar.digest)),
+        "the corrupt object became a blob: {stored:?}"
+    );
+    Ok(())
+}
+
+/// Every file name under `dir`, recursively.
+fn walk_files(dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            names.extend(walk_files(&path));
+        } else {
+            names.push(path.to_string_lossy().to_string());
+        }
+    }
+    names
+}
