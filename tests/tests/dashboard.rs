@@ -987,6 +987,11 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
     assert_eq!(result["draftBefore"], json!(["summary.xlsx"]));
     assert_eq!(result["draftGone"], true);
     assert_eq!(result["workers"], json!({"tabular": 1, "office": 1}));
+    let idle = json!({"slots": "0/4", "pending": 0, "autoscale": "fixed"});
+    assert_eq!(
+        result["poolDemand"],
+        json!({"tabular": idle.clone(), "office": idle})
+    );
     assert_eq!(
         result["chartBars"], 1,
         "one minute bar: the one succeeded job"
