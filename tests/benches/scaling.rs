@@ -1,6 +1,6 @@
 //! Scale-out and shared-nothing hosts, each side by side with its baseline in one run:
 //!
-//! - **(a) scaling**: a burst of CPU-bound tabular calls (4 callers, each sending its calls one
+//! - **(a) scaling**: a burst of CPU-bound tabular calls (8 callers, each sending its calls one
 //!   after another, as jobs do) on one fixed worker (`atelier pool --min 1 --max 1`) versus an
 //!   autoscaled pool (`--min 1 --max 2`); every worker pinned to its own core
 //!   (`autoscale_pin_cpus`), DuckDB at 1 thread, 1 slot per worker. Reports throughput, the
@@ -31,8 +31,8 @@ use serde_json::{Value, json};
 
 /// About half a second of one core in DuckDB.
 const CPU_QUERY: &str = "SELECT count(*) FROM range(100000000) t WHERE hash(t.range) % 7 = 0";
-const CALLERS: usize = 4;
-const CALLS_PER_CALLER: usize = 12;
+const CALLERS: usize = 8;
+const CALLS_PER_CALLER: usize = 6;
 
 async fn tool_call(
     client: &async_nats::Client,
