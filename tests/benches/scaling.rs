@@ -150,9 +150,24 @@ async fn burst(max: &str) -> anyhow::Result<Burst> {
         .iter()
         .find(|(_, _, worker)| *worker != first_worker)
         .map(|(began, _, _)| began.saturating_duration_since(started));
-    let mut workers: Vec<&String> = finished.iter().map(|(_, _, worker)| worker).collect();
-    workers.sort();
-    workers.dedup();
+    let mut per_worker: std::collections::BTreeMap<&String, (usize, Duration)> =
+        std::collections::BTreeMap::new();
+    for (began, at, worker) in &finished {
+        let entry = per_worker.entry(worker).or_default();
+        entry.0 += 1;
+        entry.1 += *at - *began;
+    }
+    let shares: Vec<String> = per_worker
+        .values()
+        .map(|(calls, busy)| {
+            format!(
+                "{calls} calls, {:.0} ms each",
+                busy.as_millis() as f64 / *calls as f64
+            )
+        })
+        .collect();
+    println!("    per worker: {}", shares.join("; "));
+    let workers: Vec<&&String> = per_worker.keys().collect();
     Ok(Burst {
         seconds: (last - started).as_secs_f64(),
         calls: finished.len(),
