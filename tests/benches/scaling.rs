@@ -315,9 +315,31 @@ async fn part_b() -> anyhow::Result<()> {
         first.as_secs_f64() / raw.as_secs_f64()
     );
     println!(
-        "| `wb add` (digest, upload in 128 KiB chunks, import verified) | {:.2} s | – | – |",
+        "| `wb add` (digest, upload in 512 KiB chunks, import verified) | {:.2} s | – | – |",
         add.as_secs_f64()
     );
+    let log = std::fs::read_to_string(cluster.dir.path().join("worker-tabular-0.log"))?;
+    for (event, fields) in [
+        ("blob fetched from the bucket", &["elapsed_ms"][..]),
+        ("table loaded", &["check_ms", "load_ms"][..]),
+    ] {
+        let line = log
+            .lines()
+            .find(|line| line.contains(event))
+            .unwrap_or_default();
+        let values: Vec<String> = fields
+            .iter()
+            .map(|field| {
+                let value = line
+                    .split(&format!("{field}="))
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .unwrap_or("?");
+                format!("{field} {value}")
+            })
+            .collect();
+        println!("    worker: {event}: {}", values.join(", "));
+    }
     let coordinator = cluster.coordinator.as_ref().and_then(Process::pid);
     let worker = cluster.workers.first().and_then(Process::pid);
     println!();

@@ -33,8 +33,8 @@ pub fn inline_budget(client: &async_nats::Client) -> usize {
 /// a blob asked for again is staged again).
 pub const OBJECT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
-/// Chunk size of uploads (well below a stock server's 1 MiB `max_payload`).
-const CHUNK_BYTES: usize = 128 * 1024;
+/// Largest chunk of an upload; a chunk is also at most half the server's `max_payload`.
+const CHUNK_BYTES: usize = 512 * 1024;
 
 /// Read buffer of downloads and digests.
 const BUFFER_BYTES: usize = 256 * 1024;
@@ -43,6 +43,8 @@ const BUFFER_BYTES: usize = 256 * 1024;
 #[derive(Clone)]
 pub struct BlobBucket {
     store: ObjectStore,
+    /// The server's `max_payload` when the bucket was opened (0: unknown).
+    max_payload: usize,
 }
 
 impl std::fmt::Debug for BlobBucket {
@@ -64,8 +66,9 @@ impl BlobBucket {
     /// Opens the bucket, creating it when missing (the coordinator does at start).
     pub async fn ensure(client: &async_nats::Client) -> Result<Self, ErrorBody> {
         let jetstream = async_nats::jetstream::new(client.clone());
+        let max_payload = client.server_info().max_payload;
         if let Ok(store) = jetstream.get_object_store(BLOB_BUCKET).await {
-            return Ok(Self { store });
+            return Ok(Self { store, max_payload });
         }
         let store = jetstream
             .create_object_store(object_store::Config {
@@ -76,7 +79,7 @@ impl BlobBucket {
             })
             .await
             .map_err(|error| unavailable("create", error))?;
-        Ok(Self { store })
+        Ok(Self { store, max_payload })
     }
 
     /// Opens the bucket the coordinator created.
@@ -86,7 +89,10 @@ impl BlobBucket {
             .get_object_store(BLOB_BUCKET)
             .await
             .map_err(|error| unavailable("open", error))?;
-        Ok(Self { store })
+        Ok(Self {
+            store,
+            max_payload: client.server_info().max_payload,
+        })
     }
 
     /// Whether the bucket holds `blob` whole.
@@ -139,9 +145,14 @@ impl BlobBucket {
         reader: &mut (impl tokio::io::AsyncRead + Unpin),
         blob: &BlobRef,
     ) -> Result<(), ErrorBody> {
+        let max_payload = self.max_payload;
+        let chunk = match max_payload {
+            0 => CHUNK_BYTES,
+            max_payload => CHUNK_BYTES.min(max_payload / 2),
+        };
         let meta = object_store::ObjectMetadata {
             name: blob.digest.clone(),
-            chunk_size: Some(CHUNK_BYTES),
+            chunk_size: Some(chunk),
             ..Default::default()
         };
         let info = self
@@ -183,6 +194,7 @@ impl BlobBucket {
                     _ => unavailable("download", error),
                 })?;
         let temp = temp_beside(target);
+        let started = std::time::Instant::now();
         let result = download(&mut object, blob, &temp, durable).await;
         if let Err(error) = result {
             let _ = tokio::fs::remove_file(&temp).await;
@@ -197,6 +209,8 @@ impl BlobBucket {
                 .map_err(write_error(parent))?;
             dir.sync_all().await.map_err(write_error(parent))?;
         }
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(digest = %blob.digest, size = blob.size, elapsed_ms, "blob fetched from the bucket");
         Ok(())
     }
 }
