@@ -3,7 +3,8 @@
 //! - **(a) scaling**: a burst of CPU-bound tabular calls (8 callers, each sending its calls one
 //!   after another, as jobs do) on one fixed worker (`atelier pool --min 1 --max 1`) versus an
 //!   autoscaled pool (`--min 1 --max 2`); every worker pinned to its own core
-//!   (`autoscale_pin_cpus`), DuckDB at 1 thread, 1 slot per worker. Reports throughput, the
+//!   (`autoscale_pin_cpus`), DuckDB at 1 thread, 1 slot per worker; the burst starts once the
+//!   pool has settled at one worker (past the cool-down of its start). Reports throughput, the
 //!   ratio, and the time from the burst to the second worker's first call. Two alternating
 //!   runs of each.
 //! - **(b) ingest**: the first call (`SELECT count(*)`) on a 1 GB CSV through a worker on a
@@ -32,6 +33,8 @@ use serde_json::{Value, json};
 /// About half a second of one core in DuckDB.
 const CPU_QUERY: &str = "SELECT count(*) FROM range(100000000) t WHERE hash(t.range) % 7 = 0";
 const CALLERS: usize = 8;
+/// How long a pool runs at its minimum before the burst (past the autoscaler's cool-down).
+const SETTLE: Duration = Duration::from_secs(6);
 const CALLS_PER_CALLER: usize = 6;
 
 async fn tool_call(
@@ -102,6 +105,7 @@ async fn burst(max: &str) -> anyhow::Result<Burst> {
             ("ATELIER_AUTOSCALE_IDLE_SECS", "600"),
         ],
     )?;
+    let pool_started = Instant::now();
     wait_until(Duration::from_secs(30), || tabular_instances(&cluster) == 1)?;
     cluster.workbench_with_launch_plan("burst", "plan.csv")?;
     let listing: Listing = cluster.cli_ok(&["wb", "ls", "burst", "--json"])?.json()?;
@@ -116,6 +120,9 @@ async fn burst(max: &str) -> anyhow::Result<Burst> {
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    // A settled pool, as before any burst in service: its start (to the minimum) is a change,
+    // and the next one waits for the cool-down (5 s).
+    tokio::time::sleep(SETTLE.saturating_sub(pool_started.elapsed())).await;
 
     let started = Instant::now();
     let callers = (0..CALLERS).map(|caller| {
