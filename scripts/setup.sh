@@ -49,6 +49,8 @@ else
   if command -v ldconfig >/dev/null 2>&1; then ldconfig; fi
 fi
 
+KUBERNETES_VALIDATE_VERSION=1.37.0
+
 if [ "${1:-}" = "--tests" ]; then
   # Test-only tools: Chromium for the dashboard's browser test (driven by playwright-core, never
   # a downloaded browser) and LibreOffice to prove new office files open cleanly.
@@ -67,6 +69,12 @@ if [ "${1:-}" = "--tests" ]; then
   if [ ! -d "$repo/tests/browser/node_modules/playwright-core" ]; then
     log "installing the browser test's node modules (playwright-core)"
     npm ci --silent --no-audit --no-fund --prefix "$repo/tests/browser" >/dev/null
+  fi
+  # The Kubernetes manifests' schema check (deploy/kubernetes/check.py): Kubernetes' schemas,
+  # offline, with jsonschema and PyYAML.
+  if ! python3 -c 'import kubernetes_validate' 2>/dev/null; then
+    log "installing kubernetes-validate ${KUBERNETES_VALIDATE_VERSION} (PyPI)"
+    python3 -m pip install --quiet --disable-pip-version-check "kubernetes-validate==${KUBERNETES_VALIDATE_VERSION}"
   fi
 fi
 

@@ -38,6 +38,18 @@ impl BlobDir {
         self.root.join(&digest[..2]).join(digest)
     }
 
+    /// Where the blob `digest` lives (or would); `None` when the digest is malformed.
+    pub fn path_for(&self, digest: &str) -> Option<PathBuf> {
+        is_digest(digest).then(|| self.path_of(digest))
+    }
+
+    /// Whether the blob file `digest` exists with `size` bytes.
+    pub fn has(&self, digest: &str, size: u64) -> bool {
+        self.path_for(digest)
+            .and_then(|path| std::fs::metadata(path).ok())
+            .is_some_and(|meta| meta.len() == size)
+    }
+
     /// Writes `bytes` as a cache file (temp file, rename; no fsync): its durable copy is
     /// elsewhere. A reader must check the file against the manifest's size or digest.
     pub fn put_cached(&self, bytes: &[u8]) -> Result<String, CoordinatorError> {

@@ -6,28 +6,36 @@
 //! manifests that changes swap atomically, so the handle runs them on the blocking pool
 //! directly instead of queueing them behind writes.
 //!
+//! Files too large to travel inline arrive staged in the blob bucket (see
+//! [`atelier_transport::blobs`]): the handle imports them into the blob directory, streamed and
+//! digest-verified, before the change that references them is queued, and stages stored blobs
+//! in the bucket for workers that do not share the blob directory.
+//!
 //! The orchestrator reaches the store through a [`DraftStoreHandle`] in the same process; the
 //! `atelier.store.*` verbs (see `store_service`) are the same handle behind NATS for clients
 //! and for workers.
 
-use atelier_messages::ErrorBody;
 use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::job::JobSubmit;
 use atelier_messages::store::{
-    DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo, Written,
+    BlobRef, DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo,
+    Written,
 };
 use atelier_messages::tool::DraftChanges;
 use atelier_messages::workshop::{
     CheckpointInfo, Collected, ContextItem, ConversationMessage, History, ModelSet, Regenerate,
     Regenerated, Restored, Rewound,
 };
+use atelier_messages::{ErrorBody, ErrorCode};
+use atelier_transport::BlobBucket;
+use atelier_transport::blobs::blob_of_bytes;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 
 use crate::error::CoordinatorError;
 use crate::jobs::JobRecord;
 use crate::storage::blocking;
-use crate::workbench::{Accepted, AppliedCall, TurnEnd, Workbenches};
+use crate::workbench::{Accepted, AppliedCall, BlobSource, TurnEnd, Workbenches};
 
 /// A change to run against the workbenches, serialized by the actor.
 type Change = Box<dyn FnOnce(&Workbenches) + Send>;
@@ -36,6 +44,8 @@ type Change = Box<dyn FnOnce(&Workbenches) + Send>;
 #[derive(Debug, Clone)]
 pub struct DraftStoreConfig {
     pub workbenches: Workbenches,
+    /// The blob bucket large files travel through (`None`: inline files only).
+    pub bucket: Option<BlobBucket>,
 }
 
 /// The actor's state, built in `pre_start`.
@@ -89,6 +99,7 @@ impl Actor for DraftStore {
 pub struct DraftStoreHandle {
     actor: ActorRef<DraftStoreMsg>,
     workbenches: Workbenches,
+    bucket: Option<BlobBucket>,
 }
 
 impl DraftStoreHandle {
@@ -96,10 +107,18 @@ impl DraftStoreHandle {
         config: DraftStoreConfig,
     ) -> Result<(Self, tokio::task::JoinHandle<()>), CoordinatorError> {
         let workbenches = config.workbenches.clone();
+        let bucket = config.bucket.clone();
         let (actor, join) = Actor::spawn(None, DraftStore, config)
             .await
             .map_err(|error| CoordinatorError::Actor(error.to_string()))?;
-        Ok((Self { actor, workbenches }, join))
+        Ok((
+            Self {
+                actor,
+                workbenches,
+                bucket,
+            },
+            join,
+        ))
     }
 
     pub fn stop(&self) {
@@ -144,7 +163,64 @@ impl DraftStoreHandle {
         workbench: String,
         files: Vec<FileContent>,
     ) -> Result<Listing, ErrorBody> {
+        self.import(&files).await?;
         self.change(move |wb| wb.add(&workbench, files)).await
+    }
+
+    /// Brings the files staged in the blob bucket into the blob directory (durably), so the
+    /// change that references them finds them there.
+    async fn import(&self, files: &[FileContent]) -> Result<(), ErrorBody> {
+        for blob in files.iter().filter_map(|file| file.blob.as_ref()) {
+            let blobs = self.workbenches.blob_dir();
+            if blobs.has(&blob.digest, blob.size) {
+                continue;
+            }
+            let Some(target) = blobs.path_for(&blob.digest) else {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    format!(
+                        "blob digest {:?} is not a lower-case hex sha256",
+                        blob.digest
+                    ),
+                ));
+            };
+            let Some(bucket) = &self.bucket else {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    "this store takes files inline only (no blob bucket)",
+                ));
+            };
+            bucket.fetch_to(blob, &target, true).await?;
+            tracing::info!(digest = %blob.digest, size = blob.size, "blob imported from the bucket");
+        }
+        Ok(())
+    }
+
+    /// Puts a stored blob into the blob bucket for workers without the blob directory.
+    pub async fn stage(&self, digest: String) -> Result<BlobRef, ErrorBody> {
+        let Some(bucket) = self.bucket.clone() else {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                "this store has no blob bucket; fetch blobs with atelier.store.blob",
+            ));
+        };
+        let source = self.read(move |wb| wb.blob_source(&digest)).await?;
+        match source {
+            BlobSource::Bytes(bytes) => {
+                let blob = blob_of_bytes(&bytes);
+                bucket.put_bytes(&bytes, &blob).await?;
+                Ok(blob)
+            }
+            BlobSource::File(path, size) => {
+                let digest = path
+                    .file_name()
+                    .map(|name| name.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                let blob = BlobRef { digest, size };
+                bucket.put_file(&path, &blob).await?;
+                Ok(blob)
+            }
+        }
     }
 
     pub async fn publish(&self, workbench: String) -> Result<Published, ErrorBody> {
@@ -163,6 +239,7 @@ impl DraftStoreHandle {
         changes: DraftChanges,
         output: Option<serde_json::Value>,
     ) -> Result<Written, ErrorBody> {
+        self.import(&changes.files).await?;
         self.change(move |wb| wb.write(&workbench, &call_id, changes, output))
             .await
     }
@@ -196,6 +273,16 @@ impl DraftStoreHandle {
         view: View,
     ) -> Result<(ManifestEntry, Vec<u8>), ErrorBody> {
         self.read(move |wb| wb.read(&workbench, &path, view)).await
+    }
+
+    /// A file's manifest entry, without its content.
+    pub async fn file_entry(
+        &self,
+        workbench: String,
+        path: String,
+        view: View,
+    ) -> Result<ManifestEntry, ErrorBody> {
+        self.read(move |wb| wb.entry(&workbench, &path, view)).await
     }
 
     pub async fn diff(&self, workbench: String) -> Result<DraftDiff, ErrorBody> {

@@ -130,9 +130,11 @@ pub async fn start_coordinator(
     let jetstream = async_nats::jetstream::new(client.clone());
     intake::ensure_streams(&jetstream).await?;
 
+    let bucket = atelier_transport::BlobBucket::ensure(&client).await?;
     let (store, store_join) = DraftStoreHandle::spawn(DraftStoreConfig {
         workbenches: Workbenches::new(storage, blobs)
             .with_checkpoints_kept(config.checkpoints_kept),
+        bucket: Some(bucket),
     })
     .await?;
     let orchestrators = Orchestrators::new(OrchestratorTemplate {

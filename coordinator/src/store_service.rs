@@ -1,13 +1,15 @@
 //! The DraftStore behind NATS: `atelier.store.*` verbs for clients and workers, answered through
 //! the same [`DraftStoreHandle`] the orchestrator uses in-process.
 
+use atelier_messages::ErrorBody;
 use atelier_messages::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, FileBytes, GetBlob,
-    ListFiles, ListWorkbenches, PublishDraft, ReadFile, SetApprovals, WriteDraft,
+    ListFiles, ListWorkbenches, PublishDraft, ReadFile, SetApprovals, StageBlob, WriteDraft,
 };
 use atelier_messages::subjects::store;
 use atelier_messages::tool::DraftChanges;
 use atelier_transport::Router;
+use atelier_transport::blobs::inline_budget;
 use serde_bytes::ByteBuf;
 
 use crate::draft_store::DraftStoreHandle;
@@ -18,6 +20,8 @@ pub(crate) async fn serve(
     client: async_nats::Client,
     handle: DraftStoreHandle,
 ) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
+    // Files up to this size are answered inline; larger ones through the blob bucket.
+    let inline = inline_budget(&client) as u64;
     let router = Router::new(handle)
         .route(
             |store, request: CreateWorkbench| async move { store.create(request.workbench).await },
@@ -29,16 +33,9 @@ pub(crate) async fn serve(
         .route(|store, request: ListFiles| async move {
             store.list_files(request.workbench, request.view).await
         })
-        .route(|store, request: ReadFile| async move {
-            let (entry, content) = store
-                .read_file(request.workbench, request.path, request.view)
-                .await?;
-            Ok(FileBytes {
-                path: entry.path,
-                digest: entry.digest,
-                content: ByteBuf::from(content),
-            })
-        })
+        .route(
+            move |store, request: ReadFile| async move { read_file(&store, request, inline).await },
+        )
         .route(|store, request: DiffDraft| async move { store.diff(request.workbench).await })
         .route(|store, request: PublishDraft| async move { store.publish(request.workbench).await })
         .route(|store, request: DiscardDraft| async move {
@@ -58,6 +55,7 @@ pub(crate) async fn serve(
                 .set_approvals(request.workbench, request.approvals)
                 .await
         })
+        .route(|store, request: StageBlob| async move { store.stage(request.digest).await })
         .route(|store, request: GetBlob| async move {
             let content = store.blob(request.digest.clone()).await?;
             Ok(BlobBytes {
@@ -66,4 +64,37 @@ pub(crate) async fn serve(
             })
         });
     Ok(router.serve(client, store::WILDCARD, store::QUEUE).await?)
+}
+
+/// A file's content: inline when small, else staged in the blob bucket and named by digest.
+async fn read_file(
+    store: &DraftStoreHandle,
+    request: ReadFile,
+    inline: u64,
+) -> Result<FileBytes, ErrorBody> {
+    let entry = store
+        .file_entry(
+            request.workbench.clone(),
+            request.path.clone(),
+            request.view,
+        )
+        .await?;
+    if entry.size > inline {
+        let blob = store.stage(entry.digest.clone()).await?;
+        return Ok(FileBytes {
+            path: entry.path,
+            digest: entry.digest,
+            content: ByteBuf::new(),
+            blob: Some(blob),
+        });
+    }
+    let (entry, content) = store
+        .read_file(request.workbench, request.path, request.view)
+        .await?;
+    Ok(FileBytes {
+        path: entry.path,
+        digest: entry.digest,
+        content: ByteBuf::from(content),
+        blob: None,
+    })
 }

@@ -14,11 +14,42 @@ pub struct ManifestEntry {
     pub kind: String,
 }
 
-/// File content inside a request or reply.
+/// File content inside a request or reply: inline in `content`, or, for a large file, staged
+/// in the blob bucket ([`crate::subjects::BLOB_BUCKET`]) under its digest and named by `blob`
+/// (then `content` is empty).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileContent {
     pub path: String,
     pub content: ByteBuf,
+    #[serde(default)]
+    pub blob: Option<BlobRef>,
+}
+
+impl FileContent {
+    /// A file carried inline.
+    pub fn inline(path: impl Into<String>, content: Vec<u8>) -> Self {
+        Self {
+            path: path.into(),
+            content: ByteBuf::from(content),
+            blob: None,
+        }
+    }
+
+    /// A file staged in the blob bucket.
+    pub fn staged(path: impl Into<String>, blob: BlobRef) -> Self {
+        Self {
+            path: path.into(),
+            content: ByteBuf::new(),
+            blob: Some(blob),
+        }
+    }
+}
+
+/// A blob in the blob bucket: the object named `digest` (lower-case hex sha256) of `size` bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlobRef {
+    pub digest: String,
+    pub size: u64,
 }
 
 /// Which state of a workbench a read addresses.
@@ -123,6 +154,14 @@ pub struct GetBlob {
     pub digest: String,
 }
 
+/// `atelier.store.stage`: puts a stored blob into the blob bucket (if it is not there yet), so
+/// that a worker without the coordinator's blob directory can fetch it in chunks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageBlob {
+    pub v: u16,
+    pub digest: String,
+}
+
 /// A workbench as listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkbenchInfo {
@@ -146,12 +185,15 @@ pub struct Listing {
     pub files: Vec<ManifestEntry>,
 }
 
-/// A file's content.
+/// A file's content: inline, or for a large file staged in the blob bucket and named by
+/// `blob` (then `content` is empty).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileBytes {
     pub path: String,
     pub digest: String,
     pub content: ByteBuf,
+    #[serde(default)]
+    pub blob: Option<BlobRef>,
 }
 
 /// A blob's content.

@@ -21,6 +21,10 @@ pub fn job_events(job_id: &str) -> String {
     format!("atelier.evt.{job_id}.>")
 }
 
+/// The JetStream object store bucket large files travel through (chunked, digest-verified),
+/// each object named by its content's lower-case hex sha256.
+pub const BLOB_BUCKET: &str = "atelier-blobs";
+
 /// Control-plane verbs (request/reply, served by coordinators).
 pub mod ctl {
     pub const JOBS: &str = "atelier.ctl.jobs";
@@ -48,9 +52,10 @@ pub mod store {
     pub const DISCARD: &str = "atelier.store.discard";
     pub const WRITE: &str = "atelier.store.write";
     pub const BLOB: &str = "atelier.store.blob";
+    pub const STAGE: &str = "atelier.store.stage";
     pub const APPROVALS: &str = "atelier.store.approvals";
     /// Every store verb, for subscription and for bad-input tests.
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 12] = [
         CREATE,
         LIST_WORKBENCHES,
         ADD,
@@ -61,6 +66,7 @@ pub mod store {
         DISCARD,
         WRITE,
         BLOB,
+        STAGE,
         APPROVALS,
     ];
     /// Wildcard the DraftStore subscribes to.

@@ -8,7 +8,7 @@ use crate::store::{FileContent, ManifestEntry};
 pub const LOCAL: &str = "local";
 
 /// A pool of interchangeable workers serving one family of tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pool {
     Tabular,

@@ -25,9 +25,9 @@ use crate::job::{
 };
 use crate::review::{DiffFile, FileDiff, Review, ReviewDraft};
 use crate::store::{
-    AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes,
-    GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals,
-    WorkbenchInfo, WriteDraft, Written,
+    AddFiles, BlobBytes, BlobRef, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff,
+    FileBytes, GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile,
+    SetApprovals, StageBlob, WorkbenchInfo, WriteDraft, Written,
 };
 use crate::subjects::{batch, ctl, review, store, workshop};
 use crate::workshop::{AddContextItem, ContextItem, ListContextItems, RemoveContextItem};
@@ -65,6 +65,7 @@ verbs! {
     DiscardDraft => Done, store::DISCARD;
     WriteDraft => Written, store::WRITE;
     GetBlob => BlobBytes, store::BLOB;
+    StageBlob => BlobRef, store::STAGE;
     SetApprovals => WorkbenchInfo, store::APPROVALS;
     ListJobs => Vec<JobView>, ctl::JOBS;
     GetJob => JobView, ctl::JOB;

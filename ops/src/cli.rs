@@ -35,7 +35,12 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Run everything in one process: nats-server (unless --nats), coordinator, one worker per pool.
-    Up,
+    Up {
+        /// Size pools on their own: POOL=MIN..MAX[,POOL=MIN..MAX] (e.g. tabular=1..4), each
+        /// worker a process of its own (config: [autoscale.POOL] min/max).
+        #[arg(long, value_name = "POOL=MIN..MAX,...")]
+        autoscale: Option<String>,
+    },
     /// Run a coordinator (job intake, orchestrators, draft store, control plane).
     Coordinator,
     /// Serve the ops dashboard, its JSON API and /metrics for a running system (--nats, --http).
@@ -44,6 +49,25 @@ pub(crate) enum Command {
     Worker {
         #[arg(long, value_parser = ["tabular", "office"])]
         pool: String,
+        /// Also drain and exit when standard input closes (set by the autoscaler, so that its
+        /// workers never outlive it).
+        #[arg(long, hide = true)]
+        supervised: bool,
+    },
+    /// Supervise one pool's worker processes on this host, sized between --min and --max by
+    /// its demand (busy slots, calls waiting for a slot).
+    Pool {
+        #[arg(long, value_parser = ["tabular", "office"])]
+        pool: String,
+        #[arg(long, default_value_t = 1)]
+        min: usize,
+        #[arg(long)]
+        max: usize,
+    },
+    /// Worker pools: workers, busy and total slots, calls waiting, autoscaler bounds and decisions.
+    Workers {
+        #[arg(long)]
+        json: bool,
     },
     /// Workbenches.
     #[command(subcommand)]

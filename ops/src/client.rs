@@ -11,18 +11,20 @@ use atelier_messages::job::{
     JobSubmit, JobView, ListJobs, ResumeJob,
 };
 use atelier_messages::store::{
-    AddFiles, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes, FileContent,
-    ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals, View,
-    WorkbenchInfo,
+    AddFiles, BlobRef, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes,
+    FileContent, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile,
+    SetApprovals, View, WorkbenchInfo,
 };
 use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, Format, PROTOCOL_VERSION, decode, encode, now_ms, subjects};
-use atelier_transport::Policy;
+use atelier_transport::blobs::{blob_of_file, inline_budget};
+use atelier_transport::{BlobBucket, Policy};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_bytes::ByteBuf;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
+/// How long `wb add` waits for the store to import files staged in the blob bucket.
+const IMPORT_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// A message to submit as a job.
 #[derive(Debug)]
@@ -80,24 +82,55 @@ impl Client {
             bail!("--as names one file; give exactly one FILE with it");
         }
         let mut contents = Vec::with_capacity(files.len());
+        let budget = inline_budget(&self.nats);
+        let mut inline_bytes = 0;
         for file in files {
-            let content =
-                std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
             let path = match rename {
                 Some(name) => name.to_string(),
                 None => file_name(file)?,
             };
-            contents.push(FileContent {
-                path,
-                content: ByteBuf::from(content),
-            });
+            let size = std::fs::metadata(file)
+                .with_context(|| format!("cannot read {}", file.display()))?
+                .len();
+            let size = usize::try_from(size).unwrap_or(usize::MAX);
+            if inline_bytes + size <= budget {
+                inline_bytes += size;
+                let content = std::fs::read(file)
+                    .with_context(|| format!("cannot read {}", file.display()))?;
+                contents.push(FileContent::inline(path, content));
+                continue;
+            }
+            contents.push(FileContent::staged(path, self.upload(file).await?));
         }
-        self.call(&AddFiles {
+        let add = AddFiles {
             v: PROTOCOL_VERSION,
             workbench: workbench.into(),
             files: contents,
-        })
-        .await
+        };
+        // The store imports staged files before it answers.
+        atelier_transport::request(&self.nats, &add, Policy::once(IMPORT_TIMEOUT))
+            .await
+            .map_err(coded)
+    }
+
+    /// Uploads a file to the blob bucket in chunks (streamed from disk, with a progress bar on a
+    /// terminal) and names it by digest.
+    async fn upload(&self, file: &Path) -> anyhow::Result<BlobRef> {
+        let blob = blob_of_file(file).await.map_err(coded)?;
+        let bucket = BlobBucket::open(&self.nats).await.map_err(coded)?;
+        let opened = tokio::fs::File::open(file)
+            .await
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let bar = ProgressBar::new(blob.size).with_style(bytes_style());
+        bar.set_message(format!("uploading {}", file.display()));
+        let mut reader = Counted {
+            inner: tokio::io::BufReader::with_capacity(256 * 1024, opened),
+            bar: bar.clone(),
+        };
+        let uploaded = bucket.put_reader(&mut reader, &blob).await;
+        bar.finish_and_clear();
+        uploaded.map_err(coded)?;
+        Ok(blob)
     }
 
     pub async fn ls(&self, workbench: &str, draft: bool) -> anyhow::Result<Listing> {
@@ -121,6 +154,17 @@ impl Client {
         .await
     }
 
+    /// Writes a file read with [`Client::cat`] to `target` (a large one streamed from the blob
+    /// bucket, digest-verified).
+    pub async fn save(&self, file: &FileBytes, target: &Path) -> anyhow::Result<()> {
+        let Some(blob) = &file.blob else {
+            return std::fs::write(target, &file.content)
+                .with_context(|| format!("cannot write {}", target.display()));
+        };
+        let bucket = BlobBucket::open(&self.nats).await.map_err(coded)?;
+        bucket.fetch_to(blob, target, false).await.map_err(coded)
+    }
+
     /// Writes every file of a view under `dir`; returns the paths written.
     pub async fn export(
         &self,
@@ -137,8 +181,7 @@ impl Client {
                 std::fs::create_dir_all(parent)
                     .with_context(|| format!("cannot create {}", parent.display()))?;
             }
-            std::fs::write(&target, &file.content)
-                .with_context(|| format!("cannot write {}", target.display()))?;
+            self.save(&file, &target).await?;
             written.push(target);
         }
         Ok(written)
@@ -458,6 +501,32 @@ fn show_line(event: &JobEvent) {
 }
 
 /// The watch line once the plan is known: a bar over its items.
+fn bytes_style() -> ProgressStyle {
+    ProgressStyle::with_template("[{elapsed_precise}] {bar:24} {bytes}/{total_bytes} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// A reader that advances a progress bar by the bytes read through it.
+struct Counted<R> {
+    inner: R,
+    bar: ProgressBar,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &polled {
+            self.bar.inc((buf.filled().len() - before) as u64);
+        }
+        polled
+    }
+}
+
 fn items_style() -> ProgressStyle {
     ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:24} {pos}/{len} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_spinner())

@@ -3,15 +3,22 @@
 use std::process::ExitCode;
 
 use atelier_messages::job::{JobState, JobView};
+use atelier_messages::store::FileBytes;
 
 use crate::cli::{Command, DraftCommand, WbCommand};
 use crate::client::{self, Client, Decision, WatchOutput};
-use crate::output::{print_job, print_jobs, print_json, print_listing, print_review, print_stats};
+use crate::output::{
+    print_job, print_jobs, print_json, print_listing, print_pools, print_review, print_stats,
+};
 use crate::{batch, chat, context_items, eval, workshop};
 
 pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Wb(command) => wb_command(client, command).await?,
+        Command::Workers { json } => {
+            let pools = crate::dashboard::workers::pools(&client.nats).await;
+            print_pools(&pools, json)?;
+        }
         Command::Draft(command) => draft_command(client, command).await?,
         Command::Submit {
             workbench,
@@ -125,10 +132,11 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             }
         }
         Command::Job { id, json } => show_job(&client.job(&id).await?, json)?,
-        Command::Up
+        Command::Up { .. }
         | Command::Coordinator
         | Command::Dashboard
         | Command::Worker { .. }
+        | Command::Pool { .. }
         | Command::Demo { .. } => {}
     }
     Ok(ExitCode::SUCCESS)
@@ -207,8 +215,7 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
         }
         WbCommand::Cat { name, path, draft } => {
             let file = client.cat(&name, &path, draft).await?;
-            use std::io::Write;
-            std::io::stdout().write_all(&file.content)?;
+            write_to_stdout(client, &file).await?;
         }
         WbCommand::SetModel { name, spec } => {
             let set = client.set_model(&name, &spec).await?;
@@ -219,6 +226,23 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
             println!("wrote {} file(s) under {}", written.len(), dir.display());
         }
     }
+    Ok(())
+}
+
+/// Writes a file's content to stdout (a large one through a temporary file, never whole in memory).
+async fn write_to_stdout(client: &Client, file: &FileBytes) -> anyhow::Result<()> {
+    use std::io::Write;
+    if file.blob.is_none() {
+        std::io::stdout().write_all(&file.content)?;
+        return Ok(());
+    }
+    let temp = tempfile::tempdir()?;
+    let local = temp.path().join("content");
+    client.save(file, &local).await?;
+    std::io::copy(
+        &mut std::fs::File::open(&local)?,
+        &mut std::io::stdout().lock(),
+    )?;
     Ok(())
 }
 

@@ -3,8 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use atelier_agents::rpi::Budgets;
 use atelier_agents::spec::ModelProfile;
+use atelier_messages::tool::Pool;
 use figment::Figment;
 use figment::providers::{Env, Format as _, Serialized, Toml};
 use serde::{Deserialize, Serialize};
@@ -42,6 +44,16 @@ pub struct Settings {
     pub nats_port: u16,
     /// Concurrent tool calls per worker process.
     pub worker_concurrency: usize,
+    /// Pools `up` sizes on its own: `[autoscale.tabular] min = 1, max = 4` (or `up --autoscale`).
+    pub autoscale: BTreeMap<String, crate::autoscale::PoolBounds>,
+    /// How long a pool must stay quiet before the autoscaler retires a worker (seconds).
+    pub autoscale_idle_secs: u64,
+    /// Least time between two changes of one pool's size (seconds).
+    pub autoscale_cooldown_secs: u64,
+    /// Start the n-th autoscaled worker of a pool on core n (`taskset`), one core each.
+    pub autoscale_pin_cpus: bool,
+    /// Most bytes of blobs a worker without the coordinator's blob directory caches (default 8 GiB).
+    pub blob_cache_bytes: u64,
     /// Where the dashboard listens (`up`, `dashboard`); beyond loopback it needs `dashboard_token`.
     pub http_addr: String,
     /// Bearer token for the dashboard and its API (required when bound beyond loopback).
@@ -82,6 +94,11 @@ impl Default for Settings {
             nats_server_bin: "nats-server".to_string(),
             nats_port: 4222,
             worker_concurrency: 4,
+            blob_cache_bytes: atelier_workers::DEFAULT_BLOB_CACHE_BYTES,
+            autoscale: BTreeMap::new(),
+            autoscale_idle_secs: 60,
+            autoscale_cooldown_secs: 5,
+            autoscale_pin_cpus: false,
             http_addr: DEFAULT_HTTP_ADDR.to_string(),
             dashboard_token: None,
             dashboard_hosts: Vec::new(),
@@ -149,6 +166,26 @@ impl Settings {
             .clone()
             .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
             .filter(|endpoint| !endpoint.trim().is_empty())
+    }
+
+    /// The autoscaled pools and their bounds, checked.
+    pub fn autoscale_pools(&self) -> anyhow::Result<BTreeMap<Pool, crate::autoscale::PoolBounds>> {
+        let mut pools = BTreeMap::new();
+        for (name, bounds) in &self.autoscale {
+            let pool = Pool::parse(name)
+                .with_context(|| format!("[autoscale.{name}]: unknown pool (tabular, office)"))?;
+            crate::autoscale::check_bounds(pool, *bounds)?;
+            pools.insert(pool, *bounds);
+        }
+        Ok(pools)
+    }
+
+    /// The autoscaler's timing.
+    pub fn autoscale_tuning(&self) -> crate::autoscale::Tuning {
+        crate::autoscale::Tuning::with_idle(
+            std::time::Duration::from_secs(self.autoscale_idle_secs),
+            std::time::Duration::from_secs(self.autoscale_cooldown_secs),
+        )
     }
 
     /// The per-job budgets, with the configured limits.

@@ -14,6 +14,7 @@
 //! - `demo`: the README's demo job; `eval`: scoring a directory of tasks (`atelier eval`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod autoscale;
 mod batch;
 mod chat;
 mod cli;
@@ -76,7 +77,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     )?;
     let server_command = matches!(
         cli.command,
-        Command::Up | Command::Coordinator | Command::Worker { .. } | Command::Dashboard
+        Command::Up { .. }
+            | Command::Coordinator
+            | Command::Worker { .. }
+            | Command::Dashboard
+            | Command::Pool { .. }
     );
     let telemetry = telemetry::init(
         if server_command { "info" } else { "warn" },
@@ -84,10 +89,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         &trace_service(&cli.command),
     );
     let outcome = match cli.command {
-        Command::Up => up(&settings).await,
+        Command::Up { autoscale } => up(settings, autoscale.as_deref()).await,
+        Command::Pool { pool, min, max } => pool_supervisor(&settings, &pool, min, max).await,
         Command::Dashboard => dashboard(&settings).await,
         Command::Coordinator => coordinator(&settings).await,
-        Command::Worker { pool } => worker(&settings, &pool).await,
+        Command::Worker { pool, supervised } => worker(&settings, &pool, supervised).await,
         Command::Demo { keep } => demo::run(&settings, keep).await,
         command => {
             let client = Client {
@@ -104,9 +110,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// The `service.name` of this process in traces.
 fn trace_service(command: &Command) -> String {
     match command {
-        Command::Up | Command::Demo { .. } => "atelier".to_string(),
+        Command::Up { .. } | Command::Demo { .. } => "atelier".to_string(),
+        Command::Pool { pool, .. } => format!("atelier-pool-{pool}"),
         Command::Coordinator => "atelier-coordinator".to_string(),
-        Command::Worker { pool } => format!("atelier-worker-{pool}"),
+        Command::Worker { pool, .. } => format!("atelier-worker-{pool}"),
         Command::Dashboard => "atelier-dashboard".to_string(),
         _ => "atelier-cli".to_string(),
     }
@@ -126,7 +133,14 @@ async fn dashboard(settings: &Settings) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn up(settings: &Settings) -> anyhow::Result<ExitCode> {
+async fn up(mut settings: Settings, autoscale: Option<&str>) -> anyhow::Result<ExitCode> {
+    if let Some(spec) = autoscale {
+        settings.autoscale = autoscale::parse_spec(spec)?
+            .into_iter()
+            .map(|(pool, bounds)| (pool.to_string(), bounds))
+            .collect();
+    }
+    let settings = &settings;
     let system = system::System::start(settings).await?;
     println!(
         "atelier is up; NATS at {} (credentials in {})",
@@ -144,6 +158,26 @@ async fn up(settings: &Settings) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+async fn pool_supervisor(
+    settings: &Settings,
+    pool: &str,
+    min: usize,
+    max: usize,
+) -> anyhow::Result<ExitCode> {
+    let pool = Pool::parse(pool).context("--pool must be tabular or office")?;
+    let bounds = autoscale::PoolBounds { min, max };
+    autoscale::check_bounds(pool, bounds)?;
+    let url = settings.worker_nats_url()?;
+    let nats = system::connect(&url, settings.nats_creds.as_deref()).await?;
+    let launcher = system::launcher(settings, url)?;
+    let pools = std::collections::BTreeMap::from([(pool, bounds)]);
+    let scaler = autoscale::start(nats, pools, settings.autoscale_tuning(), launcher).await?;
+    tracing::info!(%pool, min, max, "pool supervisor ready");
+    system::shutdown_signal().await;
+    scaler.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn coordinator(settings: &Settings) -> anyhow::Result<ExitCode> {
     let url = settings
         .nats_url
@@ -156,13 +190,18 @@ async fn coordinator(settings: &Settings) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn worker(settings: &Settings, pool: &str) -> anyhow::Result<ExitCode> {
+async fn worker(settings: &Settings, pool: &str, supervised: bool) -> anyhow::Result<ExitCode> {
     let url = settings.worker_nats_url()?;
     let pool = Pool::parse(pool).context("--pool must be tabular or office")?;
     let nats = system::connect(&url, settings.nats_creds.as_deref()).await?;
     let handle = system::worker(nats, settings, pool).await?;
     tracing::info!(worker = handle.worker_id(), "worker ready");
-    system::shutdown_signal().await;
+    tokio::select! {
+        () = system::shutdown_signal() => {}
+        () = system::stdin_closed(), if supervised => {
+            tracing::info!("the supervisor is gone; retiring");
+        }
+    }
     handle.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }

@@ -36,6 +36,18 @@ pub const WORKER_IN_FLIGHT: &str = "atelier_worker_in_flight";
 pub const BATCHES: &str = "atelier_batches";
 /// Batch targets by state, summed over every batch (gauge, at scrape time).
 pub const BATCH_TARGETS: &str = "atelier_batch_targets";
+/// Worker processes per pool, from `$SRV.STATS` (gauge).
+pub const POOL_WORKERS: &str = "atelier_pool_workers";
+/// Busy tool slots per pool (gauge).
+pub const POOL_BUSY_SLOTS: &str = "atelier_pool_busy_slots";
+/// Tool slots per pool (gauge: workers × concurrency).
+pub const POOL_SLOTS: &str = "atelier_pool_slots";
+/// Calls waiting for a free slot per pool: the dispatch backlog (gauge).
+pub const POOL_PENDING_CALLS: &str = "atelier_pool_pending_calls";
+/// Time from a call's arrival at a worker to its start, per pool (histogram, seconds).
+pub const POOL_DISPATCH_WAIT: &str = "atelier_pool_dispatch_wait_seconds";
+/// Autoscaling decisions by pool and direction (counter, from the autoscalers' `$SRV.STATS`).
+pub const POOL_SCALE_DECISIONS: &str = "atelier_pool_scale_decisions_total";
 /// Browsers following the live stream (gauge).
 pub const LIVE_CLIENTS: &str = "atelier_dashboard_live_clients";
 
@@ -94,16 +106,36 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
         "Batch targets by state, over every batch.",
     ),
     (
+        POOL_WORKERS,
+        Kind::Gauge,
+        "Worker processes per pool (retiring ones included).",
+    ),
+    (POOL_BUSY_SLOTS, Kind::Gauge, "Busy tool slots per pool."),
+    (POOL_SLOTS, Kind::Gauge, "Tool slots per pool."),
+    (
+        POOL_PENDING_CALLS,
+        Kind::Gauge,
+        "Calls waiting for a free slot per pool.",
+    ),
+    (
+        POOL_DISPATCH_WAIT,
+        Kind::Histogram,
+        "Time from a call's arrival at a worker to its start, in seconds.",
+    ),
+    (
+        POOL_SCALE_DECISIONS,
+        Kind::Counter,
+        "Autoscaling decisions by pool and direction.",
+    ),
+    (
         LIVE_CLIENTS,
         Kind::Gauge,
         "Browsers following the live stream.",
     ),
 ];
 
-/// Histogram buckets (seconds) for tool calls and model turns.
-pub const LATENCY_BUCKETS: &[f64] = &[
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
-];
+/// Histogram buckets (seconds) for tool calls, model turns and dispatch waits.
+pub const LATENCY_BUCKETS: &[f64] = atelier_messages::worker::LATENCY_BUCKETS;
 
 /// A metric family's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +167,15 @@ pub struct Histogram {
 }
 
 impl Histogram {
+    /// A histogram measured elsewhere (a worker's dispatch waits).
+    pub fn from_waits(waits: &atelier_messages::worker::WaitHistogram) -> Self {
+        Self {
+            counts: waits.counts.clone(),
+            sum: waits.sum_secs,
+            count: waits.count,
+        }
+    }
+
     pub fn observe(&mut self, value: f64) {
         if self.counts.is_empty() {
             self.counts = vec![0; LATENCY_BUCKETS.len()];
@@ -163,6 +204,10 @@ impl Registry {
 
     pub fn set(&mut self, name: &'static str, labels: Labels, value: f64) {
         self.values.insert((name, labels), value);
+    }
+
+    pub fn set_histogram(&mut self, name: &'static str, labels: Labels, histogram: Histogram) {
+        self.histograms.insert((name, labels), histogram);
     }
 
     pub fn observe(&mut self, name: &'static str, labels: Labels, value: f64) {

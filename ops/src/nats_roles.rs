@@ -3,7 +3,8 @@
 //!
 //! - `coordinator`: everything (it owns the streams, the store and the control plane).
 //! - `worker`: answers tool calls (`atelier.tool.>`) and the micro-service verbs (`$SRV.>`),
-//!   replies and sends progress to inboxes, fetches blobs (`atelier.store.blob`); it cannot
+//!   replies and sends progress to inboxes, fetches blobs (`atelier.store.blob`, or asks
+//!   `atelier.store.stage` and reads and writes the blob bucket `atelier-blobs`); it cannot
 //!   write drafts, submit jobs or use the control plane.
 //! - `client` (CLI, dashboard, scripts): sends store, control and tool requests, submits and
 //!   follows jobs through JetStream; it cannot answer any Atelier subject (it subscribes only to
@@ -42,12 +43,16 @@ impl Role {
         match self {
             Role::Coordinator => "",
             Role::Worker => concat!(
-                r#", permissions: { publish: { allow: ["_INBOX.>", "atelier.store.blob", "$SRV.>"] }, "#,
+                r#", permissions: { publish: { allow: ["_INBOX.>", "atelier.store.blob", "atelier.store.stage", "$SRV.>", "#,
+                r#""atelier.pool.>", "$O.atelier-blobs.>", "$JS.FC.>", "$JS.API.INFO", "$JS.API.STREAM.INFO.OBJ_atelier-blobs", "#,
+                r#""$JS.API.STREAM.MSG.GET.OBJ_atelier-blobs", "$JS.API.DIRECT.GET.OBJ_atelier-blobs.>", "#,
+                r#""$JS.API.STREAM.PURGE.OBJ_atelier-blobs", "$JS.API.CONSUMER.CREATE.OBJ_atelier-blobs", "#,
+                r#""$JS.API.CONSUMER.CREATE.OBJ_atelier-blobs.>", "$JS.API.CONSUMER.DELETE.OBJ_atelier-blobs.>"] }, "#,
                 r#"subscribe: { allow: ["atelier.tool.>", "$SRV.>", "_INBOX.>"] } }"#
             ),
             Role::Client => concat!(
                 r#", permissions: { publish: { allow: ["atelier.store.>", "atelier.ctl.>", "atelier.tool.>", "atelier.workshop.>", "atelier.batch.>", "#,
-                r#""atelier.job.submit", "$JS.API.>", "$SRV.>", "_INBOX.>"] }, "#,
+                r#""atelier.job.submit", "$JS.API.>", "$JS.FC.>", "$O.atelier-blobs.>", "$SRV.>", "_INBOX.>"] }, "#,
                 r#"subscribe: { allow: ["_INBOX.>"] } }"#
             ),
         }

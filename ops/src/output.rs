@@ -23,6 +23,56 @@ pub fn print_stats(stats: &CoordinatorStats, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `atelier workers`: per pool its demand and autoscaler, then its worker processes.
+pub fn print_pools(
+    pools: &[crate::dashboard::workers::PoolView],
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        return print_json(&pools);
+    }
+    for pool in pools {
+        let autoscale = pool.autoscale.as_ref().map_or_else(
+            || "fixed".to_string(),
+            |scaled| format!("autoscaled {}..{}", scaled.min, scaled.max),
+        );
+        println!(
+            "{:<8} workers {:<3} slots {}/{} busy  waiting {:<4} dispatch wait avg {:.3} s  {autoscale}",
+            pool.pool,
+            pool.instances.len(),
+            pool.in_flight,
+            pool.slots,
+            pool.pending_calls,
+            pool.dispatch_wait.sum_secs / pool.dispatch_wait.count.max(1) as f64,
+        );
+        if let Some(decision) = pool
+            .autoscale
+            .as_ref()
+            .and_then(|s| s.last_decision.as_ref())
+        {
+            println!(
+                "         last decision: {} {} -> {} ({})",
+                decision.direction.as_str(),
+                decision.from,
+                decision.to,
+                decision.reason
+            );
+        }
+        for instance in &pool.instances {
+            println!(
+                "  {:<40} {}/{} busy  waiting {:<4} requests {:<6}{}",
+                instance.worker,
+                instance.in_flight,
+                instance.max_concurrency,
+                instance.pending,
+                instance.requests,
+                if instance.draining { "  draining" } else { "" }
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn print_listing(listing: &Listing) {
     println!("{:<40} {:>6} {:>10}  DIGEST", "PATH", "KIND", "SIZE");
     for file in &listing.files {

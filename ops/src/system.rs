@@ -140,15 +140,40 @@ pub async fn worker(
         blob_dir: blob_dir.exists().then_some(blob_dir),
         cache_dir: data_dir.join("cache"),
         max_concurrency: settings.worker_concurrency.max(1),
+        blob_cache_bytes: settings.blob_cache_bytes,
     };
     start_worker(client, config)
         .await
         .with_context(|| format!("cannot start the {pool} worker"))
 }
 
+/// How the autoscaler starts worker processes: this executable, on `url`, with this data
+/// directory (shared with a coordinator on this host, if any).
+pub fn launcher(settings: &Settings, url: String) -> anyhow::Result<crate::autoscale::Launcher> {
+    Ok(crate::autoscale::Launcher {
+        exe: std::env::current_exe().context("cannot locate the atelier executable")?,
+        nats_url: url,
+        creds: settings.nats_creds.clone(),
+        data_dir: absolute(&settings.data_dir)?,
+        pin_cpus: settings.autoscale_pin_cpus,
+    })
+}
+
 pub fn absolute(path: &Path) -> anyhow::Result<std::path::PathBuf> {
     std::fs::create_dir_all(path).with_context(|| format!("cannot create {}", path.display()))?;
     std::fs::canonicalize(path).with_context(|| format!("cannot resolve {}", path.display()))
+}
+
+/// Waits until standard input reaches its end (the process that holds its other end is gone).
+pub async fn stdin_closed() {
+    use tokio::io::AsyncReadExt;
+    let mut stdin = tokio::io::stdin();
+    let mut buffer = [0u8; 64];
+    while let Ok(read) = stdin.read(&mut buffer).await {
+        if read == 0 {
+            break;
+        }
+    }
 }
 
 /// Waits for Ctrl-C or SIGTERM.
@@ -176,6 +201,8 @@ pub struct System {
     creds: Option<PathBuf>,
     coordinator: CoordinatorHandle,
     workers: Vec<WorkerHandle>,
+    /// Sizes the autoscaled pools (their workers are processes of their own).
+    autoscaler: Option<crate::autoscale::Autoscaler>,
     dashboard: crate::dashboard::Dashboard,
 }
 
@@ -216,10 +243,26 @@ impl System {
         )
         .await?;
         let worker_client = connect(&url_of(Role::Worker), creds.as_deref()).await?;
+        let autoscaled = settings.autoscale_pools()?;
         let mut workers = Vec::new();
-        for pool in Pool::ALL {
+        for pool in Pool::ALL
+            .into_iter()
+            .filter(|pool| !autoscaled.contains_key(pool))
+        {
             workers.push(worker(worker_client.clone(), settings, pool).await?);
         }
+        let autoscaler = match autoscaled.is_empty() {
+            true => None,
+            false => Some(
+                crate::autoscale::start(
+                    connect(&url_of(Role::Coordinator), creds.as_deref()).await?,
+                    autoscaled,
+                    settings.autoscale_tuning(),
+                    launcher(settings, url_of(Role::Worker))?,
+                )
+                .await?,
+            ),
+        };
         let url = url_of(Role::Client);
         let dashboard =
             crate::dashboard::start(&url, creds.as_deref(), settings.dashboard()?).await?;
@@ -240,6 +283,7 @@ impl System {
             creds,
             coordinator,
             workers,
+            autoscaler,
             dashboard,
         })
     }
@@ -267,6 +311,9 @@ impl System {
     /// Stops every piece, then the child server; removes the recorded URL.
     pub async fn stop(self) {
         self.dashboard.stop();
+        if let Some(autoscaler) = self.autoscaler {
+            autoscaler.stop().await;
+        }
         for worker in self.workers {
             worker.shutdown().await;
         }

@@ -100,14 +100,8 @@ async fn create_workbenches(
         )
         .await?;
         let files = vec![
-            FileContent {
-                path: "report.docx".into(),
-                content: serde_bytes::ByteBuf::from(docx.to_vec()),
-            },
-            FileContent {
-                path: "sheet.xlsx".into(),
-                content: serde_bytes::ByteBuf::from(xlsx.to_vec()),
-            },
+            FileContent::inline("report.docx", docx.to_vec()),
+            FileContent::inline("sheet.xlsx", xlsx.to_vec()),
         ];
         request(
             client,

@@ -54,6 +54,12 @@ try {
   await page.waitForSelector('.pool[data-pool="tabular"] [data-stat="instances"]');
   result.workers = await page.$$eval('.pool', pools => Object.fromEntries(pools.map(p =>
     [p.dataset.pool, Number(p.querySelector('[data-stat="instances"]').textContent)])));
+  result.poolDemand = await page.$$eval('.pool', pools => Object.fromEntries(pools.map(p =>
+    [p.dataset.pool, {
+      slots: p.querySelector('[data-stat="slots"]').textContent,
+      pending: Number(p.querySelector('[data-stat="pending"]').textContent),
+      autoscale: p.querySelector('[data-autoscale]').dataset.autoscale,
+    }])));
   await shot('5-workers');
   await page.click('a[data-nav="throughput"]');
   await page.waitForSelector('#jobs-chart rect');

@@ -430,6 +430,23 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
         cli_view.prompt_tokens as f64
     );
     assert_eq!(after.value("atelier_workers", &[("pool", "tabular")]), 1.0);
+    // Pool demand: one worker of the default concurrency, idle, every call it took started.
+    let tabular = [("pool", "tabular")];
+    let workers_now = dashboard.get("/api/workers").await?;
+    let tabular_requests = workers_now
+        .as_array()
+        .and_then(|pools| pools.iter().find(|pool| pool["pool"] == "tabular"))
+        .and_then(|pool| pool["requests"].as_f64())
+        .unwrap_or(0.0);
+    assert!(tabular_requests >= 2.0, "{workers_now}");
+    assert_eq!(after.value("atelier_pool_workers", &tabular), 1.0);
+    assert_eq!(after.value("atelier_pool_slots", &tabular), 4.0);
+    assert_eq!(after.value("atelier_pool_busy_slots", &tabular), 0.0);
+    assert_eq!(after.value("atelier_pool_pending_calls", &tabular), 0.0);
+    assert_eq!(
+        after.observations("atelier_pool_dispatch_wait_seconds", &tabular),
+        tabular_requests
+    );
     assert_eq!(after.value("atelier_nats_reconnects_total", &[]), 0.0);
 
     // NATS restarts: the dashboard reconnects and keeps following the stream.
@@ -999,6 +1016,11 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
     assert_eq!(result["draftBefore"], json!(["summary.xlsx"]));
     assert_eq!(result["draftGone"], true);
     assert_eq!(result["workers"], json!({"tabular": 1, "office": 1}));
+    let idle = json!({"slots": "0/4", "pending": 0, "autoscale": "fixed"});
+    assert_eq!(
+        result["poolDemand"],
+        json!({"tabular": idle.clone(), "office": idle})
+    );
     assert_eq!(
         result["chartBars"], 1,
         "one minute bar: the one succeeded job"

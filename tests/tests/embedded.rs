@@ -141,6 +141,11 @@ struct Up {
 
 impl Up {
     fn start() -> anyhow::Result<Self> {
+        Self::start_with(&[], &[])
+    }
+
+    /// `up` with extra arguments and environment.
+    fn start_with(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let data = dir.path().join("data");
         let child = Command::new(atelier_bin())
@@ -151,6 +156,8 @@ impl Up {
                 "--http",
                 "127.0.0.1:0",
             ])
+            .args(args)
+            .envs(env.iter().copied())
             .env("ATELIER_NATS_PORT", "0")
             .env_remove("ATELIER_NATS_URL")
             .stdout(Stdio::null())
@@ -296,4 +303,146 @@ fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()>
         );
         anyhow::Ok(())
     })
+}
+
+#[test]
+fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_role_permissions()
+-> anyhow::Result<()> {
+    use atelier_messages::PROTOCOL_VERSION;
+    use atelier_messages::store::{Listing, StageBlob};
+    use atelier_transport::{BlobBucket, Policy};
+
+    let up = Up::start_with(
+        &["--autoscale", "tabular=1..2"],
+        &[("ATELIER_WORKER_CONCURRENCY", "2")],
+    )?;
+    let pools = || -> Option<serde_json::Value> {
+        let out = up.cli(&["workers", "--json"]).ok()?;
+        serde_json::from_slice(&out.stdout).ok()
+    };
+    let pool = |pools: &serde_json::Value, name: &str| {
+        pools
+            .as_array()
+            .and_then(|all| all.iter().find(|pool| pool["pool"] == name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    wait_until(Duration::from_secs(30), || {
+        pools().is_some_and(|all| {
+            pool(&all, "tabular")["instances"].as_array().map(Vec::len) == Some(1)
+                && pool(&all, "office")["instances"].as_array().map(Vec::len) == Some(1)
+        })
+    })?;
+    let all = pools().context("no pools")?;
+    let tabular = pool(&all, "tabular");
+    assert_eq!(tabular["autoscale"]["min"], 1);
+    assert_eq!(tabular["autoscale"]["max"], 2);
+    assert_eq!(tabular["slots"], 2);
+    assert!(pool(&all, "office")["autoscale"].is_null());
+
+    // A 2.4 MB CSV in and out through the client's permissions on the blob bucket.
+    let csv = up.data.with_file_name("sales.csv");
+    let mut content = String::from("id,region,amount\n");
+    for id in 0..120_000 {
+        content.push_str(&format!("{id},region-{},{}\n", id % 7, id % 1000));
+    }
+    std::fs::write(&csv, &content)?;
+    assert!(content.len() > 2_000_000);
+    for args in [
+        vec!["wb", "create", "big"],
+        vec!["wb", "add", "big", &csv.to_string_lossy()],
+    ] {
+        let out = up.cli(&args)?;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let cat = up.cli(&["wb", "cat", "big", "sales.csv"])?;
+    assert!(
+        cat.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cat.stderr)
+    );
+    assert_eq!(cat.stdout, content.as_bytes());
+    let listing: Listing = serde_json::from_slice(&up.cli(&["wb", "ls", "big", "--json"])?.stdout)?;
+    let entry = listing.files[0].clone();
+    assert_eq!(entry.size, content.len() as u64);
+
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let connect = |url: String| async move {
+            atelier_transport::connect::options(&url, None)
+                .await?
+                .connect(&url)
+                .await
+                .map_err(anyhow::Error::from)
+        };
+        // The worker role stages, fetches and uploads blobs, as workers on other hosts do.
+        let worker = connect(up.url("nats-worker.url")?).await?;
+        let stage = StageBlob {
+            v: PROTOCOL_VERSION,
+            digest: entry.digest.clone(),
+        };
+        let blob =
+            atelier_transport::request(&worker, &stage, Policy::once(Duration::from_secs(30)))
+                .await
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        assert_eq!(blob.size, entry.size);
+        let bucket = BlobBucket::open(&worker)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let fetched = up.data.with_file_name("fetched.csv");
+        bucket
+            .fetch_to(&blob, &fetched, false)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        assert_eq!(std::fs::read(&fetched)?, content.as_bytes());
+
+        // A write of several hundred KiB from the autoscaled worker process comes back through
+        // the bucket.
+        let client = connect(up.url("nats.url")?).await?;
+        let output = atelier_tests::call_tool(
+            &client,
+            &listing,
+            "copy-1",
+            "table_export",
+            serde_json::json!({"path": "sales.csv", "query": "SELECT * FROM data", "target_path": "copy.csv", "format": "csv"}),
+            "tabular",
+        )
+        .await?
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        assert_eq!(output.output["row_count"], 120_000);
+        assert!(
+            !output.worker.ends_with(&format!("-{}", up.child.id())),
+            "the tabular call ran inside `up`: {}",
+            output.worker
+        );
+        anyhow::Ok(())
+    })?;
+    let draft: Listing =
+        serde_json::from_slice(&up.cli(&["wb", "ls", "big", "--draft", "--json"])?.stdout)?;
+    let copy = draft.files.iter().find(|file| file.path == "copy.csv");
+    assert_eq!(copy.map(|file| file.size), Some(content.len() as u64));
+
+    // Stopping `up` retires the pool's worker processes.
+    let data = up.data.to_string_lossy().to_string();
+    let supervised = Command::new("pgrep")
+        .args(["-f", "--", &format!("--supervised.*{data}")])
+        .output()?;
+    assert_eq!(
+        String::from_utf8_lossy(&supervised.stdout).lines().count(),
+        1,
+        "one tabular worker process"
+    );
+    drop(up);
+    wait_until(Duration::from_secs(30), || {
+        // pgrep exits 1 when no process matches.
+        Command::new("pgrep")
+            .args(["-f", "--", &format!("--supervised.*{data}")])
+            .status()
+            .is_ok_and(|status| status.code() == Some(1))
+    })?;
+    Ok(())
 }

@@ -14,12 +14,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::service::{Request, Service, ServiceExt, endpoint::Endpoint};
 use atelier_messages::tool::{Pool, ToolOutput, ToolRequest};
-use atelier_messages::worker::{TOOL_ENDPOINT, WorkerStatsData, service_name};
+use atelier_messages::worker::{TOOL_ENDPOINT, WaitHistogram, WorkerStatsData, service_name};
 use atelier_messages::{ErrorBody, ErrorCode, Format, Reply, decode, encode_reply};
 use atelier_transport::headers::{format_of, has_progress_mark, join_trace, with_format};
 use atelier_transport::{failpoint, keep_alive};
@@ -47,9 +47,20 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 struct Counters {
     tool_errors: AtomicU64,
     last_error_code: std::sync::Mutex<Option<String>>,
+    /// Calls received and waiting for a slot.
+    pending: AtomicU64,
+    draining: AtomicBool,
+    dispatch_wait: std::sync::Mutex<WaitHistogram>,
 }
 
 impl Counters {
+    fn record_start(&self, waited: Duration) {
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+        if let Ok(mut histogram) = self.dispatch_wait.lock() {
+            histogram.observe(waited.as_secs_f64());
+        }
+    }
+
     fn record_error(&self, error: &ErrorBody) {
         self.tool_errors.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut last) = self.last_error_code.lock() {
@@ -65,6 +76,7 @@ pub struct ToolExecutor;
 pub struct ExecutorConfig {
     pub client: async_nats::Client,
     pub config: WorkerConfig,
+    pub(crate) files: Arc<FileAccess>,
 }
 
 /// The actor's state, built in `pre_start`.
@@ -72,11 +84,14 @@ pub struct State {
     worker_id: Arc<str>,
     client: async_nats::Client,
     toolbox: Arc<Toolbox>,
+    files: Arc<FileAccess>,
     permits: Arc<Semaphore>,
     max_concurrency: u32,
     counters: Arc<Counters>,
     service: Option<Service>,
     pump: Option<JoinHandle<()>>,
+    /// Tells the pump to stop taking calls and forward those already received.
+    stop_pump: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// The actor's messages.
@@ -99,7 +114,11 @@ impl Actor for ToolExecutor {
         myself: ActorRef<Msg>,
         args: ExecutorConfig,
     ) -> Result<State, ActorProcessingErr> {
-        let ExecutorConfig { client, config } = args;
+        let ExecutorConfig {
+            client,
+            config,
+            files,
+        } = args;
         let pool = config.pool.as_str();
         let max_concurrency = u32::try_from(config.max_concurrency)?;
         let permits = Arc::new(Semaphore::new(config.max_concurrency));
@@ -112,20 +131,18 @@ impl Actor for ToolExecutor {
         )
         .await?;
         tracing::info!(worker = %config.worker_id, pool, max_concurrency, "tool executor serving");
+        let (stop_pump, stopped) = tokio::sync::oneshot::channel();
         Ok(State {
             worker_id: config.worker_id.as_str().into(),
-            toolbox: Arc::new(Toolbox::new(
-                config.pool,
-                client.clone(),
-                config.blob_dir.clone(),
-                &config.cache_dir,
-            )),
+            toolbox: Arc::new(Toolbox::new(config.pool, files.clone(), &config.cache_dir)),
+            files,
             client,
             permits,
             max_concurrency,
             counters,
             service: Some(service),
-            pump: Some(tokio::spawn(pump(endpoint, myself))),
+            pump: Some(tokio::spawn(pump(endpoint, myself, stopped))),
+            stop_pump: Some(stop_pump),
         })
     }
 
@@ -141,13 +158,20 @@ impl Actor for ToolExecutor {
                     worker_id: state.worker_id.clone(),
                     client: state.client.clone(),
                     toolbox: state.toolbox.clone(),
+                    files: state.files.clone(),
                     counters: state.counters.clone(),
                 };
                 tokio::spawn(call.serve(*request, Arc::clone(&state.permits)));
             }
             Msg::Drain(reply) => {
+                state.counters.draining.store(true, Ordering::Relaxed);
+                tracing::info!(worker = %state.worker_id, "draining: no new calls; finishing those received");
+                if let Some(stop) = state.stop_pump.take() {
+                    let _ = stop.send(());
+                }
+                // The pump forwards what it had received before it ends, and the actor
+                // handles those calls before this Finish.
                 if let Some(pump) = state.pump.take() {
-                    pump.abort();
                     let _ = pump.await;
                 }
                 stop_service(state).await;
@@ -218,6 +242,13 @@ async fn register_service(
                     .lock()
                     .ok()
                     .and_then(|last| last.clone()),
+                pending: counters.pending.load(Ordering::Relaxed),
+                draining: counters.draining.load(Ordering::Relaxed),
+                dispatch_wait: counters
+                    .dispatch_wait
+                    .lock()
+                    .map(|histogram| histogram.clone())
+                    .unwrap_or_default(),
                 ..data.clone()
             })
             .unwrap_or_default()
@@ -244,11 +275,34 @@ async fn stop_service(state: &mut State) {
     }
 }
 
-/// Forwards requests from the endpoint to the actor until either ends.
-async fn pump(mut endpoint: Endpoint, actor: ActorRef<Msg>) {
-    while let Some(request) = endpoint.next().await {
+/// How long a stopping pump waits for calls already on their way to it.
+const PUMP_DRAIN_QUIET: Duration = Duration::from_millis(500);
+
+/// Forwards requests from the endpoint to the actor until either ends, or until `stop`: then it
+/// leaves the queue group and forwards the requests already received (the server routes no new
+/// ones here once the unsubscribe has reached it).
+async fn pump(
+    mut endpoint: Endpoint,
+    actor: ActorRef<Msg>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            request = endpoint.next() => {
+                let Some(request) = request else { return };
+                if actor.cast(Msg::Call(Box::new(request))).is_err() {
+                    return;
+                }
+            }
+            _ = &mut stop => break,
+        }
+    }
+    if let Err(error) = endpoint.stop().await {
+        tracing::warn!(%error, "could not leave the queue group");
+    }
+    while let Ok(Some(request)) = tokio::time::timeout(PUMP_DRAIN_QUIET, endpoint.next()).await {
         if actor.cast(Msg::Call(Box::new(request))).is_err() {
-            break;
+            return;
         }
     }
 }
@@ -258,6 +312,7 @@ struct Call {
     worker_id: Arc<str>,
     client: async_nats::Client,
     toolbox: Arc<Toolbox>,
+    files: Arc<FileAccess>,
     counters: Arc<Counters>,
 }
 
@@ -276,7 +331,11 @@ impl Call {
         // Only callers that ask for progress (the coordinator does) get it: a plain
         // request/reply client takes the first message as the answer.
         let progress = has_progress_mark(headers).then(|| keep_alive(self.client.clone(), reply));
-        let Ok(_permit) = permits.acquire_owned().await else {
+        let arrived = Instant::now();
+        self.counters.pending.fetch_add(1, Ordering::Relaxed);
+        let permit = permits.acquire_owned().await;
+        self.counters.record_start(arrived.elapsed());
+        let Ok(_permit) = permit else {
             return;
         };
         let mut writes = false;
@@ -354,6 +413,10 @@ impl Call {
             }
         }
         let output = result?;
+        let changes = match changes {
+            Some(changes) => Some(self.files.stage_large_files(changes).await?),
+            None => None,
+        };
         Ok(ToolOutput {
             call_id: request.call_id,
             tool: request.tool,
@@ -411,14 +474,22 @@ pub(crate) async fn start(
     })?;
     let worker_id = config.worker_id.clone();
     let pool = config.pool;
+    let files = Arc::new(FileAccess::new(
+        client.clone(),
+        config.blob_dir.clone(),
+        &config.cache_dir,
+        config.blob_cache_bytes,
+    ));
     let review = match pool {
-        Pool::Office => {
-            let files = FileAccess::new(client.clone(), config.blob_dir.clone(), &config.cache_dir);
-            Some(review::serve(client.clone(), Arc::new(files)).await?)
-        }
+        Pool::Office => Some(review::serve(client.clone(), files.clone()).await?),
         Pool::Tabular => None,
     };
-    let (actor, task) = Actor::spawn(None, ToolExecutor, ExecutorConfig { client, config }).await?;
+    let executor = ExecutorConfig {
+        client,
+        config,
+        files,
+    };
+    let (actor, task) = Actor::spawn(None, ToolExecutor, executor).await?;
     Ok(WorkerHandle {
         worker_id,
         pool,

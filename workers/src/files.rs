@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use atelier_messages::store::{FileContent, GetBlob, ManifestEntry};
+use atelier_messages::store::{BlobRef, FileContent, ManifestEntry, StageBlob};
 use atelier_messages::tool::{DraftChanges, ToolRequest};
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, path};
-use atelier_transport::Policy;
-use serde_bytes::ByteBuf;
+use atelier_transport::blobs::blob_of_bytes;
+use atelier_transport::{BlobBucket, Policy};
 use sha2::{Digest, Sha256};
 
 /// Finds a workbench file by path (normalized first: `SANDBOX_VIOLATION` on escapes).
@@ -98,12 +98,11 @@ impl ToolCall {
             .staged
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        staged
-            .files
-            .extend(files.into_iter().map(|(path, content)| FileContent {
-                path,
-                content: ByteBuf::from(content),
-            }));
+        staged.files.extend(
+            files
+                .into_iter()
+                .map(|(path, content)| FileContent::inline(path, content)),
+        );
         staged.delete.extend(delete);
     }
 
@@ -125,11 +124,15 @@ impl Deref for ToolCall {
     }
 }
 
-/// Reads workbench content for tool calls.
+/// Reads workbench content for tool calls, and sends large draft writes through the blob
+/// bucket.
 pub(crate) struct FileAccess {
     client: async_nats::Client,
+    bucket: tokio::sync::OnceCell<BlobBucket>,
     blob_dir: Option<PathBuf>,
     blob_cache: PathBuf,
+    /// Most bytes the fetched-blob cache keeps (least recently used blobs go first).
+    cache_bytes: u64,
 }
 
 impl FileAccess {
@@ -137,12 +140,22 @@ impl FileAccess {
         client: async_nats::Client,
         blob_dir: Option<PathBuf>,
         cache_dir: &Path,
+        cache_bytes: u64,
     ) -> Self {
         Self {
             client,
+            bucket: tokio::sync::OnceCell::new(),
             blob_dir,
             blob_cache: cache_dir.join("blobs"),
+            cache_bytes,
         }
+    }
+
+    /// The blob bucket (opened at first use: the coordinator creates it).
+    async fn bucket(&self) -> Result<&BlobBucket, ErrorBody> {
+        self.bucket
+            .get_or_try_init(|| BlobBucket::open(&self.client))
+            .await
     }
 
     /// A local file holding the entry's content.
@@ -156,9 +169,12 @@ impl FileAccess {
             return Ok(shared);
         }
         let cached = self.blob_cache.join(&relative);
-        if !exists(&cached).await {
-            self.fetch_blob(&entry.digest, cached.clone()).await?;
+        if has_size(&cached, entry.size).await {
+            touch(&cached).await;
+            return Ok(cached);
         }
+        self.fetch_blob(entry, &cached).await?;
+        self.evict_beyond_bound(&cached).await;
         Ok(cached)
     }
 
@@ -173,21 +189,133 @@ impl FileAccess {
         })
     }
 
-    async fn fetch_blob(&self, digest: &str, target: PathBuf) -> Result<(), ErrorBody> {
-        let get = GetBlob {
-            v: PROTOCOL_VERSION,
-            digest: digest.to_string(),
+    /// Fetches a blob from the bucket into `target`, asking the store to stage it there first
+    /// when the bucket does not hold it.
+    async fn fetch_blob(&self, entry: &ManifestEntry, target: &Path) -> Result<(), ErrorBody> {
+        let blob = BlobRef {
+            digest: entry.digest.clone(),
+            size: entry.size,
         };
-        let blob = atelier_transport::request(&self.client, &get, Policy::STORE)
+        let bucket = self
+            .bucket()
             .await
             .map_err(|error| store_failure(ErrorCode::FileReadFailed, error))?;
-        let digest = digest.to_string();
-        tokio::task::spawn_blocking(move || store_verified(&blob.content, &digest, &target))
+        match bucket.fetch_to(&blob, target, false).await {
+            Err(error) if error.code == ErrorCode::NotFound => {}
+            other => return other,
+        }
+        let stage = StageBlob {
+            v: PROTOCOL_VERSION,
+            digest: entry.digest.clone(),
+        };
+        atelier_transport::request(&self.client, &stage, Policy::STAGE)
             .await
-            .map_err(|e| {
-                ErrorBody::new(ErrorCode::Internal, format!("blob cache task failed: {e}"))
-            })?
+            .map_err(|error| store_failure(ErrorCode::FileReadFailed, error))?;
+        bucket.fetch_to(&blob, target, false).await
     }
+
+    /// Removes the least recently used cached blobs (never `keep`) until the cache fits its
+    /// bound.
+    async fn evict_beyond_bound(&self, keep: &Path) {
+        let root = self.blob_cache.clone();
+        let keep = keep.to_path_buf();
+        let bound = self.cache_bytes;
+        let evicted = tokio::task::spawn_blocking(move || evict(&root, bound, &keep)).await;
+        if let Ok(Ok(evicted)) = evicted
+            && evicted.removed > 0
+        {
+            tracing::info!(
+                removed = evicted.removed,
+                freed_bytes = evicted.freed_bytes,
+                "evicted cached blobs"
+            );
+        }
+    }
+
+    /// The draft changes with the files beyond the inline budget
+    /// ([`inline_budget`](atelier_transport::blobs::inline_budget), counted over the files in
+    /// order) uploaded to the blob bucket and named by digest instead of carried inline.
+    pub(crate) async fn stage_large_files(
+        &self,
+        mut changes: DraftChanges,
+    ) -> Result<DraftChanges, ErrorBody> {
+        let budget = atelier_transport::blobs::inline_budget(&self.client);
+        let mut inline = 0;
+        for file in &mut changes.files {
+            if inline + file.content.len() <= budget {
+                inline += file.content.len();
+                continue;
+            }
+            let blob = blob_of_bytes(&file.content);
+            let bucket = self
+                .bucket()
+                .await
+                .map_err(|error| store_failure(ErrorCode::FileWriteFailed, error))?;
+            bucket.put_bytes(&file.content, &blob).await?;
+            *file = FileContent::staged(std::mem::take(&mut file.path), blob);
+        }
+        Ok(changes)
+    }
+}
+
+/// What an eviction removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Evicted {
+    removed: u64,
+    freed_bytes: u64,
+}
+
+/// Removes the oldest (by modification time, refreshed on every use) blob files under `root`
+/// until their total is at most `bound` bytes; `keep` stays whatever its age.
+fn evict(root: &Path, bound: u64, keep: &Path) -> std::io::Result<Evicted> {
+    let mut blobs = Vec::new();
+    for shard in std::fs::read_dir(root)? {
+        let shard = shard?.path();
+        if !shard.is_dir() {
+            continue;
+        }
+        for blob in std::fs::read_dir(&shard)? {
+            let path = blob?.path();
+            let named_by_digest = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| check_digest(name).is_ok());
+            if !named_by_digest {
+                continue;
+            }
+            let meta = std::fs::metadata(&path)?;
+            let used = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+            blobs.push((used, meta.len(), path));
+        }
+    }
+    let mut total: u64 = blobs.iter().map(|(_, size, _)| size).sum();
+    blobs.sort();
+    let mut evicted = Evicted::default();
+    for (_, size, path) in blobs {
+        if total <= bound {
+            break;
+        }
+        if path == keep {
+            continue;
+        }
+        std::fs::remove_file(&path)?;
+        total -= size;
+        evicted.removed += 1;
+        evicted.freed_bytes += size;
+    }
+    Ok(evicted)
+}
+
+/// Marks a cached blob as just used (its modification time orders eviction).
+async fn touch(path: &Path) {
+    let path = path.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || {
+        std::fs::File::options()
+            .append(true)
+            .open(&path)
+            .and_then(|file| file.set_modified(std::time::SystemTime::now()))
+    })
+    .await;
 }
 
 /// A store request that failed in transport is the tool's read or write failure.
@@ -201,40 +329,10 @@ fn store_failure(code: ErrorCode, error: ErrorBody) -> ErrorBody {
     }
 }
 
-async fn exists(path: &Path) -> bool {
-    tokio::fs::try_exists(path).await.unwrap_or(false)
-}
-
 async fn has_size(path: &Path, size: u64) -> bool {
     tokio::fs::metadata(path)
         .await
         .is_ok_and(|meta| meta.len() == size)
-}
-
-/// Checks a fetched blob against its digest and caches it atomically.
-fn store_verified(content: &[u8], digest: &str, target: &Path) -> Result<(), ErrorBody> {
-    let actual = sha256_hex(content);
-    if actual != digest {
-        return Err(ErrorBody::new(
-            ErrorCode::FileReadFailed,
-            format!("blob {digest} from the store has digest {actual}; refusing corrupt content"),
-        ));
-    }
-    let cache_error = |e: std::io::Error| {
-        ErrorBody::new(
-            ErrorCode::Internal,
-            format!("cannot cache blob {digest}: {e}"),
-        )
-    };
-    if let Some(parent) = target.parent() {
-        std::fs::create_dir_all(parent).map_err(cache_error)?;
-    }
-    let temp = temp_path_for(target);
-    std::fs::write(&temp, content).map_err(cache_error)?;
-    std::fs::rename(&temp, target).map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        cache_error(e)
-    })
 }
 
 #[cfg(test)]
@@ -296,17 +394,38 @@ mod tests {
     }
 
     #[test]
-    fn verified_store_refuses_wrong_content_and_caches_right_content() {
+    fn eviction_removes_least_recently_used_blobs_down_to_the_bound() {
         let dir = tempfile::tempdir().unwrap();
-        let digest = sha256_hex(b"hello");
-        let target = dir
-            .path()
-            .join("blobs")
-            .join(blob_relative(&digest).unwrap());
-        let err = store_verified(b"other", &digest, &target).unwrap_err();
-        assert_eq!(err.code, ErrorCode::FileReadFailed);
-        assert!(!target.exists());
-        store_verified(b"hello", &digest, &target).unwrap();
-        assert_eq!(std::fs::read(&target).unwrap(), b"hello");
+        let root = dir.path().join("blobs");
+        let mut paths = Vec::new();
+        for (age, content) in [(300u64, "old"), (200, "mid"), (100, "new")] {
+            let digest = sha256_hex(content.as_bytes());
+            let path = root.join(blob_relative(&digest).unwrap());
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, vec![b'x'; 1000]).unwrap();
+            let used = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+            std::fs::File::options()
+                .append(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(used)
+                .unwrap();
+            paths.push(path);
+        }
+        std::fs::write(root.join("not-a-blob"), vec![b'x'; 5000]).unwrap();
+        // The oldest is kept because it was just fetched; the next oldest goes.
+        let evicted = evict(&root, 2000, &paths[0]).unwrap();
+        assert_eq!(
+            evicted,
+            Evicted {
+                removed: 1,
+                freed_bytes: 1000
+            }
+        );
+        assert!(paths[0].exists());
+        assert!(!paths[1].exists());
+        assert!(paths[2].exists());
+        assert!(root.join("not-a-blob").exists());
+        assert_eq!(evict(&root, 2000, &paths[0]).unwrap(), Evicted::default());
     }
 }

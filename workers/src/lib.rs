@@ -6,8 +6,10 @@
 //! runs the tool with bounded concurrency (blocking work on Tokio's blocking threads) and replies
 //! with a [`ToolOutput`](atelier_messages::tool::ToolOutput) or an
 //! [`ErrorBody`](atelier_messages::ErrorBody) in the request's format. Workers never write files:
-//! reads come from the shared blob directory or the DraftStore (`atelier.store.blob`), writes go
-//! to the draft through `atelier.store.write`, idempotent per call id.
+//! reads come from the shared blob directory or, on another host, from the blob bucket (JetStream's
+//! object store; the DraftStore stages a blob there on `atelier.store.stage`), cached by digest
+//! under a size bound; draft changes go back in the reply, files larger than 256 KiB through the
+//! bucket.
 //!
 //! # Layout
 //! - [`executor`]: the ToolExecutor actor (subscription, concurrency, replies).
@@ -15,7 +17,8 @@
 //! - `review`: the office pool's `atelier.review.file` verb (content diffs of two file versions).
 //! - `tools`: the tool names of each pool and the dispatch from a request to an engine.
 //! - `args`: typed access to a tool's JSON arguments (`VALIDATION_FAILED` naming the field).
-//! - `files`: the request's manifest, local blob paths, blob fetches and draft writes via the store.
+//! - `files`: the request's manifest, local blob paths, blob fetches through the bucket, the
+//!   bounded blob cache, large draft writes staged in the bucket.
 //! - `tabular`: DuckDB engine for delimited text tables (every `table_*` tool): `encoding`
 //!   (detection, transcoding), `dialect` (number formats), `ingest` (one cached database per
 //!   digest, shared by the host's workers), `map`, `profile` (describe, stats, rows), `query`
@@ -59,7 +62,12 @@ pub struct WorkerConfig {
     pub cache_dir: PathBuf,
     /// Concurrent tool calls in this process.
     pub max_concurrency: usize,
+    /// Most bytes of fetched blobs kept in `cache_dir` (least recently used go first).
+    pub blob_cache_bytes: u64,
 }
+
+/// The default bound of a worker's fetched-blob cache (8 GiB).
+pub const DEFAULT_BLOB_CACHE_BYTES: u64 = 8 << 30;
 
 /// Starts a worker: subscribes to the pool's queue group and serves calls until shut down.
 pub async fn start_worker(

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::path::{self, kind_of, normalize};
 use atelier_messages::store::{
-    DraftDiff, FileContent, Listing, ManifestEntry, View, WorkbenchInfo, Written,
+    BlobRef, DraftDiff, FileContent, Listing, ManifestEntry, View, WorkbenchInfo, Written,
 };
 use atelier_messages::tool::DraftChanges;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
@@ -64,6 +64,13 @@ pub struct AppliedCall {
 /// Blobs up to this size are kept in sled (durable with their manifest, one flush for both)
 /// rather than fsynced as files of their own.
 pub const INLINE_BLOB_BYTES: usize = 64 * 1024;
+
+/// Where a stored blob's content is: small blobs in sled, large ones as files.
+#[derive(Debug)]
+pub enum BlobSource {
+    Bytes(Vec<u8>),
+    File(std::path::PathBuf, u64),
+}
 
 /// Longest workbench name.
 pub const MAX_NAME_LEN: usize = 64;
@@ -252,15 +259,57 @@ impl Workbenches {
         let mut entries = Vec::with_capacity(files.len());
         for file in files {
             let path = normalize(&file.path)?;
-            let digest = self.put_blob(&file.content)?;
+            let (digest, size) = match &file.blob {
+                Some(blob) => (self.staged_blob(blob)?, blob.size),
+                None => (self.put_blob(&file.content)?, file.content.len() as u64),
+            };
             entries.push(ManifestEntry {
                 kind: kind_of(&path).to_string(),
-                size: file.content.len() as u64,
+                size,
                 path,
                 digest,
             });
         }
         Ok(entries)
+    }
+
+    /// A blob the store already imported from the bucket into the blob directory (durably).
+    fn staged_blob(&self, blob: &BlobRef) -> Result<String, CoordinatorError> {
+        if self.blobs.has(&blob.digest, blob.size) {
+            return Ok(blob.digest.clone());
+        }
+        Err(ErrorBody::new(
+            ErrorCode::NotFound,
+            format!(
+                "blob {} ({} bytes) was not imported from the blob bucket; send it again",
+                blob.digest, blob.size
+            ),
+        )
+        .into())
+    }
+
+    /// Where a file with the blob `digest` can be read for staging in the bucket.
+    pub fn blob_source(&self, digest: &str) -> Result<BlobSource, CoordinatorError> {
+        if let Some(bytes) = self.storage.tree(trees::BLOBS)?.get(digest.as_bytes())? {
+            return Ok(BlobSource::Bytes(bytes.to_vec()));
+        }
+        let path = self.blobs.path_for(digest).filter(|path| path.exists());
+        let Some(path) = path else {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("no blob with digest `{digest}`"),
+            )
+            .into());
+        };
+        let size = std::fs::metadata(&path)
+            .map_err(crate::error::io_error(&path))?
+            .len();
+        Ok(BlobSource::File(path, size))
+    }
+
+    /// The blob directory.
+    pub fn blob_dir(&self) -> &BlobDir {
+        &self.blobs
     }
 
     fn resolve(&self, workbench: &str, view: View) -> Result<(View, Manifest), CoordinatorError> {
@@ -296,16 +345,26 @@ impl Workbenches {
         path: &str,
         view: View,
     ) -> Result<(ManifestEntry, Vec<u8>), CoordinatorError> {
+        let entry = self.entry(workbench, path, view)?;
+        let bytes = self.blob(&entry.digest)?;
+        Ok((entry, bytes))
+    }
+
+    /// A file's manifest entry in a view.
+    pub fn entry(
+        &self,
+        workbench: &str,
+        path: &str,
+        view: View,
+    ) -> Result<ManifestEntry, CoordinatorError> {
         let path = normalize(path)?;
         let (_, manifest) = self.resolve(workbench, view)?;
-        let entry = manifest.get(&path).cloned().ok_or_else(|| {
+        manifest.get(&path).cloned().ok_or_else(|| {
             CoordinatorError::from(ErrorBody::new(
                 ErrorCode::NotFound,
                 format!("no file `{path}` in workbench `{workbench}`"),
             ))
-        })?;
-        let bytes = self.blob(&entry.digest)?;
-        Ok((entry, bytes))
+        })
     }
 
     /// Stores a blob. A small one goes into sled, where the flush that commits its manifest

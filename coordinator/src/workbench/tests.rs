@@ -1,7 +1,6 @@
 //! Drafts, publish and checkpoints, idempotent writes, the workshop conversation (one job at a
 //! time, revisions, rewind), and refusals with their codes.
 use super::*;
-use serde_bytes::ByteBuf;
 
 fn fixture() -> (tempfile::TempDir, Workbenches) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -11,10 +10,7 @@ fn fixture() -> (tempfile::TempDir, Workbenches) {
 }
 
 fn file(path: &str, content: &str) -> FileContent {
-    FileContent {
-        path: path.into(),
-        content: ByteBuf::from(content.as_bytes().to_vec()),
-    }
+    FileContent::inline(path, content.as_bytes().to_vec())
 }
 
 fn write(

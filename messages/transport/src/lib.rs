@@ -9,6 +9,7 @@
 //! (`TOOL_WORKER_UNAVAILABLE`, `TOOL_TIMEOUT`, `VALIDATION_FAILED` for an oversized payload).
 //!
 //! # Layout
+//! - [`blobs`]: large files through JetStream's object store (chunked, digest-verified).
 //! - [`connect`]: connect options with the credentials a URL or a credentials file carries.
 //! - [`headers`]: the payload format of a message, trace-context propagation, progress marks.
 //! - [`request`]: typed request/reply with a [`Policy`] (timeouts, retries, progress).
@@ -17,6 +18,7 @@
 //! - [`failpoint`]: named kill points for crash tests (`ATELIER_FAILPOINTS`).
 //! - [`error`]: [`TransportError`], for failures to start serving.
 
+pub mod blobs;
 pub mod connect;
 pub mod error;
 pub mod failpoint;
@@ -24,6 +26,7 @@ pub mod headers;
 pub mod request;
 pub mod serve;
 
+pub use blobs::BlobBucket;
 pub use error::TransportError;
 pub use request::{Policy, request, request_to};
 pub use serve::{Router, keep_alive, respond};

@@ -519,6 +519,31 @@ async fn add_batch_metrics(state: &AppState, registry: &mut Registry) {
     }
 }
 
+/// A pool's demand and its autoscaler's decisions.
+fn pool_demand_metrics(registry: &mut Registry, pool: &workers::PoolView, labels: metrics::Labels) {
+    let gauges = [
+        (metrics::POOL_WORKERS, pool.instances.len() as u64),
+        (metrics::POOL_BUSY_SLOTS, pool.in_flight),
+        (metrics::POOL_SLOTS, pool.slots),
+        (metrics::POOL_PENDING_CALLS, pool.pending_calls),
+    ];
+    for (name, value) in gauges {
+        registry.set(name, labels.clone(), value as f64);
+    }
+    registry.set_histogram(
+        metrics::POOL_DISPATCH_WAIT,
+        labels.clone(),
+        metrics::Histogram::from_waits(&pool.dispatch_wait),
+    );
+    if let Some(autoscale) = &pool.autoscale {
+        for (direction, count) in [("up", autoscale.scale_ups), ("down", autoscale.scale_downs)] {
+            let mut labels = labels.clone();
+            labels.push(("direction", direction.into()));
+            registry.set(metrics::POOL_SCALE_DECISIONS, labels, count as f64);
+        }
+    }
+}
+
 /// Gauges read at scrape time: jobs by state and tokens (coordinator), workers (`$SRV`), NATS.
 async fn scrape_time_metrics(state: &AppState) -> Registry {
     let mut registry = Registry::default();
@@ -550,7 +575,12 @@ async fn scrape_time_metrics(state: &AppState) -> Registry {
             labels.clone(),
             pool.instances.len() as f64,
         );
-        registry.set(metrics::WORKER_IN_FLIGHT, labels, pool.in_flight as f64);
+        registry.set(
+            metrics::WORKER_IN_FLIGHT,
+            labels.clone(),
+            pool.in_flight as f64,
+        );
+        pool_demand_metrics(&mut registry, &pool, labels);
     }
     add_batch_metrics(state, &mut registry).await;
     let connection = &state.connection;

@@ -1,12 +1,16 @@
 //! Worker pools as the NATS micro services API tells them: each worker process registers its
 //! pool as the service `atelier-<pool>`; `$SRV.INFO.<name>` and `$SRV.STATS.<name>` are asked
-//! once and every instance's answer gathered for a short window.
+//! once and every instance's answer gathered for a short window. A pool's demand — busy and
+//! total slots, calls waiting for a slot, dispatch waits — is the sum over its instances; an
+//! autoscaler (`atelier-autoscaler`) adds its bounds and decisions.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use atelier_messages::tool::Pool;
-use atelier_messages::worker::{WorkerStatsData, service_name};
+use atelier_messages::worker::{
+    AUTOSCALER_SERVICE, AutoscalePool, AutoscaleStats, WaitHistogram, WorkerStatsData, service_name,
+};
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
@@ -30,7 +34,13 @@ pub struct Instance {
     pub average_latency_ms: f64,
     pub in_flight: u64,
     pub max_concurrency: u64,
+    /// Calls received and waiting for a slot.
+    pub pending: u64,
+    /// Retiring: takes no new calls.
+    pub draining: bool,
     pub last_error: Option<String>,
+    #[serde(skip)]
+    pub dispatch_wait: WaitHistogram,
 }
 
 /// A pool and its instances.
@@ -44,12 +54,44 @@ pub struct PoolView {
     pub in_flight: u64,
     /// Request-weighted over the instances.
     pub average_latency_ms: f64,
+    /// Tool slots (sum of the instances' concurrency).
+    pub slots: u64,
+    /// Calls waiting for a free slot on some instance.
+    pub pending_calls: u64,
+    /// Dispatch-to-start waits of every instance.
+    pub dispatch_wait: WaitHistogram,
+    /// The autoscaler supervising this pool, if one answers.
+    pub autoscale: Option<AutoscalePool>,
 }
 
 /// Every pool (with no instances when none answers).
 pub async fn pools(nats: &async_nats::Client) -> Vec<PoolView> {
-    let views = Pool::ALL.map(|pool| pool_view(nats, pool));
-    futures::future::join_all(views).await
+    let views = futures::future::join_all(Pool::ALL.map(|pool| pool_view(nats, pool)));
+    let (mut views, autoscalers) = tokio::join!(views, autoscalers(nats));
+    for view in &mut views {
+        view.autoscale = autoscalers
+            .iter()
+            .find(|scaled| scaled.pool == view.pool)
+            .cloned();
+    }
+    views
+}
+
+/// The pools every answering autoscaler supervises.
+async fn autoscalers(nats: &async_nats::Client) -> Vec<AutoscalePool> {
+    let answers = gather(nats, format!("$SRV.STATS.{AUTOSCALER_SERVICE}")).await;
+    answers
+        .iter()
+        .filter_map(|stats| {
+            serde_json::from_value::<AutoscaleStats>(stats["endpoints"][0]["data"].clone()).ok()
+        })
+        .flat_map(|stats| stats.pools)
+        .collect()
+}
+
+/// One pool's view (the autoscaler left out).
+pub async fn pool(nats: &async_nats::Client, pool: Pool) -> PoolView {
+    pool_view(nats, pool).await
 }
 
 async fn pool_view(nats: &async_nats::Client, pool: Pool) -> PoolView {
@@ -87,6 +129,9 @@ fn apply_endpoint_stats(instance: &mut Instance, endpoint: &Value) {
         endpoint["average_processing_time"].as_f64().unwrap_or(0.0) / 1_000_000.0;
     instance.in_flight = data.in_flight;
     instance.max_concurrency = data.max_concurrency;
+    instance.pending = data.pending;
+    instance.draining = data.draining;
+    instance.dispatch_wait = data.dispatch_wait.clone();
     instance.last_error = data
         .last_error_code
         .or_else(|| Some(text(&endpoint["last_error"])).filter(|e| !e.is_empty()));
@@ -101,12 +146,20 @@ fn summarize(pool: Pool, service: String, instances: Vec<Instance>) -> PoolView 
         .iter()
         .map(|i| i.average_latency_ms * i.requests as f64)
         .sum();
+    let mut dispatch_wait = WaitHistogram::default();
+    for instance in &instances {
+        dispatch_wait.merge(&instance.dispatch_wait);
+    }
     PoolView {
         pool: pool.to_string(),
         service,
         requests,
         errors: instances.iter().map(|i| i.errors).sum(),
         in_flight: instances.iter().map(|i| i.in_flight).sum(),
+        slots: instances.iter().map(|i| i.max_concurrency).sum(),
+        pending_calls: instances.iter().map(|i| i.pending).sum(),
+        dispatch_wait,
+        autoscale: None,
         average_latency_ms: if requests == 0 {
             0.0
         } else {

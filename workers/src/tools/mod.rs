@@ -6,7 +6,7 @@
 mod office;
 mod tabular;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use atelier_messages::tool::{Pool, ToolName};
@@ -69,20 +69,15 @@ fn count_arg(
 /// Everything a worker needs to run its pool's tools.
 pub(crate) struct Toolbox {
     pool: Pool,
-    files: FileAccess,
+    files: Arc<FileAccess>,
     tabular: Arc<TabularEngine>,
 }
 
 impl Toolbox {
-    pub(crate) fn new(
-        pool: Pool,
-        client: async_nats::Client,
-        blob_dir: Option<PathBuf>,
-        cache_dir: &Path,
-    ) -> Self {
+    pub(crate) fn new(pool: Pool, files: Arc<FileAccess>, cache_dir: &Path) -> Self {
         Self {
             pool,
-            files: FileAccess::new(client, blob_dir, cache_dir),
+            files,
             tabular: Arc::new(TabularEngine::new(cache_dir)),
         }
     }

@@ -413,6 +413,13 @@ function wireJobActions(job) {
 
 // ---- workers ------------------------------------------------------------------------------------
 
+/** The autoscaler's bounds and last decision for a pool, or that the pool is fixed. */
+function autoscaleLine(autoscale) {
+  if (!autoscale) return `<div class="muted small" data-autoscale="fixed">fixed size (start or stop workers yourself, or <code>atelier pool</code>)</div>`;
+  const last = autoscale.last_decision;
+  return `<div class="small" data-autoscale="on">autoscaled ${autoscale.min}..${autoscale.max} · ${autoscale.workers} worker process(es) · ${autoscale.scale_ups} up, ${autoscale.scale_downs} down${last ? ` · last: <b>${esc(last.direction)}</b> ${last.from} → ${last.to} (${esc(last.reason)}) at ${new Date(last.at_ms).toLocaleTimeString()}` : ''}</div>`;
+}
+
 function workersPage() {
   const refresh = async () => {
     const pools = await api('/api/workers');
@@ -425,11 +432,14 @@ function workersPage() {
           <div class="stat"><div class="value">${pool.requests}</div><div class="label">requests</div></div>
           <div class="stat"><div class="value ${pool.errors ? 'error' : ''}">${pool.errors}</div><div class="label">errors</div></div>
           <div class="stat"><div class="value">${pool.average_latency_ms.toFixed(1)} ms</div><div class="label">average latency</div></div>
-          <div class="stat"><div class="value">${pool.in_flight}</div><div class="label">in flight</div></div>
+          <div class="stat"><div class="value" data-stat="slots">${pool.in_flight}/${pool.slots}</div><div class="label">busy slots</div></div>
+          <div class="stat"><div class="value" data-stat="pending">${pool.pending_calls}</div><div class="label">calls waiting</div></div>
+          <div class="stat"><div class="value">${pool.dispatch_wait.count ? (1000 * pool.dispatch_wait.sum_secs / pool.dispatch_wait.count).toFixed(1) : '0.0'} ms</div><div class="label">avg dispatch wait</div></div>
         </div>
-        ${pool.instances.length ? `<table style="margin-top:12px"><thead><tr><th>Worker</th><th>Instance</th><th>Started</th><th class="num">Requests</th><th class="num">Errors</th><th class="num">Avg latency</th><th class="num">In flight</th><th>Last error</th></tr></thead><tbody>
+        ${autoscaleLine(pool.autoscale)}
+        ${pool.instances.length ? `<table style="margin-top:12px"><thead><tr><th>Worker</th><th>Instance</th><th>Started</th><th class="num">Requests</th><th class="num">Errors</th><th class="num">Avg latency</th><th class="num">In flight</th><th class="num">Waiting</th><th>Last error</th></tr></thead><tbody>
           ${pool.instances.map(i => `<tr><td class="mono">${esc(i.worker)}</td><td class="mono small">${esc(i.id)}</td><td class="small">${esc(i.started ? new Date(i.started).toLocaleString() : '—')}</td>
-            <td class="num">${i.requests}</td><td class="num">${i.errors}</td><td class="num">${i.average_latency_ms.toFixed(1)} ms</td><td class="num">${i.in_flight}/${i.max_concurrency}</td><td class="small error">${esc(i.last_error || '')}</td></tr>`).join('')}
+            <td class="num">${i.requests}</td><td class="num">${i.errors}</td><td class="num">${i.average_latency_ms.toFixed(1)} ms</td><td class="num">${i.in_flight}/${i.max_concurrency}${i.draining ? ' <span class="muted small">draining</span>' : ''}</td><td class="num">${i.pending}</td><td class="small error">${esc(i.last_error || '')}</td></tr>`).join('')}
           </tbody></table>` : `<div class="empty">No worker serves this pool. Start one: <code>atelier worker --pool ${esc(pool.pool)} --nats URL</code></div>`}
       </div>`).join('');
   };

@@ -1,0 +1,351 @@
+//! Large files through JetStream's object store: the bucket [`BLOB_BUCKET`] holds each blob as
+//! an object named by its lower-case hex sha256, stored in chunks far below any server's
+//! `max_payload`. Uploads stream from a file or a buffer; downloads stream into a temporary file
+//! beside the target while the content is hashed, and only a file whose size and sha256 match
+//! the name is renamed into place, so neither side holds a large file whole in memory and a
+//! corrupt or truncated transfer never becomes a blob. Names are content addresses, so a
+//! transfer interrupted half-way is simply repeated, and a blob already in the bucket is never
+//! sent twice.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_nats::jetstream::object_store::{self, ObjectStore};
+use atelier_messages::store::BlobRef;
+use atelier_messages::subjects::BLOB_BUCKET;
+use atelier_messages::{ErrorBody, ErrorCode};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Files up to this size travel inline in their request; larger ones through the bucket.
+pub const INLINE_MAX_BYTES: usize = 256 * 1024;
+
+/// How many bytes of files one request or reply to or from `client` may carry inline: at most
+/// [`INLINE_MAX_BYTES`], and at most half the server's `max_payload` (room for the rest).
+pub fn inline_budget(client: &async_nats::Client) -> usize {
+    match client.server_info().max_payload {
+        0 => INLINE_MAX_BYTES,
+        max_payload => INLINE_MAX_BYTES.min(max_payload / 2),
+    }
+}
+
+/// How long an object stays in the bucket (the coordinator's blob directory is the durable copy;
+/// a blob asked for again is staged again).
+pub const OBJECT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
+/// Largest chunk of an upload; a chunk is also at most half the server's `max_payload`.
+const CHUNK_BYTES: usize = 512 * 1024;
+
+/// Read buffer of downloads and digests.
+const BUFFER_BYTES: usize = 256 * 1024;
+
+/// The blob bucket.
+#[derive(Clone)]
+pub struct BlobBucket {
+    store: ObjectStore,
+    /// The server's `max_payload` when the bucket was opened (0: unknown).
+    max_payload: usize,
+}
+
+impl std::fmt::Debug for BlobBucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BlobBucket { .. }")
+    }
+}
+
+fn unavailable(what: &str, error: impl std::fmt::Display) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ToolWorkerUnavailable,
+        format!(
+            "the blob bucket `{BLOB_BUCKET}` is unavailable ({what}): {error}; is JetStream enabled on the NATS server?"
+        ),
+    )
+}
+
+impl BlobBucket {
+    /// Opens the bucket, creating it when missing (the coordinator does at start).
+    pub async fn ensure(client: &async_nats::Client) -> Result<Self, ErrorBody> {
+        let jetstream = async_nats::jetstream::new(client.clone());
+        let max_payload = client.server_info().max_payload;
+        if let Ok(store) = jetstream.get_object_store(BLOB_BUCKET).await {
+            return Ok(Self { store, max_payload });
+        }
+        let store = jetstream
+            .create_object_store(object_store::Config {
+                bucket: BLOB_BUCKET.to_string(),
+                description: Some("Atelier blobs in transit, named by sha256".to_string()),
+                max_age: OBJECT_MAX_AGE,
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| unavailable("create", error))?;
+        Ok(Self { store, max_payload })
+    }
+
+    /// Opens the bucket the coordinator created.
+    pub async fn open(client: &async_nats::Client) -> Result<Self, ErrorBody> {
+        let jetstream = async_nats::jetstream::new(client.clone());
+        let store = jetstream
+            .get_object_store(BLOB_BUCKET)
+            .await
+            .map_err(|error| unavailable("open", error))?;
+        Ok(Self {
+            store,
+            max_payload: client.server_info().max_payload,
+        })
+    }
+
+    /// Whether the bucket holds `blob` whole.
+    pub async fn contains(&self, blob: &BlobRef) -> bool {
+        match self.store.info(&blob.digest).await {
+            Ok(info) => !info.deleted && info.size as u64 == blob.size,
+            Err(_) => false,
+        }
+    }
+
+    /// Uploads the file at `path`, whose content is `blob`, unless the bucket holds it already.
+    pub async fn put_file(&self, path: &Path, blob: &BlobRef) -> Result<(), ErrorBody> {
+        if self.contains(blob).await {
+            return Ok(());
+        }
+        let file = tokio::fs::File::open(path).await.map_err(|error| {
+            ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!("cannot read {}: {error}", path.display()),
+            )
+        })?;
+        let mut reader = tokio::io::BufReader::with_capacity(BUFFER_BYTES, file);
+        self.put(&mut reader, blob).await
+    }
+
+    /// Uploads what `reader` yields (whose digest and size are `blob`) unless the bucket holds
+    /// it already; for callers that watch the bytes go by (a progress bar).
+    pub async fn put_reader(
+        &self,
+        reader: &mut (impl tokio::io::AsyncRead + Unpin),
+        blob: &BlobRef,
+    ) -> Result<(), ErrorBody> {
+        if self.contains(blob).await {
+            return Ok(());
+        }
+        self.put(reader, blob).await
+    }
+
+    /// Uploads `bytes` (whose digest and size are `blob`) unless the bucket holds them already.
+    pub async fn put_bytes(&self, bytes: &[u8], blob: &BlobRef) -> Result<(), ErrorBody> {
+        if self.contains(blob).await {
+            return Ok(());
+        }
+        let mut reader = bytes;
+        self.put(&mut reader, blob).await
+    }
+
+    async fn put(
+        &self,
+        reader: &mut (impl tokio::io::AsyncRead + Unpin),
+        blob: &BlobRef,
+    ) -> Result<(), ErrorBody> {
+        let max_payload = self.max_payload;
+        let chunk = match max_payload {
+            0 => CHUNK_BYTES,
+            max_payload => CHUNK_BYTES.min(max_payload / 2),
+        };
+        let meta = object_store::ObjectMetadata {
+            name: blob.digest.clone(),
+            chunk_size: Some(chunk),
+            ..Default::default()
+        };
+        let info = self
+            .store
+            .put(meta, reader)
+            .await
+            .map_err(|error| unavailable("upload", error))?;
+        if info.size as u64 != blob.size {
+            return Err(ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!(
+                    "blob {} changed while it was uploaded ({} bytes sent, {} expected)",
+                    blob.digest, info.size, blob.size
+                ),
+            ));
+        }
+        tracing::debug!(digest = %blob.digest, size = blob.size, "blob uploaded");
+        Ok(())
+    }
+
+    /// Downloads `blob` into `target` (temp file beside it, hashed on the way, renamed only when
+    /// size and sha256 match; fsynced with its directory when `durable`). `NOT_FOUND` when the
+    /// bucket does not hold it.
+    pub async fn fetch_to(
+        &self,
+        blob: &BlobRef,
+        target: &Path,
+        durable: bool,
+    ) -> Result<(), ErrorBody> {
+        let mut object =
+            self.store
+                .get(&blob.digest)
+                .await
+                .map_err(|error| match error.kind() {
+                    object_store::GetErrorKind::NotFound => ErrorBody::new(
+                        ErrorCode::NotFound,
+                        format!("blob {} is not in the bucket `{BLOB_BUCKET}`", blob.digest),
+                    ),
+                    _ => unavailable("download", error),
+                })?;
+        let temp = temp_beside(target);
+        let started = std::time::Instant::now();
+        let result = download(&mut object, blob, &temp, durable).await;
+        if let Err(error) = result {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(error);
+        }
+        tokio::fs::rename(&temp, target)
+            .await
+            .map_err(write_error(target))?;
+        if durable && let Some(parent) = target.parent() {
+            let dir = tokio::fs::File::open(parent)
+                .await
+                .map_err(write_error(parent))?;
+            dir.sync_all().await.map_err(write_error(parent))?;
+        }
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(digest = %blob.digest, size = blob.size, elapsed_ms, "blob fetched from the bucket");
+        Ok(())
+    }
+}
+
+async fn download(
+    object: &mut object_store::Object,
+    blob: &BlobRef,
+    temp: &Path,
+    durable: bool,
+) -> Result<(), ErrorBody> {
+    if let Some(parent) = temp.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(write_error(parent))?;
+    }
+    let mut file = tokio::fs::File::create(temp)
+        .await
+        .map_err(write_error(temp))?;
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut buffer = vec![0u8; BUFFER_BYTES];
+    loop {
+        let read = object.read(&mut buffer).await.map_err(|error| {
+            ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!("blob {} broke off in transfer: {error}", blob.digest),
+            )
+        })?;
+        if read == 0 {
+            break;
+        }
+        let chunk = &buffer[..read];
+        hasher.update(chunk);
+        size += read as u64;
+        file.write_all(chunk).await.map_err(write_error(temp))?;
+    }
+    let digest = hex::encode(hasher.finalize());
+    if digest != blob.digest || size != blob.size {
+        return Err(ErrorBody::new(
+            ErrorCode::FileReadFailed,
+            format!(
+                "blob {} arrived as {size} bytes with digest {digest}; refusing corrupt content",
+                blob.digest
+            ),
+        ));
+    }
+    file.flush().await.map_err(write_error(temp))?;
+    if durable {
+        file.sync_all().await.map_err(write_error(temp))?;
+    }
+    Ok(())
+}
+
+fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ErrorBody + '_ {
+    move |error| {
+        ErrorBody::new(
+            ErrorCode::FileWriteFailed,
+            format!("cannot write {}: {error}", path.display()),
+        )
+    }
+}
+
+/// A path beside `target` no other download uses.
+fn temp_beside(target: &Path) -> PathBuf {
+    let mut name = target
+        .file_name()
+        .map(|name| name.to_os_string())
+        .unwrap_or_default();
+    name.push(format!(
+        ".part-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    target.with_file_name(name)
+}
+
+/// The digest and size of `bytes`.
+pub fn blob_of_bytes(bytes: &[u8]) -> BlobRef {
+    BlobRef {
+        digest: hex::encode(Sha256::digest(bytes)),
+        size: bytes.len() as u64,
+    }
+}
+
+/// The digest and size of the file at `path`, read in pieces on the blocking pool.
+pub async fn blob_of_file(path: &Path) -> Result<BlobRef, ErrorBody> {
+    let owned = path.to_path_buf();
+    tokio::task::spawn_blocking(move || hash_file(&owned))
+        .await
+        .map_err(|error| ErrorBody::new(ErrorCode::Internal, format!("digest task: {error}")))?
+        .map_err(|error| {
+            ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!("cannot read {}: {error}", path.display()),
+            )
+        })
+}
+
+fn hash_file(path: &Path) -> std::io::Result<BlobRef> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut buffer = vec![0u8; BUFFER_BYTES];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+        size += read as u64;
+    }
+    Ok(BlobRef {
+        digest: hex::encode(hasher.finalize()),
+        size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn file_and_bytes_digests_agree() {
+        let dir = std::env::temp_dir().join(format!("atelier-blob-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let path = dir.join("data.bin");
+        let bytes: Vec<u8> = (0..700_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap_or_default();
+        let from_file = blob_of_file(&path).await.ok();
+        assert_eq!(from_file, Some(blob_of_bytes(&bytes)));
+        assert_eq!(
+            blob_of_bytes(b"hello").digest,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,239 @@
+//! Shared-nothing hosts: on a stock `nats-server` (1 MiB `max_payload`), files far larger than
+//! one message travel through the blob bucket (JetStream's object store). A worker on a data
+//! directory of its own fetches the blobs it needs by digest and sends large draft writes back
+//! the same way.
+
+use std::io::{BufWriter, Cursor, Write};
+use std::path::Path;
+
+use atelier_messages::store::Listing;
+use atelier_tests::Cluster;
+use calamine::{Data, Reader, Xlsx, open_workbook_from_rs};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+/// A stock nats-server's `max_payload`.
+const STOCK_MAX_PAYLOAD: usize = 1 << 20;
+const REGIONS: [&str; 4] = ["east", "north", "south", "west"];
+
+/// Writes `rows` rows of `id,region,amount` and returns the file's sha256.
+fn write_csv(path: &Path, rows: u64) -> anyhow::Result<String> {
+    let mut out = BufWriter::new(std::fs::File::create(path)?);
+    let mut hasher = Sha256::new();
+    let mut line = String::new();
+    let header = "id,region,amount,note\n";
+    out.write_all(header.as_bytes())?;
+    hasher.update(header.as_bytes());
+    for id in 0..rows {
+        line.clear();
+        let region = REGIONS[(id % 4) as usize];
+        let amount = id % 1000;
+        line.push_str(&format!("{id},{region},{amount},row number {id}\n"));
+        out.write_all(line.as_bytes())?;
+        hasher.update(line.as_bytes());
+    }
+    out.flush()?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
+fn sheet(bytes: &[u8], name: &str) -> anyhow::Result<Vec<Vec<Data>>> {
+    let mut workbook: Xlsx<_> = open_workbook_from_rs(Cursor::new(bytes.to_vec()))?;
+    Ok(workbook
+        .worksheet_range(name)?
+        .rows()
+        .map(<[Data]>::to_vec)
+        .collect())
+}
+
+fn sha256_file(path: &Path) -> anyhow::Result<String> {
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_on_its_own_data_serves_a_100_mb_csv_and_writes_xlsx_back_into_the_draft()
+-> anyhow::Result<()> {
+    let mut cluster = Cluster::start_with_max_payload(&[], STOCK_MAX_PAYLOAD)?;
+    let worker_data = cluster.start_worker_elsewhere("tabular", &[])?;
+    let rows = 3_000_000;
+    let csv = cluster.dir.path().join("big.csv");
+    let digest = write_csv(&csv, rows)?;
+    let size = std::fs::metadata(&csv)?.len();
+    assert!(size > 100 << 20, "the CSV is {size} bytes");
+
+    cluster.cli_ok(&["wb", "create", "big"])?;
+    cluster.cli_ok(&["wb", "add", "big", csv.to_str().unwrap_or_default()])?;
+    let listing: Listing = cluster.cli_ok(&["wb", "ls", "big", "--json"])?.json()?;
+    assert_eq!(listing.files.len(), 1);
+    assert_eq!(listing.files[0].path, "big.csv");
+    assert_eq!(listing.files[0].size, size);
+    assert_eq!(listing.files[0].digest, digest);
+
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let summary = atelier_tests::call_tool(
+        &client,
+        &listing,
+        "summary-1",
+        "table_export",
+        json!({"path": "big.csv", "query": "SELECT region, count(*) AS n, sum(amount) AS total FROM data GROUP BY region ORDER BY region", "target_path": "out/summary.xlsx", "format": "xlsx", "sheet": "Regions"}),
+        "tabular",
+    )
+    .await?
+    .map_err(|error| anyhow::anyhow!("{error:?}\n{}", cluster.logs()))?;
+    assert_eq!(summary.output["row_count"], 4);
+    // The worker fetched the CSV into its own cache, by digest.
+    let cached = worker_data
+        .join("cache/blobs")
+        .join(&digest[..2])
+        .join(&digest);
+    assert_eq!(sha256_file(&cached)?, digest);
+
+    // A result of several MiB goes back through the bucket, not inline.
+    let detail = atelier_tests::call_tool(
+        &client,
+        &listing,
+        "detail-1",
+        "table_export",
+        json!({"path": "big.csv", "query": "SELECT id, region, amount, note FROM data WHERE id < 150000 ORDER BY id", "target_path": "out/detail.xlsx", "format": "xlsx", "sheet": "Rows"}),
+        "tabular",
+    )
+    .await?
+    .map_err(|error| anyhow::anyhow!("{error:?}\n{}", cluster.logs()))?;
+    assert_eq!(detail.output["row_count"], 150_000);
+
+    let export = cluster.dir.path().join("export");
+    cluster.cli_ok(&[
+        "wb",
+        "export",
+        "big",
+        export.to_str().unwrap_or_default(),
+        "--draft",
+    ])?;
+    assert_eq!(sha256_file(&export.join("big.csv"))?, digest);
+
+    let regions = sheet(&std::fs::read(export.join("out/summary.xlsx"))?, "Regions")?;
+    assert_eq!(regions.len(), 5);
+    for (index, region) in REGIONS.iter().enumerate() {
+        let residue = index as u64;
+        let ids = (0..rows).filter(|id| id % 4 == residue);
+        let count = ids.clone().count() as f64;
+        let total: u64 = ids.map(|id| id % 1000).sum();
+        assert_eq!(regions[index + 1][0], Data::String((*region).into()));
+        assert_eq!(regions[index + 1][1], Data::Float(count));
+        assert_eq!(regions[index + 1][2], Data::Float(total as f64));
+    }
+
+    let detail_bytes = std::fs::read(export.join("out/detail.xlsx"))?;
+    assert!(
+        detail_bytes.len() > STOCK_MAX_PAYLOAD,
+        "detail.xlsx is only {} bytes",
+        detail_bytes.len()
+    );
+    let detail_rows = sheet(&detail_bytes, "Rows")?;
+    assert_eq!(detail_rows.len(), 150_001);
+    assert_eq!(
+        detail_rows[149_999 + 1],
+        vec![
+            Data::Float(149_999.0),
+            Data::String("west".into()),
+            Data::Float(999.0),
+            Data::String("row number 149999".into()),
+        ]
+    );
+    let listing = cluster.current_listing("big")?;
+    let detail_entry = listing
+        .files
+        .iter()
+        .find(|file| file.path == "out/detail.xlsx")
+        .ok_or_else(|| anyhow::anyhow!("no detail.xlsx in the draft"))?;
+    assert_eq!(detail_entry.size, detail_bytes.len() as u64);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn staged_files_that_do_not_match_their_names_are_refused_and_nothing_is_added()
+-> anyhow::Result<()> {
+    use atelier_messages::store::{AddFiles, BlobRef, FileContent};
+    use atelier_messages::{ErrorCode, PROTOCOL_VERSION};
+    use atelier_transport::{BlobBucket, Policy};
+
+    let cluster = Cluster::start_with_max_payload(&[], STOCK_MAX_PAYLOAD)?;
+    cluster.cli_ok(&["wb", "create", "bad"])?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let bucket = BlobBucket::open(&client)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    // An object whose content is not what its name says (a client lying, or corruption).
+    let honest = atelier_transport::blobs::blob_of_bytes(b"the real content");
+    let liar = BlobRef {
+        digest: atelier_transport::blobs::blob_of_bytes(b"something else").digest,
+        size: honest.size,
+    };
+    bucket
+        .put_bytes(b"the real content", &liar)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let cases = [
+        (
+            BlobRef {
+                digest: "../../etc/passwd".into(),
+                size: 3,
+            },
+            ErrorCode::ValidationFailed,
+        ),
+        (
+            BlobRef {
+                digest: "ab".repeat(32),
+                size: 3,
+            },
+            ErrorCode::NotFound,
+        ),
+        (liar.clone(), ErrorCode::FileReadFailed),
+        (
+            BlobRef {
+                digest: honest.digest.clone(),
+                size: honest.size + 1,
+            },
+            ErrorCode::NotFound,
+        ),
+    ];
+    for (blob, code) in cases {
+        let add = AddFiles {
+            v: PROTOCOL_VERSION,
+            workbench: "bad".into(),
+            files: vec![FileContent::staged("x.txt", blob.clone())],
+        };
+        let error = atelier_transport::request(
+            &client,
+            &add,
+            Policy::once(std::time::Duration::from_secs(30)),
+        )
+        .await
+        .err();
+        assert_eq!(error.map(|e| e.code), Some(code), "{blob:?}");
+    }
+    let listing: Listing = cluster.cli_ok(&["wb", "ls", "bad", "--json"])?.json()?;
+    assert!(listing.files.is_empty());
+    let blobs = cluster.data_dir().join("blobs");
+    let stored = walk_files(&blobs);
+    assert!(
+        !stored.iter().any(|name| name.contains(&liar.digest)),
+        "the corrupt object became a blob: {stored:?}"
+    );
+    Ok(())
+}
+
+/// Every file name under `dir`, recursively.
+fn walk_files(dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            names.extend(walk_files(&path));
+        } else {
+            names.push(path.to_string_lossy().to_string());
+        }
+    }
+    names
+}
