@@ -379,6 +379,32 @@ impl Cluster {
         env: &[(&str, &str)],
     ) -> anyhow::Result<()> {
         let data = self.data_dir();
+        self.spawn_worker(pool, &data, env)
+    }
+
+    /// Starts a worker on a data directory of its own (as on another host): it shares no blob
+    /// directory with the coordinator, so it fetches blobs through the blob bucket. Returns
+    /// that directory.
+    pub fn start_worker_elsewhere(
+        &mut self,
+        pool: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<PathBuf> {
+        let data = self
+            .dir
+            .path()
+            .join(format!("worker-{pool}-{}-data", self.workers.len()));
+        std::fs::create_dir_all(&data)?;
+        self.spawn_worker(pool, &data, env)?;
+        Ok(data)
+    }
+
+    fn spawn_worker(
+        &mut self,
+        pool: &str,
+        data: &Path,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<()> {
         let data = data.to_string_lossy().to_string();
         let name = format!("worker-{pool}-{}", self.workers.len());
         let process = Process::spawn_with_env(
@@ -399,37 +425,6 @@ impl Cluster {
         // A worker is ready when its queue subscription exists; give it a moment.
         std::thread::sleep(Duration::from_millis(300));
         Ok(())
-    }
-
-    /// Starts a worker on a data directory of its own (as on another host): it shares no blob
-    /// directory with the coordinator, so it fetches blobs through the blob bucket. Returns
-    /// that directory.
-    pub fn start_worker_elsewhere(
-        &mut self,
-        pool: &str,
-        env: &[(&str, &str)],
-    ) -> anyhow::Result<PathBuf> {
-        let name = format!("worker-{pool}-{}", self.workers.len());
-        let data = self.dir.path().join(format!("{name}-data"));
-        std::fs::create_dir_all(&data)?;
-        let data_arg = data.to_string_lossy().to_string();
-        let process = Process::spawn_with_env(
-            &name,
-            &[
-                "worker",
-                "--pool",
-                pool,
-                "--nats",
-                &self.nats.url,
-                "--data",
-                &data_arg,
-            ],
-            self.dir.path(),
-            env,
-        )?;
-        self.workers.push(process);
-        std::thread::sleep(Duration::from_millis(300));
-        Ok(data)
     }
 
     /// The draft's files, path → digest.
