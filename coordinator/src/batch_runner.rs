@@ -12,9 +12,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use atelier_messages::batch::{BatchAction, BatchEvent, BatchEventKind, BatchState, TargetState};
+use atelier_messages::batch::{BatchEvent, BatchEventKind, BatchState, TargetState};
 use atelier_messages::job::{JobState, JobSubmit};
-use atelier_messages::workflow::{Workflow, WorkflowStep};
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, now_ms, subjects};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
 
@@ -22,7 +21,7 @@ use crate::batches::{BatchRecord, Batches, TargetRecord};
 use crate::error::CoordinatorError;
 use crate::orchestrator::Orchestrators;
 use crate::storage::blocking;
-use crate::templates::{self, Vars};
+use crate::templates::{self, ChildAction};
 use crate::workbench::Accepted;
 
 /// How often the children in flight are looked at (in case a broadcast was missed).
@@ -355,26 +354,16 @@ impl BatchRunnerState {
     /// The child job of a target.
     fn child(&self, target: &TargetRecord, job_id: &str) -> Result<JobSubmit, ErrorBody> {
         let record = &self.record;
-        let (message, model, workflow) = match &record.action {
-            BatchAction::Message { message, model } => {
-                let vars = target_vars(&Vars::new(), target);
-                (templates::render_text(message, &vars)?, model.clone(), None)
-            }
-            BatchAction::Tool { tool, args } => {
-                let workflow = Workflow {
-                    name: None,
-                    steps: vec![WorkflowStep {
-                        tool: tool.clone(),
-                        args: args.clone(),
-                        name: None,
-                    }],
-                };
-                render_child_workflow(&workflow, &Vars::new(), target)?
-            }
-            BatchAction::Workflow { workflow, vars } => {
-                render_child_workflow(workflow, vars, target)?
-            }
-        };
+        let ChildAction {
+            message,
+            model,
+            workflow,
+        } = templates::render_action(
+            &record.action,
+            &target.workbench,
+            target.file.as_deref(),
+            target.index,
+        )?;
         Ok(JobSubmit {
             v: PROTOCOL_VERSION,
             job_id: job_id.to_string(),
@@ -530,26 +519,6 @@ fn outcome(record: &BatchRecord) -> (BatchState, Option<ErrorBody>) {
         ),
     );
     (BatchState::CompletedWithFailures, Some(error))
-}
-
-fn target_vars(base: &Vars, target: &TargetRecord) -> Vars {
-    templates::target_vars(
-        base,
-        &target.workbench,
-        target.file.as_deref(),
-        target.index,
-    )
-}
-
-/// The message, model and workflow of a model-free child.
-fn render_child_workflow(
-    workflow: &Workflow,
-    vars: &Vars,
-    target: &TargetRecord,
-) -> Result<(String, Option<String>, Option<Workflow>), ErrorBody> {
-    let rendered = templates::render_workflow(workflow, &target_vars(vars, target))?;
-    rendered.validate()?;
-    Ok((rendered.describe(), None, Some(rendered)))
 }
 
 /// The registry name of a batch's runner.

@@ -253,15 +253,5 @@ fn check_first_target(
     let Some((workbench, file)) = targets.first() else {
         return Ok(());
     };
-    match &request.action {
-        BatchAction::Message { message, .. } => {
-            let vars = templates::target_vars(&Default::default(), workbench, file.as_deref(), 0);
-            templates::render_text(message, &vars).map(|_| ())
-        }
-        BatchAction::Tool { .. } => Ok(()),
-        BatchAction::Workflow { workflow, vars } => {
-            let vars = templates::target_vars(vars, workbench, file.as_deref(), 0);
-            templates::render_workflow(workflow, &vars).map(|_| ())
-        }
-    }
+    templates::render_action(&request.action, workbench, file.as_deref(), 0).map(|_| ())
 }

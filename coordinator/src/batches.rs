@@ -447,17 +447,29 @@ impl Batches {
 
     /// Moves every queued target to `cancelled` (a cancel, or a batch beyond its tolerance).
     pub fn cancel_queued(&self, batch_id: &str) -> Result<BatchRecord, CoordinatorError> {
+        self.change_all(batch_id, TargetState::Queued, |_| TargetState::Cancelled)
+    }
+
+    /// Changes every target in state `from`, a page at a time, each in its own transaction
+    /// with the counts (`change` sees a target still in `from` and returns its new state);
+    /// returns the batch as it is afterwards.
+    fn change_all(
+        &self,
+        batch_id: &str,
+        from: TargetState,
+        change: impl Fn(&mut TargetRecord) -> TargetState,
+    ) -> Result<BatchRecord, CoordinatorError> {
         let mut record = self.require(batch_id)?;
-        let mut from = 0;
+        let mut next = 0;
         loop {
-            let page = self.page(batch_id, Some(TargetState::Queued), from, 1_000)?;
+            let page = self.page(batch_id, Some(from), next, 1_000)?;
             let Some(last) = page.last() else {
                 return Ok(record);
             };
-            from = last.index + 1;
+            next = last.index + 1;
             for target in &page {
                 let (batch, _) = self.change_target(batch_id, target.index, |target| {
-                    (target.state == TargetState::Queued).then_some(TargetState::Cancelled)
+                    (target.state == from).then(|| change(target))
                 })?;
                 record = batch;
             }
@@ -489,27 +501,13 @@ impl Batches {
             .into_iter()
             .map(|target| target.workbench)
             .collect();
-        let mut from = 0;
-        loop {
-            let page = self.page(batch_id, Some(TargetState::Failed), from, 1_000)?;
-            let Some(last) = page.last() else {
-                break;
-            };
-            from = last.index + 1;
-            for failed in &page {
-                let continues = record.continue_draft || succeeded.contains(&failed.workbench);
-                self.change_target(batch_id, failed.index, |target| {
-                    if target.state != TargetState::Failed {
-                        return None;
-                    }
-                    target.attempt += 1;
-                    target.job_id = None;
-                    target.error = None;
-                    target.continue_draft |= continues;
-                    Some(TargetState::Queued)
-                })?;
-            }
-        }
+        self.change_all(batch_id, TargetState::Failed, |target| {
+            target.attempt += 1;
+            target.job_id = None;
+            target.error = None;
+            target.continue_draft |= record.continue_draft || succeeded.contains(&target.workbench);
+            TargetState::Queued
+        })?;
         self.update(batch_id, |record| {
             record.state = BatchState::Running;
             record.error = None;

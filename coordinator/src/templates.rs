@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use atelier_messages::batch::BatchAction;
 use atelier_messages::workflow::Workflow;
 use atelier_messages::{ErrorBody, ErrorCode};
 use serde_json::Value;
@@ -34,6 +35,45 @@ pub fn render_text(text: &str, vars: &Vars) -> Result<String, ErrorBody> {
     let rendered = fill(text, vars, &mut missing);
     refuse_missing(missing)?;
     Ok(rendered)
+}
+
+/// What one batch target's child job runs: its message, its model and, without a model, its
+/// workflow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildAction {
+    pub message: String,
+    pub model: Option<String>,
+    pub workflow: Option<Workflow>,
+}
+
+/// The batch's action for the target at `index` (`workbench`, and `file` for a batch over the
+/// files of one workbench), with every variable filled.
+pub fn render_action(
+    action: &BatchAction,
+    workbench: &str,
+    file: Option<&str>,
+    index: u64,
+) -> Result<ChildAction, ErrorBody> {
+    let model_free = |workflow: &Workflow, vars: &Vars| {
+        let rendered = render_workflow(workflow, &target_vars(vars, workbench, file, index))?;
+        rendered.validate()?;
+        Ok::<_, ErrorBody>(ChildAction {
+            message: rendered.describe(),
+            model: None,
+            workflow: Some(rendered),
+        })
+    };
+    match action {
+        BatchAction::Message { message, model } => Ok(ChildAction {
+            message: render_text(message, &target_vars(&Vars::new(), workbench, file, index))?,
+            model: model.clone(),
+            workflow: None,
+        }),
+        BatchAction::Tool { tool, args } => {
+            model_free(&Workflow::single(tool, args.clone()), &Vars::new())
+        }
+        BatchAction::Workflow { workflow, vars } => model_free(workflow, vars),
+    }
 }
 
 /// The variables a batch gives each target.
@@ -202,6 +242,37 @@ mod tests {
         assert_eq!(vars["file"], "in/report.v2.docx");
         assert_eq!(vars["file_stem"], "report.v2");
         assert_eq!(vars["index"], "7");
+    }
+
+    #[test]
+    fn each_action_renders_per_target_and_a_missing_variable_is_refused() {
+        let tool = BatchAction::Tool {
+            tool: "docx_operations".into(),
+            args: serde_json::json!({"path": "{{file}}", "operations": []}),
+        };
+        let child = render_action(&tool, "w", Some("a/b.docx"), 3).expect("rendered");
+        assert_eq!(child.model, None);
+        let workflow = child.workflow.expect("model-free");
+        assert_eq!(workflow.steps[0].args["path"], "a/b.docx");
+        assert_eq!(child.message, workflow.describe());
+
+        let message = BatchAction::Message {
+            message: "Summarize {{workbench}}".into(),
+            model: Some("local".into()),
+        };
+        let child = render_action(&message, "q3", None, 0).expect("rendered");
+        assert_eq!(
+            (child.message.as_str(), child.model.as_deref()),
+            ("Summarize q3", Some("local"))
+        );
+        assert!(child.workflow.is_none());
+
+        let missing = BatchAction::Tool {
+            tool: "table_query".into(),
+            args: serde_json::json!({"path": "{{nope}}"}),
+        };
+        let error = render_action(&missing, "w", None, 0).expect_err("missing");
+        assert_eq!(error.code, ErrorCode::ValidationFailed);
     }
 
     #[test]

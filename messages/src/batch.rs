@@ -173,15 +173,7 @@ impl SubmitBatch {
             BatchAction::Message { message, .. } if message.trim().is_empty() => {
                 Err(invalid("the batch message is empty"))
             }
-            BatchAction::Tool { tool, args } => Workflow {
-                name: None,
-                steps: vec![crate::workflow::WorkflowStep {
-                    tool: tool.clone(),
-                    args: args.clone(),
-                    name: None,
-                }],
-            }
-            .validate(),
+            BatchAction::Tool { tool, args } => Workflow::single(tool, args.clone()).validate(),
             BatchAction::Workflow { workflow, .. } => workflow.validate(),
             BatchAction::Message { .. } => Ok(()),
         }
@@ -309,6 +301,17 @@ impl BatchCounts {
         self.succeeded + self.failed + self.cancelled
     }
 
+    /// The count of `state`.
+    pub fn of(&self, state: TargetState) -> u64 {
+        match state {
+            TargetState::Queued => self.queued,
+            TargetState::Running => self.running,
+            TargetState::Succeeded => self.succeeded,
+            TargetState::Failed => self.failed,
+            TargetState::Cancelled => self.cancelled,
+        }
+    }
+
     /// The counter of `state`.
     pub fn of_mut(&mut self, state: TargetState) -> &mut u64 {
         match state {
@@ -317,6 +320,14 @@ impl BatchCounts {
             TargetState::Succeeded => &mut self.succeeded,
             TargetState::Failed => &mut self.failed,
             TargetState::Cancelled => &mut self.cancelled,
+        }
+    }
+
+    /// Adds another batch's counts to these.
+    pub fn add(&mut self, other: &BatchCounts) {
+        self.total += other.total;
+        for state in TargetState::ALL {
+            *self.of_mut(state) += other.of(state);
         }
     }
 
@@ -525,5 +536,8 @@ mod tests {
         counts.shift(TargetState::Running, TargetState::Failed);
         assert_eq!((counts.queued, counts.running, counts.failed), (1, 0, 1));
         assert_eq!(counts.done(), 1);
+        let mut sum = counts;
+        sum.add(&counts);
+        assert_eq!((sum.total, sum.queued, sum.failed), (4, 2, 2));
     }
 }

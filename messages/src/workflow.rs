@@ -40,6 +40,18 @@ pub struct Workflow {
 }
 
 impl Workflow {
+    /// One call of `tool` (a `--tool` run or batch).
+    pub fn single(tool: impl Into<String>, args: Value) -> Self {
+        Workflow {
+            name: None,
+            steps: vec![WorkflowStep {
+                tool: tool.into(),
+                args,
+                name: None,
+            }],
+        }
+    }
+
     /// Checks the shape: 1 to [`MAX_WORKFLOW_STEPS`] steps, each naming a worker tool with an
     /// object of arguments.
     pub fn validate(&self) -> Result<(), ErrorBody> {

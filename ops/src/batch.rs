@@ -205,15 +205,11 @@ fn load_workflow(
                 steps: file.steps,
             }
         }
-        (None, Some(tool)) => Workflow {
-            name: None,
-            steps: vec![WorkflowStep {
-                tool: tool.to_string(),
-                args: serde_json::from_str(args)
-                    .with_context(|| format!("VALIDATION_FAILED: --args is not JSON: {args}"))?,
-                name: None,
-            }],
-        },
+        (None, Some(tool)) => Workflow::single(
+            tool,
+            serde_json::from_str(args)
+                .with_context(|| format!("VALIDATION_FAILED: --args is not JSON: {args}"))?,
+        ),
         (None, None) => bail!("VALIDATION_FAILED: name a tool or pass --workflow FILE"),
     };
     for set in &workflow.sets {

@@ -499,18 +499,13 @@ async fn add_batch_metrics(state: &AppState, registry: &mut Registry) {
     let mut targets = BatchCounts::default();
     for batch in &batches {
         *by_state.entry(batch.state.as_str()).or_default() += 1;
-        let counts = batch.counts;
-        targets.queued += counts.queued;
-        targets.running += counts.running;
-        targets.succeeded += counts.succeeded;
-        targets.failed += counts.failed;
-        targets.cancelled += counts.cancelled;
+        targets.add(&batch.counts);
     }
     for (name, count) in by_state {
         registry.set(metrics::BATCHES, vec![("state", name.into())], count as f64);
     }
     for target_state in TargetState::ALL {
-        let count = *targets.of_mut(target_state);
+        let count = targets.of(target_state);
         registry.set(
             metrics::BATCH_TARGETS,
             vec![("state", target_state.as_str().into())],
