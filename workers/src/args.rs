@@ -1,5 +1,6 @@
 //! Typed access to a tool's JSON arguments. Every refusal is `VALIDATION_FAILED` naming the field.
 
+use atelier_messages::tool::json_kind;
 use atelier_messages::{ErrorBody, ErrorCode};
 use serde_json::{Map, Value};
 
@@ -23,7 +24,7 @@ impl<'a> Args<'a> {
             other => {
                 return Err(invalid(format!(
                     "{tool}: arguments must be a JSON object, got {}",
-                    type_name(other)
+                    json_kind(other)
                 )));
             }
         };
@@ -38,7 +39,7 @@ impl<'a> Args<'a> {
         invalid(format!(
             "{}: argument `{name}` must be {expected}, got {}",
             self.tool,
-            type_name(got)
+            json_kind(got)
         ))
     }
 
@@ -88,17 +89,6 @@ impl<'a> Args<'a> {
             )));
         }
         Ok(Some(number))
-    }
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

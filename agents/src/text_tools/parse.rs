@@ -16,6 +16,7 @@
 //! problem; anything else is prose, a plain text answer. `terminate` never stops a call from
 //! running: the RPI loop ends when a reply holds no call.
 
+use atelier_messages::tool::json_kind;
 use serde_json::{Map, Value};
 
 use crate::catalog::ToolSpec;
@@ -203,19 +204,8 @@ fn arguments_of(object: &Map<String, Value>, key: &str) -> Arguments {
         },
         Some(other) => Err(format!(
             "`{key}` must be a JSON object, not {}",
-            kind_of(other)
+            json_kind(other)
         )),
-    }
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
