@@ -28,7 +28,7 @@ use atelier_messages::tool::{ToolOutput, ToolRequest};
 use atelier_messages::{ErrorBody, PROTOCOL_VERSION, subjects};
 use atelier_tests::{Cluster, Process, wait_until};
 use atelier_transport::Policy;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// About half a second of one core in DuckDB.
 const CPU_QUERY: &str = "SELECT count(*) FROM range(100000000) t WHERE hash(t.range) % 7 = 0";
@@ -58,16 +58,8 @@ async fn tool_call(
 
 fn tabular_instances(cluster: &Cluster) -> usize {
     cluster
-        .cli(&["workers", "--json"])
-        .ok()
-        .and_then(|out| out.json::<Vec<Value>>().ok())
-        .and_then(|pools| {
-            pools
-                .into_iter()
-                .find(|pool| pool["pool"] == "tabular")
-                .and_then(|pool| pool["instances"].as_array().map(Vec::len))
-        })
-        .unwrap_or(0)
+        .pool_view("tabular")
+        .map_or(0, |pool| pool["instances"].as_array().map_or(0, Vec::len))
 }
 
 /// One burst's outcome.
@@ -81,23 +73,9 @@ struct Burst {
 
 async fn burst(max: &str) -> anyhow::Result<Burst> {
     let cluster = Cluster::start_with(&[])?;
-    let data = cluster.data_dir().to_string_lossy().to_string();
-    let _pool = Process::spawn_with_env(
-        "pool-tabular",
-        &[
-            "pool",
-            "--pool",
-            "tabular",
-            "--min",
-            "1",
-            "--max",
-            max,
-            "--nats",
-            &cluster.nats.url,
-            "--data",
-            &data,
-        ],
-        cluster.dir.path(),
+    let _pool = cluster.start_pool_supervisor(
+        "tabular",
+        max,
         &[
             ("ATELIER_WORKER_CONCURRENCY", "1"),
             ("ATELIER_TABULAR_THREADS", "1"),

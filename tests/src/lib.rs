@@ -427,6 +427,40 @@ impl Cluster {
         Ok(())
     }
 
+    /// Starts `atelier pool --pool POOL --min 1 --max MAX`, a pool supervisor on this
+    /// cluster's NATS and data directory, with extra environment.
+    pub fn start_pool_supervisor(
+        &self,
+        pool: &str,
+        max: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
+        let data = self.data_dir().to_string_lossy().to_string();
+        let args = [
+            "pool",
+            "--pool",
+            pool,
+            "--min",
+            "1",
+            "--max",
+            max,
+            "--nats",
+            &self.nats.url,
+            "--data",
+            &data,
+        ];
+        Process::spawn_with_env(&format!("pool-{pool}"), &args, self.dir.path(), env)
+    }
+
+    /// `pool` as `atelier workers --json` shows it.
+    pub fn pool_view(&self, pool: &str) -> anyhow::Result<serde_json::Value> {
+        let pools: Vec<serde_json::Value> = self.cli_ok(&["workers", "--json"])?.json()?;
+        pools
+            .into_iter()
+            .find(|view| view["pool"] == pool)
+            .with_context(|| format!("no {pool} pool listed"))
+    }
+
     /// The draft's files, path → digest.
     pub fn draft_digests(
         &self,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use atelier_messages::store::Listing;
 use atelier_messages::tool::{ToolOutput, ToolRequest};
 use atelier_messages::{PROTOCOL_VERSION, subjects};
-use atelier_tests::{Cluster, Process, wait_until};
+use atelier_tests::{Cluster, wait_until};
 use atelier_transport::Policy;
 use serde_json::{Value, json};
 
@@ -31,15 +31,6 @@ async fn slow_call(
         files: listing.files.clone(),
     };
     atelier_transport::request_to(client, &subjects::tool("tabular"), &request, Policy::TOOLS).await
-}
-
-/// The tabular pool as `atelier workers --json` shows it.
-fn tabular_pool(cluster: &Cluster) -> anyhow::Result<Value> {
-    let pools: Vec<Value> = cluster.cli_ok(&["workers", "--json"])?.json()?;
-    pools
-        .into_iter()
-        .find(|pool| pool["pool"] == "tabular")
-        .ok_or_else(|| anyhow::anyhow!("no tabular pool listed"))
 }
 
 fn instances(pool: &Value) -> usize {
@@ -78,23 +69,9 @@ fn completed_calls(cluster: &Cluster) -> BTreeMap<String, usize> {
 async fn a_backlog_of_slow_calls_grows_the_pool_from_one_and_it_shrinks_after_the_idle_delay()
 -> anyhow::Result<()> {
     let cluster = Cluster::start_with(&[])?;
-    let data = cluster.data_dir().to_string_lossy().to_string();
-    let mut pool_process = Process::spawn_with_env(
-        "pool-tabular",
-        &[
-            "pool",
-            "--pool",
-            "tabular",
-            "--min",
-            "1",
-            "--max",
-            "2",
-            "--nats",
-            &cluster.nats.url,
-            "--data",
-            &data,
-        ],
-        cluster.dir.path(),
+    let mut pool_process = cluster.start_pool_supervisor(
+        "tabular",
+        "2",
         &[
             ("ATELIER_WORKER_CONCURRENCY", "1"),
             ("ATELIER_TABULAR_THREADS", "1"),
@@ -103,7 +80,9 @@ async fn a_backlog_of_slow_calls_grows_the_pool_from_one_and_it_shrinks_after_th
         ],
     )?;
     wait_until(Duration::from_secs(20), || {
-        tabular_pool(&cluster).is_ok_and(|pool| instances(&pool) == 1)
+        cluster
+            .pool_view("tabular")
+            .is_ok_and(|pool| instances(&pool) == 1)
     })?;
     cluster.workbench_with_launch_plan("scale", "plan.csv")?;
     let listing: Listing = cluster.cli_ok(&["wb", "ls", "scale", "--json"])?.json()?;
@@ -125,7 +104,10 @@ async fn a_backlog_of_slow_calls_grows_the_pool_from_one_and_it_shrinks_after_th
     let mut grown_after = None;
     let watch = async {
         while grown_after.is_none() && started.elapsed() < Duration::from_secs(60) {
-            if tabular_pool(&cluster).is_ok_and(|pool| instances(&pool) == 2) {
+            if cluster
+                .pool_view("tabular")
+                .is_ok_and(|pool| instances(&pool) == 2)
+            {
                 grown_after = Some(started.elapsed());
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -147,7 +129,7 @@ async fn a_backlog_of_slow_calls_grows_the_pool_from_one_and_it_shrinks_after_th
     }
     assert_eq!(workers.values().sum::<usize>(), 15);
     assert_eq!(workers.len(), 2, "both workers served calls: {workers:?}");
-    let pool = tabular_pool(&cluster)?;
+    let pool = cluster.pool_view("tabular")?;
     assert!(pool["autoscale"]["scale_ups"].as_u64() >= Some(2), "{pool}");
     assert_eq!(pool["autoscale"]["min"], 1);
     assert_eq!(pool["autoscale"]["max"], 2);
@@ -156,11 +138,11 @@ async fn a_backlog_of_slow_calls_grows_the_pool_from_one_and_it_shrinks_after_th
 
     // Quiet now: after the idle delay the extra worker is retired.
     wait_until(Duration::from_secs(30), || {
-        tabular_pool(&cluster).is_ok_and(|pool| {
+        cluster.pool_view("tabular").is_ok_and(|pool| {
             instances(&pool) == 1 && pool["autoscale"]["scale_downs"].as_u64() == Some(1)
         })
     })?;
-    let pool = tabular_pool(&cluster)?;
+    let pool = cluster.pool_view("tabular")?;
     assert_eq!(pool["autoscale"]["last_decision"]["direction"], "down");
     // The pool went quiet as the last answers left the workers (within a tick of this).
     let retired_at = pool["autoscale"]["last_decision"]["at_ms"]
@@ -177,9 +159,12 @@ async fn a_backlog_of_slow_calls_grows_the_pool_from_one_and_it_shrinks_after_th
     // Its workers never outlive the supervisor, even one killed outright.
     pool_process.kill();
     wait_until(Duration::from_secs(10), || {
-        tabular_pool(&cluster).is_ok_and(|pool| instances(&pool) == 0)
+        cluster
+            .pool_view("tabular")
+            .is_ok_and(|pool| instances(&pool) == 0)
     })?;
     // pgrep exits 1 when no process matches.
+    let data = cluster.data_dir().to_string_lossy().to_string();
     wait_until(Duration::from_secs(10), || {
         std::process::Command::new("pgrep")
             .args(["-f", "--", &format!("--supervised.*{data}")])
@@ -226,7 +211,9 @@ async fn a_worker_retired_mid_load_finishes_its_calls_and_none_is_lost_or_repeat
         .collect();
     // Let both workers take their share, then retire the first one mid-load.
     wait_until(Duration::from_secs(20), || {
-        tabular_pool(&cluster).is_ok_and(|pool| pool["in_flight"] == 2)
+        cluster
+            .pool_view("tabular")
+            .is_ok_and(|pool| pool["in_flight"] == 2)
     })?;
     let retired = cluster.workers[0]
         .pid()
