@@ -105,15 +105,11 @@ mod tests {
         );
         assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
         assert_eq!(reply.usage.prompt_tokens, 1659);
-        match read_reply(&reply.text, &catalog::research_tools()) {
-            Reading::Invalid(problem) => {
-                assert!(
-                    problem.starts_with("unknown tool `budget_notes`"),
-                    "{problem}"
-                )
-            }
-            other => panic!("{other:?}"),
-        }
+        let problem = research_problem(&reply.text);
+        assert!(
+            problem.starts_with("unknown tool `budget_notes`"),
+            "{problem}"
+        );
         assert_eq!(degenerate::repetition(&reply.text, false), None);
     }
 
@@ -222,15 +218,11 @@ mod tests {
         // Not one line or tail repeats exactly, so it is not called repetition; text and auto
         // modes still refuse it, as a call to a tool that does not exist.
         assert_eq!(degenerate::repetition(&reply.text, true), None);
-        match read_reply(&reply.text, &catalog::research_tools()) {
-            Reading::Invalid(problem) => {
-                assert!(
-                    problem.contains("unknown tool `count_milestones`"),
-                    "{problem}"
-                )
-            }
-            other => panic!("{other:?}"),
-        }
+        let problem = research_problem(&reply.text);
+        assert!(
+            problem.contains("unknown tool `count_milestones`"),
+            "{problem}"
+        );
     }
 
     #[test]
@@ -248,6 +240,14 @@ mod tests {
                 assert_eq!(arguments["query"], "SELECT count(*) FROM data");
                 assert_eq!(note, None);
             }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The problem a research reply's call has, as text mode tells the model.
+    fn research_problem(text: &str) -> String {
+        match read_reply(text, &catalog::research_tools()) {
+            Reading::Invalid(problem) => problem,
             other => panic!("{other:?}"),
         }
     }
