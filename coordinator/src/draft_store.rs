@@ -305,9 +305,14 @@ impl DraftStoreHandle {
     /// Records a submitted message and its job, or refuses it (see [`Accepted`]).
     pub async fn accept_message(
         &self,
-        submit: JobSubmit,
+        mut submit: JobSubmit,
         default_model: Option<String>,
     ) -> Result<Accepted, ErrorBody> {
+        // A workflow that only reads changes no draft, so a draft does not refuse it.
+        submit.continue_draft |= submit
+            .workflow
+            .as_ref()
+            .is_some_and(atelier_agents::catalog::only_reads);
         self.change(move |wb| wb.accept_message(&submit, default_model.as_deref()))
             .await
     }

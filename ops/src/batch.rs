@@ -240,8 +240,8 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
         steps,
     };
     workflow.validate().map_err(client::coded)?;
-    // Reading changes no draft, so a draft does not refuse a run that only reads.
-    let continue_draft = args.continue_draft || only_reads(&workflow);
+    // The coordinator's rule, checked here first: a draft does not refuse a run that only reads.
+    let continue_draft = args.continue_draft || atelier_agents::catalog::only_reads(&workflow);
     client
         .check_message(&args.workbench, continue_draft, None)
         .await?;
@@ -267,13 +267,6 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
         println!("{job_id}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// True when every step is a read-only tool.
-fn only_reads(workflow: &Workflow) -> bool {
-    workflow.steps.iter().all(|step| {
-        atelier_agents::catalog::find(&step.tool).is_some_and(|spec| spec.is_read_only())
-    })
 }
 
 /// The rows of a CSV file with a header, as variables by column name.

@@ -569,6 +569,25 @@ fn each_file_targets_run_one_after_another_on_one_draft() -> anyhow::Result<()> 
         let text = docx_paragraph_text(&dir.join(path))?;
         assert_eq!(text.matches(marker).count(), 1, "{path}: {text}");
     }
+    // A batch that only reads meets no draft rule (the coordinator's, not the CLI's).
+    let read = r#"{"path": "{{file}}"}"#;
+    let out = cluster.cli(&[
+        "batch",
+        "submit",
+        "--workbench",
+        "reports",
+        "--each-file",
+        "**/*.docx",
+        "--tool",
+        "read_file",
+        "--args",
+        read,
+        "--wait",
+        "--json",
+    ])?;
+    assert!(out.success, "{out:?}");
+    let view: BatchView = out.json()?;
+    assert_eq!(view.counts.succeeded, 4);
     let none = cluster.cli(&[
         "batch",
         "submit",

@@ -4,7 +4,8 @@
 //! themselves, and the pool each tool runs in, come from [`ToolName`].
 //!
 //! # Layout
-//! - this file: the whole catalog, lookup by name, and each phase's subset.
+//! - this file: the whole catalog, lookup by name, whether a workflow only reads, and each
+//!   phase's subset.
 //! - `tool_spec`: [`ToolSpec`] with its [`Capability`] and typical [`ActionClass`], and schema
 //!   helpers.
 //! - `classify`: the action class of one call, from its tool, arguments and the files.
@@ -39,6 +40,15 @@ pub fn find(name: &str) -> Option<ToolSpec> {
 }
 
 /// Tools the Research phase may use (read-only, `recall_tool_result` among them).
+/// True when every step of `workflow` calls a read-only tool: it changes no draft, so a draft
+/// does not refuse it.
+pub fn only_reads(workflow: &atelier_messages::workflow::Workflow) -> bool {
+    workflow
+        .steps
+        .iter()
+        .all(|step| find(&step.tool).is_some_and(|spec| spec.is_read_only()))
+}
+
 pub fn research_tools() -> Vec<ToolSpec> {
     catalog()
         .into_iter()
