@@ -68,6 +68,42 @@ pub(crate) struct JobHost {
     pub signals: Arc<RunSignals>,
 }
 
+/// A reply is taken only when it answers the call that was sent (its call id and tool), and a
+/// tool that only reads changes nothing: anything else is refused whole, before it is applied.
+fn check_reply(call_id: &str, tool: &ToolSpec, output: &ToolOutput) -> Result<(), ErrorBody> {
+    if output.call_id != call_id || output.tool != tool.name.as_str() {
+        tracing::warn!(
+            call_id,
+            reply_call_id = %output.call_id,
+            reply_tool = %output.tool,
+            "refused a tool reply that answers another call"
+        );
+        return Err(ErrorBody::new(
+            ErrorCode::ToolReplyInvalid,
+            format!(
+                "the reply to call {call_id} (`{}`) names call {} (`{}`); it was not applied",
+                tool.name, output.call_id, output.tool
+            ),
+        ));
+    }
+    let changes_something = output
+        .changes
+        .as_ref()
+        .is_some_and(|changes| !changes.is_empty());
+    if tool.is_read_only() && changes_something {
+        tracing::warn!(call_id, tool = %tool.name, "refused draft changes from a read tool");
+        return Err(ErrorBody::new(
+            ErrorCode::ToolReplyInvalid,
+            format!(
+                "the reply to call {call_id} carries draft changes, but `{}` only reads; it was \
+                 not applied",
+                tool.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn user_canceled() -> ErrorBody {
     ErrorBody::new(
         ErrorCode::UserCanceled,
@@ -123,6 +159,7 @@ impl JobHost {
         let mut output: ToolOutput =
             atelier_transport::request_to(&self.client, &pool.subject(), &request, Policy::TOOLS)
                 .await?;
+        check_reply(call_id, tool, &output)?;
         if let Some(changes) = output.changes.take().filter(|changes| !changes.is_empty()) {
             self.store
                 .write(

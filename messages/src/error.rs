@@ -47,11 +47,14 @@ pub enum ErrorCode {
     FailureThresholdExceeded,
     /// A batch ran every target but some failed (within its tolerance).
     TargetsFailed,
+    /// A tool reply that does not answer the call that was sent (another call id or tool), or
+    /// that carries draft changes from a tool that only reads; nothing of it was applied.
+    ToolReplyInvalid,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 31] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -82,6 +85,7 @@ impl ErrorCode {
         ErrorCode::ModelOutputDegenerate,
         ErrorCode::FailureThresholdExceeded,
         ErrorCode::TargetsFailed,
+        ErrorCode::ToolReplyInvalid,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -117,6 +121,7 @@ impl ErrorCode {
             ErrorCode::ModelOutputDegenerate => "MODEL_OUTPUT_DEGENERATE",
             ErrorCode::FailureThresholdExceeded => "FAILURE_THRESHOLD_EXCEEDED",
             ErrorCode::TargetsFailed => "TARGETS_FAILED",
+            ErrorCode::ToolReplyInvalid => "TOOL_REPLY_INVALID",
         }
     }
 }

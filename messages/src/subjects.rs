@@ -21,6 +21,19 @@ pub fn job_events(job_id: &str) -> String {
     format!("atelier.evt.{job_id}.>")
 }
 
+/// Reply inboxes: one prefix per role, so a server's permissions can let each role subscribe to
+/// its own replies only. No role may subscribe to another's inboxes (or to `_INBOX.>`), so no
+/// one reads or answers a call that another role made. A connection sets its role's prefix as
+/// its client library's custom inbox prefix (`nats --inbox-prefix _INBOX_client` for the CLI).
+pub mod inbox {
+    /// The coordinator's replies (tool calls, store and stage requests, JetStream acks).
+    pub const COORDINATOR: &str = "_INBOX_coordinator";
+    /// A worker's or pool supervisor's replies (blob fetches, `$SRV` stats).
+    pub const WORKER: &str = "_INBOX_worker";
+    /// A client's replies (CLI, dashboard, scripts).
+    pub const CLIENT: &str = "_INBOX_client";
+}
+
 /// The JetStream object store bucket large files travel through (chunked, digest-verified),
 /// each object named by its content's lower-case hex sha256.
 pub const BLOB_BUCKET: &str = "atelier-blobs";

@@ -9,6 +9,7 @@ use atelier_messages::store::DraftDiff;
 
 use crate::client::{Client, Submission, WatchOutput};
 use crate::config::Settings;
+use crate::nats_roles::Role;
 use crate::system::{self, System};
 
 const SAMPLE_CSV: &[u8] = include_bytes!("../demo/sales.csv");
@@ -40,7 +41,7 @@ pub async fn run(settings: &Settings, keep: bool) -> anyhow::Result<ExitCode> {
 
 async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
     let client = Client {
-        nats: system::connect(system.client_url(), system.client_creds()).await?,
+        nats: system::connect(system.client_url(), system.client_creds(), Role::Client).await?,
     };
     prepare_workbench(&client).await?;
     let model = match &settings.default_model {

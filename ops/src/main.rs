@@ -43,6 +43,7 @@ use crate::cli::{Cli, Command};
 use crate::client::Client;
 use crate::commands::client_command;
 use crate::config::{FlagOverrides, Settings};
+use crate::nats_roles::Role;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -97,8 +98,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo { keep } => demo::run(&settings, keep).await,
         command => {
             let client = Client {
-                nats: system::connect(&settings.client_nats_url()?, settings.nats_creds.as_deref())
-                    .await?,
+                nats: system::connect(
+                    &settings.client_nats_url()?,
+                    settings.nats_creds.as_deref(),
+                    Role::Client,
+                )
+                .await?,
             };
             client_command(&client, command).await
         }
@@ -168,7 +173,7 @@ async fn pool_supervisor(
     let bounds = autoscale::PoolBounds { min, max };
     autoscale::check_bounds(pool, bounds)?;
     let url = settings.worker_nats_url()?;
-    let nats = system::connect(&url, settings.nats_creds.as_deref()).await?;
+    let nats = system::connect(&url, settings.nats_creds.as_deref(), Role::Worker).await?;
     let launcher = system::launcher(settings, url)?;
     let pools = std::collections::BTreeMap::from([(pool, bounds)]);
     let scaler = autoscale::start(nats, pools, settings.autoscale_tuning(), launcher).await?;
@@ -183,7 +188,7 @@ async fn coordinator(settings: &Settings) -> anyhow::Result<ExitCode> {
         .nats_url
         .clone()
         .context("`atelier coordinator` needs --nats URL (or ATELIER_NATS_URL)")?;
-    let nats = system::connect(&url, settings.nats_creds.as_deref()).await?;
+    let nats = system::connect(&url, settings.nats_creds.as_deref(), Role::Coordinator).await?;
     let handle = system::coordinator(nats, settings).await?;
     system::shutdown_signal().await;
     handle.shutdown().await;
@@ -193,7 +198,7 @@ async fn coordinator(settings: &Settings) -> anyhow::Result<ExitCode> {
 async fn worker(settings: &Settings, pool: &str, supervised: bool) -> anyhow::Result<ExitCode> {
     let url = settings.worker_nats_url()?;
     let pool = Pool::parse(pool).context("--pool must be tabular or office")?;
-    let nats = system::connect(&url, settings.nats_creds.as_deref()).await?;
+    let nats = system::connect(&url, settings.nats_creds.as_deref(), Role::Worker).await?;
     let handle = system::worker(nats, settings, pool).await?;
     tracing::info!(worker = handle.worker_id(), "worker ready");
     tokio::select! {

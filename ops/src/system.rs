@@ -29,23 +29,29 @@ const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30)
 const CREDS_SOURCES: &str = "--creds FILE, ATELIER_NATS_CREDS or `nats_creds`";
 
 /// Connect options for `url` with its credentials or those of `creds`, explaining where the
-/// credentials file came from when it is the problem.
+/// credentials file came from when it is the problem; replies arrive on `role`'s own inboxes.
 pub async fn connect_options(
     url: &str,
     creds: Option<&Path>,
+    role: Role,
 ) -> anyhow::Result<async_nats::ConnectOptions> {
-    atelier_transport::connect::options(url, creds)
+    let options = atelier_transport::connect::options(url, creds)
         .await
-        .with_context(|| format!("NATS credentials ({CREDS_SOURCES})"))
+        .with_context(|| format!("NATS credentials ({CREDS_SOURCES})"))?;
+    Ok(options.custom_inbox_prefix(role.inbox_prefix()))
 }
 
 /// Connects, retrying while the server comes up, and returns only once connected: until the
 /// server's INFO arrives the client does not know its `max_payload` and would refuse any
 /// message over 1 MiB. A server that refuses the credentials fails at once.
-pub async fn connect(url: &str, creds: Option<&Path>) -> anyhow::Result<async_nats::Client> {
+pub async fn connect(
+    url: &str,
+    creds: Option<&Path>,
+    role: Role,
+) -> anyhow::Result<async_nats::Client> {
     let watch = AuthWatch::new();
     let events = watch.clone();
-    let client = connect_options(url, creds)
+    let client = connect_options(url, creds, role)
         .await?
         .name("atelier")
         .retry_on_initial_connect()
@@ -238,11 +244,16 @@ impl System {
         };
         let creds = settings.nats_creds.clone().filter(|_| nats.is_none());
         let coordinator = coordinator(
-            connect(&url_of(Role::Coordinator), creds.as_deref()).await?,
+            connect(
+                &url_of(Role::Coordinator),
+                creds.as_deref(),
+                Role::Coordinator,
+            )
+            .await?,
             settings,
         )
         .await?;
-        let worker_client = connect(&url_of(Role::Worker), creds.as_deref()).await?;
+        let worker_client = connect(&url_of(Role::Worker), creds.as_deref(), Role::Worker).await?;
         let autoscaled = settings.autoscale_pools()?;
         let mut workers = Vec::new();
         for pool in Pool::ALL
@@ -255,7 +266,12 @@ impl System {
             true => None,
             false => Some(
                 crate::autoscale::start(
-                    connect(&url_of(Role::Coordinator), creds.as_deref()).await?,
+                    connect(
+                        &url_of(Role::Coordinator),
+                        creds.as_deref(),
+                        Role::Coordinator,
+                    )
+                    .await?,
                     autoscaled,
                     settings.autoscale_tuning(),
                     launcher(settings, url_of(Role::Worker))?,

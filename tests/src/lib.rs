@@ -9,9 +9,11 @@
 //! - [`scripted`]: the scripted OpenAI-protocol server.
 //! - [`nats_request`]: raw request/reply for protocol-level tests.
 //! - [`nats_jwt`]: an operator-mode trust chain (operator, accounts, user JWTs and `.creds`).
+//! - [`up`]: `atelier up` as the README runs it, with its roles, for user-journey tests.
 
 pub mod nats_jwt;
 pub mod scripted;
+pub mod up;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

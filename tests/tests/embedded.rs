@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
+use atelier_tests::up::{Role, Up};
 use atelier_tests::{atelier_bin, wait_until};
 
 #[test]
@@ -132,69 +133,6 @@ fn client_commands_without_a_server_say_what_to_do() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `atelier up` in a temp data directory, killed on drop.
-struct Up {
-    child: std::process::Child,
-    data: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Up {
-    fn start() -> anyhow::Result<Self> {
-        Self::start_with(&[], &[])
-    }
-
-    /// `up` with extra arguments and environment.
-    fn start_with(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Self> {
-        let dir = tempfile::tempdir()?;
-        let data = dir.path().join("data");
-        let child = Command::new(atelier_bin())
-            .args([
-                "up",
-                "--data",
-                &data.to_string_lossy(),
-                "--http",
-                "127.0.0.1:0",
-            ])
-            .args(args)
-            .envs(env.iter().copied())
-            .env("ATELIER_NATS_PORT", "0")
-            .env_remove("ATELIER_NATS_URL")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let up = Self {
-            child,
-            data,
-            _dir: dir,
-        };
-        wait_until(Duration::from_secs(30), || {
-            up.data.join("nats-worker.url").exists()
-        })?;
-        Ok(up)
-    }
-
-    fn url(&self, file: &str) -> anyhow::Result<String> {
-        Ok(std::fs::read_to_string(self.data.join(file))?)
-    }
-
-    fn cli(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
-        Ok(Command::new(atelier_bin())
-            .args(args)
-            .args(["--data", &self.data.to_string_lossy()])
-            .output()?)
-    }
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()> {
     use atelier_messages::PROTOCOL_VERSION;
@@ -212,15 +150,8 @@ fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()>
     );
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let connect = |url: String| async move {
-            atelier_transport::connect::options(&url, None)
-                .await?
-                .connect(&url)
-                .await
-                .map_err(anyhow::Error::from)
-        };
-        let worker = connect(up.url("nats-worker.url")?).await?;
-        let client = connect(up.url("nats.url")?).await?;
+        let worker = up.connect_as(Role::Worker).await?;
+        let client = up.connect_as(Role::Client).await?;
         let quick = Policy::once(Duration::from_secs(2));
 
         // A worker may not change workbenches or submit jobs.
@@ -341,7 +272,7 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
     assert!(pool(&all, "office")["autoscale"].is_null());
 
     // A 2.4 MB CSV in and out through the client's permissions on the blob bucket.
-    let csv = up.data.with_file_name("sales.csv");
+    let csv = up.data().with_file_name("sales.csv");
     let mut content = String::from("id,region,amount\n");
     for id in 0..120_000 {
         content.push_str(&format!("{id},region-{},{}\n", id % 7, id % 1000));
@@ -372,15 +303,8 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
 
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let connect = |url: String| async move {
-            atelier_transport::connect::options(&url, None)
-                .await?
-                .connect(&url)
-                .await
-                .map_err(anyhow::Error::from)
-        };
         // The worker role stages, fetches and uploads blobs, as workers on other hosts do.
-        let worker = connect(up.url("nats-worker.url")?).await?;
+        let worker = up.connect_as(Role::Worker).await?;
         let stage = StageBlob {
             v: PROTOCOL_VERSION,
             digest: entry.digest.clone(),
@@ -393,7 +317,7 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
         let bucket = BlobBucket::open(&worker)
             .await
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        let fetched = up.data.with_file_name("fetched.csv");
+        let fetched = up.data().with_file_name("fetched.csv");
         bucket
             .fetch_to(&blob, &fetched, false)
             .await
@@ -402,7 +326,7 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
 
         // A write of several hundred KiB from the autoscaled worker process comes back through
         // the bucket.
-        let client = connect(up.url("nats.url")?).await?;
+        let client = up.connect_as(Role::Client).await?;
         let output = atelier_tests::call_tool(
             &client,
             &listing,
@@ -415,7 +339,7 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         assert_eq!(output.output["row_count"], 120_000);
         assert!(
-            !output.worker.ends_with(&format!("-{}", up.child.id())),
+            !output.worker.ends_with(&format!("-{}", up.pid())),
             "the tabular call ran inside `up`: {}",
             output.worker
         );
@@ -427,7 +351,7 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
     assert_eq!(copy.map(|file| file.size), Some(content.len() as u64));
 
     // Stopping `up` retires the pool's worker processes.
-    let data = up.data.to_string_lossy().to_string();
+    let data = up.data().to_string_lossy().to_string();
     let supervised = Command::new("pgrep")
         .args(["-f", "--", &format!("--supervised.*{data}")])
         .output()?;

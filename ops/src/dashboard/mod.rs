@@ -185,7 +185,7 @@ async fn connect(
     let seen_disconnect = Arc::new(AtomicBool::new(false));
     let watch = atelier_transport::connect::AuthWatch::new();
     let events = watch.clone();
-    let client = crate::system::connect_options(url, creds)
+    let client = crate::system::connect_options(url, creds, crate::nats_roles::Role::Client)
         .await?
         .name("atelier-dashboard")
         .retry_on_initial_connect()

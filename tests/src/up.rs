@@ -1,0 +1,147 @@
+//! `atelier up` as the README runs it: the embedded default with its own `nats-server`, the three
+//! roles on, clients finding it through the data directory (no `--nats`). Stopped with Ctrl-C on
+//! drop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::{atelier_bin, wait_until};
+
+/// One of the embedded server's users, with the URL file that holds its credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Worker,
+    Client,
+}
+
+impl Role {
+    fn url_file(self) -> &'static str {
+        match self {
+            Role::Worker => "nats-worker.url",
+            Role::Client => "nats.url",
+        }
+    }
+
+    /// The inbox prefix the role's connections must use (the server lets each role read only
+    /// its own replies).
+    pub fn inbox_prefix(self) -> &'static str {
+        match self {
+            Role::Worker => atelier_messages::subjects::inbox::WORKER,
+            Role::Client => atelier_messages::subjects::inbox::CLIENT,
+        }
+    }
+}
+
+/// `atelier up` in a temp data directory.
+pub struct Up {
+    child: Child,
+    data: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Up {
+    pub fn start() -> anyhow::Result<Self> {
+        Self::start_with(&[], &[])
+    }
+
+    /// `up` with extra arguments and environment (e.g. `ATELIER_OPENAI_BASE_URL`).
+    pub fn start_with(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let data = dir.path().join("data");
+        let log = std::fs::File::create(dir.path().join("up.log"))?;
+        let child = Command::new(atelier_bin())
+            .args(["up", "--data", &data.to_string_lossy()])
+            .args(["--http", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
+            .env("ATELIER_NATS_PORT", "0")
+            .env_remove("ATELIER_NATS_URL")
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()?;
+        let up = Self { child, data, dir };
+        wait_until(Duration::from_secs(30), || {
+            up.data.join("nats-worker.url").exists()
+        })
+        .with_context(|| format!("`atelier up` did not start:\n{}", up.log()))?;
+        Ok(up)
+    }
+
+    /// The process id of `up`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The data directory.
+    pub fn data(&self) -> &Path {
+        &self.data
+    }
+
+    /// A scratch directory beside the data (the CLI's working directory).
+    pub fn workdir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The URL, with credentials, of `role`.
+    pub fn url(&self, role: Role) -> anyhow::Result<String> {
+        Ok(std::fs::read_to_string(self.data.join(role.url_file()))?)
+    }
+
+    /// Connects as `role`, with its inbox prefix, as a third-party client would.
+    pub async fn connect_as(&self, role: Role) -> anyhow::Result<async_nats::Client> {
+        let url = self.url(role)?;
+        Ok(atelier_transport::connect::options(&url, None)
+            .await?
+            .custom_inbox_prefix(role.inbox_prefix())
+            .connect(&url)
+            .await?)
+    }
+
+    /// Runs the CLI as a user does beside `up`: in the scratch directory, `--data` only.
+    pub fn cli(&self, args: &[&str]) -> anyhow::Result<Output> {
+        self.cli_with_env(args, &[])
+    }
+
+    pub fn cli_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Output> {
+        Ok(Command::new(atelier_bin())
+            .args(args)
+            .args(["--data", &self.data.to_string_lossy()])
+            .envs(env.iter().copied())
+            .env_remove("ATELIER_NATS_URL")
+            .current_dir(self.dir.path())
+            .output()?)
+    }
+
+    /// `up`'s own log (stderr).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("up.log")).unwrap_or_default()
+    }
+
+    /// The embedded nats-server's log.
+    pub fn server_log(&self) -> String {
+        std::fs::read_to_string(self.data.join("nats/nats-server.log")).unwrap_or_default()
+    }
+
+    /// Every permission the server refused, as its log states them.
+    pub fn permission_violations(&self) -> Vec<String> {
+        self.server_log()
+            .lines()
+            .chain(self.log().lines())
+            .filter(|line| line.contains("Permissions Violation"))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
