@@ -3,7 +3,10 @@
 //! A variable is `{{name}}` (spaces inside the braces allowed) in any string of a step's
 //! arguments or name; every variable must have a value, or the whole workflow is refused with
 //! `VALIDATION_FAILED` naming the missing ones. A batch adds `workbench`, `file`, `file_stem`
-//! and `index` for each target.
+//! and `index` for each target. `\{{` is a literal `{{` (for placeholders that belong to a
+//! document, such as a template's `{{company}}`): `\{{company}}` renders as `{{company}}`.
+//! Only workflow files and batch actions are templates: a single tool's `--args` is sent as
+//! written.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -127,11 +130,18 @@ fn render_value(value: &mut Value, vars: &Vars, missing: &mut BTreeSet<String>) 
     }
 }
 
-/// Replaces `{{name}}` occurrences; unknown names are collected and left as they were.
+/// Replaces `{{name}}` occurrences and turns `\{{` into a literal `{{`; unknown names are
+/// collected and left as they were.
 fn fill(text: &str, vars: &Vars, missing: &mut BTreeSet<String>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(open) = rest.find("{{") {
+        if rest[..open].ends_with('\\') {
+            out.push_str(&rest[..open - 1]);
+            out.push_str("{{");
+            rest = &rest[open + 2..];
+            continue;
+        }
         let Some(close) = rest[open + 2..].find("}}") else {
             break;
         };
@@ -242,6 +252,23 @@ mod tests {
         assert_eq!(vars["file"], "in/report.v2.docx");
         assert_eq!(vars["file_stem"], "report.v2");
         assert_eq!(vars["index"], "7");
+    }
+
+    #[test]
+    fn an_escaped_placeholder_is_literal_and_a_typo_is_still_refused_by_name() {
+        let values = vars(&[("company", "Acme Ltd")]);
+        assert_eq!(
+            render_text(r"replace \{{company}} with {{company}}", &values).ok(),
+            Some("replace {{company}} with Acme Ltd".to_string())
+        );
+        assert_eq!(
+            render_text(r"\{{ unknown }} stays", &Vars::new()).ok(),
+            Some("{{ unknown }} stays".to_string())
+        );
+        let error = render_text(r"\{{company}} {{compnay}}", &values)
+            .expect_err("a typo'd variable is refused");
+        assert_eq!(error.code, ErrorCode::ValidationFailed);
+        assert!(error.message.contains("{{compnay}}"), "{}", error.message);
     }
 
     #[test]

@@ -33,13 +33,13 @@ pub struct RunArgs {
     /// A tool to call once (e.g. `table_export`); or use --workflow.
     #[arg(required_unless_present = "workflow", conflicts_with = "workflow")]
     tool: Option<String>,
-    /// The tool's arguments as a JSON object (`{{variables}}` allowed).
+    /// The tool's arguments as a JSON object, sent as written (`{{…}}` in it is literal).
     #[arg(long, default_value = "{}")]
     args: String,
     #[command(flatten)]
     workflow: WorkflowArgs,
-    /// A CSV file: the steps run once per row, its columns as variables.
-    #[arg(long, value_name = "CSV")]
+    /// A CSV file: the workflow's steps run once per row, its columns as variables.
+    #[arg(long, value_name = "CSV", requires = "workflow")]
     rows: Option<PathBuf>,
     /// Follow the job and print its result; exit non-zero unless it succeeds.
     #[arg(long)]
@@ -221,6 +221,21 @@ fn load_workflow(
     Ok((workflow_value, vars))
 }
 
+/// The workflow's steps rendered once per row (each row's values over `vars`), in row order.
+fn render_rows(workflow: &Workflow, vars: &Vars, rows: &[Vars]) -> anyhow::Result<Workflow> {
+    let mut steps = Vec::new();
+    for row in rows {
+        let mut row_vars = vars.clone();
+        row_vars.extend(row.clone());
+        let rendered = templates::render_workflow(workflow, &row_vars).map_err(client::coded)?;
+        steps.extend(rendered.steps);
+    }
+    Ok(Workflow {
+        name: workflow.name.clone(),
+        steps,
+    })
+}
+
 /// `atelier run`.
 pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
     let (workflow, vars) = load_workflow(args.tool.as_deref(), &args.args, &args.workflow)?;
@@ -228,16 +243,14 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(path) => read_rows(path)?,
         None => vec![Vars::new()],
     };
-    let mut steps = Vec::new();
-    for row in &rows {
-        let mut row_vars = vars.clone();
-        row_vars.extend(row.clone());
-        let rendered = templates::render_workflow(&workflow, &row_vars).map_err(client::coded)?;
-        steps.extend(rendered.steps);
-    }
-    let workflow = Workflow {
-        name: workflow.name,
-        steps,
+    // A workflow file is a template; a single tool's --args is sent as written.
+    let workflow = match args.workflow.workflow.is_some() {
+        true => render_rows(&workflow, &vars, &rows)?,
+        false if !args.workflow.sets.is_empty() => bail!(
+            "VALIDATION_FAILED: --set fills a workflow file's {{{{variables}}}}; a tool's --args \
+             is sent as written, so put the values in it"
+        ),
+        false => workflow,
     };
     workflow.validate().map_err(client::coded)?;
     // The coordinator's rule, checked here first: a draft does not refuse a run that only reads.

@@ -196,6 +196,21 @@ pub(crate) enum Command {
     },
 }
 
+impl Command {
+    /// A long-running piece of the system (it logs at `info` and runs until stopped), as
+    /// opposed to a command that prints and exits.
+    pub(crate) fn is_server(&self) -> bool {
+        matches!(
+            self,
+            Command::Up { .. }
+                | Command::Coordinator
+                | Command::Worker { .. }
+                | Command::Dashboard
+                | Command::Pool { .. }
+        )
+    }
+}
+
 #[derive(Subcommand)]
 pub(crate) enum WbCommand {
     /// Create a workbench.

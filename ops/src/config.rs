@@ -220,7 +220,7 @@ impl Settings {
     /// The NATS URL for a worker: configured, or the worker URL a running `atelier up` recorded.
     pub fn worker_nats_url(&self) -> anyhow::Result<String> {
         if let Some(url) = &self.nats_url {
-            return Ok(url.clone());
+            return Ok(self.with_recorded_credentials(url, &self.worker_url_file()));
         }
         match std::fs::read_to_string(self.worker_url_file()) {
             Ok(url) if !url.trim().is_empty() => Ok(url.trim().to_string()),
@@ -230,10 +230,21 @@ impl Settings {
         }
     }
 
+    /// `url`, or the URL recorded in `file` when that is the same server with credentials and
+    /// `url` carries none (the URL `atelier up` prints, given with the data directory it wrote).
+    fn with_recorded_credentials(&self, url: &str, file: &std::path::Path) -> String {
+        if self.nats_creds.is_some() {
+            return url.to_string();
+        }
+        let recorded = std::fs::read_to_string(file).unwrap_or_default();
+        crate::nats_roles::recorded_credentials(url, recorded.trim())
+            .unwrap_or_else(|| url.to_string())
+    }
+
     /// The NATS URL for clients: configured, or the one a running `atelier up` recorded.
     pub fn client_nats_url(&self) -> anyhow::Result<String> {
         if let Some(url) = &self.nats_url {
-            return Ok(url.clone());
+            return Ok(self.with_recorded_credentials(url, &self.url_file()));
         }
         match std::fs::read_to_string(self.url_file()) {
             Ok(url) if !url.trim().is_empty() => Ok(url.trim().to_string()),

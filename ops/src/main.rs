@@ -47,6 +47,12 @@ use crate::nats_roles::Role;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A command that prints and exits ends quietly when its reader goes away (`| head`), as
+    // `git` and `grep` do, instead of failing on a closed pipe. The system's own pieces (and
+    // the demo, which owns a nats-server child) keep SIGPIPE ignored: sockets report EPIPE.
+    if !cli.command.is_server() && !matches!(cli.command, Command::Demo { .. }) {
+        sigpipe::reset();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -76,14 +82,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             http_addr: cli.http.clone(),
         },
     )?;
-    let server_command = matches!(
-        cli.command,
-        Command::Up { .. }
-            | Command::Coordinator
-            | Command::Worker { .. }
-            | Command::Dashboard
-            | Command::Pool { .. }
-    );
+    let server_command = cli.command.is_server();
     let telemetry = telemetry::init(
         if server_command { "info" } else { "warn" },
         settings.otlp_endpoint().as_deref(),

@@ -295,6 +295,20 @@ fn account_example() -> String {
     )
 }
 
+/// `recorded` (a URL with a role's credentials that `atelier up` wrote) when `url` names the same
+/// server without credentials of its own.
+pub fn recorded_credentials(url: &str, recorded: &str) -> Option<String> {
+    let bare = |url: &str| {
+        url.trim()
+            .trim_start_matches("nats://")
+            .trim_end_matches('/')
+            .to_string()
+    };
+    let carries_user = redact(url) != url;
+    let same_server = !recorded.is_empty() && bare(&redact(recorded)) == bare(url);
+    (!carries_user && same_server && redact(recorded) != recorded).then(|| recorded.to_string())
+}
+
 /// `url` without its user and password, for printing.
 pub fn redact(url: &str) -> String {
     match (url.split_once("://"), url.rsplit_once('@')) {
@@ -377,6 +391,31 @@ mod tests {
                 assert!(!administers, "{role:?} publishes to {subject}");
             }
         }
+    }
+
+    #[test]
+    fn a_bare_url_of_the_recorded_server_takes_its_credentials() {
+        let recorded = "nats://client:secret@127.0.0.1:4222";
+        for url in [
+            "nats://127.0.0.1:4222",
+            "127.0.0.1:4222",
+            "nats://127.0.0.1:4222/",
+        ] {
+            assert_eq!(
+                recorded_credentials(url, recorded).as_deref(),
+                Some(recorded),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            recorded_credentials("nats://127.0.0.1:4223", recorded),
+            None
+        );
+        assert_eq!(
+            recorded_credentials("nats://other:pw@127.0.0.1:4222", recorded),
+            None
+        );
+        assert_eq!(recorded_credentials("nats://127.0.0.1:4222", ""), None);
     }
 
     #[test]

@@ -84,16 +84,10 @@ pub async fn wait_connected(
     let deadline = std::time::Instant::now() + patience;
     while client.connection_state() != async_nats::connection::State::Connected {
         if let Some(refusal) = watch.refusal() {
-            let presented = match creds {
-                Some(path) => format!("the credentials file {}", path.display()),
-                None if redact(url) != url => "the user in the URL".to_string(),
-                None => "no credentials".to_string(),
-            };
             anyhow::bail!(
-                "NATS at {} refused the connection ({refusal}) with {presented}: a server in \
-                 operator mode needs a user credentials file ({CREDS_SOURCES}); check that it is \
-                 the right user for this server and its account",
-                redact(url)
+                "NATS at {} refused the connection ({refusal}): {}",
+                redact(url),
+                refusal_advice(url, creds)
             );
         }
         if std::time::Instant::now() > deadline {
@@ -102,6 +96,27 @@ pub async fn wait_connected(
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     Ok(true)
+}
+
+/// What to do when the server refused what this connection presented.
+fn refusal_advice(url: &str, creds: Option<&Path>) -> String {
+    match creds {
+        Some(path) => format!(
+            "the credentials file {} was refused; check that it is the right user for this \
+             server and its account ({CREDS_SOURCES})",
+            path.display()
+        ),
+        None if redact(url) != url => "the user and password in the URL were refused; for a \
+             server `atelier up` started, use the URL it wrote to <data>/nats.url (or pass \
+             --data DIR of that server)"
+            .to_string(),
+        None => format!(
+            "it needs credentials: for a server `atelier up` started, pass --data DIR of that \
+             server (its client URL with credentials is DIR/nats.url); for another server, put \
+             USER:PASSWORD@ in the URL, or for one in operator (JWT) mode give a credentials \
+             file ({CREDS_SOURCES})"
+        ),
+    }
 }
 
 pub async fn coordinator(
