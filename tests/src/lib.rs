@@ -82,6 +82,16 @@ impl NatsServer {
         Self::start_with_config(dir, max_payload, String::new())
     }
 
+    /// A server with more configuration (e.g. the accounts docs/operations.md documents).
+    pub fn start_with_extra_config(dir: &Path, extra_config: &str) -> anyhow::Result<Self> {
+        Self::start_with_config(dir, 64 << 20, extra_config.to_string())
+    }
+
+    /// The server's log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("nats-server.log")).unwrap_or_default()
+    }
+
     /// A server in operator (decentralized JWT) mode that trusts `setup`'s operator: only users
     /// of its accounts, presenting a JWT and signing with their seed, get in.
     pub fn start_operator(dir: &Path, setup: &nats_jwt::OperatorSetup) -> anyhow::Result<Self> {

@@ -1,0 +1,604 @@
+//! The user's journey: every CLI verb family a user meets, driven as the README says, on the
+//! embedded default (`atelier up` with its roles, clients finding it through `--data`) and on a
+//! distributed set-up (coordinator and worker processes on a NATS server configured with the
+//! accounts docs/operations.md documents, clients given `--nats`). Both run the same journey,
+//! asserting what the user sees, and end with no permission the server refused.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use atelier_tests::scripted::{Script, ScriptedModel};
+use atelier_tests::up::Up;
+use atelier_tests::{CliOutput, NatsServer, Process, atelier_bin, fixtures, wait_until};
+use serde_json::{Value, json};
+
+/// Where the journey runs.
+enum System {
+    Embedded(Up),
+    Distributed(Distributed),
+}
+
+/// nats-server with the documented accounts, a coordinator and one worker per pool, each
+/// process with its own user.
+struct Distributed {
+    dir: tempfile::TempDir,
+    nats: NatsServer,
+    client_url: String,
+    _processes: Vec<Process>,
+}
+
+const PASSWORD: &str = "journey-secret";
+
+impl Distributed {
+    fn start() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let nats = NatsServer::start_with_extra_config(dir.path(), &documented_accounts()?)?;
+        let host_port = nats.url.trim_start_matches("nats://").to_string();
+        let url = |user: &str| format!("nats://{user}:{PASSWORD}@{host_port}");
+        let data = dir.path().join("data").to_string_lossy().to_string();
+        let logs = dir.path();
+        let coordinator_url = url("coordinator");
+        let worker_url = url("worker");
+        let mut processes = vec![Process::spawn(
+            "coordinator",
+            &["coordinator", "--nats", &coordinator_url, "--data", &data],
+            logs,
+        )?];
+        for pool in ["tabular", "office"] {
+            processes.push(Process::spawn(
+                pool,
+                &[
+                    "worker",
+                    "--pool",
+                    pool,
+                    "--nats",
+                    &worker_url,
+                    "--data",
+                    &data,
+                ],
+                logs,
+            )?);
+        }
+        let system = Self {
+            client_url: url("client"),
+            dir,
+            nats,
+            _processes: processes,
+        };
+        wait_until(Duration::from_secs(30), || {
+            system
+                .run(&["workers", "--json"])
+                .ok()
+                .and_then(|out| out.json::<Value>().ok())
+                .and_then(|pools| pools.as_array().map(|pools| pools.len()))
+                == Some(2)
+        })?;
+        Ok(system)
+    }
+
+    fn run(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
+        let mut all = args.to_vec();
+        all.extend(["--nats", &self.client_url]);
+        run_in(self.dir.path(), &all)
+    }
+}
+
+/// The accounts example (```conf) of docs/operations.md, with every password set.
+fn documented_accounts() -> anyhow::Result<String> {
+    let guide = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md"),
+    )?;
+    let block = guide
+        .split("```conf\n")
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains("accounts {"))
+        .context("docs/operations.md has no ```conf block of accounts")?;
+    Ok(["COORDINATOR", "WORKER", "CLIENT"]
+        .iter()
+        .fold(block.to_string(), |conf, role| {
+            conf.replace(&format!("${role}_PASSWORD"), &format!("{PASSWORD:?}"))
+        }))
+}
+
+fn run_in(dir: &Path, args: &[&str]) -> anyhow::Result<CliOutput> {
+    let output = Command::new(atelier_bin())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("ATELIER_NATS_URL")
+        .env_remove("ATELIER_DEFAULT_MODEL")
+        .output()?;
+    Ok(CliOutput {
+        success: output.status.success(),
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+    })
+}
+
+impl System {
+    /// The flags that point a client at this system, as the README says.
+    fn target(&self) -> Vec<String> {
+        match self {
+            System::Embedded(up) => vec!["--data".into(), up.data().to_string_lossy().into()],
+            System::Distributed(system) => vec!["--nats".into(), system.client_url.clone()],
+        }
+    }
+
+    fn workdir(&self) -> &Path {
+        match self {
+            System::Embedded(up) => up.workdir(),
+            System::Distributed(system) => system.dir.path(),
+        }
+    }
+
+    fn cli(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
+        let target = self.target();
+        let mut all = args.to_vec();
+        all.extend(target.iter().map(String::as_str));
+        run_in(self.workdir(), &all)
+    }
+
+    /// Runs a command that must succeed.
+    fn ok(&self, args: &[&str]) -> anyhow::Result<CliOutput> {
+        let out = self.cli(args)?;
+        anyhow::ensure!(
+            out.success,
+            "`atelier {}` failed: {}",
+            args.join(" "),
+            out.stderr
+        );
+        Ok(out)
+    }
+
+    fn json(&self, args: &[&str]) -> anyhow::Result<Value> {
+        self.ok(args)?.json()
+    }
+
+    /// The command line that runs `atelier ARGS` against this system, for a shell.
+    fn command_line(&self, args: &str) -> String {
+        format!(
+            "{} {args} {}",
+            atelier_bin().display(),
+            self.target().join(" ")
+        )
+    }
+
+    /// Runs a shell line (pipes, a pseudo-terminal) in the scratch directory.
+    fn shell(&self, line: &str) -> anyhow::Result<std::process::Output> {
+        Ok(Command::new("bash")
+            .args(["-c", line])
+            .current_dir(self.workdir())
+            .env_remove("ATELIER_NATS_URL")
+            .stdin(Stdio::null())
+            .output()?)
+    }
+
+    fn permission_violations(&self) -> Vec<String> {
+        match self {
+            System::Embedded(up) => up.permission_violations(),
+            System::Distributed(system) => system
+                .nats
+                .log()
+                .lines()
+                .filter(|line| line.contains("Permissions Violation"))
+                .map(str::to_string)
+                .collect(),
+        }
+    }
+}
+
+/// Every job writes notes.md (its research answered after `delay_ms`, to leave room for a
+/// cancel).
+fn notes_script(delay_ms: u64) -> Script {
+    serde_json::from_value(json!({
+        "research": [{"content": "sales.csv has three regions.", "delay_ms": delay_ms}],
+        "plan": [{"content": "- [ ] 1. Notes — write notes.md"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": "North leads.\n"}}]},
+            {"content": "Written."}
+        ]},
+        "summary": [{"content": "notes.md is in the draft."}]
+    }))
+    .unwrap_or_default()
+}
+
+fn job_state(system: &System, job: &str) -> anyhow::Result<Value> {
+    system.json(&["job", job, "--json"])
+}
+
+fn wait_state(system: &System, job: &str, state: &str) -> anyhow::Result<Value> {
+    let mut view = Value::Null;
+    wait_until(Duration::from_secs(60), || {
+        view = job_state(system, job).unwrap_or_default();
+        view["state"] == state
+    })
+    .with_context(|| format!("job {job} never reached {state}: {view}"))?;
+    Ok(view)
+}
+
+fn paths(listing: &Value) -> Vec<String> {
+    listing["files"]
+        .as_array()
+        .map(|files| {
+            files
+                .iter()
+                .filter_map(|file| file["path"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn the_journey(
+    system: &System,
+    model: &ScriptedModel,
+    slow_model: &ScriptedModel,
+) -> anyhow::Result<()> {
+    let spec = model.model_spec();
+    let work = system.workdir();
+    std::fs::write(
+        work.join("sales.csv"),
+        "region,revenue\nNorth,120\nSouth,80\nWest,95\n",
+    )?;
+    std::fs::copy(
+        fixtures().join("keenbench/synthetic/invoice_template.docx"),
+        work.join("invoice_template.docx"),
+    )?;
+    std::fs::write(
+        work.join("situation.txt"),
+        "We report to the board quarterly.\n",
+    )?;
+
+    // Workbenches.
+    system.ok(&["wb", "create", "q3"])?;
+    system.ok(&["wb", "add", "q3", "sales.csv", "invoice_template.docx"])?;
+    let listing = system.json(&["wb", "ls", "q3", "--json"])?;
+    assert_eq!(paths(&listing), ["invoice_template.docx", "sales.csv"]);
+    let cat = system.ok(&["wb", "cat", "q3", "sales.csv"])?;
+    assert!(
+        cat.stdout.starts_with("region,revenue\nNorth,120"),
+        "{}",
+        cat.stdout
+    );
+    let names = system.json(&["wb", "list", "--json"])?;
+    assert_eq!(names[0]["name"], "q3");
+
+    // A tool run: `{{company}}` in --args is the document's own placeholder, sent as written.
+    let args = json!({"path": "invoice_template.docx", "operations": [
+        {"op": "replace_text", "search": "{{company}}", "replace": "Acme Ltd"}]})
+    .to_string();
+    let run = system.ok(&["run", "q3", "docx_operations", "--args", &args, "--wait"])?;
+    assert!(run.stdout.contains("succeeded"), "{}", run.stdout);
+    // --set belongs to workflow files.
+    let refused = system.cli(&["run", "q3", "list_files", "--set", "a=b"])?;
+    assert!(refused.failed_with("VALIDATION_FAILED"), "{refused:?}");
+
+    // Content review by the office pool: the paragraph, old and new.
+    let diff = system.ok(&["draft", "diff", "q3"])?;
+    assert!(
+        diff.stdout.contains("Acme Ltd") && diff.stdout.contains("{{company}}"),
+        "{}",
+        diff.stdout
+    );
+    assert!(
+        !diff.stdout.contains("could not compare"),
+        "{}",
+        diff.stdout
+    );
+    let review = system.json(&["draft", "diff", "q3", "--json"])?;
+    assert_eq!(review["modified"], json!(["invoice_template.docx"]));
+    assert!(review["files"].to_string().contains("Acme Ltd"), "{review}");
+    system.ok(&["draft", "discard", "q3"])?;
+    assert!(
+        system
+            .cli(&["wb", "ls", "q3", "--draft"])?
+            .failed_with("NO_DRAFT")
+    );
+
+    // A workflow file, with an escaped placeholder left for the document.
+    std::fs::write(
+        work.join("fill.toml"),
+        "name = \"fill\"\n[[steps]]\ntool = \"docx_operations\"\nargs = { path = \"invoice_template.docx\", \
+         operations = [{ op = \"replace_text\", search = '\\{{company}}', replace = \"{{who}}\" }] }\n",
+    )?;
+    system.ok(&[
+        "run",
+        "q3",
+        "--workflow",
+        "fill.toml",
+        "--set",
+        "who=Globex",
+        "--wait",
+    ])?;
+    let review = system.json(&["draft", "diff", "q3", "--json"])?;
+    assert!(review["files"].to_string().contains("Globex"), "{review}");
+    let typo = system.cli(&["run", "q3", "--workflow", "fill.toml", "--set", "whom=x"])?;
+    assert!(
+        typo.failed_with("VALIDATION_FAILED") && typo.stderr.contains("{{who}}"),
+        "{typo:?}"
+    );
+    system.ok(&["draft", "publish", "q3"])?;
+    let checkpoints = system.json(&["checkpoints", "q3", "--json"])?;
+    assert_eq!(
+        checkpoints.as_array().map(Vec::len),
+        Some(1),
+        "{checkpoints}"
+    );
+
+    // Context, then a message answered by the (scripted) model.
+    system.ok(&["context", "add", "q3", "--situation", "situation.txt"])?;
+    let context = system.json(&["context", "ls", "q3", "--json"])?;
+    assert!(context.to_string().contains("board quarterly"), "{context}");
+    let submitted = system.ok(&[
+        "submit",
+        "q3",
+        "Write notes on sales",
+        "--model",
+        &spec,
+        "--wait",
+    ])?;
+    assert!(
+        submitted.stdout.contains("succeeded"),
+        "{}",
+        submitted.stdout
+    );
+    let jobs = system.json(&["jobs", "--json"])?;
+    let job = jobs
+        .as_array()
+        .and_then(|jobs| {
+            jobs.iter()
+                .find(|job| job["message"] == "Write notes on sales")
+        })
+        .and_then(|job| job["job_id"].as_str())
+        .context("the job is listed")?
+        .to_string();
+    assert_eq!(job_state(system, &job)?["state"], "succeeded");
+    let events = system.ok(&["watch", &job, "--json"])?;
+    assert!(events.stdout.contains("job_finished"), "{}", events.stdout);
+    let draft = system.json(&["wb", "ls", "q3", "--draft", "--json"])?;
+    assert!(paths(&draft).contains(&"notes.md".to_string()));
+    let diff = system.ok(&["draft", "diff", "q3"])?;
+    assert!(diff.stdout.contains("+North leads."), "{}", diff.stdout);
+    let context_sent = model.requests().iter().any(|request| {
+        request.body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|prompt| prompt.contains("board quarterly"))
+    });
+    assert!(context_sent, "the situation reaches the model");
+
+    // The conversation: history, a closed pipe, rewind and regenerate.
+    let history = system.json(&["history", "q3", "--json"])?;
+    let user_message = history
+        .as_array()
+        .and_then(|messages| {
+            messages
+                .iter()
+                .find(|m| m["text"] == "Write notes on sales")
+        })
+        .and_then(|message| message["id"].as_str())
+        .context("the message is in the history")?
+        .to_string();
+    let piped = system.shell(&format!(
+        "{} | head -c 5",
+        system.command_line("history q3 --json")
+    ))?;
+    assert_eq!(String::from_utf8_lossy(&piped.stdout), "[\n  {");
+    assert!(
+        piped.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    system.ok(&["rewind", "q3", &user_message])?;
+    assert!(
+        system
+            .cli(&["wb", "ls", "q3", "--draft"])?
+            .failed_with("NO_DRAFT")
+    );
+    let regenerated = system.ok(&["regenerate", "q3", "--wait", "--model", &spec])?;
+    assert!(
+        regenerated.stdout.contains("succeeded"),
+        "{}",
+        regenerated.stdout
+    );
+    let draft = system.json(&["wb", "ls", "q3", "--draft", "--json"])?;
+    assert!(paths(&draft).contains(&"notes.md".to_string()));
+    system.ok(&["draft", "publish", "q3"])?;
+
+    // Checkpoints: make one, restore the first published state.
+    system.ok(&["checkpoint", "q3", "--note", "with notes"])?;
+    let checkpoints = system.json(&["checkpoints", "q3", "--json"])?;
+    let first = checkpoints
+        .as_array()
+        .and_then(|all| all.iter().map(|c| c["id"].as_str()).min())
+        .flatten()
+        .context("a checkpoint id")?
+        .to_string();
+    system.ok(&["restore", "q3", &first])?;
+    let listing = system.json(&["wb", "ls", "q3", "--json"])?;
+    assert!(
+        !paths(&listing).contains(&"notes.md".to_string()),
+        "{listing}"
+    );
+
+    // Approvals: a destructive call waits; reject one, approve the next.
+    system.ok(&["wb", "approvals", "q3", "destructive=ask"])?;
+    let delete = json!({"path": "sales.csv"}).to_string();
+    for (decision, state) in [(Some("--reject"), "failed"), (None, "succeeded")] {
+        let job = system
+            .ok(&[
+                "run",
+                "q3",
+                "delete_file",
+                "--args",
+                &delete,
+                "--continue-draft",
+            ])?
+            .stdout
+            .trim()
+            .to_string();
+        wait_state(system, &job, "awaiting_approval")?;
+        let mut args = vec!["approve", job.as_str()];
+        args.extend(decision);
+        system.ok(&args)?;
+        let view = wait_state(system, &job, state)?;
+        if decision.is_some() {
+            assert_eq!(view["error"]["code"], "APPROVAL_REJECTED", "{view}");
+        }
+    }
+    let draft = system.json(&["wb", "ls", "q3", "--draft", "--json"])?;
+    assert!(!paths(&draft).contains(&"sales.csv".to_string()), "{draft}");
+    system.ok(&["draft", "discard", "q3"])?;
+
+    // Batches: one target fails until its file is added, then retry and publish.
+    let letter = work.join("letter.txt");
+    std::fs::write(&letter, "Dear customer,\n")?;
+    for name in ["b1", "b2", "b3"] {
+        system.ok(&["wb", "create", name])?;
+        if name != "b3" {
+            system.ok(&["wb", "add", name, "letter.txt"])?;
+        }
+    }
+    let tool_args = json!({"path": "letter.txt", "max_lines": 5}).to_string();
+    let batch = system.cli(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "b*",
+        "--tool",
+        "read_file",
+        "--args",
+        &tool_args,
+        "--tolerate-failures",
+        "1",
+        "--wait",
+        "--json",
+    ])?;
+    let batch: Value = batch.json()?;
+    let batch_id = batch["batch_id"]
+        .as_str()
+        .context("a batch id")?
+        .to_string();
+    let status = system.json(&["batch", "status", &batch_id, "--json"])?;
+    assert_eq!(status["succeeded"], 2, "{status}");
+    assert_eq!(status["failed"], 1, "{status}");
+    system.ok(&["wb", "add", "b3", "letter.txt"])?;
+    system.ok(&["batch", "retry", &batch_id])?;
+    system.ok(&["batch", "watch", &batch_id])?;
+    let status = system.json(&["batch", "status", &batch_id, "--json"])?;
+    assert_eq!(status["succeeded"], 3, "{status}");
+    let write_args = json!({"path": "hello.txt", "content": "hello {{workbench}}\n"}).to_string();
+    let writes: Value = system
+        .ok(&[
+            "batch",
+            "submit",
+            "--workbenches",
+            "b1,b2",
+            "--tool",
+            "write_text_file",
+            "--args",
+            &write_args,
+            "--wait",
+            "--json",
+        ])?
+        .json()?;
+    let writes_id = writes["batch_id"]
+        .as_str()
+        .context("a batch id")?
+        .to_string();
+    system.ok(&["batch", "publish", &writes_id])?;
+    let hello = system.ok(&["wb", "cat", "b2", "hello.txt"])?;
+    assert_eq!(hello.stdout, "hello b2\n");
+
+    // Cancel a slow job, then resume it to its end.
+    let slow = system
+        .ok(&[
+            "submit",
+            "q3",
+            "Write notes again",
+            "--model",
+            &slow_model.model_spec(),
+        ])?
+        .stdout
+        .trim()
+        .to_string();
+    wait_state(system, &slow, "running")?;
+    system.ok(&["cancel", &slow])?;
+    let view = wait_state(system, &slow, "cancelled")?;
+    assert_eq!(view["error"]["code"], "USER_CANCELED", "{view}");
+    system.ok(&["resume", &slow])?;
+    wait_state(system, &slow, "succeeded")?;
+    let draft = system.json(&["wb", "ls", "q3", "--draft", "--json"])?;
+    assert!(paths(&draft).contains(&"notes.md".to_string()), "{draft}");
+
+    // Pools, storage, and the eval of one task.
+    let pools = system.json(&["workers", "--json"])?;
+    for pool in ["tabular", "office"] {
+        let found = pools
+            .as_array()
+            .and_then(|pools| pools.iter().find(|p| p["pool"] == pool));
+        assert!(
+            found.is_some_and(|p| p["slots"].as_u64() > Some(0)),
+            "{pools}"
+        );
+    }
+    let gc = system.ok(&["gc"])?;
+    assert!(
+        gc.stdout.contains("removed") && gc.stdout.contains("kept"),
+        "{}",
+        gc.stdout
+    );
+
+    // The terminal session, under a pseudo-terminal.
+    let chat = system.shell(&format!(
+        "printf '/history\\n/quit\\n' | script -qec '{}' /dev/null",
+        system.command_line("chat q3")
+    ))?;
+    let screen = String::from_utf8_lossy(&chat.stdout);
+    assert!(screen.contains("Write notes on sales"), "{screen}");
+    Ok(())
+}
+
+fn eval_one_task(system: &System) -> anyhow::Result<()> {
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/tasks");
+    let oracle: Script = serde_json::from_str(&std::fs::read_to_string(
+        tasks.join("launch-count/oracle.json"),
+    )?)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let model = runtime.block_on(ScriptedModel::start(oracle))?;
+    let tasks = tasks.to_string_lossy().to_string();
+    let report = system.json(&[
+        "eval",
+        &tasks,
+        "--task",
+        "launch-count",
+        "--model",
+        &model.model_spec(),
+        "--json",
+    ])?;
+    assert_eq!(report["overall"]["passed"], 1, "{report}");
+    Ok(())
+}
+
+fn journey(system: &System) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let model = runtime.block_on(ScriptedModel::start(notes_script(0)))?;
+    let slow_model = runtime.block_on(ScriptedModel::start(notes_script(3_000)))?;
+    the_journey(system, &model, &slow_model)?;
+    eval_one_task(system)?;
+    let violations = system.permission_violations();
+    assert!(violations.is_empty(), "{violations:#?}");
+    Ok(())
+}
+
+#[test]
+fn the_users_journey_on_the_embedded_default() -> anyhow::Result<()> {
+    let system = System::Embedded(Up::start()?);
+    journey(&system)
+}
+
+#[test]
+fn the_users_journey_on_a_distributed_set_up_with_the_documented_accounts() -> anyhow::Result<()> {
+    let system = System::Distributed(Distributed::start()?);
+    journey(&system)
+}
