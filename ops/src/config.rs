@@ -198,13 +198,11 @@ impl Settings {
         }
     }
 
-    /// The directory `replay:` model scripts are read from, absolute.
-    pub fn replay_dir(&self) -> anyhow::Result<PathBuf> {
-        let dir = self
-            .replay_dir
+    /// The directory `replay:` model scripts are read from: `replay_dir`, else the data directory.
+    pub fn replay_dir(&self) -> PathBuf {
+        self.replay_dir
             .clone()
-            .unwrap_or_else(|| self.data_dir.clone());
-        crate::system::absolute(&dir)
+            .unwrap_or_else(|| self.data_dir.clone())
     }
 
     /// Where `up` records the URL of the server it started.

@@ -9,7 +9,8 @@
 //! - `batch`: `atelier run` (tools and workflow files without a model) and `atelier batch`.
 //! - `client`: typed requests to a running system; `config`: figment settings.
 //! - `system`: starting the coordinator and workers (`up`, `coordinator`, `worker`);
-//!   `embedded`: the `nats-server` child; `nats_roles`: its users and permissions.
+//!   `embedded`: the `nats-server` child; `nats_roles`: its users and permissions;
+//!   `nats_connect`: reaching NATS with a process's credentials.
 //! - `dashboard`, `metrics`, `telemetry`: the ops dashboard, `/metrics`, tracing and OTLP.
 //! - `demo`: the README's demo job; `eval`: scoring a directory of tasks (`atelier eval`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -27,6 +28,7 @@ mod demo;
 mod embedded;
 mod eval;
 mod metrics;
+mod nats_connect;
 mod nats_roles;
 mod output;
 mod system;

@@ -11,6 +11,7 @@ use atelier_transport::connect::AuthWatch;
 use atelier_workers::{WorkerConfig, WorkerHandle, start_worker};
 
 use crate::config::Settings;
+use crate::nats_connect::{CREDS_SOURCES, connect_options, wait_connected};
 
 /// A stable id for a process's piece: `<role>-<host>-<pid>`.
 pub fn instance_id(role: &str) -> String {
@@ -24,22 +25,6 @@ pub fn instance_id(role: &str) -> String {
 
 /// How long to keep trying to reach NATS at start.
 const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Where the credentials file may be set, for error messages.
-const CREDS_SOURCES: &str = "--creds FILE, ATELIER_NATS_CREDS or `nats_creds`";
-
-/// Connect options for `url` with its credentials or those of `creds`, explaining where the
-/// credentials file came from when it is the problem; replies arrive on `role`'s own inboxes.
-pub async fn connect_options(
-    url: &str,
-    creds: Option<&Path>,
-    role: Role,
-) -> anyhow::Result<async_nats::ConnectOptions> {
-    let options = atelier_transport::connect::options(url, creds)
-        .await
-        .with_context(|| format!("NATS credentials ({CREDS_SOURCES})"))?;
-    Ok(options.custom_inbox_prefix(role.inbox_prefix()))
-}
 
 /// Connects, retrying while the server comes up, and returns only once connected: until the
 /// server's INFO arrives the client does not know its `max_payload` and would refuse any
@@ -72,53 +57,6 @@ pub async fn connect(
     Ok(client)
 }
 
-/// Waits up to `patience` for `client` to connect: `Ok(true)` once it is, `Ok(false)` when
-/// time runs out, an error as soon as the server refuses the credentials.
-pub async fn wait_connected(
-    client: &async_nats::Client,
-    watch: &AuthWatch,
-    url: &str,
-    creds: Option<&Path>,
-    patience: std::time::Duration,
-) -> anyhow::Result<bool> {
-    let deadline = std::time::Instant::now() + patience;
-    while client.connection_state() != async_nats::connection::State::Connected {
-        if let Some(refusal) = watch.refusal() {
-            anyhow::bail!(
-                "NATS at {} refused the connection ({refusal}): {}",
-                redact(url),
-                refusal_advice(url, creds)
-            );
-        }
-        if std::time::Instant::now() > deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    Ok(true)
-}
-
-/// What to do when the server refused what this connection presented.
-fn refusal_advice(url: &str, creds: Option<&Path>) -> String {
-    match creds {
-        Some(path) => format!(
-            "the credentials file {} was refused; check that it is the right user for this \
-             server and its account ({CREDS_SOURCES})",
-            path.display()
-        ),
-        None if redact(url) != url => "the user and password in the URL were refused; for a \
-             server `atelier up` started, use the URL it wrote to <data>/nats.url (or pass \
-             --data DIR of that server)"
-            .to_string(),
-        None => format!(
-            "it needs credentials: for a server `atelier up` started, pass --data DIR of that \
-             server (its client URL with credentials is DIR/nats.url); for another server, put \
-             USER:PASSWORD@ in the URL, or for one in operator (JWT) mode give a credentials \
-             file ({CREDS_SOURCES})"
-        ),
-    }
-}
-
 pub async fn coordinator(
     client: async_nats::Client,
     settings: &Settings,
@@ -134,7 +72,7 @@ pub async fn coordinator(
             anthropic_api_key: settings.anthropic_api_key.clone(),
             anthropic_base_url: settings.anthropic_base_url.clone(),
             allow_adhoc_urls: settings.allow_adhoc_model_urls,
-            replay_dir: Some(settings.replay_dir()?),
+            replay_dir: Some(absolute(&settings.replay_dir())?),
             profiles: settings.models.clone(),
             ..ProviderSettings::default()
         },

@@ -185,7 +185,7 @@ async fn connect(
     let seen_disconnect = Arc::new(AtomicBool::new(false));
     let watch = atelier_transport::connect::AuthWatch::new();
     let events = watch.clone();
-    let client = crate::system::connect_options(url, creds, crate::nats_roles::Role::Client)
+    let client = crate::nats_connect::connect_options(url, creds, crate::nats_roles::Role::Client)
         .await?
         .name("atelier-dashboard")
         .retry_on_initial_connect()
@@ -220,7 +220,7 @@ async fn connect(
                 crate::nats_roles::redact(url)
             )
         })?;
-    if !crate::system::wait_connected(&client, &watch, url, creds, CONNECT_GRACE).await? {
+    if !crate::nats_connect::wait_connected(&client, &watch, url, creds, CONNECT_GRACE).await? {
         tracing::warn!("NATS is not reachable yet; the dashboard serves and keeps reconnecting");
     }
     Ok(client)
