@@ -126,12 +126,13 @@ impl Up {
         std::fs::read_to_string(self.data.join("nats/nats-server.log")).unwrap_or_default()
     }
 
-    /// Every permission the server refused, as its log states them.
+    /// Every permission the server refused, as its log (`Publish Violation`, `Subscription
+    /// Violation`) and the clients' errors (`Permissions Violation`) state them.
     pub fn permission_violations(&self) -> Vec<String> {
         self.server_log()
             .lines()
             .chain(self.log().lines())
-            .filter(|line| line.contains("Permissions Violation"))
+            .filter(|line| line.contains(" Violation"))
             .map(str::to_string)
             .collect()
     }

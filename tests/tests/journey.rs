@@ -182,7 +182,7 @@ impl System {
                 .nats
                 .log()
                 .lines()
-                .filter(|line| line.contains("Permissions Violation"))
+                .filter(|line| line.contains(" Violation"))
                 .map(str::to_string)
                 .collect(),
         }
