@@ -1,0 +1,223 @@
+//! Following a job: `Client::watch` reads its events from the EVENTS stream until its current
+//! run finishes, and shows them as the caller asked ([`WatchOutput`]).
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use async_nats::jetstream::{self, consumer};
+use atelier_messages::job::{EventKind, JobEvent, JobState};
+use atelier_messages::{Format, decode, subjects};
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::Client;
+
+impl Client {
+    /// Follows a job's events from the start until its current run finishes (the ends of
+    /// earlier runs of a resumed job are shown, not stopped at); returns its final state.
+    pub async fn watch(&self, job_id: &str, output: WatchOutput) -> anyhow::Result<JobState> {
+        // Not recorded yet (just submitted): its first run.
+        let current_run = self.job(job_id).await.map(|view| view.run).unwrap_or(0);
+        let js = jetstream::new(self.nats.clone());
+        let stream = js
+            .get_stream(subjects::EVENTS_STREAM)
+            .await
+            .context("no EVENTS stream: is a coordinator running?")?;
+        let consumer = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: subjects::job_events(job_id),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .context("cannot follow the job's events")?;
+        let mut messages = consumer
+            .messages()
+            .await
+            .context("cannot follow the job's events")?;
+        let progress = Progress::new(output);
+        while let Some(message) = messages.next().await {
+            let message = message.context("event stream interrupted")?;
+            let event: JobEvent = match decode(&message.payload, Format::MessagePack) {
+                Ok(event) => event,
+                Err(error) => {
+                    tracing::warn!(%error, "skipping an undecodable event");
+                    continue;
+                }
+            };
+            progress.show(&event);
+            if let EventKind::JobFinished { state, run, .. } = event.kind
+                && run >= current_run
+            {
+                progress.finish();
+                return Ok(state);
+            }
+        }
+        bail!("the event stream ended before the job finished")
+    }
+}
+
+/// How `watch` shows events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchOutput {
+    /// A progress line (phase, item, tool) and the streamed summary.
+    Human,
+    /// One JSON event per line.
+    Json,
+    /// Nothing.
+    Quiet,
+    /// Plain lines for a terminal session: tool progress, then the streamed answer.
+    Lines,
+}
+
+/// `WatchOutput::Lines`: a line per phase and tool call, the answer as it streams.
+#[allow(clippy::print_stdout)]
+fn show_line(event: &JobEvent) {
+    use std::io::Write;
+    match &event.kind {
+        EventKind::PhaseStarted { phase } => println!("  · {phase}"),
+        EventKind::ToolExecuting { tool, path, .. } => {
+            println!("  · {tool} {}", path.as_deref().unwrap_or(""))
+        }
+        EventKind::AssistantDelta { text } => {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+        }
+        EventKind::ApprovalRequested {
+            tool,
+            arguments,
+            action_class,
+            why,
+            ..
+        } => {
+            let why = why.as_deref().map(|w| format!(": {w}")).unwrap_or_default();
+            println!(
+                "  ? {tool} {arguments} waits for approval ({action_class}{why}); \
+                 /approve or /reject [REASON]"
+            );
+        }
+        EventKind::ApprovalResolved {
+            approved, reason, ..
+        } => {
+            let verdict = if *approved { "approved" } else { "rejected" };
+            let reason = reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default();
+            println!("  · {verdict}{reason}");
+        }
+        EventKind::JobFinished { state, error, .. } => {
+            let reason = error
+                .as_ref()
+                .map(|e| format!(" — {e}"))
+                .unwrap_or_default();
+            println!("\n[{state}{reason}]");
+        }
+        _ => {}
+    }
+}
+
+/// The watch line once the plan is known: a bar over its items.
+fn items_style() -> ProgressStyle {
+    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:24} {pos}/{len} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .progress_chars("█▉▊▋▌▍▎▏ ")
+}
+
+/// How a watched job's events are shown, with the spinner or bar of `WatchOutput::Human`.
+struct Progress {
+    output: WatchOutput,
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    fn new(output: WatchOutput) -> Self {
+        let bar = (output == WatchOutput::Human).then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Self { output, bar }
+    }
+
+    #[allow(clippy::print_stdout)]
+    fn show(&self, event: &JobEvent) {
+        match self.output {
+            WatchOutput::Quiet => {}
+            WatchOutput::Lines => show_line(event),
+            WatchOutput::Json => {
+                if let Ok(line) = serde_json::to_string(event) {
+                    println!("{line}");
+                }
+            }
+            WatchOutput::Human => {
+                let Some(bar) = &self.bar else { return };
+                match &event.kind {
+                    EventKind::PhaseStarted { phase } => bar.set_message(format!("{phase}")),
+                    EventKind::ItemStarted {
+                        index,
+                        total,
+                        label,
+                        attempt,
+                    } => {
+                        let retry = if *attempt > 1 {
+                            format!(" (attempt {attempt})")
+                        } else {
+                            String::new()
+                        };
+                        if bar.length() != Some(u64::from(*total)) {
+                            bar.set_length(u64::from(*total));
+                            bar.set_style(items_style());
+                        }
+                        bar.set_position(u64::from(index.saturating_sub(1)));
+                        bar.set_message(format!("implement: item {index}/{total} {label}{retry}"));
+                    }
+                    EventKind::ToolExecuting { tool, path, .. } => {
+                        bar.set_message(format!(
+                            "{} · {tool} {}",
+                            bar.message().split(" · ").next().unwrap_or(""),
+                            path.as_deref().unwrap_or("")
+                        ));
+                    }
+                    EventKind::ToolComplete {
+                        tool,
+                        ok: false,
+                        error,
+                        ..
+                    } => {
+                        let reason = error.as_ref().map(|e| e.to_string()).unwrap_or_default();
+                        bar.println(format!("  ! {tool} failed: {reason}"));
+                    }
+                    EventKind::ItemFinished { index, status } => {
+                        bar.set_position(u64::from(*index));
+                        bar.println(format!("  item {index}: {status:?}"))
+                    }
+                    EventKind::AssistantDelta { text } => bar.suspend(|| {
+                        use std::io::Write;
+                        let mut out = std::io::stdout();
+                        let _ = write!(out, "{text}");
+                        let _ = out.flush();
+                    }),
+                    EventKind::JobFinished { state, error, .. } => {
+                        let reason = error
+                            .as_ref()
+                            .map(|e| format!(" — {e}"))
+                            .unwrap_or_default();
+                        bar.println(format!("\njob {}: {state}{reason}", event.job_id));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
