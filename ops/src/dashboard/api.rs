@@ -13,9 +13,7 @@ use atelier_messages::job::{
 };
 use atelier_messages::review::ReviewDraft;
 use atelier_messages::store::{DiscardDraft, ListWorkbenches, PublishDraft};
-use atelier_messages::verb::Verb;
-use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms};
-use atelier_transport::Policy;
+use atelier_messages::{PROTOCOL_VERSION, now_ms};
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -27,11 +25,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::dashboard::auth::{self, api_error};
 use crate::dashboard::live::{Current, JobTrace};
+use crate::dashboard::requests::{Shared, answer, call};
 use crate::dashboard::{AppState, batches, job_events, workers, workshop};
 use crate::metrics::{self, Registry};
-
-/// How long a request to the coordinator may take.
-const NATS_TIMEOUT: Duration = Duration::from_secs(15);
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const LOGIN_HTML: &str = include_str!("assets/login.html");
@@ -39,8 +35,6 @@ const APP_JS: &str = include_str!("assets/app.js");
 const WORKBENCH_JS: &str = include_str!("assets/workbench.js");
 const BATCHES_JS: &str = include_str!("assets/batches.js");
 const APP_CSS: &str = include_str!("assets/app.css");
-
-pub(super) type Shared = Arc<AppState>;
 
 /// Every route, behind the access guard.
 pub fn router(state: Shared) -> Router {
@@ -113,30 +107,6 @@ async fn asset(body: &'static str, content_type: &'static str) -> Response {
         body,
     )
         .into_response()
-}
-
-/// A coordinator error as HTTP: the stable code decides the status.
-fn coded(error: ErrorBody) -> Response {
-    let status = match error.code {
-        ErrorCode::NotFound => StatusCode::NOT_FOUND,
-        ErrorCode::ValidationFailed
-        | ErrorCode::SandboxViolation
-        | ErrorCode::UnsupportedVersion => StatusCode::BAD_REQUEST,
-        ErrorCode::NoDraft
-        | ErrorCode::DraftExists
-        | ErrorCode::WorkbenchBusy
-        | ErrorCode::RevisionPruned => StatusCode::CONFLICT,
-        ErrorCode::ToolWorkerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-        ErrorCode::ToolTimeout => StatusCode::GATEWAY_TIMEOUT,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    api_error(status, error.code.as_str(), &error.message)
-}
-
-pub(super) async fn call<V: Verb>(state: &AppState, request: &V) -> Result<V::Reply, Response> {
-    atelier_transport::request(&state.nats, request, Policy::once(NATS_TIMEOUT))
-        .await
-        .map_err(coded)
 }
 
 // ---- access ---------------------------------------------------------------------------------
@@ -377,13 +347,6 @@ async fn resume(State(state): State<Shared>, Path(id): Path<String>) -> Response
         job_id: id,
     };
     answer(call(&state, &request).await)
-}
-
-pub(super) fn answer<T: Serialize>(result: Result<T, Response>) -> Response {
-    match result {
-        Ok(value) => Json(serde_json::json!({"ok": value})).into_response(),
-        Err(response) => response,
-    }
 }
 
 // ---- workbenches ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 
-use super::api::{Shared, answer, call};
+use super::requests::{Shared, answer, call};
 
 pub async fn list(State(state): State<Shared>) -> Response {
     match call(

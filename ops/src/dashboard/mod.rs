@@ -9,6 +9,7 @@
 //! # Layout
 //! - [`live`]: job traces, throughput and event metrics built from the events.
 //! - [`api`]: the HTTP routes (pages, `/api/...`, `/metrics`).
+//! - `requests`: one coordinator request from a route, its errors as HTTP statuses.
 //! - [`auth`]: the bearer token (required beyond loopback) and the login cookie.
 //! - [`workers`]: pools and instances from `$SRV.INFO`/`$SRV.STATS`.
 //! - [`batches`]: the batch pages' API (list, progress, failures, cancel, retry, publish,
@@ -20,6 +21,7 @@ pub mod api;
 pub mod auth;
 pub mod batches;
 pub mod live;
+mod requests;
 pub mod workers;
 pub mod workshop;
 

@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 
-use super::api::{Shared, answer, call};
+use super::requests::{Shared, answer, call};
 
 /// The verb's reply as JSON, or the error response.
 async fn read<V: Verb>(state: &Shared, request: V) -> Response {
