@@ -32,10 +32,11 @@ pub fn print_pools(
         return print_json(&pools);
     }
     for pool in pools {
-        let autoscale = pool.autoscale.as_ref().map_or_else(
-            || "fixed".to_string(),
-            |scaled| format!("autoscaled {}..{}", scaled.min, scaled.max),
-        );
+        let autoscale = match pool.autoscale.as_ref() {
+            None => "fixed".to_string(),
+            Some(scaled) if scaled.min == scaled.max => format!("supervised, {}", scaled.min),
+            Some(scaled) => format!("autoscaled {}..{}", scaled.min, scaled.max),
+        };
         println!(
             "{:<8} workers {:<3} slots {}/{} busy  waiting {:<4} dispatch wait avg {:.3} s  {autoscale}",
             pool.pool,

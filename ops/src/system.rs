@@ -10,6 +10,7 @@ use atelier_messages::tool::Pool;
 use atelier_transport::connect::AuthWatch;
 use atelier_workers::{WorkerConfig, WorkerHandle, start_worker};
 
+use crate::autoscale::PoolBounds;
 use crate::config::Settings;
 use crate::nats_connect::{CREDS_SOURCES, connect_options, wait_connected};
 
@@ -135,6 +136,36 @@ pub async fn stdin_closed() {
     }
 }
 
+/// How long `up` waits for each pool's first worker process to serve.
+const POOL_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until every pool has a worker answering `$SRV.PING`, so the first tool call finds one.
+async fn wait_for_pools(nats: &async_nats::Client) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + POOL_PATIENCE;
+    for pool in Pool::ALL {
+        let subject = format!("$SRV.PING.{}", atelier_messages::worker::service_name(pool));
+        loop {
+            let answer = tokio::time::timeout(
+                std::time::Duration::from_millis(500),
+                nats.request(subject.clone(), "".into()),
+            )
+            .await;
+            if matches!(answer, Ok(Ok(_))) {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                anyhow::bail!(
+                    "no {pool} worker process answered within {} s; see the log above for why it \
+                     did not start",
+                    POOL_PATIENCE.as_secs()
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
 /// Waits for Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {
     let terminate = async {
@@ -159,9 +190,8 @@ pub struct System {
     /// The credentials file for a configured server (never for the embedded one).
     creds: Option<PathBuf>,
     coordinator: CoordinatorHandle,
-    workers: Vec<WorkerHandle>,
-    /// Sizes the autoscaled pools (their workers are processes of their own).
-    autoscaler: Option<crate::autoscale::Autoscaler>,
+    /// Supervises every pool's worker processes (sizing the autoscaled ones by demand).
+    autoscaler: crate::autoscale::Autoscaler,
     dashboard: crate::dashboard::Dashboard,
 }
 
@@ -206,32 +236,26 @@ impl System {
             settings,
         )
         .await?;
-        let worker_client = connect(&url_of(Role::Worker), creds.as_deref(), Role::Worker).await?;
-        let autoscaled = settings.autoscale_pools()?;
-        let mut workers = Vec::new();
-        for pool in Pool::ALL
-            .into_iter()
-            .filter(|pool| !autoscaled.contains_key(pool))
-        {
-            workers.push(worker(worker_client.clone(), settings, pool).await?);
+        // Every pool's workers are processes of their own (fixed at one, or autoscaled), so a
+        // worker that dies on a file costs a retry, not the coordinator and the dashboard.
+        let mut pools = settings.autoscale_pools()?;
+        for pool in Pool::ALL {
+            pools.entry(pool).or_insert(PoolBounds { min: 1, max: 1 });
         }
-        let autoscaler = match autoscaled.is_empty() {
-            true => None,
-            false => Some(
-                crate::autoscale::start(
-                    connect(
-                        &url_of(Role::Coordinator),
-                        creds.as_deref(),
-                        Role::Coordinator,
-                    )
-                    .await?,
-                    autoscaled,
-                    settings.autoscale_tuning(),
-                    launcher(settings, url_of(Role::Worker))?,
-                )
-                .await?,
-            ),
-        };
+        let supervisor_client = connect(
+            &url_of(Role::Coordinator),
+            creds.as_deref(),
+            Role::Coordinator,
+        )
+        .await?;
+        let autoscaler = crate::autoscale::start(
+            supervisor_client.clone(),
+            pools,
+            settings.autoscale_tuning(),
+            launcher(settings, url_of(Role::Worker))?,
+        )
+        .await?;
+        wait_for_pools(&supervisor_client).await?;
         let url = url_of(Role::Client);
         let dashboard =
             crate::dashboard::start(&url, creds.as_deref(), settings.dashboard()?).await?;
@@ -251,7 +275,6 @@ impl System {
             url_files,
             creds,
             coordinator,
-            workers,
             autoscaler,
             dashboard,
         })
@@ -280,12 +303,7 @@ impl System {
     /// Stops every piece, then the child server; removes the recorded URL.
     pub async fn stop(self) {
         self.dashboard.stop();
-        if let Some(autoscaler) = self.autoscaler {
-            autoscaler.stop().await;
-        }
-        for worker in self.workers {
-            worker.shutdown().await;
-        }
+        self.autoscaler.stop().await;
         self.coordinator.shutdown().await;
         for path in self.url_files {
             let _ = std::fs::remove_file(path);
