@@ -50,11 +50,16 @@ pub enum ErrorCode {
     /// A tool reply that does not answer the call that was sent (another call id or tool), or
     /// that carries draft changes from a tool that only reads; nothing of it was applied.
     ToolReplyInvalid,
+    /// A file the readers refuse to parse because it would need more than their budgets: a
+    /// spreadsheet's cells beyond Excel's grid or over the memory budget of a sheet, counts a
+    /// part's size cannot hold, or a document with more XML nodes, depth, relationships or slide
+    /// references than it can have. Nothing of it was read.
+    FileTooComplex,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 31] = [
+    pub const ALL: [ErrorCode; 32] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -86,6 +91,7 @@ impl ErrorCode {
         ErrorCode::FailureThresholdExceeded,
         ErrorCode::TargetsFailed,
         ErrorCode::ToolReplyInvalid,
+        ErrorCode::FileTooComplex,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -122,6 +128,7 @@ impl ErrorCode {
             ErrorCode::FailureThresholdExceeded => "FAILURE_THRESHOLD_EXCEEDED",
             ErrorCode::TargetsFailed => "TARGETS_FAILED",
             ErrorCode::ToolReplyInvalid => "TOOL_REPLY_INVALID",
+            ErrorCode::FileTooComplex => "FILE_TOO_COMPLEX",
         }
     }
 }
