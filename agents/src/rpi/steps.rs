@@ -1,15 +1,14 @@
-//! Journaled steps: model turns, tool calls, system prompts; budgets.
+//! Journaled steps: system prompts, model turns and the tool loop; budgets.
 //!
 //! Every step has a key naming its position (`model/<phase>/<item>/<attempt>/<turn>`,
 //! `tool/<call id>`, …). A step found in the journal is taken from it; a new step runs and is
-//! journaled before the driver moves on.
+//! journaled before the driver moves on. One tool call of the loop is run in `tool_calls`; an
+//! answer without tool calls is judged in `judge`.
 
 use std::time::Instant;
 
-use atelier_messages::approval::ApprovalMode;
-use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, PendingApproval, Phase};
-use atelier_messages::tool::ToolName;
-use atelier_messages::{ErrorBody, ErrorCode, journal, now_ms};
+use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
+use atelier_messages::{ErrorBody, ErrorCode, journal};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,13 +16,17 @@ use serde_json::Value;
 use super::driver::Driver;
 use super::loop_detector::LoopDetector;
 use super::prompts;
-use super::recall::{self, RecallRequest};
-use super::types::{AgentHost, RpiState};
+use super::types::RpiState;
 use crate::AgentError;
-use crate::catalog::{self, Classified, ToolSpec};
-use crate::provider::{
-    ChatMessage, DeltaSink, ModelRequest, ModelResponse, ToolCall, ToolChoice, Usage,
-};
+use crate::catalog::ToolSpec;
+use crate::provider::{ChatMessage, DeltaSink, ModelRequest, ModelResponse, ToolChoice, Usage};
+
+mod judge;
+mod tool_calls;
+
+pub(super) use judge::Expect;
+use judge::{Verdict, judge};
+pub(crate) use tool_calls::{Outcome, approval_refusal, render};
 
 /// Where a step sits: phase, plan item (0 outside Implement), attempt.
 #[derive(Debug, Clone, Copy)]
@@ -85,124 +88,11 @@ pub(super) enum LoopEnd {
     Unusable(AgentError),
 }
 
-/// What a phase accepts as the final answer of its tool loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Expect {
-    /// Research: findings, not an empty reply.
-    Findings,
-    /// Plan: a checklist, or the no-change marker.
-    Checklist,
-    /// An Implement item: at least one successful tool call, or a stated reason (no change
-    /// needed, or the item failed).
-    Work,
-}
-
-/// The verdict on an answer without tool calls.
-#[derive(Debug, PartialEq, Eq)]
-enum Verdict {
-    Accept,
-    /// Tell the model this and let it answer again.
-    Nudge(String),
-    /// Give up: the reason.
-    Refuse(String),
-}
-
-/// How many times a phase tells the model its answer is not acceptable before giving up.
-fn nudges_allowed(expect: Expect) -> u32 {
-    match expect {
-        Expect::Findings | Expect::Work => 1,
-        Expect::Checklist => 2,
-    }
-}
-
-/// Judges an answer given with no tool calls (`successful_calls`: the loop's successful tool
-/// calls so far; `nudges`: how often the model was already told).
-fn judge(expect: Expect, answer: &str, successful_calls: u32, nudges: u32) -> Verdict {
-    let problem = match expect {
-        Expect::Findings if answer.trim().is_empty() => {
-            Some(("the research answer was empty", prompts::nudge_empty()))
-        }
-        Expect::Checklist
-            if crate::plan::parse(answer).is_empty() && prompts::no_change(answer).is_none() =>
-        {
-            Some((
-                "the plan is not a checklist of `- [ ] N. label — description` items",
-                prompts::nudge_plan(),
-            ))
-        }
-        Expect::Work
-            if successful_calls == 0
-                && prompts::no_change(answer).is_none()
-                && prompts::item_failure(answer).is_none() =>
-        {
-            Some((
-                "no tool call succeeded and no reason was given that no change is needed",
-                prompts::nudge_no_tool_call(),
-            ))
-        }
-        _ => None,
-    };
-    match problem {
-        None => Verdict::Accept,
-        Some((_, nudge)) if nudges < nudges_allowed(expect) => Verdict::Nudge(nudge),
-        Some((reason, _)) => Verdict::Refuse(reason.to_string()),
-    }
-}
-
 /// What the failed tries at one turn position used, over every run of the job (journaled).
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct FailedTurns {
     turns: u64,
     usage: Usage,
-}
-
-/// A tool outcome as journaled.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Outcome {
-    Ok(Value),
-    Error(ErrorBody),
-}
-
-/// The refusal when a call that needs approval (by its action class and the job's policy) is
-/// rejected; `None` when it may run. Waits for the decision through the host.
-pub(crate) async fn approval_refusal(
-    host: &dyn AgentHost,
-    call_id: &str,
-    spec: &ToolSpec,
-    args: &Value,
-) -> Result<Option<ErrorBody>, AgentError> {
-    if spec.is_read_only() {
-        return Ok(None);
-    }
-    let files = host.files().await?;
-    let Classified { class, why } = catalog::classify(spec, args, &files);
-    if host.approval_mode(class) == ApprovalMode::Auto || host.already_applied(call_id).await? {
-        return Ok(None);
-    }
-    let pending = PendingApproval {
-        call_id: call_id.to_string(),
-        tool: spec.name.to_string(),
-        arguments: args.to_string(),
-        requested_at_ms: now_ms(),
-        action_class: class,
-        why,
-    };
-    let decision = host.approval(pending).await?;
-    if decision.approved {
-        return Ok(None);
-    }
-    let reason = decision
-        .reason
-        .map(|reason| format!(" ({reason})"))
-        .unwrap_or_default();
-    Ok(Some(ErrorBody::new(
-        ErrorCode::ApprovalRejected,
-        format!(
-            "the user rejected this `{}` call{reason}; do not repeat it — continue another way or finish",
-            spec.name
-        ),
-    )))
 }
 
 impl Driver<'_> {
@@ -361,168 +251,6 @@ impl Driver<'_> {
         Ok(LoopEnd::BudgetExhausted)
     }
 
-    /// Runs (or recalls) one tool call; returns the text the model sees and whether the call
-    /// succeeded. Infrastructure failures after the host's retries end the attempt (`Err`).
-    async fn execute(
-        &self,
-        state: &mut RpiState,
-        scope: Scope,
-        call_id: &str,
-        call: &ToolCall,
-        allowed: &[ToolSpec],
-    ) -> Result<(String, bool), AgentError> {
-        let Some(spec) = allowed.iter().find(|spec| spec.name.as_str() == call.name) else {
-            let names: Vec<_> = allowed.iter().map(|spec| spec.name.as_str()).collect();
-            let error = ErrorBody::new(
-                ErrorCode::ValidationFailed,
-                format!(
-                    "tool `{}` is not available in this phase; available: {}",
-                    call.name,
-                    names.join(", ")
-                ),
-            );
-            return Ok((error_text(&error), false));
-        };
-        let args = match parse_arguments(&call.arguments) {
-            Ok(args) => args,
-            Err(error) => return Ok((error_text(&error), false)),
-        };
-        let key = journal::tool_result(call_id);
-        let outcome = match self.recall::<Outcome>(&key).await? {
-            Some(outcome) => outcome,
-            None => {
-                let outcome = self.run_tool(state, call_id, spec, args.clone()).await?;
-                self.record(&key, &outcome).await?;
-                let full = render(&outcome);
-                self.host.emit(EventKind::ToolIo {
-                    call_id: call_id.to_string(),
-                    tool: spec.name.to_string(),
-                    pool: Some(spec.name.runs_on().to_string()),
-                    phase: Some(scope.phase),
-                    item: scope.item_index(),
-                    arguments: cut(&args.to_string()),
-                    result: cut(&full),
-                    result_bytes: full.len() as u64,
-                });
-                outcome
-            }
-        };
-        state.tool_calls += 1;
-        let succeeded = matches!(outcome, Outcome::Ok(_));
-        let shown = recall::present(
-            call_id,
-            spec.name,
-            render(&outcome),
-            self.budgets.receipt_over_chars,
-        );
-        Ok((shown, succeeded))
-    }
-
-    async fn run_tool(
-        &self,
-        state: &RpiState,
-        call_id: &str,
-        spec: &ToolSpec,
-        args: Value,
-    ) -> Result<Outcome, AgentError> {
-        self.host.checkpoint().await?;
-        if state.tool_calls >= self.budgets.max_tool_calls {
-            return Err(budget_error(format!(
-                "the job reached its limit of {} tool calls",
-                self.budgets.max_tool_calls
-            )));
-        }
-        if let Some(rejected) = self.approval_refusal(call_id, spec, &args).await? {
-            return Ok(Outcome::Error(rejected));
-        }
-        let path = args.get("path").and_then(Value::as_str).map(str::to_string);
-        self.host.emit(EventKind::ToolExecuting {
-            call_id: call_id.to_string(),
-            tool: spec.name.to_string(),
-            path,
-        });
-        if spec.name.is_local() {
-            return self.answer_locally(call_id, spec, &args).await;
-        }
-        // Every tool failure — transient ones too (`TOOL_TIMEOUT`, `TOOL_WORKER_UNAVAILABLE`,
-        // after the transport's retries) — is journaled and told to the model, in every phase;
-        // only a cancel ends the job here.
-        match self.host.call_tool(call_id, spec, args).await {
-            Ok(output) => Ok(Outcome::Ok(output)),
-            Err(error) if error.code == ErrorCode::UserCanceled => Err(AgentError::Job(error)),
-            Err(error) => Ok(Outcome::Error(error)),
-        }
-    }
-
-    /// A local tool's answer, from the job's journal (no worker is asked); its completion is
-    /// published like a worker call's.
-    async fn answer_locally(
-        &self,
-        call_id: &str,
-        spec: &ToolSpec,
-        args: &Value,
-    ) -> Result<Outcome, AgentError> {
-        let started = Instant::now();
-        let outcome = match spec.name {
-            ToolName::RecallToolResult => self.recall_tool_result(args).await?,
-            other => {
-                return Err(AgentError::Job(ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("no local answer for `{other}`"),
-                )));
-            }
-        };
-        let elapsed = started.elapsed();
-        let error = match &outcome {
-            Outcome::Ok(_) => None,
-            Outcome::Error(error) => Some(error.clone()),
-        };
-        tracing::debug!(call_id, tool = %spec.name, ok = error.is_none(), "local tool answered");
-        self.host.emit(EventKind::ToolComplete {
-            call_id: call_id.to_string(),
-            tool: spec.name.to_string(),
-            ok: error.is_none(),
-            error,
-            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
-            worker: Some(spec.name.runs_on().to_string()),
-            elapsed_us: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
-        });
-        Ok(outcome)
-    }
-
-    /// A slice of an earlier call's full result. Journal keys are per job, and only call ids of
-    /// this job are looked up, so another job's results cannot be named.
-    async fn recall_tool_result(&self, args: &Value) -> Result<Outcome, AgentError> {
-        let request = match RecallRequest::parse(args) {
-            Ok(request) => request,
-            Err(error) => return Ok(Outcome::Error(error)),
-        };
-        let ours = request
-            .call_id
-            .strip_prefix(self.job.job_id.as_str())
-            .is_some_and(|rest| rest.starts_with('.'));
-        let stored = if ours {
-            self.recall::<Outcome>(&journal::tool_result(&request.call_id))
-                .await?
-        } else {
-            None
-        };
-        Ok(match stored {
-            Some(stored) => Outcome::Ok(request.slice(&render(&stored))),
-            None => Outcome::Error(recall::not_found(&request.call_id)),
-        })
-    }
-
-    /// The refusal told to the model when a call that needs approval is rejected.
-    async fn approval_refusal(
-        &self,
-        call_id: &str,
-        spec: &ToolSpec,
-        args: &Value,
-    ) -> Result<Option<ErrorBody>, AgentError> {
-        approval_refusal(self.host, call_id, spec, args).await
-    }
-
     /// A journaled step, if it already happened.
     async fn recall<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, AgentError> {
         let Some(value) = self.host.recall(key).await? else {
@@ -594,31 +322,6 @@ fn count_turns(state: &mut RpiState, turns: u64, usage: &Usage) {
     state.completion_tokens += usage.completion_tokens;
 }
 
-fn parse_arguments(arguments: &str) -> Result<Value, ErrorBody> {
-    let trimmed = arguments.trim();
-    if trimmed.is_empty() {
-        return Ok(Value::Object(Default::default()));
-    }
-    match serde_json::from_str::<Value>(trimmed) {
-        Ok(value @ Value::Object(_)) => Ok(value),
-        Ok(_) => Err(ErrorBody::new(
-            ErrorCode::ValidationFailed,
-            "tool arguments must be a JSON object",
-        )),
-        Err(error) => Err(ErrorBody::new(
-            ErrorCode::ValidationFailed,
-            format!("tool arguments are not valid JSON: {error}"),
-        )),
-    }
-}
-
-pub(crate) fn render(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Ok(output) => output.to_string(),
-        Outcome::Error(error) => error_text(error),
-    }
-}
-
 /// `text` cut to the event size limit at a character boundary.
 pub(crate) fn cut(text: &str) -> String {
     if text.len() <= EVENT_TEXT_LIMIT {
@@ -631,10 +334,6 @@ pub(crate) fn cut(text: &str) -> String {
     text[..end].to_string()
 }
 
-fn error_text(error: &ErrorBody) -> String {
-    serde_json::json!({"error": {"code": error.code, "message": error.message}}).to_string()
-}
-
 #[cfg(test)]
 #[path = "steps_recall_tests.rs"]
 mod recall_tests;
@@ -642,103 +341,6 @@ mod recall_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn arguments_must_be_objects() {
-        assert!(parse_arguments("").is_ok());
-        assert_eq!(
-            parse_arguments("[1]").err().map(|e| e.code),
-            Some(ErrorCode::ValidationFailed)
-        );
-        assert_eq!(
-            parse_arguments("{oops").err().map(|e| e.code),
-            Some(ErrorCode::ValidationFailed)
-        );
-    }
-
-    #[test]
-    fn answers_are_judged_by_what_their_phase_needs() {
-        use Verdict::{Accept, Nudge, Refuse};
-        // Research: an empty reply is nudged once, then given up on.
-        assert!(matches!(judge(Expect::Findings, "  \n", 0, 0), Nudge(_)));
-        assert!(matches!(judge(Expect::Findings, "", 0, 1), Refuse(_)));
-        assert_eq!(judge(Expect::Findings, "Five rows.", 0, 0), Accept);
-        // Plan: garbled text (as a small model wrote it) is told the format twice.
-        let garbled = "41 N. Count the number of rows in penguins.csv";
-        assert!(
-            matches!(judge(Expect::Checklist, garbled, 0, 0), Nudge(n) if n.contains("- [ ] N. label"))
-        );
-        assert!(matches!(judge(Expect::Checklist, garbled, 0, 1), Nudge(_)));
-        assert!(
-            matches!(judge(Expect::Checklist, garbled, 0, 2), Refuse(r) if r.contains("checklist"))
-        );
-        assert_eq!(
-            judge(Expect::Checklist, "- [ ] 1. Count — rows", 0, 0),
-            Accept
-        );
-        assert_eq!(
-            judge(Expect::Checklist, "NO_CHANGE_NEEDED: a question", 0, 0),
-            Accept
-        );
-        // An item: a claim without a successful call is nudged once, then refused; a stated
-        // reason or a failure marker is an answer.
-        assert!(
-            matches!(judge(Expect::Work, "Item 1 complete.", 0, 0), Nudge(n) if n.contains("no successful tool call"))
-        );
-        assert!(matches!(
-            judge(Expect::Work, "Item 1 complete.", 0, 1),
-            Refuse(_)
-        ));
-        assert_eq!(judge(Expect::Work, "Item 1 complete.", 1, 0), Accept);
-        assert_eq!(
-            judge(Expect::Work, "NO_CHANGE_NEEDED: already sorted", 0, 0),
-            Accept
-        );
-        assert_eq!(
-            judge(Expect::Work, "ITEM_FAILED: no such column", 0, 0),
-            Accept
-        );
-    }
-
-    #[test]
-    fn captured_plans_of_a_small_model_are_judged_as_plans() {
-        use crate::captured::captured;
-        use crate::text_tools::{Reading, read_reply};
-        let answer =
-            |name: &str| match read_reply(&captured(name).reply().text, &catalog::plan_tools()) {
-                Reading::Answer(answer) => answer,
-                other => panic!("{other:?}"),
-            };
-        // `12345` is told the format twice, then refused (PLAN_INVALID).
-        let number = answer("constrained-plan-number.json");
-        assert!(matches!(
-            judge(Expect::Checklist, &number, 0, 0),
-            Verdict::Nudge(_)
-        ));
-        assert!(matches!(
-            judge(Expect::Checklist, &number, 0, 1),
-            Verdict::Nudge(_)
-        ));
-        assert!(matches!(
-            judge(Expect::Checklist, &number, 0, 2),
-            Verdict::Refuse(_)
-        ));
-        // A numbered step is a plan; whether it works is up to its item's tool calls.
-        let copied = answer("constrained-plan-copied-example.json");
-        assert_eq!(judge(Expect::Checklist, &copied, 0, 0), Verdict::Accept);
-        // Research notes that are a made-up object are still findings (not empty).
-        let made_up = captured("text-research-bare-object.json").reply().text;
-        assert_eq!(judge(Expect::Findings, &made_up, 0, 0), Verdict::Accept);
-        // The same text as an item's answer, with no successful call, is not work.
-        assert!(matches!(
-            judge(Expect::Work, &made_up, 0, 0),
-            Verdict::Nudge(_)
-        ));
-        assert!(matches!(
-            judge(Expect::Work, &made_up, 0, 1),
-            Verdict::Refuse(_)
-        ));
-    }
 
     #[test]
     fn step_keys_name_their_position() {

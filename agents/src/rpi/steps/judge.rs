@@ -1,0 +1,158 @@
+//! What a phase accepts as the final answer of its tool loop, and the verdict on an answer
+//! given without tool calls: accept it, tell the model what is missing, or give up.
+
+use crate::rpi::prompts;
+
+/// What a phase accepts as the final answer of its tool loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::rpi) enum Expect {
+    /// Research: findings, not an empty reply.
+    Findings,
+    /// Plan: a checklist, or the no-change marker.
+    Checklist,
+    /// An Implement item: at least one successful tool call, or a stated reason (no change
+    /// needed, or the item failed).
+    Work,
+}
+
+/// The verdict on an answer without tool calls.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    Accept,
+    /// Tell the model this and let it answer again.
+    Nudge(String),
+    /// Give up: the reason.
+    Refuse(String),
+}
+
+/// How many times a phase tells the model its answer is not acceptable before giving up.
+fn nudges_allowed(expect: Expect) -> u32 {
+    match expect {
+        Expect::Findings | Expect::Work => 1,
+        Expect::Checklist => 2,
+    }
+}
+
+/// Judges an answer given with no tool calls (`successful_calls`: the loop's successful tool
+/// calls so far; `nudges`: how often the model was already told).
+pub(super) fn judge(expect: Expect, answer: &str, successful_calls: u32, nudges: u32) -> Verdict {
+    let problem = match expect {
+        Expect::Findings if answer.trim().is_empty() => {
+            Some(("the research answer was empty", prompts::nudge_empty()))
+        }
+        Expect::Checklist
+            if crate::plan::parse(answer).is_empty() && prompts::no_change(answer).is_none() =>
+        {
+            Some((
+                "the plan is not a checklist of `- [ ] N. label — description` items",
+                prompts::nudge_plan(),
+            ))
+        }
+        Expect::Work
+            if successful_calls == 0
+                && prompts::no_change(answer).is_none()
+                && prompts::item_failure(answer).is_none() =>
+        {
+            Some((
+                "no tool call succeeded and no reason was given that no change is needed",
+                prompts::nudge_no_tool_call(),
+            ))
+        }
+        _ => None,
+    };
+    match problem {
+        None => Verdict::Accept,
+        Some((_, nudge)) if nudges < nudges_allowed(expect) => Verdict::Nudge(nudge),
+        Some((reason, _)) => Verdict::Refuse(reason.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog;
+
+    #[test]
+    fn answers_are_judged_by_what_their_phase_needs() {
+        use Verdict::{Accept, Nudge, Refuse};
+        // Research: an empty reply is nudged once, then given up on.
+        assert!(matches!(judge(Expect::Findings, "  \n", 0, 0), Nudge(_)));
+        assert!(matches!(judge(Expect::Findings, "", 0, 1), Refuse(_)));
+        assert_eq!(judge(Expect::Findings, "Five rows.", 0, 0), Accept);
+        // Plan: garbled text (as a small model wrote it) is told the format twice.
+        let garbled = "41 N. Count the number of rows in penguins.csv";
+        assert!(
+            matches!(judge(Expect::Checklist, garbled, 0, 0), Nudge(n) if n.contains("- [ ] N. label"))
+        );
+        assert!(matches!(judge(Expect::Checklist, garbled, 0, 1), Nudge(_)));
+        assert!(
+            matches!(judge(Expect::Checklist, garbled, 0, 2), Refuse(r) if r.contains("checklist"))
+        );
+        assert_eq!(
+            judge(Expect::Checklist, "- [ ] 1. Count — rows", 0, 0),
+            Accept
+        );
+        assert_eq!(
+            judge(Expect::Checklist, "NO_CHANGE_NEEDED: a question", 0, 0),
+            Accept
+        );
+        // An item: a claim without a successful call is nudged once, then refused; a stated
+        // reason or a failure marker is an answer.
+        assert!(
+            matches!(judge(Expect::Work, "Item 1 complete.", 0, 0), Nudge(n) if n.contains("no successful tool call"))
+        );
+        assert!(matches!(
+            judge(Expect::Work, "Item 1 complete.", 0, 1),
+            Refuse(_)
+        ));
+        assert_eq!(judge(Expect::Work, "Item 1 complete.", 1, 0), Accept);
+        assert_eq!(
+            judge(Expect::Work, "NO_CHANGE_NEEDED: already sorted", 0, 0),
+            Accept
+        );
+        assert_eq!(
+            judge(Expect::Work, "ITEM_FAILED: no such column", 0, 0),
+            Accept
+        );
+    }
+
+    #[test]
+    fn captured_plans_of_a_small_model_are_judged_as_plans() {
+        use crate::captured::captured;
+        use crate::text_tools::{Reading, read_reply};
+        let answer =
+            |name: &str| match read_reply(&captured(name).reply().text, &catalog::plan_tools()) {
+                Reading::Answer(answer) => answer,
+                other => panic!("{other:?}"),
+            };
+        // `12345` is told the format twice, then refused (PLAN_INVALID).
+        let number = answer("constrained-plan-number.json");
+        assert!(matches!(
+            judge(Expect::Checklist, &number, 0, 0),
+            Verdict::Nudge(_)
+        ));
+        assert!(matches!(
+            judge(Expect::Checklist, &number, 0, 1),
+            Verdict::Nudge(_)
+        ));
+        assert!(matches!(
+            judge(Expect::Checklist, &number, 0, 2),
+            Verdict::Refuse(_)
+        ));
+        // A numbered step is a plan; whether it works is up to its item's tool calls.
+        let copied = answer("constrained-plan-copied-example.json");
+        assert_eq!(judge(Expect::Checklist, &copied, 0, 0), Verdict::Accept);
+        // Research notes that are a made-up object are still findings (not empty).
+        let made_up = captured("text-research-bare-object.json").reply().text;
+        assert_eq!(judge(Expect::Findings, &made_up, 0, 0), Verdict::Accept);
+        // The same text as an item's answer, with no successful call, is not work.
+        assert!(matches!(
+            judge(Expect::Work, &made_up, 0, 0),
+            Verdict::Nudge(_)
+        ));
+        assert!(matches!(
+            judge(Expect::Work, &made_up, 0, 1),
+            Verdict::Refuse(_)
+        ));
+    }
+}
