@@ -16,7 +16,7 @@
 use atelier_messages::job::{JobState, PendingApproval};
 use atelier_messages::{ErrorBody, ErrorCode};
 
-use crate::jobs::JobRecord;
+use crate::jobs::record::JobRecord;
 
 /// A change to a job's lifecycle.
 #[derive(Debug, Clone)]
