@@ -223,14 +223,7 @@ impl Batches {
 
     /// Every batch, newest first.
     pub fn list(&self) -> Result<Vec<BatchRecord>, CoordinatorError> {
-        let mut records = self
-            .batches()?
-            .iter()
-            .map(|entry| {
-                let (_, bytes) = entry?;
-                storage::decode::<BatchRecord>(&bytes)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let (mut records, _unreadable) = storage::readable::<BatchRecord>(&self.batches()?)?;
         records.sort_by(|a, b| {
             b.created_at_ms
                 .cmp(&a.created_at_ms)

@@ -4,8 +4,8 @@
 
 use atelier_messages::approval::ApprovalDecision;
 use atelier_messages::job::{
-    ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobState, JobView, ListJobs, Ping,
-    Pong, ResumeJob,
+    ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobState, JobView, ListJobs,
+    MAX_LISTED_JOBS, Ping, Pong, ResumeJob,
 };
 use atelier_messages::journal;
 use atelier_messages::subjects::ctl;
@@ -13,7 +13,7 @@ use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use atelier_transport::Router;
 
 use crate::error::CoordinatorError;
-use crate::jobs::Jobs;
+use crate::jobs::{Jobs, Page};
 use crate::lifecycle::Transition;
 use crate::orchestrator::{OrchestratorMsg, Orchestrators};
 use crate::storage::blocking;
@@ -33,7 +33,14 @@ pub(crate) async fn serve(
     let router = Router::new(control)
         .route(|control, request: ListJobs| async move {
             let jobs = control.jobs();
-            blocking(move || jobs.list(request.state, request.workbench.as_deref())).await
+            let page = Page {
+                offset: usize::try_from(request.offset).unwrap_or(usize::MAX),
+                limit: request
+                    .limit
+                    .unwrap_or(MAX_LISTED_JOBS)
+                    .min(MAX_LISTED_JOBS) as usize,
+            };
+            blocking(move || jobs.list(request.state, request.workbench.as_deref(), page)).await
         })
         .route(|control, request: GetJob| async move { control.view(&request.job_id).await })
         .route(|control, _: Ping| async move {
@@ -136,7 +143,12 @@ impl Control {
         }
         let jobs = self.jobs();
         let id = job_id.to_string();
-        let record = blocking(move || jobs.transition(&id, Transition::Resume)).await?;
+        let record = blocking(move || {
+            // A person's resume starts a fresh series of adoptions (a job set aside runs again).
+            jobs.forget_adoptions(&id)?;
+            jobs.transition(&id, Transition::Resume)
+        })
+        .await?;
         let orchestrators = self.orchestrators.clone();
         tokio::spawn(async move {
             let job_id = record.job_id.clone();

@@ -66,6 +66,8 @@ pub(crate) struct JobHost {
     pub store: DraftStoreHandle,
     pub events: EventSink,
     pub signals: Arc<RunSignals>,
+    /// Workers that may die holding one call before it fails with `TOOL_CRASHED`.
+    pub tool_crash_attempts: u32,
 }
 
 /// A reply is taken only when it answers the call that was sent (its call id and tool), and a
@@ -156,9 +158,7 @@ impl JobHost {
             args,
             files: self.files().await?,
         };
-        let mut output: ToolOutput =
-            atelier_transport::request_to(&self.client, &pool.subject(), &request, Policy::TOOLS)
-                .await?;
+        let mut output = self.send(&pool.subject(), &request).await?;
         check_reply(call_id, tool, &output)?;
         if let Some(changes) = output.changes.take().filter(|changes| !changes.is_empty()) {
             self.store
@@ -171,6 +171,39 @@ impl JobHost {
                 .await?;
         }
         Ok(output)
+    }
+
+    /// Sends a call until a worker answers it. Each worker lost while holding it is counted in
+    /// the journal (so the count survives restarts); at `tool_crash_attempts` the call fails with
+    /// `TOOL_CRASHED` instead of taking down worker after worker.
+    async fn send(&self, subject: &str, request: &ToolRequest) -> Result<ToolOutput, ErrorBody> {
+        let key = journal::crashes(&request.call_id);
+        loop {
+            let crashes = self
+                .recall(&key)
+                .await?
+                .and_then(|count| count.as_u64())
+                .unwrap_or(0);
+            if crashes >= u64::from(self.tool_crash_attempts) {
+                return Err(ErrorBody::new(
+                    ErrorCode::ToolCrashed,
+                    format!(
+                        "the worker died holding this `{}` call {crashes} times, so it is not \
+                         sent again; a file it reads may crash the reader (check it), or raise \
+                         tool_crash_attempts",
+                        request.tool
+                    ),
+                ));
+            }
+            match atelier_transport::request_to(&self.client, subject, request, Policy::TOOLS).await
+            {
+                Err(error) if error.code == ErrorCode::ToolCrashed => {
+                    tracing::warn!(call_id = %request.call_id, crashes = crashes + 1, %error, "a worker died holding the call");
+                    self.record(&key, &Value::from(crashes + 1)).await?;
+                }
+                answered => return answered,
+            }
+        }
     }
 
     /// The output recorded with a write call's applied changes (reads record none).

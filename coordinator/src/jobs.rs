@@ -1,7 +1,8 @@
 //! Job records and RPI checkpoints in sled.
 
 use atelier_agents::rpi::RpiState;
-use atelier_messages::job::{CoordinatorStats, JobState, JobView};
+use atelier_messages::job::{CoordinatorStats, JobState, JobView, Phase};
+use atelier_messages::limits::LISTED_MESSAGE_CHARS;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 
 use crate::error::CoordinatorError;
@@ -14,6 +15,20 @@ pub use record::JobRecord;
 
 /// The model a workflow job records: it runs without one.
 pub const NO_MODEL: &str = "none";
+
+/// Start-ups in a row that may adopt a job with no step journaled in between before it is set
+/// aside with `CRASH_LOOP` (a job that kills the coordinator would otherwise do so forever).
+pub const CRASH_LOOP_ADOPTIONS: u32 = 3;
+
+/// The journal key that counts a job's adoptions (not a step: it is not counted as progress).
+const ADOPTIONS_KEY: &str = "adoptions";
+
+/// How often in a row a job was adopted, and how many journal entries it had at the last one.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Adoptions {
+    count: u32,
+    steps: usize,
+}
 
 /// Job records and their RPI state.
 #[derive(Debug, Clone)]
@@ -90,6 +105,39 @@ impl Jobs {
         self.storage.flush()
     }
 
+    /// Counts a start-up's adoption of an unfinished job, durably: one more when nothing was
+    /// journaled since the previous adoption, else the first of a new series. Returns the count.
+    pub fn count_adoption(&self, job_id: &str) -> Result<u32, CoordinatorError> {
+        let journal = self.storage.tree(trees::JOURNAL)?;
+        let key = journal_key(job_id, ADOPTIONS_KEY);
+        let previous: Option<Adoptions> = storage::get(&journal, &key)?;
+        let entries = journal.scan_prefix(journal_key(job_id, "")).count();
+        let steps = entries - usize::from(previous.is_some());
+        let count = match previous {
+            Some(previous) if previous.steps == steps => previous.count + 1,
+            _ => 1,
+        };
+        journal.insert(key, storage::encode(&Adoptions { count, steps })?)?;
+        self.storage.flush()?;
+        Ok(count)
+    }
+
+    /// Whether the job was adopted [`CRASH_LOOP_ADOPTIONS`] times in a row without progress.
+    pub fn crash_looping(&self, job_id: &str) -> Result<bool, CoordinatorError> {
+        let journal = self.storage.tree(trees::JOURNAL)?;
+        let adoptions: Option<Adoptions> =
+            storage::get(&journal, &journal_key(job_id, ADOPTIONS_KEY))?;
+        Ok(adoptions.is_some_and(|adoptions| adoptions.count >= CRASH_LOOP_ADOPTIONS))
+    }
+
+    /// Forgets a job's adoptions (a person resumes it: it gets a fresh series).
+    pub fn forget_adoptions(&self, job_id: &str) -> Result<(), CoordinatorError> {
+        self.storage
+            .tree(trees::JOURNAL)?
+            .remove(journal_key(job_id, ADOPTIONS_KEY))?;
+        self.storage.flush()
+    }
+
     /// Removes the journal of every finished job last updated before `cutoff_ms`; returns how
     /// many entries went.
     pub fn prune_journal(&self, cutoff_ms: u64) -> Result<u64, CoordinatorError> {
@@ -154,29 +202,44 @@ impl Jobs {
         Ok(Some(to_view(record, rpi)))
     }
 
-    /// Every job, newest first, optionally filtered.
+    /// One page of jobs, newest first, optionally filtered, as list views: a message and a
+    /// summary cut at [`LISTED_MESSAGE_CHARS`], no plan. A record that cannot be read is listed
+    /// as a failed job whose error says so, so it is seen and the rest still lists.
     pub fn list(
         &self,
         state: Option<JobState>,
         workbench: Option<&str>,
+        page: Page,
     ) -> Result<Vec<JobView>, CoordinatorError> {
+        let (records, unreadable) = self.records_and_unreadable()?;
         let mut views = Vec::new();
-        for record in self.records()? {
+        for record in records {
             if state.is_some_and(|wanted| wanted != record.state) {
                 continue;
             }
             if workbench.is_some_and(|wanted| wanted != record.workbench) {
                 continue;
             }
-            let rpi = self.load_rpi(&record.job_id)?.unwrap_or_default();
-            views.push(to_view(record, rpi));
+            let rpi = self
+                .load_rpi(&record.job_id)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            views.push(listed(to_view(record, rpi)));
+        }
+        if state.is_none_or(|wanted| wanted == JobState::Failed) && workbench.is_none() {
+            views.extend(unreadable.into_iter().map(unreadable_view));
         }
         views.sort_by(|a, b| {
             b.created_at_ms
                 .cmp(&a.created_at_ms)
                 .then_with(|| b.job_id.cmp(&a.job_id))
         });
-        Ok(views)
+        Ok(views
+            .into_iter()
+            .skip(page.offset)
+            .take(page.limit)
+            .collect())
     }
 
     /// Jobs that were queued or running when the coordinator stopped.
@@ -188,14 +251,62 @@ impl Jobs {
             .collect())
     }
 
+    /// The records that read back (the others are logged, see [`storage::readable`]).
     fn records(&self) -> Result<Vec<JobRecord>, CoordinatorError> {
-        let tree = self.storage.tree(trees::JOBS)?;
-        tree.iter()
-            .map(|entry| {
-                let (_, bytes) = entry?;
-                storage::decode(&bytes)
-            })
-            .collect()
+        Ok(self.records_and_unreadable()?.0)
+    }
+
+    fn records_and_unreadable(&self) -> Result<(Vec<JobRecord>, Vec<String>), CoordinatorError> {
+        storage::readable(&self.storage.tree(trees::JOBS)?)
+    }
+}
+
+/// Which slice of a listing to answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub offset: usize,
+    pub limit: usize,
+}
+
+/// A job's view as a listing carries it.
+fn listed(mut view: JobView) -> JobView {
+    view.message = cut(&view.message);
+    view.summary = view.summary.as_deref().map(cut);
+    view.plan_md = None;
+    view
+}
+
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(LISTED_MESSAGE_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// The listing's entry for a record that cannot be read.
+fn unreadable_view(job_id: String) -> JobView {
+    JobView {
+        job_id,
+        workbench: String::new(),
+        message: String::new(),
+        model: String::new(),
+        state: JobState::Failed,
+        phase: Phase::Done,
+        items: Vec::new(),
+        error: Some(ErrorBody::new(
+            ErrorCode::Internal,
+            "the stored record of this job cannot be read; it is kept for inspection",
+        )),
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        summary: None,
+        model_turns: 0,
+        tool_calls: 0,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        pending_approval: None,
+        plan_md: None,
+        run: 0,
     }
 }
 

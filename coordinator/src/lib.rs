@@ -57,6 +57,7 @@ use std::time::Duration;
 
 use atelier_agents::rpi::Budgets;
 use atelier_agents::spec::ProviderSettings;
+use atelier_messages::job::JobState;
 
 pub use error::CoordinatorError;
 pub use orchestrator::Orchestrators;
@@ -175,9 +176,18 @@ pub async fn start_coordinator(
     };
     // Adopted jobs wait for a slot like new ones, without holding up start-up.
     let adopting = orchestrators.clone();
+    let counting = jobs.clone();
     tasks.push(tokio::spawn(async move {
         for record in unfinished {
-            tracing::info!(job_id = %record.job_id, state = %record.state, "adopting unfinished job");
+            // Only a job that was running counts: a queued one or one waiting for a person did
+            // nothing that could have stopped the coordinator.
+            let job_id = record.job_id.clone();
+            let jobs = counting.clone();
+            let adoptions = match record.state == JobState::Running {
+                true => blocking(move || jobs.count_adoption(&job_id)).await.ok(),
+                false => None,
+            };
+            tracing::info!(job_id = %record.job_id, state = %record.state, adoptions = ?adoptions, "adopting unfinished job");
             if let Err(error) = adopting.start(record).await {
                 tracing::error!(%error, "could not adopt a job");
             }

@@ -26,7 +26,7 @@ use crate::draft_store::DraftStoreHandle;
 use crate::error::CoordinatorError;
 use crate::events::EventSink;
 use crate::host::{JobHost, RunSignals};
-use crate::jobs::{JobRecord, Jobs};
+use crate::jobs::{CRASH_LOOP_ADOPTIONS, JobRecord, Jobs};
 use crate::lifecycle::Transition;
 use crate::storage::blocking;
 use crate::workbench::TurnEnd;
@@ -163,8 +163,12 @@ async fn run_job(
         store: template.store.clone(),
         events: events.clone(),
         signals,
+        tool_crash_attempts: template.budgets.tool_crash_attempts,
     };
-    let outcome = drive(&template, &host, &mut rpi).await;
+    let outcome = match crash_loop(&template.jobs, &record.job_id).await {
+        Some(set_aside) => Err(set_aside),
+        None => drive(&template, &host, &mut rpi).await,
+    };
     let (final_state, error) = match outcome {
         Ok(()) => (JobState::Succeeded, None),
         Err(error) if error.code == ErrorCode::UserCanceled => (JobState::Cancelled, Some(error)),
@@ -207,6 +211,28 @@ async fn run_job(
     // Nobody listening is fine: batches also look at their children's records.
     let _ = template.finished.send(record.job_id.clone());
     tracing::info!(state = %final_state, code = ?error.as_ref().map(|e| e.code), "job finished");
+}
+
+/// The error that sets a job aside when start-ups keep dying while running it.
+async fn crash_loop(jobs: &Jobs, job_id: &str) -> Option<ErrorBody> {
+    let jobs = jobs.clone();
+    let id = job_id.to_string();
+    let looping = blocking(move || jobs.crash_looping(&id)).await;
+    if !looping.unwrap_or(false) {
+        return None;
+    }
+    tracing::error!(
+        job_id,
+        "the coordinator kept stopping while running this job; setting it aside"
+    );
+    Some(ErrorBody::new(
+        ErrorCode::CrashLoop,
+        format!(
+            "the coordinator stopped {CRASH_LOOP_ADOPTIONS} starts in a row while running this job, \
+             with no step journaled in between, so it was set aside (its journal is kept); see \
+             the coordinator's log, then `atelier resume` to try it again"
+        ),
+    ))
 }
 
 async fn drive(

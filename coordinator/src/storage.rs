@@ -66,6 +66,28 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Coordinator
     serde_json::from_slice(bytes).map_err(|error| CoordinatorError::Corrupt(error.to_string()))
 }
 
+/// Every record of `tree` that reads back, and the keys of those that do not: one unreadable
+/// record (written by an older version, or damaged) is logged and left for inspection, and never
+/// stops a listing or a start-up.
+pub(crate) fn readable<T: DeserializeOwned>(
+    tree: &sled::Tree,
+) -> Result<(Vec<T>, Vec<String>), CoordinatorError> {
+    let mut records = Vec::new();
+    let mut unreadable = Vec::new();
+    for entry in tree.iter() {
+        let (key, bytes) = entry?;
+        match decode(&bytes) {
+            Ok(record) => records.push(record),
+            Err(error) => {
+                let key = String::from_utf8_lossy(&key).to_string();
+                tracing::error!(tree = %String::from_utf8_lossy(&tree.name()), %key, %error, "skipping a stored record that cannot be read");
+                unreadable.push(key);
+            }
+        }
+    }
+    Ok((records, unreadable))
+}
+
 pub(crate) fn get<T: DeserializeOwned>(
     tree: &sled::Tree,
     key: &[u8],

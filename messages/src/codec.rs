@@ -74,6 +74,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], format: Format) -> Result<T, Er
             format!("malformed {} payload: {reason}", format_name(format)),
         )
     };
+    crate::limits::check_depth(bytes, format)?;
     let probe: VersionProbe = decode_raw(bytes, format).map_err(malformed)?;
     match probe.v {
         None => {

@@ -55,11 +55,18 @@ pub enum ErrorCode {
     /// part's size cannot hold, or a document with more XML nodes, depth, relationships or slide
     /// references than it can have. Nothing of it was read.
     FileTooComplex,
+    /// The worker that held a tool call died (went silent) on it as many times as the
+    /// coordinator allows (`tool_crash_attempts`); the call is not sent again.
+    ToolCrashed,
+    /// The coordinator stopped again and again while running this job, with no step journaled
+    /// in between; the job was set aside (its journal kept for inspection) so the coordinator
+    /// could start. `atelier resume` tries it again.
+    CrashLoop,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 32] = [
+    pub const ALL: [ErrorCode; 34] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -92,6 +99,8 @@ impl ErrorCode {
         ErrorCode::TargetsFailed,
         ErrorCode::ToolReplyInvalid,
         ErrorCode::FileTooComplex,
+        ErrorCode::ToolCrashed,
+        ErrorCode::CrashLoop,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -129,6 +138,8 @@ impl ErrorCode {
             ErrorCode::TargetsFailed => "TARGETS_FAILED",
             ErrorCode::ToolReplyInvalid => "TOOL_REPLY_INVALID",
             ErrorCode::FileTooComplex => "FILE_TOO_COMPLEX",
+            ErrorCode::ToolCrashed => "TOOL_CRASHED",
+            ErrorCode::CrashLoop => "CRASH_LOOP",
         }
     }
 }

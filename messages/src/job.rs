@@ -70,6 +70,17 @@ impl JobSubmit {
                 "the job message is empty",
             ));
         }
+        if self.message.len() > crate::limits::MAX_MESSAGE_BYTES {
+            return Err(ErrorBody::new(
+                crate::ErrorCode::ValidationFailed,
+                format!(
+                    "the job message has {} bytes, more than {}; put long text into a file of \
+                     the workbench (`atelier wb add`) and name it in the message",
+                    self.message.len(),
+                    crate::limits::MAX_MESSAGE_BYTES
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -259,7 +270,18 @@ pub struct ListJobs {
     pub state: Option<JobState>,
     #[serde(default)]
     pub workbench: Option<String>,
+    /// Jobs to skip, newest first (for the next page).
+    #[serde(default)]
+    pub offset: u64,
+    /// Jobs in this page: at most [`MAX_LISTED_JOBS`], which is also the default. A reply with
+    /// fewer is the last page.
+    #[serde(default)]
+    pub limit: Option<u32>,
 }
+
+/// Most jobs one `atelier.ctl.jobs` reply carries (list views carry no plans and cut messages,
+/// so a page stays far below any server's `max_payload`).
+pub const MAX_LISTED_JOBS: u32 = 200;
 
 /// `atelier.ctl.job`
 #[derive(Debug, Clone, Serialize, Deserialize)]

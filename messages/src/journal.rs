@@ -17,14 +17,17 @@ pub enum StepKind {
     ToolResult,
     /// A person's decision on a destructive call.
     Approval,
+    /// How many workers died holding a tool call.
+    Crashes,
 }
 
 impl StepKind {
-    const ALL: [StepKind; 4] = [
+    const ALL: [StepKind; 5] = [
         StepKind::System,
         StepKind::ModelTurn,
         StepKind::ToolResult,
         StepKind::Approval,
+        StepKind::Crashes,
     ];
 
     fn prefix(self) -> &'static str {
@@ -33,6 +36,7 @@ impl StepKind {
             StepKind::ModelTurn => "model/",
             StepKind::ToolResult => "tool/",
             StepKind::Approval => "approval/",
+            StepKind::Crashes => "crashes/",
         }
     }
 
@@ -73,6 +77,11 @@ pub fn approval(call_id: &str) -> String {
     format!("{}{call_id}", StepKind::Approval.prefix())
 }
 
+/// `crashes/<call id>`
+pub fn crashes(call_id: &str) -> String {
+    format!("{}{call_id}", StepKind::Crashes.prefix())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +99,7 @@ mod tests {
         );
         assert_eq!(tool_result("j.research.0.1.1.0"), "tool/j.research.0.1.1.0");
         assert_eq!(approval("c1"), "approval/c1");
+        assert_eq!(StepKind::of(&crashes("c1")), Some(StepKind::Crashes));
         assert_eq!(StepKind::of(&approval("c1")), Some(StepKind::Approval));
         assert_eq!(
             StepKind::of(&model_turn(Phase::Research, 0, 1, 1)),

@@ -22,6 +22,7 @@
 //! - [`review`]: content diffs of a draft's files.
 //! - [`workflow`]: tool calls run without a model (`atelier run`).
 //! - [`batch`]: one action over many targets, its views, verbs and events.
+//! - [`limits`]: nesting and size limits every entry point applies.
 
 pub mod approval;
 pub mod batch;
@@ -29,6 +30,7 @@ pub mod codec;
 pub mod error;
 pub mod job;
 pub mod journal;
+pub mod limits;
 pub mod path;
 pub mod review;
 pub mod store;

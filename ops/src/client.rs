@@ -8,7 +8,7 @@ use async_nats::jetstream;
 use atelier_messages::approval::{ActionClass, ApprovalMode, ApprovalPolicy};
 use atelier_messages::job::{
     ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobState, JobSubmit, JobView,
-    ListJobs, ResumeJob,
+    ListJobs, MAX_LISTED_JOBS, ResumeJob,
 };
 use atelier_messages::store::{
     CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes, ListFiles,
@@ -145,6 +145,7 @@ impl Client {
         };
         submit.validate().map_err(coded)?;
         let payload = encode(&submit, Format::MessagePack).map_err(coded)?;
+        atelier_messages::limits::check_depth(&payload, Format::MessagePack).map_err(coded)?;
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", job_id.as_str());
         let js = jetstream::new(self.nats.clone());
@@ -161,12 +162,24 @@ impl Client {
         state: Option<JobState>,
         workbench: Option<String>,
     ) -> anyhow::Result<Vec<JobView>> {
-        self.call(&ListJobs {
-            v: PROTOCOL_VERSION,
-            state,
-            workbench,
-        })
-        .await
+        // Page by page: each reply is bounded, whatever the number of jobs.
+        let mut jobs = Vec::new();
+        loop {
+            let page = self
+                .call(&ListJobs {
+                    v: PROTOCOL_VERSION,
+                    state,
+                    workbench: workbench.clone(),
+                    offset: jobs.len() as u64,
+                    limit: Some(MAX_LISTED_JOBS),
+                })
+                .await?;
+            let last = page.len() < MAX_LISTED_JOBS as usize;
+            jobs.extend(page);
+            if last {
+                return Ok(jobs);
+            }
+        }
     }
 
     pub async fn cancel(&self, job_id: &str) -> anyhow::Result<JobView> {

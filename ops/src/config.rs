@@ -77,6 +77,8 @@ pub struct Settings {
     pub job_max_model_turns: u64,
     pub job_max_tool_calls: u64,
     pub job_max_tokens: u64,
+    /// Workers that may die holding one tool call before it fails with `TOOL_CRASHED`.
+    pub tool_crash_attempts: u32,
 }
 
 impl Default for Settings {
@@ -111,6 +113,7 @@ impl Default for Settings {
             job_max_model_turns: Budgets::default().max_model_turns,
             job_max_tool_calls: Budgets::default().max_tool_calls,
             job_max_tokens: Budgets::default().max_tokens,
+            tool_crash_attempts: Budgets::default().tool_crash_attempts,
         }
     }
 }
@@ -194,6 +197,7 @@ impl Settings {
             max_model_turns: self.job_max_model_turns,
             max_tool_calls: self.job_max_tool_calls,
             max_tokens: self.job_max_tokens,
+            tool_crash_attempts: self.tool_crash_attempts,
             ..Budgets::default()
         }
     }

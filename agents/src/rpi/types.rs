@@ -36,10 +36,17 @@ pub struct Budgets {
     /// result stays in the journal; `recall_tool_result` reads it back).
     #[serde(default = "default_receipt_over_chars")]
     pub receipt_over_chars: usize,
+    /// Workers that may die holding one tool call before it fails with `TOOL_CRASHED`.
+    #[serde(default = "default_tool_crash_attempts")]
+    pub tool_crash_attempts: u32,
 }
 
 fn default_receipt_over_chars() -> usize {
     16_000
+}
+
+fn default_tool_crash_attempts() -> u32 {
+    2
 }
 
 impl Default for Budgets {
@@ -56,6 +63,7 @@ impl Default for Budgets {
             loop_hard_stop: 5,
             loop_window: 12,
             receipt_over_chars: default_receipt_over_chars(),
+            tool_crash_attempts: default_tool_crash_attempts(),
         }
     }
 }

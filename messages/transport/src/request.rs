@@ -216,10 +216,12 @@ async fn try_with_progress(
             _ => transport(error.to_string()),
         })?;
     let deadline = Instant::now() + policy.max_duration;
+    let mut taken = false;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let wait = policy.idle_timeout.min(remaining);
         let message = match tokio::time::timeout(wait, replies.next()).await {
+            Err(_) if taken && !remaining.is_zero() => return Err(lost(subject, wait)),
             Err(_) => {
                 return Err(ErrorBody::new(
                     ErrorCode::ToolTimeout,
@@ -238,7 +240,21 @@ async fn try_with_progress(
         if !has_progress_mark(message.headers.as_ref()) {
             return Ok(message.payload);
         }
+        taken = true;
     }
+}
+
+/// The worker that took a call stopped reporting progress before answering: it died, or was cut
+/// off. The caller decides whether to send the call again (and counts how often this happened).
+fn lost(subject: &str, silence: Duration) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ToolCrashed,
+        format!(
+            "the worker holding the call on `{subject}` went silent for {} s after taking it \
+             (it died or was cut off)",
+            silence.as_secs()
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -262,5 +278,7 @@ mod tests {
     fn only_worker_loss_and_timeouts_are_retried() {
         assert!(is_transient(&no_responders("s")));
         assert!(!is_transient(&ErrorBody::new(ErrorCode::NotFound, "x")));
+        // A worker lost while holding a call is the caller's to count and retry.
+        assert!(!is_transient(&lost("s", Duration::from_secs(10))));
     }
 }

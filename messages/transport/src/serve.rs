@@ -132,13 +132,13 @@ pub async fn respond(
 /// How often a running call tells its caller it is still alive.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
-/// Publishes progress messages to `reply` every [`PROGRESS_EVERY`] until aborted, so the
-/// caller's idle deadline stays open while this responder is alive and closes soon after it
-/// dies.
+/// Publishes progress messages to `reply` at once (the call is taken) and then every
+/// [`PROGRESS_EVERY`] until aborted, so the caller's idle deadline stays open while this
+/// responder is alive and closes soon after it dies, and the caller knows a silence came after a
+/// responder took the call (it died holding it) rather than before.
 pub fn keep_alive(client: async_nats::Client, reply: Subject) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(PROGRESS_EVERY);
-        ticks.tick().await;
         loop {
             ticks.tick().await;
             let mut headers = HeaderMap::new();

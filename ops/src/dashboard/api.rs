@@ -204,10 +204,13 @@ async fn list_jobs(
     job_state: Option<JobState>,
     workbench: Option<String>,
 ) -> Result<Vec<JobView>, Response> {
+    // The newest page: the dashboard lists recent jobs.
     let request = ListJobs {
         v: PROTOCOL_VERSION,
         state: job_state,
         workbench,
+        offset: 0,
+        limit: None,
     };
     call(state, &request).await
 }
