@@ -1,30 +1,29 @@
 //! `atelier run` (tool calls and workflow files without a model) and `atelier batch …` (one
-//! action over many targets), over job submission and the `atelier.batch.*` verbs.
+//! action over many targets), over job submission and the `atelier.batch.*` verbs. Workflow
+//! files live in `workflow_file`, CSV rows in `csv_rows`, showing a batch in `report`.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::{Context, bail};
-use atelier_coordinator::templates::{self, Vars};
+use anyhow::bail;
+use atelier_coordinator::templates::Vars;
 use atelier_messages::PROTOCOL_VERSION;
 use atelier_messages::batch::{
-    BatchAction, BatchSettled, BatchState, BatchView, CancelBatch, FailureTolerance, GetBatch,
-    ListBatches, RetryBatch, SettleBatch, SubmitBatch, TargetSet, UpdateBatch,
+    BatchAction, BatchSettled, BatchView, CancelBatch, FailureTolerance, GetBatch, ListBatches,
+    RetryBatch, SettleBatch, SubmitBatch, TargetSet, UpdateBatch,
 };
-use atelier_messages::workflow::{Workflow, WorkflowStep};
 use clap::{Args, Subcommand};
-use figment::Figment;
-use figment::providers::{Format as _, Toml};
-use indicatif::{ProgressBar, ProgressStyle};
-use serde::Deserialize;
 
 use crate::client::{self, Client};
 use crate::output::print_json;
 
-/// How often `batch watch` looks at the batch.
-const WATCH_EVERY: Duration = Duration::from_millis(500);
+mod csv_rows;
+mod report;
+mod workflow_file;
+
+use csv_rows::read_rows;
+use report::{print_list, show, watch};
+use workflow_file::{load_workflow, render_rows};
 
 /// `atelier run`: what to run.
 #[derive(Args)]
@@ -172,70 +171,6 @@ pub struct SubmitArgs {
     json: bool,
 }
 
-/// A workflow file.
-#[derive(Deserialize)]
-struct WorkflowFile {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    vars: BTreeMap<String, String>,
-    steps: Vec<WorkflowStep>,
-}
-
-/// The workflow of a file (or one tool call) and its variables (file defaults, then --set).
-fn load_workflow(
-    tool: Option<&str>,
-    args: &str,
-    workflow: &WorkflowArgs,
-) -> anyhow::Result<(Workflow, Vars)> {
-    let mut vars = Vars::new();
-    let workflow_value = match (&workflow.workflow, tool) {
-        (Some(path), _) => {
-            let file: WorkflowFile = Figment::from(Toml::file_exact(path))
-                .extract()
-                .with_context(|| {
-                    format!(
-                        "VALIDATION_FAILED: cannot read the workflow {}",
-                        path.display()
-                    )
-                })?;
-            vars.extend(file.vars);
-            Workflow {
-                name: file.name,
-                steps: file.steps,
-            }
-        }
-        (None, Some(tool)) => Workflow::single(
-            tool,
-            serde_json::from_str(args)
-                .with_context(|| format!("VALIDATION_FAILED: --args is not JSON: {args}"))?,
-        ),
-        (None, None) => bail!("VALIDATION_FAILED: name a tool or pass --workflow FILE"),
-    };
-    for set in &workflow.sets {
-        let Some((name, value)) = set.split_once('=') else {
-            bail!("VALIDATION_FAILED: --set {set:?} must be NAME=VALUE");
-        };
-        vars.insert(name.trim().to_string(), value.to_string());
-    }
-    Ok((workflow_value, vars))
-}
-
-/// The workflow's steps rendered once per row (each row's values over `vars`), in row order.
-fn render_rows(workflow: &Workflow, vars: &Vars, rows: &[Vars]) -> anyhow::Result<Workflow> {
-    let mut steps = Vec::new();
-    for row in rows {
-        let mut row_vars = vars.clone();
-        row_vars.extend(row.clone());
-        let rendered = templates::render_workflow(workflow, &row_vars).map_err(client::coded)?;
-        steps.extend(rendered.steps);
-    }
-    Ok(Workflow {
-        name: workflow.name.clone(),
-        steps,
-    })
-}
-
 /// `atelier run`.
 pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
     let (workflow, vars) = load_workflow(args.tool.as_deref(), &args.args, &args.workflow)?;
@@ -280,71 +215,6 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
         println!("{job_id}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The rows of a CSV file with a header, as variables by column name.
-fn read_rows(path: &Path) -> anyhow::Result<Vec<Vars>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("FILE_READ_FAILED: cannot read {}", path.display()))?;
-    // Spreadsheet programs often start a UTF-8 CSV with a byte order mark.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let mut records = parse_csv(text).into_iter();
-    let Some(header) = records.next() else {
-        bail!("VALIDATION_FAILED: {} has no header row", path.display());
-    };
-    let mut rows = Vec::new();
-    for (number, record) in records.enumerate() {
-        if record.len() != header.len() {
-            bail!(
-                "VALIDATION_FAILED: row {} of {} has {} fields; the header has {}",
-                number + 2,
-                path.display(),
-                record.len(),
-                header.len()
-            );
-        }
-        rows.push(header.iter().cloned().zip(record).collect());
-    }
-    if rows.is_empty() {
-        bail!("VALIDATION_FAILED: {} has no rows", path.display());
-    }
-    Ok(rows)
-}
-
-/// Splits CSV text (RFC 4180: quoted fields, doubled quotes, CRLF) into records, skipping
-/// empty lines.
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let mut records = Vec::new();
-    let mut record = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            (true, '"') => quoted = false,
-            (true, c) => field.push(c),
-            (false, '"') if field.is_empty() => quoted = true,
-            (false, ',') => record.push(std::mem::take(&mut field)),
-            (false, '\r') => {}
-            (false, '\n') => {
-                record.push(std::mem::take(&mut field));
-                if record.iter().any(|field| !field.is_empty()) || record.len() > 1 {
-                    records.push(std::mem::take(&mut record));
-                }
-                record.clear();
-            }
-            (false, c) => field.push(c),
-        }
-    }
-    if !field.is_empty() || !record.is_empty() {
-        record.push(field);
-        records.push(record);
-    }
-    records
 }
 
 /// Runs one batch command.
@@ -520,146 +390,9 @@ async fn settle(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Follows the batch until it ends: a progress bar (done/total, rate, ETA) on a terminal.
-async fn watch(client: &Client, id: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let mut view = status(client, id).await?;
-    let bar = if json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(view.counts.total)
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "[{elapsed_precise}] {bar:30} {pos}/{len} {per_sec} ETA {eta} {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    while !view.state.is_terminal() {
-        update_bar(&bar, &view);
-        tokio::time::sleep(WATCH_EVERY).await;
-        view = status(client, id).await?;
-    }
-    update_bar(&bar, &view);
-    bar.finish();
-    show(&view, json)?;
-    Ok(if view.state == BatchState::Succeeded {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
-}
-
-fn update_bar(bar: &ProgressBar, view: &BatchView) {
-    bar.set_length(view.counts.total);
-    bar.set_position(view.counts.done());
-    bar.set_message(format!(
-        "{} ok, {} failed, {} running",
-        view.counts.succeeded, view.counts.failed, view.counts.running
-    ));
-}
-
-fn show(view: &BatchView, json: bool) -> anyhow::Result<()> {
-    if json {
-        return print_json(view);
-    }
-    let counts = &view.counts;
-    println!("batch        {}", view.batch_id);
-    println!("state        {}", view.state);
-    println!("action       {}", view.action);
-    println!(
-        "targets      {} total: {} succeeded, {} failed, {} cancelled, {} running, {} queued",
-        counts.total,
-        counts.succeeded,
-        counts.failed,
-        counts.cancelled,
-        counts.running,
-        counts.queued
-    );
-    let tolerance = view
-        .tolerate_failures
-        .map_or("any".to_string(), |tolerance| tolerance.to_string());
-    println!(
-        "concurrency  {}; failures tolerated: {tolerance}",
-        view.concurrency
-    );
-    if let Some(error) = &view.error {
-        println!("error        {error}");
-    }
-    if !view.failures.is_empty() {
-        println!("failed targets:");
-    }
-    for failure in &view.failures {
-        let file = failure
-            .file
-            .as_deref()
-            .map(|file| format!(" {file}"))
-            .unwrap_or_default();
-        let job = failure.job_id.as_deref().unwrap_or("-");
-        let error = failure
-            .error
-            .as_ref()
-            .map_or(String::new(), ToString::to_string);
-        println!(
-            "  #{} {}{file} (job {job}): {error}",
-            failure.index, failure.workbench
-        );
-    }
-    if counts.failed as usize > view.failures.len() {
-        println!(
-            "  … {} more (`atelier batch status {} --json`)",
-            counts.failed as usize - view.failures.len(),
-            view.batch_id
-        );
-    }
-    Ok(())
-}
-
-fn print_list(views: &[BatchView]) {
-    println!(
-        "{:<34} {:<24} {:>7} {:>9} {:>7}  ACTION",
-        "BATCH", "STATE", "TOTAL", "SUCCEEDED", "FAILED"
-    );
-    for view in views {
-        println!(
-            "{:<34} {:<24} {:>7} {:>9} {:>7}  {}",
-            view.batch_id,
-            view.state,
-            view.counts.total,
-            view.counts.succeeded,
-            view.counts.failed,
-            view.action
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn csv_rows_keep_quoted_commas_quotes_and_newlines() {
-        let text = "name,total\r\n\"ACME, Inc.\",\"12\"\n\"say \"\"hi\"\"\",\"a\nb\"\n\n";
-        let records = parse_csv(text);
-        assert_eq!(
-            records,
-            vec![
-                vec!["name".to_string(), "total".to_string()],
-                vec!["ACME, Inc.".to_string(), "12".to_string()],
-                vec!["say \"hi\"".to_string(), "a\nb".to_string()],
-            ]
-        );
-    }
-
-    #[test]
-    fn a_byte_order_mark_is_not_part_of_the_first_column() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("rows.csv");
-        std::fs::write(&path, "\u{feff}customer,total\nACME,1\n")?;
-        let rows = read_rows(&path)?;
-        assert_eq!(rows[0].get("customer").map(String::as_str), Some("ACME"));
-        assert!(read_rows(&dir.path().join("missing.csv")).is_err());
-        Ok(())
-    }
 
     #[test]
     fn workbench_targets_take_one_glob_and_lists() {
