@@ -11,6 +11,7 @@
 //! - [`nats_jwt`]: an operator-mode trust chain (operator, accounts, user JWTs and `.creds`).
 //! - [`up`]: `atelier up` as the README runs it, with its roles, for user-journey tests.
 
+pub mod docs_runner;
 pub mod nats_jwt;
 pub mod scripted;
 pub mod up;
