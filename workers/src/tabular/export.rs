@@ -2,14 +2,18 @@
 //!
 //! XLSX cells keep their types: numbers are numbers, booleans booleans, dates and timestamps real
 //! Excel dates with a date format, text text, NULL an empty cell. Anything Excel cannot hold
-//! exactly is written as well as it can be and reported in `warnings`.
+//! exactly is written as well as it can be and reported in `warnings`. XLSX reads at most the
+//! characters a cell can hold of each text.
+
+use std::borrow::Cow;
+use std::ops::ControlFlow;
 
 use atelier_messages::{ErrorBody, ErrorCode};
 use duckdb::Connection;
 use rust_xlsxwriter::{Format, Workbook, Worksheet, XlsxError};
 use serde::Serialize;
 
-use super::cells::{Cell, Column, days_of_micros, excel_serial_of_days};
+use super::cells::{Cell, Column, TextRead, days_of_micros, excel_serial_of_days};
 use super::query::{CheckedQuery, scan};
 
 /// The sheet name when the caller gives none.
@@ -20,6 +24,8 @@ const EXCEL_MAX_ROWS: u64 = 1_048_576;
 const EXCEL_MAX_COLUMNS: usize = 16_384;
 /// Excel's longest cell text, in characters.
 const EXCEL_MAX_TEXT: usize = 32_767;
+/// How XLSX exports read text: one character more than a cell holds, to see what is cut.
+pub(crate) const EXCEL_TEXT: TextRead = TextRead::Prefix(EXCEL_MAX_TEXT + 1);
 /// Integers beyond this lose precision as Excel numbers (2^53).
 const EXACT_INTEGER: i64 = 9_007_199_254_740_992;
 /// Excel's serial of 1900-03-01: earlier dates fall into its 1900 leap-year bug.
@@ -137,23 +143,33 @@ fn csv_bytes(
     columns: &[Column],
 ) -> Result<(Vec<u8>, u64), ErrorBody> {
     let mut out = Vec::new();
-    push_csv_record(&mut out, columns.iter().map(|c| Some(c.name.clone())));
+    push_csv_record(
+        &mut out,
+        columns.iter().map(|c| Some(Cow::Borrowed(c.name.as_str()))),
+    );
     let mut rows = 0u64;
-    scan(conn, query, columns, None, |cells| {
-        push_csv_record(&mut out, cells.iter().map(Cell::to_text));
-        rows += 1;
-        Ok(())
-    })?;
+    scan(
+        conn,
+        query,
+        columns,
+        None,
+        TextRead::Whole(u64::MAX),
+        |cells| {
+            push_csv_record(&mut out, cells.iter().map(Cell::to_text));
+            rows += 1;
+            Ok(ControlFlow::Continue(()))
+        },
+    )?;
     Ok((out, rows))
 }
 
 /// One RFC 4180 record: fields quoted when they hold a comma, quote or line break; NULL empty.
-fn push_csv_record(out: &mut Vec<u8>, fields: impl Iterator<Item = Option<String>>) {
+fn push_csv_record<'a>(out: &mut Vec<u8>, fields: impl Iterator<Item = Option<Cow<'a, str>>>) {
     for (index, field) in fields.enumerate() {
         if index > 0 {
             out.push(b',');
         }
-        let field = field.unwrap_or_default();
+        let field = field.as_deref().unwrap_or_default();
         if field.contains([',', '"', '\n', '\r']) {
             out.push(b'"');
             out.extend_from_slice(field.replace('"', "\"\"").as_bytes());
@@ -182,7 +198,9 @@ fn xlsx_bytes(
     check_sheet_size(0, columns.len())?;
     let mut writer = SheetWriter::new(sheet)?;
     writer.header(columns)?;
-    scan(conn, query, columns, None, |cells| writer.row(&cells))?;
+    scan(conn, query, columns, None, EXCEL_TEXT, |cells| {
+        writer.row(&cells).map(|()| ControlFlow::Continue(()))
+    })?;
     let rows = writer.rows;
     warnings.extend(writer.notes.messages());
     let mut workbook = Workbook::new();
@@ -258,9 +276,9 @@ pub(crate) fn excel_value<'a>(cell: &'a Cell, notes: &mut Notes) -> ExcelValue<'
             ExcelValue::Empty
         }
         Cell::Float(f) => ExcelValue::Number(*f),
-        Cell::Text(text) => {
+        Cell::Text(text) | Cell::Cut { prefix: text, .. } => {
             let kept = truncate_chars(text, EXCEL_MAX_TEXT);
-            if kept.len() < text.len() {
+            if kept.len() < text.len() || matches!(cell, Cell::Cut { .. }) {
                 notes.truncated_text += 1;
             }
             ExcelValue::Text(kept.into())
@@ -274,7 +292,12 @@ fn date_value<'a>(cell: &Cell, days: f64, with_time: bool, notes: &mut Notes) ->
     let serial = excel_serial_of_days(days);
     if serial < FIRST_SAFE_SERIAL {
         notes.early_dates += 1;
-        return ExcelValue::Text(cell.to_text().unwrap_or_default().into());
+        return ExcelValue::Text(
+            cell.to_text()
+                .map(Cow::into_owned)
+                .unwrap_or_default()
+                .into(),
+        );
     }
     ExcelValue::Date { serial, with_time }
 }
@@ -402,7 +425,7 @@ mod tests {
     #[test]
     fn csv_records_quote_only_when_needed() {
         let mut out = Vec::new();
-        let fields = ["plain", "a,b", "say \"hi\"", "two\nlines"].map(|s| Some(s.to_string()));
+        let fields = ["plain", "a,b", "say \"hi\"", "two\nlines"].map(|s| Some(Cow::Borrowed(s)));
         push_csv_record(&mut out, fields.into_iter().chain([None]));
         assert_eq!(
             String::from_utf8(out).unwrap(),

@@ -6,8 +6,11 @@ use duckdb::Connection;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::cells::{Cell, Column, ColumnType, quote_ident};
-use super::query::{CheckedQuery, Window, count, describe as describe_query, query_failed, scan};
+use super::cells::{Cell, Column, ColumnType, MAX_CELL_BYTES, quote_ident};
+use super::query::{
+    CheckedQuery, JsonRows, MAX_WINDOW_BYTES, WINDOW_TEXT, Window, count,
+    describe as describe_query, query_failed, scan,
+};
 
 /// Most common values listed per text column.
 const MOST_COMMON: usize = 5;
@@ -189,17 +192,20 @@ fn stat_expressions(column: &Column) -> Vec<(&'static str, String)> {
     }
 }
 
-/// The most frequent values of a column, most frequent first (ties by value).
+/// The most frequent values of a column, most frequent first (ties by value); values over
+/// [`MAX_CELL_BYTES`] are cut as in query windows.
 fn most_common(conn: &Connection, column: &Column) -> Result<Value, ErrorBody> {
     let c = quote_ident(&column.name);
     let sql = format!(
-        "SELECT CAST({c} AS VARCHAR) AS value, count(*) AS n FROM data WHERE {c} IS NOT NULL \
-         GROUP BY 1 ORDER BY n DESC, value LIMIT {MOST_COMMON}"
+        "SELECT left(value, {MAX_CELL_BYTES}), strlen(value), n FROM (\
+         SELECT CAST({c} AS VARCHAR) AS value, count(*) AS n FROM data WHERE {c} IS NOT NULL \
+         GROUP BY 1 ORDER BY n DESC, value LIMIT {MOST_COMMON}) ORDER BY n DESC, value"
     );
     let mut statement = conn.prepare(&sql).map_err(query_failed)?;
     let rows = statement
         .query_map([], |row| {
-            Ok(json!({"value": row.get::<_, String>(0)?, "count": row.get::<_, i64>(1)?}))
+            let value = Cell::from_text(row.get_ref(0)?, row.get_ref(1)?);
+            Ok(json!({"value": value.to_json(), "count": row.get::<_, i64>(2)?}))
         })
         .map_err(query_failed)?;
     rows.collect::<Result<Vec<_>, _>>()
@@ -263,22 +269,31 @@ pub(crate) fn read_rows(
         rows: count_wanted,
         offset: start.saturating_sub(1),
     };
-    let mut rows = Vec::new();
-    scan(conn, &whole, &columns, Some(window), |cells| {
-        rows.push(cells.iter().map(Cell::to_json).collect());
-        Ok(())
+    let mut json = JsonRows::default();
+    scan(conn, &whole, &columns, Some(window), WINDOW_TEXT, |cells| {
+        let row_number = window.offset + json.rows.len() as u64 + 1;
+        json.push(&cells, &columns, row_number)
     })?;
-    let returned = rows.len() as u64;
+    let returned = json.rows.len() as u64;
     let mut warnings = Vec::new();
     if returned == 0 && total_rows > 0 {
         warnings.push(format!(
             "row_start {start} is past the last row ({total_rows}); nothing was read"
         ));
     }
+    if json.full {
+        warnings.push(format!(
+            "stopped at {returned} rows to stay under {} KiB; read on with row_start {} or \
+             select fewer columns",
+            MAX_WINDOW_BYTES / 1024,
+            window.offset + returned + 1
+        ));
+    }
+    warnings.extend(json.cut_warning(&columns));
     Ok(RowsRead {
         columns: columns.iter().map(|c| c.name.clone()).collect(),
         column_types: columns.iter().map(|c| c.kind).collect(),
-        rows,
+        rows: json.rows,
         row_start: start,
         row_count: returned,
         total_rows,

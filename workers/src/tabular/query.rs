@@ -9,7 +9,12 @@
 //! 3. Every statement runs under a watchdog that interrupts it after the query timeout.
 //!
 //! The user's query always runs as a subquery: `SELECT … FROM (<q>) AS q LIMIT ? OFFSET ?`.
+//! The outer select list reads text columns in bounded parts (see [`TextRead`]), and a window's
+//! rows are turned into JSON cell by cell under [`MAX_WINDOW_BYTES`] ([`JsonRows`]), so neither
+//! a huge value nor a long result makes a call's memory grow with it.
 
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
@@ -19,7 +24,7 @@ use duckdb::Connection;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::cells::{Cell, Column, ColumnType};
+use super::cells::{Cell, Column, ColumnType, MAX_CELL_BYTES, TextRead};
 
 /// Rows per window when the caller does not say.
 pub(crate) const DEFAULT_WINDOW_ROWS: u64 = 100;
@@ -28,6 +33,8 @@ pub(crate) const MAX_WINDOW_ROWS: u64 = 10_000;
 /// The most bytes of rows (as JSON) one window returns, whatever its row count: a window of
 /// wide rows stops early, with `has_more` and a warning saying how to read on.
 pub(crate) const MAX_WINDOW_BYTES: usize = 512 * 1024;
+/// How window rows read text: enough characters for [`MAX_CELL_BYTES`] of it.
+pub(crate) const WINDOW_TEXT: TextRead = TextRead::Prefix(MAX_CELL_BYTES);
 
 /// A checked query: exactly one `SELECT`, trailing `;` removed.
 #[derive(Debug, Clone)]
@@ -66,7 +73,8 @@ pub(crate) struct QueryWindow {
     pub(crate) window_offset: u64,
     pub(crate) has_more: bool,
     pub(crate) query_elapsed_ms: u64,
-    /// Set when the window stopped early at [`MAX_WINDOW_BYTES`].
+    /// Set when the window stopped early at [`MAX_WINDOW_BYTES`] or text was cut at
+    /// [`MAX_CELL_BYTES`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) warning: Option<String>,
 }
@@ -175,15 +183,17 @@ pub(crate) fn count(conn: &Connection, query: &CheckedQuery) -> Result<u64, Erro
     Ok(u64::try_from(total).unwrap_or(0))
 }
 
-/// Feeds each row of the query (optionally windowed) to `sink`, in result order.
+/// Feeds each row of the query (optionally windowed) to `sink`, in result order, until `sink`
+/// breaks. Text columns are read as `text` says.
 pub(crate) fn scan(
     conn: &Connection,
     query: &CheckedQuery,
     columns: &[Column],
     window: Option<Window>,
-    mut sink: impl FnMut(Vec<Cell>) -> Result<(), ErrorBody>,
+    text: TextRead,
+    mut sink: impl FnMut(Vec<Cell>) -> Result<ControlFlow<()>, ErrorBody>,
 ) -> Result<(), ErrorBody> {
-    let select: Vec<String> = columns.iter().map(Column::projection).collect();
+    let select: Vec<String> = columns.iter().flat_map(|c| c.read_items(text)).collect();
     let mut sql = format!("SELECT {} FROM {}", select.join(", "), subquery(query));
     if let Some(window) = window {
         // Literal numbers, not parameters: DuckDB plans a literal LIMIT as a top-N.
@@ -196,13 +206,118 @@ pub(crate) fn scan(
     let mut statement = conn.prepare(&sql).map_err(query_failed)?;
     let mut rows = statement.query([]).map_err(query_failed)?;
     while let Some(row) = rows.next().map_err(query_failed)? {
-        let cells = (0..columns.len())
-            .map(|index| row.get_ref(index).map(Cell::from_value))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(query_failed)?;
-        sink(cells)?;
+        let mut cells = Vec::with_capacity(columns.len());
+        let mut item = 0;
+        for column in columns {
+            let cell = if column.is_text() {
+                let part = row.get_ref(item).map_err(query_failed)?;
+                let size = row.get_ref(item + 1).map_err(query_failed)?;
+                item += 2;
+                Cell::from_text(part, size)
+            } else {
+                item += 1;
+                Cell::from_value(row.get_ref(item - 1).map_err(query_failed)?)
+            };
+            cells.push(cell);
+        }
+        if sink(cells)?.is_break() {
+            break;
+        }
     }
     Ok(())
+}
+
+/// Rows turned into JSON for the model under [`MAX_WINDOW_BYTES`]: cell by cell, stopping at
+/// the first cell that would pass the budget, so no more is converted than is returned.
+#[derive(Debug, Default)]
+pub(crate) struct JsonRows {
+    pub(crate) rows: Vec<Vec<Value>>,
+    /// The JSON size of `rows` (brackets and commas included).
+    bytes: usize,
+    /// Whether a row was left out because it did not fit.
+    pub(crate) full: bool,
+    /// Cut text values ([`Cell::is_cut`]) per column index.
+    cut: BTreeMap<usize, u64>,
+}
+
+impl JsonRows {
+    /// Adds a row if it fits; else marks the rows full and breaks. A first row that does not fit
+    /// alone is `RESULT_TOO_LARGE` (`row_number` names it).
+    pub(crate) fn push(
+        &mut self,
+        cells: &[Cell],
+        columns: &[Column],
+        row_number: u64,
+    ) -> Result<ControlFlow<()>, ErrorBody> {
+        // `[` + `]` of the rows, a comma before any but the first row, the row's own brackets
+        // and the commas between its cells.
+        let mut size = usize::from(!self.rows.is_empty()) + 2 + cells.len().saturating_sub(1);
+        let mut row = Vec::with_capacity(cells.len());
+        for cell in cells {
+            let value = cell.to_json();
+            size += json_len(&value);
+            if 2 + self.bytes + size > MAX_WINDOW_BYTES {
+                if self.rows.is_empty() {
+                    return Err(row_too_large(row_number, columns.len()));
+                }
+                self.full = true;
+                return Ok(ControlFlow::Break(()));
+            }
+            row.push(value);
+        }
+        for (index, _) in cells.iter().enumerate().filter(|(_, c)| c.is_cut()) {
+            *self.cut.entry(index).or_default() += 1;
+        }
+        self.bytes += size;
+        self.rows.push(row);
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// The warning about cut text values, naming their columns; `None` when none was cut.
+    pub(crate) fn cut_warning(&self, columns: &[Column]) -> Option<String> {
+        let count: u64 = self.cut.values().sum();
+        let names: Vec<String> = self
+            .cut
+            .keys()
+            .filter_map(|&index| columns.get(index))
+            .map(|column| format!("{:?}", column.name))
+            .collect();
+        let first = names.first()?;
+        Some(format!(
+            "{count} text value(s) longer than {MAX_CELL_BYTES} bytes were cut to their first \
+             {MAX_CELL_BYTES} bytes, ending in \"…[truncated: <whole size> bytes]\" (column(s) {}); \
+             read a long value in pieces with substr({first}, start, length) (in characters) or \
+             measure it with octet_length",
+            names.join(", ")
+        ))
+    }
+}
+
+/// The size of `value` as compact JSON, without building the text.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_or(0, |()| count.0)
+}
+
+fn row_too_large(row_number: u64, columns: usize) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ResultTooLarge,
+        format!(
+            "row {row_number} alone is more than a window's {} KiB as JSON, even with text cut at \
+             {MAX_CELL_BYTES} bytes a value ({columns} columns); select fewer columns",
+            MAX_WINDOW_BYTES / 1024
+        ),
+    )
 }
 
 fn to_i64(value: u64) -> i64 {
@@ -222,53 +337,57 @@ pub(crate) fn run_window(
     let started = Instant::now();
     let checked = check(conn, query)?;
     let columns = describe(conn, &checked)?;
-    let mut rows: Vec<Vec<Value>> = Vec::new();
-    let mut bytes = 0;
-    let mut byte_limited = false;
+    let mut json = JsonRows::default();
+    let mut longer = false;
     let probe = Window {
         rows: window.rows.saturating_add(1),
         offset: window.offset,
     };
-    scan(conn, &checked, &columns, Some(probe), |cells| {
-        if byte_limited {
-            return Ok(());
-        }
-        let row: Vec<Value> = cells.iter().map(Cell::to_json).collect();
-        let size = serde_json::to_vec(&row).map_or(0, |json| json.len());
-        if bytes + size > MAX_WINDOW_BYTES && !rows.is_empty() {
-            byte_limited = true;
-            return Ok(());
-        }
-        bytes += size;
-        rows.push(row);
-        Ok(())
-    })?;
-    let more = byte_limited || rows.len() as u64 > window.rows;
-    rows.truncate(usize::try_from(window.rows).unwrap_or(usize::MAX));
-    let returned = rows.len() as u64;
+    scan(
+        conn,
+        &checked,
+        &columns,
+        Some(probe),
+        WINDOW_TEXT,
+        |cells| {
+            if json.rows.len() as u64 == window.rows {
+                longer = true;
+                return Ok(ControlFlow::Break(()));
+            }
+            let row_number = window.offset + json.rows.len() as u64 + 1;
+            json.push(&cells, &columns, row_number)
+        },
+    )?;
+    let more = json.full || longer;
+    let returned = json.rows.len() as u64;
     let total = if more || (returned == 0 && window.offset > 0) {
         count(conn, &checked)?
     } else {
         window.offset + returned
     };
+    let stopped = json.full.then(|| {
+        format!(
+            "the window stopped at {returned} rows to stay under {} KiB; read on with \
+             window_offset {} or select fewer columns",
+            MAX_WINDOW_BYTES / 1024,
+            window.offset + returned
+        )
+    });
+    let warnings: Vec<String> = stopped
+        .into_iter()
+        .chain(json.cut_warning(&columns))
+        .collect();
     Ok(QueryWindow {
         columns: columns.iter().map(|c| c.name.clone()).collect(),
         column_types: columns.iter().map(|c| c.kind).collect(),
-        rows,
+        rows: json.rows,
         row_count: returned,
         total_row_count: total,
         window_rows: window.rows,
         window_offset: window.offset,
         has_more: more,
         query_elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        warning: byte_limited.then(|| {
-            format!(
-                "the window stopped at {returned} rows to stay under {} KiB; read on with \
-                 window_offset {} or select fewer columns",
-                MAX_WINDOW_BYTES / 1024,
-                window.offset + returned
-            )
-        }),
+        warning: (!warnings.is_empty()).then(|| warnings.join("; ")),
     })
 }
 

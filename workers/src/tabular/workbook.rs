@@ -13,12 +13,14 @@
 //! - `append_rows`: rows go below the sheet's last used row, from its first used column;
 //! - `write_range`: the result overwrites the rectangle at `start_cell`; cells outside it stay.
 
+use std::ops::ControlFlow;
+
 use atelier_messages::{ErrorBody, ErrorCode};
 use duckdb::Connection;
 use serde::Serialize;
 
 use super::cells::{Cell, Column};
-use super::export::{ExcelValue, Notes, check_sheet_size, excel_value};
+use super::export::{EXCEL_TEXT, ExcelValue, Notes, check_sheet_size, excel_value};
 use super::query::{CheckedQuery, scan};
 pub(crate) use crate::office::CellRef;
 use crate::office::{CellValue, XlsxEditor, blank_workbook, validate_sheet_name};
@@ -69,7 +71,8 @@ pub(crate) struct UpdateRequest<'a> {
     pub(crate) include_header: Option<bool>,
 }
 
-/// A whole query result, read before the workbook is touched.
+/// A whole query result, read before the workbook is touched (at most the characters a cell
+/// holds of each text).
 #[derive(Debug)]
 pub(crate) struct Grid {
     header: Vec<String>,
@@ -84,10 +87,10 @@ impl Grid {
     ) -> Result<Self, ErrorBody> {
         check_sheet_size(0, columns.len())?;
         let mut rows = Vec::new();
-        scan(conn, query, columns, None, |cells| {
+        scan(conn, query, columns, None, EXCEL_TEXT, |cells| {
             check_sheet_size(rows.len() as u64 + 1, cells.len())?;
             rows.push(cells);
-            Ok(())
+            Ok(ControlFlow::Continue(()))
         })?;
         Ok(Self {
             header: columns.iter().map(|c| c.name.clone()).collect(),
