@@ -2,8 +2,13 @@
 //!
 //! XLSX cells keep their types: numbers are numbers, booleans booleans, dates and timestamps real
 //! Excel dates with a date format, text text, NULL an empty cell. Anything Excel cannot hold
-//! exactly is written as well as it can be and reported in `warnings`. XLSX reads at most the
-//! characters a cell can hold of each text.
+//! exactly is written as well as it can be and reported in `warnings`.
+//!
+//! An export holds at most the worker's export limit ([`super::Limits::export_bytes`]), checked
+//! row by row while it is written: CSV counts its bytes, XLSX its cells' content
+//! ([`excel_cost`]). Past the limit the call is `RESULT_TOO_LARGE` and nothing is written. A CSV
+//! value larger than the whole limit never leaves DuckDB (only its size does); XLSX reads at
+//! most the characters a cell can hold.
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;
@@ -26,6 +31,8 @@ const EXCEL_MAX_COLUMNS: usize = 16_384;
 const EXCEL_MAX_TEXT: usize = 32_767;
 /// How XLSX exports read text: one character more than a cell holds, to see what is cut.
 pub(crate) const EXCEL_TEXT: TextRead = TextRead::Prefix(EXCEL_MAX_TEXT + 1);
+/// What a non-empty cell counts towards the export limit besides its text (its XML markup).
+const EXCEL_CELL_BYTES: u64 = 48;
 /// Integers beyond this lose precision as Excel numbers (2^53).
 const EXACT_INTEGER: i64 = 9_007_199_254_740_992;
 /// Excel's serial of 1900-03-01: earlier dates fall into its 1900 leap-year bug.
@@ -93,15 +100,53 @@ pub(crate) struct Exported {
     pub(crate) summary: ExportSummary,
 }
 
+/// What an export is to write and how much it may hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ExportTarget<'a> {
+    pub(crate) format: ExportFormat,
+    pub(crate) sheet: Option<&'a str>,
+    pub(crate) target_path: &'a str,
+    /// The export limit in bytes (see the module docs).
+    pub(crate) max_bytes: u64,
+}
+
+/// `RESULT_TOO_LARGE`: the export passed its limit at `row` (1-based; 0 is the header).
+pub(crate) fn over_limit(row: u64, max_bytes: u64) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ResultTooLarge,
+        format!(
+            "the export passed the worker's export limit of {} at row {row}; nothing was \
+             written. Filter or aggregate the rows, select fewer columns, or export in parts \
+             (ORDER BY with LIMIT and OFFSET)",
+            describe_bytes(max_bytes)
+        ),
+    )
+}
+
+/// `1 GiB`, `256 MiB`, or a plain byte count.
+pub(crate) fn describe_bytes(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    match bytes {
+        0 => "0 bytes".to_string(),
+        b if b % (1024 * MIB) == 0 => format!("{} GiB ({bytes} bytes)", b / (1024 * MIB)),
+        b if b % MIB == 0 => format!("{} MiB ({bytes} bytes)", b / MIB),
+        b => format!("{b} bytes"),
+    }
+}
+
 /// Exports a checked query's full result.
 pub(crate) fn export(
     conn: &Connection,
     query: &CheckedQuery,
     columns: &[Column],
-    format: ExportFormat,
-    sheet: Option<&str>,
-    target_path: &str,
+    target: ExportTarget<'_>,
 ) -> Result<Exported, ErrorBody> {
+    let ExportTarget {
+        format,
+        sheet,
+        target_path,
+        max_bytes,
+    } = target;
     let mut warnings = Vec::new();
     if !query.ordered {
         warnings.push(
@@ -115,12 +160,13 @@ pub(crate) fn export(
             if sheet.is_some() {
                 warnings.push("`sheet` applies to xlsx only and was ignored".to_string());
             }
-            let (content, rows) = csv_bytes(conn, query, columns)?;
+            let (content, rows) = csv_bytes(conn, query, columns, max_bytes)?;
             (content, rows, None)
         }
         ExportFormat::Xlsx => {
             let sheet = sheet.unwrap_or(DEFAULT_SHEET);
-            let (content, rows) = xlsx_bytes(conn, query, columns, sheet, &mut warnings)?;
+            let (content, rows) =
+                xlsx_bytes(conn, query, columns, sheet, max_bytes, &mut warnings)?;
             (content, rows, Some(sheet.to_string()))
         }
     };
@@ -141,44 +187,93 @@ fn csv_bytes(
     conn: &Connection,
     query: &CheckedQuery,
     columns: &[Column],
+    max_bytes: u64,
 ) -> Result<(Vec<u8>, u64), ErrorBody> {
     let mut out = Vec::new();
-    push_csv_record(
-        &mut out,
-        columns.iter().map(|c| Some(Cow::Borrowed(c.name.as_str()))),
-    );
+    let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+    let header = columns.iter().map(|c| Some(Cow::Borrowed(c.name.as_str())));
+    if !push_csv_record(&mut out, header, limit) {
+        return Err(over_limit(0, max_bytes));
+    }
     let mut rows = 0u64;
     scan(
         conn,
         query,
         columns,
         None,
-        TextRead::Whole(u64::MAX),
+        TextRead::Whole(max_bytes),
         |cells| {
-            push_csv_record(&mut out, cells.iter().map(Cell::to_text));
             rows += 1;
-            Ok(ControlFlow::Continue(()))
+            if let Some((column, Cell::Cut { bytes, .. })) = columns
+                .iter()
+                .zip(&cells)
+                .find(|(_, cell)| matches!(cell, Cell::Cut { .. }))
+            {
+                return Err(value_over_limit(rows, &column.name, *bytes, max_bytes));
+            }
+            match push_csv_record(&mut out, cells.iter().map(Cell::to_text), limit) {
+                true => Ok(ControlFlow::Continue(())),
+                false => Err(over_limit(rows, max_bytes)),
+            }
         },
     )?;
     Ok((out, rows))
 }
 
-/// One RFC 4180 record: fields quoted when they hold a comma, quote or line break; NULL empty.
-fn push_csv_record<'a>(out: &mut Vec<u8>, fields: impl Iterator<Item = Option<Cow<'a, str>>>) {
-    for (index, field) in fields.enumerate() {
+/// `RESULT_TOO_LARGE`: one value is larger than a whole export may be.
+fn value_over_limit(row: u64, column: &str, bytes: u64, max_bytes: u64) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ResultTooLarge,
+        format!(
+            "row {row}, column {column:?} holds {bytes} bytes, more than the worker's export \
+             limit of {}; nothing was written. Leave it out or shorten it (e.g. left({column:?}, n))",
+            describe_bytes(max_bytes)
+        ),
+    )
+}
+
+/// Appends one RFC 4180 record — fields quoted when they hold a comma, quote or line break;
+/// NULL empty — unless it would take `out` past `limit` bytes: then nothing is appended and
+/// the answer is false.
+fn push_csv_record<'a>(
+    out: &mut Vec<u8>,
+    fields: impl Iterator<Item = Option<Cow<'a, str>>>,
+    limit: usize,
+) -> bool {
+    let fields: Vec<Option<Cow<'a, str>>> = fields.collect();
+    let quoted = |field: &str| field.contains([',', '"', '\n', '\r']);
+    let size: usize = fields
+        .iter()
+        .map(|field| match field.as_deref() {
+            Some(f) if quoted(f) => f.len() + f.matches('"').count() + 2,
+            Some(f) => f.len(),
+            None => 0,
+        })
+        .sum::<usize>()
+        + fields.len().max(1);
+    if out.len().saturating_add(size) > limit {
+        return false;
+    }
+    for (index, field) in fields.iter().enumerate() {
         if index > 0 {
             out.push(b',');
         }
         let field = field.as_deref().unwrap_or_default();
-        if field.contains([',', '"', '\n', '\r']) {
+        if quoted(field) {
             out.push(b'"');
-            out.extend_from_slice(field.replace('"', "\"\"").as_bytes());
+            for (n, piece) in field.split('"').enumerate() {
+                if n > 0 {
+                    out.extend_from_slice(b"\"\"");
+                }
+                out.extend_from_slice(piece.as_bytes());
+            }
             out.push(b'"');
         } else {
             out.extend_from_slice(field.as_bytes());
         }
     }
     out.push(b'\n');
+    true
 }
 
 fn xlsx_failed(e: XlsxError) -> ErrorBody {
@@ -193,12 +288,18 @@ fn xlsx_bytes(
     query: &CheckedQuery,
     columns: &[Column],
     sheet: &str,
+    max_bytes: u64,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<u8>, u64), ErrorBody> {
     check_sheet_size(0, columns.len())?;
     let mut writer = SheetWriter::new(sheet)?;
     writer.header(columns)?;
+    let mut cost = header_cost(columns);
     scan(conn, query, columns, None, EXCEL_TEXT, |cells| {
+        cost += cells.iter().map(excel_cost).sum::<u64>();
+        if cost > max_bytes {
+            return Err(over_limit(writer.rows + 1, max_bytes));
+        }
         writer.row(&cells).map(|()| ControlFlow::Continue(()))
     })?;
     let rows = writer.rows;
@@ -206,7 +307,30 @@ fn xlsx_bytes(
     let mut workbook = Workbook::new();
     workbook.push_worksheet(writer.worksheet);
     let content = workbook.save_to_buffer().map_err(xlsx_failed)?;
+    if content.len() as u64 > max_bytes {
+        return Err(over_limit(rows, max_bytes));
+    }
     Ok((content, rows))
+}
+
+/// What a sheet's header row counts towards the export limit.
+pub(crate) fn header_cost(columns: &[Column]) -> u64 {
+    columns
+        .iter()
+        .map(|c| EXCEL_CELL_BYTES + c.name.len() as u64)
+        .sum()
+}
+
+/// What a cell counts towards the export limit: the text it will hold (at most a cell's
+/// characters) plus [`EXCEL_CELL_BYTES`]; an empty cell nothing.
+pub(crate) fn excel_cost(cell: &Cell) -> u64 {
+    match cell {
+        Cell::Null => 0,
+        Cell::Text(text) | Cell::Cut { prefix: text, .. } => {
+            EXCEL_CELL_BYTES + truncate_chars(text, EXCEL_MAX_TEXT).len() as u64
+        }
+        _ => EXCEL_CELL_BYTES,
+    }
 }
 
 /// Counts of values Excel could not hold exactly.
@@ -426,11 +550,29 @@ mod tests {
     fn csv_records_quote_only_when_needed() {
         let mut out = Vec::new();
         let fields = ["plain", "a,b", "say \"hi\"", "two\nlines"].map(|s| Some(Cow::Borrowed(s)));
-        push_csv_record(&mut out, fields.into_iter().chain([None]));
+        assert!(push_csv_record(
+            &mut out,
+            fields.into_iter().chain([None]),
+            usize::MAX
+        ));
+        let expected = "plain,\"a,b\",\"say \"\"hi\"\"\",\"two\nlines\",\n";
+        assert_eq!(String::from_utf8(out.clone()).unwrap(), expected);
+        // A record that would pass the limit is not appended; one that just fits is.
+        let record = || ["a\"b", "c"].map(|s| Some(Cow::Borrowed(s))).into_iter();
+        assert!(!push_csv_record(&mut out, record(), expected.len() + 8));
+        assert_eq!(out.len(), expected.len());
+        assert!(push_csv_record(&mut out, record(), expected.len() + 9));
+        assert!(String::from_utf8(out).unwrap().ends_with("\"a\"\"b\",c\n"));
+    }
+
+    #[test]
+    fn limits_read_as_units() {
         assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "plain,\"a,b\",\"say \"\"hi\"\"\",\"two\nlines\",\n"
+            describe_bytes(256 * 1024 * 1024),
+            "256 MiB (268435456 bytes)"
         );
+        assert_eq!(describe_bytes(1 << 30), "1 GiB (1073741824 bytes)");
+        assert_eq!(describe_bytes(1000), "1000 bytes");
     }
 
     #[test]

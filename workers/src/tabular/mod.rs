@@ -25,6 +25,7 @@ use std::time::Duration;
 use atelier_messages::{ErrorBody, ErrorCode};
 use duckdb::{AccessMode, Config, Connection};
 
+use export::ExportTarget;
 pub(crate) use export::{ExportFormat, Exported};
 pub(crate) use map::TableMap;
 pub(crate) use profile::{Description, RowsRead, Stats};
@@ -42,6 +43,9 @@ const INGEST_TIMEOUT: Duration = Duration::from_secs(600);
 const QUERY_MEMORY: &str = "2GB";
 /// Default: DuckDB threads per cached database.
 const QUERY_THREADS: i64 = 2;
+/// Default: the most bytes one `table_export` or `table_update_from_export` may write (see
+/// [`export`]); the file is built in the worker's memory before it goes to the draft.
+const EXPORT_BYTES: u64 = 256 * 1024 * 1024;
 /// Databases kept open; older ones are closed (their files stay cached on disk).
 const OPEN_DATABASES: usize = 16;
 
@@ -50,6 +54,7 @@ const ENV_TIMEOUT_MS: &str = "ATELIER_TABULAR_QUERY_TIMEOUT_MS";
 const ENV_INGEST_TIMEOUT_MS: &str = "ATELIER_TABULAR_INGEST_TIMEOUT_MS";
 const ENV_MEMORY: &str = "ATELIER_TABULAR_MEMORY_LIMIT";
 const ENV_THREADS: &str = "ATELIER_TABULAR_THREADS";
+const ENV_EXPORT_BYTES: &str = "ATELIER_TABULAR_EXPORT_MAX_BYTES";
 
 /// Resource limits of the query connections and of loading a CSV.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +65,8 @@ pub(crate) struct Limits {
     /// A DuckDB memory size, e.g. `2GB` or `512MB`.
     pub(crate) memory: String,
     pub(crate) threads: i64,
+    /// The most bytes an export may write (CSV bytes; XLSX cell content, see [`export`]).
+    pub(crate) export_bytes: u64,
 }
 
 impl Default for Limits {
@@ -69,14 +76,15 @@ impl Default for Limits {
             ingest_timeout: INGEST_TIMEOUT,
             memory: QUERY_MEMORY.to_string(),
             threads: QUERY_THREADS,
+            export_bytes: EXPORT_BYTES,
         }
     }
 }
 
 impl Limits {
     /// The defaults, overridden by `ATELIER_TABULAR_QUERY_TIMEOUT_MS`,
-    /// `ATELIER_TABULAR_INGEST_TIMEOUT_MS`, `ATELIER_TABULAR_MEMORY_LIMIT` and
-    /// `ATELIER_TABULAR_THREADS` when set and valid.
+    /// `ATELIER_TABULAR_INGEST_TIMEOUT_MS`, `ATELIER_TABULAR_MEMORY_LIMIT`,
+    /// `ATELIER_TABULAR_THREADS` and `ATELIER_TABULAR_EXPORT_MAX_BYTES` when set and valid.
     pub(crate) fn from_env() -> Self {
         let mut limits = Self::default();
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
@@ -92,6 +100,9 @@ impl Limits {
         }
         if let Some(threads) = var(ENV_THREADS).and_then(|v| v.trim().parse::<i64>().ok()) {
             limits.threads = threads.max(1);
+        }
+        if let Some(bytes) = var(ENV_EXPORT_BYTES).and_then(|v| v.trim().parse::<u64>().ok()) {
+            limits.export_bytes = bytes.max(1);
         }
         limits
     }
@@ -190,14 +201,13 @@ impl TabularEngine {
         self.guarded(&conn, || {
             let checked = checked_or_whole(&conn, request.query)?;
             let columns = query::describe(&conn, &checked)?;
-            export::export(
-                &conn,
-                &checked,
-                &columns,
-                request.format,
-                request.sheet,
-                request.target_path,
-            )
+            let target = ExportTarget {
+                format: request.format,
+                sheet: request.sheet,
+                target_path: request.target_path,
+                max_bytes: self.limits.export_bytes,
+            };
+            export::export(&conn, &checked, &columns, target)
         })
     }
 
@@ -213,7 +223,8 @@ impl TabularEngine {
         self.guarded(&conn, || {
             let checked = checked_or_whole(&conn, request.query)?;
             let columns = query::describe(&conn, &checked)?;
-            let grid = workbook::Grid::collect(&conn, &checked, &columns)?;
+            let grid =
+                workbook::Grid::collect(&conn, &checked, &columns, self.limits.export_bytes)?;
             workbook::update(request, existing, grid)
         })
     }

@@ -20,7 +20,10 @@ use duckdb::Connection;
 use serde::Serialize;
 
 use super::cells::{Cell, Column};
-use super::export::{EXCEL_TEXT, ExcelValue, Notes, check_sheet_size, excel_value};
+use super::export::{
+    EXCEL_TEXT, ExcelValue, Notes, check_sheet_size, excel_cost, excel_value, header_cost,
+    over_limit,
+};
 use super::query::{CheckedQuery, scan};
 pub(crate) use crate::office::CellRef;
 use crate::office::{CellValue, XlsxEditor, blank_workbook, validate_sheet_name};
@@ -71,8 +74,8 @@ pub(crate) struct UpdateRequest<'a> {
     pub(crate) include_header: Option<bool>,
 }
 
-/// A whole query result, read before the workbook is touched (at most the characters a cell
-/// holds of each text).
+/// A whole query result, read before the workbook is touched: at most the characters a cell
+/// holds of each text, and at most the export limit in all (see [`super::export`]).
 #[derive(Debug)]
 pub(crate) struct Grid {
     header: Vec<String>,
@@ -84,11 +87,17 @@ impl Grid {
         conn: &Connection,
         query: &CheckedQuery,
         columns: &[Column],
+        max_bytes: u64,
     ) -> Result<Self, ErrorBody> {
         check_sheet_size(0, columns.len())?;
         let mut rows = Vec::new();
+        let mut cost = header_cost(columns);
         scan(conn, query, columns, None, EXCEL_TEXT, |cells| {
             check_sheet_size(rows.len() as u64 + 1, cells.len())?;
+            cost += cells.iter().map(excel_cost).sum::<u64>();
+            if cost > max_bytes {
+                return Err(over_limit(rows.len() as u64 + 1, max_bytes));
+            }
             rows.push(cells);
             Ok(ControlFlow::Continue(()))
         })?;
