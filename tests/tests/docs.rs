@@ -9,6 +9,7 @@
 //! did not (`--nocapture`).
 #![allow(clippy::print_stderr)]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -240,4 +241,83 @@ fn a_failing_block_is_named_and_nothing_it_started_survives() -> anyhow::Result<
         "the background sleep outlived its block: {state}"
     );
     Ok(())
+}
+
+/// Per user: the subjects it may publish to, those it may subscribe to, and its reply allowance
+/// (`max expires`).
+type Rights = BTreeMap<String, (BTreeSet<String>, BTreeSet<String>, Option<String>)>;
+
+/// docs/operations.md's `nsc` users, a block that needs an operator-mode cluster to run, carry
+/// exactly the rights of its `accounts` example (which is the code's roles, checked elsewhere).
+#[test]
+fn the_nsc_users_of_operations_md_have_the_rights_of_its_accounts_example() -> anyhow::Result<()> {
+    let guide = std::fs::read_to_string(repo().join("docs/operations.md"))?;
+    let block = |fence: &str, holding: &str| {
+        guide
+            .split(fence)
+            .skip(1)
+            .filter_map(|rest| rest.split("```").next())
+            .find(|block| block.contains(holding))
+            .map(str::to_string)
+            .with_context(|| format!("docs/operations.md has no {fence} block with {holding}"))
+    };
+    let accounts = accounts_rights(&block("```conf\n", "accounts {")?);
+    let nsc = nsc_rights(&block("```sh no-run\n", "nsc add user")?);
+    assert_eq!(accounts.len(), 3, "{accounts:?}");
+    assert_eq!(nsc, accounts);
+    Ok(())
+}
+
+/// The text between `start` and the next `end` after it, for every occurrence of `start`.
+fn all_between<'a>(text: &'a str, start: &str, end: &str) -> Vec<&'a str> {
+    text.split(start)
+        .skip(1)
+        .filter_map(|rest| rest.split(end).next())
+        .collect()
+}
+
+fn subjects(list: &str) -> BTreeSet<String> {
+    list.split(',')
+        .map(|subject| subject.trim().trim_matches('"').replace("\\$", "$"))
+        .filter(|subject| !subject.is_empty())
+        .collect()
+}
+
+/// The users of the `accounts { … }` example, one per line.
+fn accounts_rights(block: &str) -> Rights {
+    let mut rights = Rights::new();
+    for line in block.lines().filter(|line| line.contains("{ user: \"")) {
+        let name = all_between(line, "user: \"", "\"").concat();
+        let publish = all_between(line, "publish: { allow: [", "]").concat();
+        let subscribe = all_between(line, "subscribe: { allow: [", "]").concat();
+        let responses = all_between(line, "allow_responses: { max: ", ",")
+            .first()
+            .map(|max| format!("{max} {}", all_between(line, "expires: \"", "\"").concat()));
+        rights.insert(name, (subjects(&publish), subjects(&subscribe), responses));
+    }
+    rights
+}
+
+/// The users of the `nsc add user` commands (continuation lines joined).
+fn nsc_rights(block: &str) -> Rights {
+    let mut rights = Rights::new();
+    let joined = block.replace("\\\n", " ");
+    for line in joined
+        .lines()
+        .filter(|line| line.starts_with("nsc add user"))
+    {
+        let name = all_between(line, "--name ", " ").concat();
+        let publish = all_between(line, "--allow-pub \"", "\"").join(",");
+        let subscribe = all_between(line, "--allow-sub \"", "\"").join(",");
+        let responses = all_between(line, "--allow-pub-response=", " ")
+            .first()
+            .map(|max| {
+                format!(
+                    "{max} {}",
+                    all_between(line, "--response-ttl ", " ").concat()
+                )
+            });
+        rights.insert(name, (subjects(&publish), subjects(&subscribe), responses));
+    }
+    rights
 }
