@@ -52,6 +52,7 @@ impl Up {
         let dir = tempfile::tempdir()?;
         let data = dir.path().join("data");
         let log = std::fs::File::create(dir.path().join("up.log"))?;
+        let out = std::fs::File::create(dir.path().join("up.out"))?;
         let child = Command::new(atelier_bin())
             .args(["up", "--data", &data.to_string_lossy()])
             .args(["--http", "127.0.0.1:0"])
@@ -60,7 +61,7 @@ impl Up {
             .env("ATELIER_NATS_PORT", "0")
             .env_remove("ATELIER_NATS_URL")
             .current_dir(dir.path())
-            .stdout(Stdio::null())
+            .stdout(Stdio::from(out))
             .stderr(Stdio::from(log))
             .spawn()?;
         let up = Self { child, data, dir };
@@ -114,6 +115,16 @@ impl Up {
             .env_remove("ATELIER_NATS_URL")
             .current_dir(self.dir.path())
             .output()?)
+    }
+
+    /// The dashboard's address (`127.0.0.1:PORT`), as `up` printed it.
+    pub fn dashboard_addr(&self) -> anyhow::Result<String> {
+        let printed = std::fs::read_to_string(self.dir.path().join("up.out"))?;
+        printed
+            .lines()
+            .find_map(|line| line.strip_prefix("dashboard at http://"))
+            .map(|addr| addr.trim().to_string())
+            .context("`up` printed no dashboard address")
     }
 
     /// `up`'s own log (stderr).

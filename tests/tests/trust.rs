@@ -217,3 +217,51 @@ async fn a_reply_for_another_call_or_with_changes_from_a_read_tool_is_never_appl
     );
     Ok(())
 }
+
+/// Reads from `stream` until the server closes it; how long that took, at most `patience`.
+fn closed_within(stream: &mut std::net::TcpStream, patience: Duration) -> Option<Duration> {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    stream.set_read_timeout(Some(patience)).ok()?;
+    let mut buffer = [0u8; 4096];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => continue,
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Some(started.elapsed());
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+#[test]
+fn the_dashboard_closes_connections_that_trickle_their_headers_or_sit_idle() -> anyhow::Result<()> {
+    use std::io::Write;
+    let up = Up::start()?;
+    let addr = up.dashboard_addr()?;
+    let patience = Duration::from_secs(20);
+    // Connected, nothing sent.
+    let mut idle = std::net::TcpStream::connect(&addr)?;
+    // Headers begun, never finished.
+    let mut slow = std::net::TcpStream::connect(&addr)?;
+    slow.write_all(b"GET /api/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n")?;
+    // One request answered, then kept alive and left idle.
+    let mut kept = std::net::TcpStream::connect(&addr)?;
+    kept.write_all(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+    for stream in [&mut idle, &mut slow, &mut kept] {
+        let closed = closed_within(stream, patience);
+        assert!(
+            closed.is_some_and(|after| after < Duration::from_secs(15)),
+            "held open: {closed:?}"
+        );
+    }
+    // An ordinary request is still answered.
+    let mut ok = std::net::TcpStream::connect(&addr)?;
+    ok.write_all(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut ok, &mut answer)?;
+    assert!(answer.starts_with("HTTP/1.1 "), "{answer}");
+    Ok(())
+}

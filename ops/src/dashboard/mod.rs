@@ -10,6 +10,7 @@
 //! - [`live`]: job traces, throughput and event metrics built from the events.
 //! - [`api`]: the HTTP routes (pages, `/api/...`, `/metrics`).
 //! - `requests`: one coordinator request from a route, its errors as HTTP statuses.
+//! - `http`: the connections, with header-read and idle timeouts.
 //! - [`auth`]: the bearer token (required beyond loopback) and the login cookie.
 //! - [`workers`]: pools and instances from `$SRV.INFO`/`$SRV.STATS`.
 //! - [`batches`]: the batch pages' API (list, progress, failures, cancel, retry, publish,
@@ -20,6 +21,7 @@
 pub mod api;
 pub mod auth;
 pub mod batches;
+mod http;
 pub mod live;
 mod requests;
 pub mod workers;
@@ -145,11 +147,7 @@ pub async fn start(
     });
     let feeder = tokio::spawn(feed(Arc::clone(&state)));
     let router = api::router(state);
-    let server = tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, router).await {
-            tracing::error!(%error, "the dashboard's HTTP server stopped");
-        }
-    });
+    let server = tokio::spawn(http::serve(listener, router));
     tracing::info!(url = %format!("http://{addr}"), "dashboard serving");
     Ok(Dashboard {
         addr,
