@@ -1,5 +1,6 @@
 //! Engine tests on real DuckDB and real files.
 
+mod bounds;
 mod real_world;
 mod tools;
 mod update;
