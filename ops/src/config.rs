@@ -202,11 +202,12 @@ impl Settings {
         }
     }
 
-    /// The directory `replay:` model scripts are read from: `replay_dir`, else the data directory.
+    /// The directory `replay:` model scripts are read from: `replay_dir`, else `replay/` in the
+    /// data directory (a directory of its own: never the credentials, sled or NATS files).
     pub fn replay_dir(&self) -> PathBuf {
         self.replay_dir
             .clone()
-            .unwrap_or_else(|| self.data_dir.clone())
+            .unwrap_or_else(|| self.data_dir.join("replay"))
     }
 
     /// Where `up` records the URL of the server it started.

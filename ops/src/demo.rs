@@ -19,7 +19,7 @@ const MESSAGE: &str = "Summarize July revenue by region into summary.xlsx and wr
 
 pub async fn run(settings: &Settings, keep: bool) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let system = System::start(settings).await?;
+    let system = System::start(settings, true).await?;
     println!("atelier is up; NATS at {}", system.display_url());
     let outcome = run_job(settings, &system).await;
     if keep && outcome.is_ok() {
@@ -50,7 +50,7 @@ async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
             model.clone()
         }
         None => {
-            let script = system::absolute(&settings.data_dir)?.join("demo-replay.json");
+            let script = system::absolute(&settings.replay_dir())?.join("demo-replay.json");
             std::fs::write(&script, REPLAY_SCRIPT)
                 .with_context(|| format!("cannot write {}", script.display()))?;
             println!(

@@ -147,7 +147,7 @@ async fn up(mut settings: Settings, autoscale: Option<&str>) -> anyhow::Result<E
             .collect();
     }
     let settings = &settings;
-    let system = system::System::start(settings).await?;
+    let system = system::System::start(settings, false).await?;
     println!(
         "atelier is up; NATS at {} (credentials in {})",
         system.display_url(),

@@ -116,6 +116,7 @@ pub fn launcher(settings: &Settings, url: String) -> anyhow::Result<crate::autos
         creds: settings.nats_creds.clone(),
         data_dir: absolute(&settings.data_dir)?,
         pin_cpus: settings.autoscale_pin_cpus,
+        log_filter: None,
     })
 }
 
@@ -196,8 +197,9 @@ pub struct System {
 }
 
 impl System {
-    /// Starts nats-server (unless a URL is configured), the coordinator and one worker per pool.
-    pub async fn start(settings: &Settings) -> anyhow::Result<System> {
+    /// Starts nats-server (unless a URL is configured), the coordinator and one worker per pool
+    /// (`quiet`: the workers log only warnings, under a command that prints for a person).
+    pub async fn start(settings: &Settings, quiet: bool) -> anyhow::Result<System> {
         if let (None, Some(creds)) = (&settings.nats_url, &settings.nats_creds) {
             anyhow::bail!(
                 "a NATS credentials file ({}) is for a server of your own given with --nats URL; \
@@ -252,7 +254,10 @@ impl System {
             supervisor_client.clone(),
             pools,
             settings.autoscale_tuning(),
-            launcher(settings, url_of(Role::Worker))?,
+            crate::autoscale::Launcher {
+                log_filter: quiet.then_some("warn"),
+                ..launcher(settings, url_of(Role::Worker))?
+            },
         )
         .await?;
         wait_for_pools(&supervisor_client).await?;

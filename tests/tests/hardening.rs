@@ -574,9 +574,12 @@ async fn the_operators_key_never_goes_to_a_submitters_url_and_foreign_urls_are_r
     );
     // A URL beyond this machine, or a replay script outside the replay directory: refused
     // with a code at once by `submit`, nothing fetched or read.
+    // The replay directory is one of its own: the data directory's stores are outside it.
+    assert!(cluster.data_dir().join("db/conf").exists());
     for spec in [
         "openai-compat:https://attacker.example/v1#m",
         "replay:/etc/passwd",
+        "replay:../db/conf",
     ] {
         let started = Instant::now();
         let refused = cluster.cli(&["submit", "keys", "count", "--model", spec, "--wait"])?;

@@ -34,6 +34,9 @@ pub struct Launcher {
     pub data_dir: PathBuf,
     /// Start the n-th worker under `taskset -c <n mod cores>` (one core per worker).
     pub pin_cpus: bool,
+    /// The workers' log filter when `ATELIER_LOG` does not set one (e.g. `warn` under a
+    /// command that prints for a person); `None`: a worker's own default.
+    pub log_filter: Option<&'static str>,
 }
 
 impl Launcher {
@@ -60,6 +63,12 @@ impl Launcher {
             .kill_on_drop(true);
         if let Some(creds) = &self.creds {
             command.arg("--creds").arg(creds);
+        }
+        if let Some(filter) = self
+            .log_filter
+            .filter(|_| std::env::var_os("ATELIER_LOG").is_none())
+        {
+            command.env("ATELIER_LOG", filter);
         }
         command
             .spawn()
