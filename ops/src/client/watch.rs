@@ -207,7 +207,9 @@ impl Progress {
                             .as_ref()
                             .map(|e| format!(" — {e}"))
                             .unwrap_or_default();
-                        bar.println(format!("\njob {}: {state}{reason}", event.job_id));
+                        // On stdout, after the streamed answer: it ends that line even where the
+                        // bar is hidden (output not to a terminal).
+                        bar.suspend(|| println!("\njob {}: {state}{reason}", event.job_id));
                     }
                     _ => {}
                 }
