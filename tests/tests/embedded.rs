@@ -69,6 +69,29 @@ fn up_serves_clients_and_ctrl_c_stops_everything() -> anyhow::Result<()> {
         .output()?;
     let workbenches: serde_json::Value = serde_json::from_slice(&listed.stdout)?;
     assert_eq!(workbenches[0]["name"], "local");
+    // The URL `up` printed, given with its data directory, takes the credentials recorded there;
+    // without it the refusal says where they are, and nothing of operator mode.
+    let bare = Command::new(atelier_bin())
+        .args(["wb", "list", "--json", "--nats", &url, "--data", &data_arg])
+        .output()?;
+    assert!(
+        bare.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bare.stderr)
+    );
+    let elsewhere = tempfile::tempdir()?;
+    let refused = Command::new(atelier_bin())
+        .args(["wb", "list", "--nats", &url])
+        .current_dir(elsewhere.path())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("--data DIR")
+            && stderr.contains("nats.url")
+            && !stderr.contains("operator mode needs"),
+        "{stderr}"
+    );
 
     // Ctrl-C: the process exits 0, the child server is gone, the URL file removed.
     Command::new("kill")
