@@ -18,7 +18,8 @@
 //!   pool follows from the name) and phase subsets.
 //! - [`text_tools`]: tool calls written as text (text, auto and constrained tool modes).
 //! - [`degenerate`]: empty or runaway-repetitive model output.
-//! - [`plan`]: parsing and rendering the plan checklist.
+//! - [`plan`]: parsing and rendering the plan checklist (items, their targets, amendments).
+//! - [`request`]: whether a request asks for an artefact or only an answer.
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
 //! - [`error`]: the crate error type, [`AgentError`].
 //! - `captured` (tests only): replies captured from a real model, read by the parsers, judges
@@ -33,6 +34,7 @@ pub mod openai;
 pub mod plan;
 pub mod provider;
 pub mod replay;
+pub mod request;
 pub mod rpi;
 pub mod spec;
 pub mod text_tools;
