@@ -121,7 +121,8 @@ fn child_scenario() {
     reason = "the measurement, shown with --nocapture"
 )]
 fn measured(scenario: &str) -> Value {
-    let output = Command::new(std::env::current_exe().unwrap())
+    // The running binary itself, even if a build has replaced the file since it started.
+    let output = Command::new("/proc/self/exe")
         .args([
             "tabular::tests::bounds::child_scenario",
             "--exact",
