@@ -5,8 +5,11 @@
 //!
 //! # Layout
 //! - `xml`: a small XML tree that writes untouched elements back as read; refuses DTDs.
-//! - `package`: safe zip packages (bomb, DTD, encryption and truncation checks), part overlays,
-//!   relationships and content types; untouched entries are copied raw.
+//! - `package`: safe zip packages (bomb, DTD, encryption and truncation checks, then one pass
+//!   over the parts against the `limits`), part overlays, relationships and content types;
+//!   untouched entries are copied raw.
+//! - `limits`: the budgets that bound what a file's own numbers make the readers allocate
+//!   (`FILE_TOO_COMPLEX` past them).
 //! - `xlsx`, `docx`, `pptx`, `pdf`: one module per format; the xlsx editor also writes the
 //!   tabular pool's `table_update_from_export`.
 //! - `formats`: file formats by extension and the dispatch of each tool to its engine.
@@ -14,6 +17,7 @@
 
 mod docx;
 mod formats;
+mod limits;
 mod package;
 mod pdf;
 mod pptx;
@@ -337,6 +341,8 @@ mod tests {
 }
 #[cfg(test)]
 mod tests_fixtures;
+#[cfg(test)]
+mod tests_limits;
 
 /// The guarded package reader, for the fuzz targets.
 #[cfg(feature = "fuzzing")]

@@ -3,9 +3,12 @@
 //! Text and attribute values are kept in their escaped (raw) form, so an untouched element is
 //! written back exactly as read; comments, processing instructions and CDATA are kept verbatim.
 //! A `<!DOCTYPE>` is refused (no DTDs, so no entity expansion), and so is any entity reference
-//! other than the five predefined ones and character references.
+//! other than the five predefined ones and character references. Trees are bounded: at most
+//! [`MAX_XML_DEPTH`] levels deep and, across the parts of one package, [`MAX_XML_NODES`] nodes.
 
 use atelier_messages::{ErrorBody, ErrorCode};
+
+use super::limits::{MAX_XML_DEPTH, MAX_XML_NODES, too_complex};
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
@@ -43,7 +46,19 @@ fn malformed(part: &str, why: impl std::fmt::Display) -> ErrorBody {
 
 impl Document {
     /// Parses `text` (the part called `part`, for messages).
+    #[cfg(test)]
     pub(crate) fn parse(part: &str, text: &str) -> Result<Document, ErrorBody> {
+        let mut nodes = MAX_XML_NODES;
+        Document::parse_within(part, text, &mut nodes)
+    }
+
+    /// Parses `text` with at most `nodes` nodes (what is left of a package's budget), taking
+    /// the nodes it makes from `nodes`.
+    pub(crate) fn parse_within(
+        part: &str,
+        text: &str,
+        nodes: &mut usize,
+    ) -> Result<Document, ErrorBody> {
         let mut reader = Reader::from_str(text);
         reader.config_mut().check_end_names = true;
         let mut prolog = String::new();
@@ -52,8 +67,22 @@ impl Document {
             let event = reader.read_event().map_err(|e| {
                 malformed(part, format!("at byte {}: {e}", reader.error_position()))
             })?;
+            if !matches!(event, Event::End(_) | Event::Eof | Event::Decl(_)) {
+                *nodes = nodes.checked_sub(1).ok_or_else(|| {
+                    too_complex(format!(
+                        "{part}: the document has more than {MAX_XML_NODES} XML nodes"
+                    ))
+                })?;
+            }
             match event {
-                Event::Start(start) => stack.push(element_from(part, &start)?),
+                Event::Start(start) => {
+                    if stack.len() >= MAX_XML_DEPTH {
+                        return Err(too_complex(format!(
+                            "{part} nests elements more than {MAX_XML_DEPTH} deep"
+                        )));
+                    }
+                    stack.push(element_from(part, &start)?)
+                }
                 Event::Empty(start) => {
                     let element = element_from(part, &start)?;
                     if let Some(done) = attach(&mut stack, Node::Element(element)) {
@@ -61,9 +90,10 @@ impl Document {
                     }
                 }
                 Event::End(_) => {
-                    let element = stack
+                    let mut element = stack
                         .pop()
                         .ok_or_else(|| malformed(part, "unexpected end tag"))?;
+                    element.children.shrink_to_fit();
                     if let Some(done) = attach(&mut stack, Node::Element(element)) {
                         return Ok(Document { prolog, root: done });
                     }
@@ -131,6 +161,7 @@ fn element_from(part: &str, start: &BytesStart<'_>) -> Result<Element, ErrorBody
         let attr = attr.map_err(|e| malformed(part, e))?;
         attrs.push((attr.key.into_inner().to_string(), attr.value.into_owned()));
     }
+    attrs.shrink_to_fit();
     Ok(Element {
         name: start.name().into_inner().to_string(),
         attrs,

@@ -21,7 +21,7 @@ const MAX_RATIO: u64 = 200;
 /// Entries smaller than this are not ratio-checked (tiny parts compress very well).
 const RATIO_FLOOR: u64 = 1024 * 1024;
 /// The first bytes of an OLE compound file: legacy binary Office files and encrypted OOXML.
-pub(super) const CFB_MAGIC: [u8; 8] = [0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
+pub(crate) const CFB_MAGIC: [u8; 8] = [0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
 
 /// An archive that passed every check, with its entry names in archive order.
 pub(super) struct Checked {

@@ -1,23 +1,28 @@
 //! OOXML packages (zip archives of XML parts), opened safely and edited part by part.
 //!
-//! Opening runs every check of [`guard`] before anything parses the archive. Editing keeps an
+//! Opening runs every check of [`guard`] (the zip) and of [`scan`] (what the parts' own numbers
+//! would make a reader allocate, see [`limits`](super::limits)) before anything parses the
+//! archive; every office reader and editor opens its file here. Editing keeps an
 //! overlay of changed parts; writing copies every untouched entry byte-for-byte (raw, without
 //! recompressing) and compresses only the changed and added parts. [`opc`] adds relationships
 //! and content types on top.
 
 mod guard;
 mod opc;
+mod scan;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{Cursor, Read, Write};
 
 use atelier_messages::{ErrorBody, ErrorCode};
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
+use super::limits::MAX_XML_NODES;
 use super::xml::Document;
+pub(crate) use guard::CFB_MAGIC;
 use guard::MAX_ENTRY_BYTES;
 
 pub(crate) fn read_failed(message: impl Into<String>) -> ErrorBody {
@@ -36,7 +41,11 @@ pub(crate) struct Package {
     archive: ZipArchive<Cursor<Vec<u8>>>,
     /// Entry names in archive order.
     names: Vec<String>,
+    /// The same names, to look up.
+    stored: HashSet<String>,
     docs: BTreeMap<String, Document>,
+    /// XML nodes the parts parsed from now on may still make.
+    nodes: usize,
     dirty: BTreeSet<String>,
     added: Vec<String>,
     removed: BTreeSet<String>,
@@ -45,11 +54,14 @@ pub(crate) struct Package {
 impl Package {
     /// Opens and checks an archive (`what` names the format in messages, e.g. `DOCX`).
     pub(crate) fn open(bytes: Vec<u8>, what: &str) -> Result<Package, ErrorBody> {
-        let checked = guard::check(bytes, what)?;
+        let mut checked = guard::check(bytes, what)?;
+        scan::check(&mut checked.archive, &checked.names)?;
         Ok(Package {
             archive: checked.archive,
+            stored: checked.names.iter().cloned().collect(),
             names: checked.names,
             docs: BTreeMap::new(),
+            nodes: MAX_XML_NODES,
             dirty: BTreeSet::new(),
             added: Vec::new(),
             removed: BTreeSet::new(),
@@ -63,8 +75,7 @@ impl Package {
 
     /// Whether a part exists (after edits).
     pub(crate) fn exists(&self, name: &str) -> bool {
-        !self.removed.contains(name)
-            && (self.docs.contains_key(name) || self.names.iter().any(|n| n == name))
+        !self.removed.contains(name) && (self.docs.contains_key(name) || self.stored.contains(name))
     }
 
     /// Every part name (after edits), archive order first.
@@ -114,7 +125,7 @@ impl Package {
         let bytes = self.bytes(name)?;
         let text = std::str::from_utf8(strip_bom(&bytes))
             .map_err(|_| read_failed(format!("{name} is not UTF-8 XML")))?;
-        let doc = Document::parse(name, text)?;
+        let doc = Document::parse_within(name, text, &mut self.nodes)?;
         self.docs.insert(name.to_string(), doc);
         Ok(())
     }
@@ -122,7 +133,7 @@ impl Package {
     /// Adds (or replaces) a part.
     pub(crate) fn put(&mut self, name: &str, doc: Document) {
         self.removed.remove(name);
-        if !self.names.iter().any(|n| n == name) && !self.added.iter().any(|n| n == name) {
+        if !self.stored.contains(name) && !self.added.iter().any(|n| n == name) {
             self.added.push(name.to_string());
         }
         self.docs.insert(name.to_string(), doc);

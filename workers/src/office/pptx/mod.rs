@@ -4,11 +4,14 @@
 mod edit;
 mod template;
 
+use std::collections::{HashMap, HashSet};
+
 use atelier_messages::{ErrorBody, ErrorCode};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::docx::count_by;
+use super::limits::too_complex;
 use super::package::{Package, read_failed};
 use super::xml::Element;
 
@@ -126,10 +129,16 @@ impl Slide {
 }
 
 impl Pptx {
+    /// Opens a presentation. Its slide list may name each slide part once, and no more slides
+    /// than the package has parts (a list is otherwise read and reread without end).
     pub(crate) fn open(bytes: Vec<u8>) -> Result<Pptx, ErrorBody> {
         let mut package = Package::open(bytes, "PPTX")?;
         let main = package.main_part("PPTX")?;
-        let rels = package.rels(&main)?;
+        let rels: HashMap<String, String> = package
+            .rels(&main)?
+            .into_iter()
+            .map(|rel| (rel.id, rel.target))
+            .collect();
         let ids: Vec<String> = package
             .doc(&main)?
             .root
@@ -140,10 +149,22 @@ impl Pptx {
                     .collect()
             })
             .unwrap_or_default();
-        let slides = ids
-            .iter()
-            .filter_map(|id| rels.iter().find(|r| &r.id == id).map(|r| r.target.clone()))
-            .collect();
+        let parts = package.part_names().len();
+        let mut listed = HashSet::new();
+        let mut slides = Vec::new();
+        for target in ids.iter().filter_map(|id| rels.get(id)) {
+            if !listed.insert(target) {
+                return Err(too_complex(format!(
+                    "the presentation lists slide {target} more than once"
+                )));
+            }
+            if listed.len() > parts {
+                return Err(too_complex(format!(
+                    "the presentation lists more slides than its {parts} parts"
+                )));
+            }
+            slides.push(target.clone());
+        }
         Ok(Pptx {
             package,
             main,
@@ -247,11 +268,12 @@ impl Pptx {
     /// Layout names of the presentation's masters, in order.
     pub(crate) fn layouts(&mut self) -> Result<Vec<(String, String)>, ErrorBody> {
         let mut out = Vec::new();
+        let mut seen = HashSet::new();
         let masters: Vec<String> = self
             .package
             .rels(&self.main)?
             .into_iter()
-            .filter(|r| r.kind.ends_with("/slideMaster"))
+            .filter(|r| r.kind.ends_with("/slideMaster") && seen.insert(r.target.clone()))
             .map(|r| r.target)
             .collect();
         for master in masters {

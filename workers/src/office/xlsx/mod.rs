@@ -49,7 +49,11 @@ pub(crate) fn blank_workbook() -> Result<Vec<u8>, ErrorBody> {
 pub(crate) fn styles_in_use(bytes: Vec<u8>) -> Result<Value, ErrorBody> {
     let mut package = Package::open(bytes, "XLSX")?;
     let workbook = package.main_part("XLSX")?;
-    let rels = package.rels(&workbook)?;
+    let rels: std::collections::HashMap<String, String> = package
+        .rels(&workbook)?
+        .into_iter()
+        .map(|rel| (rel.id, rel.target))
+        .collect();
     let sheets: Vec<(String, String)> = package
         .doc(&workbook)?
         .root
@@ -58,10 +62,7 @@ pub(crate) fn styles_in_use(bytes: Vec<u8>) -> Result<Value, ErrorBody> {
             list.elements()
                 .filter_map(|s| {
                     let id = s.attr_local("id")?;
-                    Some((
-                        s.attr("name")?,
-                        rels.iter().find(|r| r.id == id)?.target.clone(),
-                    ))
+                    Some((s.attr("name")?, rels.get(&id)?.clone()))
                 })
                 .collect()
         })

@@ -4,13 +4,13 @@ use std::collections::BTreeMap;
 use std::io::Cursor;
 
 use atelier_messages::{ErrorBody, ErrorCode};
-use calamine::{Data, DataRef, ExcelDateTime, Range, Reader, Sheets};
+use calamine::{Data, DataRef, ExcelDateTime, Ods, Range, Reader, Sheets, Xls, Xlsx};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::cellref::{CellRange, cell_name};
 use crate::office::guard;
-use crate::office::package::{Package, read_failed};
+use crate::office::package::{CFB_MAGIC, Package, read_failed};
 
 /// Rows per chunk in a sheet map.
 pub(crate) const CHUNK_ROWS: u32 = 500;
@@ -20,6 +20,9 @@ pub(crate) const DEFAULT_READ_ROWS: u32 = 100;
 pub(crate) const MAX_READ_CELLS: u64 = 1_000_000;
 
 type Book = Sheets<Cursor<Vec<u8>>>;
+
+/// The `mimetype` entry of an ODS package.
+const ODS_MIMETYPE: &[u8] = b"application/vnd.oasis.opendocument.spreadsheet";
 
 /// An opened workbook.
 pub(crate) struct Workbook {
@@ -31,15 +34,27 @@ fn calamine_failed(e: impl std::fmt::Display) -> ErrorBody {
 }
 
 impl Workbook {
-    /// Opens a workbook; zip-based formats are checked as packages first.
+    /// Opens a workbook: a legacy binary workbook (an OLE file where `zip_based` is false) with
+    /// calamine's xls reader, anything else as a package, checked, then
+    /// with the one reader its content calls for (ODS when its `mimetype` says so, else xlsx):
+    /// never a reader the checks did not prepare for.
     pub(crate) fn open(bytes: Vec<u8>, zip_based: bool) -> Result<Workbook, ErrorBody> {
-        let bytes = if zip_based {
-            Package::open(bytes, "spreadsheet")?.into_bytes()
+        if !zip_based && bytes.starts_with(&CFB_MAGIC) {
+            let book = guard(|| Xls::new(Cursor::new(bytes)))?.map_err(calamine_failed)?;
+            return Ok(Workbook {
+                book: Sheets::Xls(book),
+            });
+        }
+        let mut package = Package::open(bytes, "spreadsheet")?;
+        let ods = package
+            .bytes("mimetype")
+            .is_ok_and(|m| m.starts_with(ODS_MIMETYPE));
+        let bytes = Cursor::new(package.into_bytes());
+        let book = if ods {
+            Sheets::Ods(guard(|| Ods::new(bytes))?.map_err(calamine_failed)?)
         } else {
-            bytes
+            Sheets::Xlsx(guard(|| Xlsx::new(bytes))?.map_err(calamine_failed)?)
         };
-        let book = guard(|| calamine::open_workbook_auto_from_rs(Cursor::new(bytes)))?
-            .map_err(calamine_failed)?;
         Ok(Workbook { book })
     }
 
