@@ -25,7 +25,7 @@ pub(crate) const SHEET_CELLS: u64 = SHEET_BYTES / CELL_BYTES;
 /// The most cells of all the sheets of a workbook together (4 full sheets, 1 GiB).
 pub(crate) const WORKBOOK_CELLS: u64 = 4 * SHEET_CELLS;
 /// The most text a sheet's cells may copy when read: shared formulas expanded into each cell of
-/// their group.
+/// their group, and an ODS value repeated over columns and rows.
 pub(crate) const SHEET_TEXT_BYTES: u64 = 256 << 20;
 /// The most such text of a whole workbook.
 pub(crate) const WORKBOOK_TEXT_BYTES: u64 = 1 << 30;

@@ -230,7 +230,9 @@ struct Case {
 
 /// Every crafted file.
 fn cases() -> Vec<Case> {
-    package_cases()
+    let mut all = package_cases();
+    all.extend(ods_cases());
+    all
 }
 
 /// Crafted xlsx, docx and pptx packages.
@@ -545,4 +547,74 @@ fn a_large_workbook_still_opens() {
     ops.apply(bytes).unwrap();
     let spent = cpu_time("thread-self") - cpu;
     assert!(spent < Duration::from_secs(60), "{spent:?}");
+}
+
+// ODS: calamine reads every table when the workbook opens.
+
+/// An ODS package with `content` as its `content.xml`.
+fn ods(table: &str) -> Vec<u8> {
+    let content = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2"><office:body><office:spreadsheet>{table}</office:spreadsheet></office:body></office:document-content>"#
+    );
+    let options = SimpleFileOptions::default().compression_method(CompressionMethod::Stored);
+    let mut writer = ZipWriter::new(Cursor::new(Vec::new()));
+    writer.start_file("mimetype", options).unwrap();
+    writer
+        .write_all(b"application/vnd.oasis.opendocument.spreadsheet")
+        .unwrap();
+    let deflated = SimpleFileOptions::default().compression_method(CompressionMethod::Deflated);
+    writer
+        .start_file("META-INF/manifest.xml", deflated)
+        .unwrap();
+    writer.write_all(br#"<?xml version="1.0" encoding="UTF-8"?><manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2"><manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.spreadsheet"/><manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/></manifest:manifest>"#).unwrap();
+    writer.start_file("content.xml", deflated).unwrap();
+    writer.write_all(content.as_bytes()).unwrap();
+    writer.finish().unwrap().into_inner()
+}
+
+const ODS_ROW: &str = r#"<table:table-row><table:table-cell office:value-type="float" office:value="1"><text:p>1</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>two</text:p></table:table-cell></table:table-row>"#;
+
+/// One value repeated over every column of every row: calamine copies it 2^34 times.
+fn ods_repeated() -> Vec<u8> {
+    ods(
+        r#"<table:table table:name="Big"><table:table-row table:number-rows-repeated="1048576"><table:table-cell table:number-columns-repeated="16384" office:value-type="float" office:value="1"/></table:table-row></table:table>"#,
+    )
+}
+
+/// A table that never ends: calamine would read past the end of the part forever.
+fn ods_unclosed() -> Vec<u8> {
+    ods(&format!(r#"<table:table table:name="Open">{ODS_ROW}"#))
+}
+
+/// One cell of two billion spaces (`<text:s text:c="…"/>`).
+fn ods_spaces() -> Vec<u8> {
+    ods(
+        r#"<table:table table:name="Spaces"><table:table-row><table:table-cell office:value-type="string"><text:p>a<text:s text:c="2000000000"/>b</text:p></table:table-cell></table:table-row></table:table>"#,
+    )
+}
+
+/// Crafted ODS packages.
+fn ods_cases() -> Vec<Case> {
+    let case = |name, path, bytes, code| Case {
+        name,
+        path,
+        bytes,
+        code,
+    };
+    use ErrorCode::{FileReadFailed, FileTooComplex};
+    vec![
+        case("ods_repeated", "big.ods", ods_repeated, FileTooComplex),
+        case("ods_spaces", "spaces.ods", ods_spaces, FileTooComplex),
+        case("ods_unclosed", "open.ods", ods_unclosed, FileReadFailed),
+    ]
+}
+
+#[test]
+fn a_legitimate_ods_still_opens() {
+    let ods = ods(&format!(
+        r#"<table:table table:name="Data">{ODS_ROW}<table:table-row table:number-rows-repeated="1048574"><table:table-cell table:number-columns-repeated="1024"/></table:table-row></table:table>"#
+    ));
+    let e = entry("small.ods", &ods);
+    let sheet = read(&e, ods.clone(), &Selector::default()).unwrap();
+    assert_eq!(sheet["rows"], json!([[1, "two"]]));
 }

@@ -8,6 +8,7 @@
 //! and content types on top.
 
 mod guard;
+mod ods;
 mod opc;
 mod scan;
 #[cfg(test)]

@@ -11,7 +11,8 @@
 //! - `dimension`, `mergeCell` and shared-formula ranges outside the grid are refused;
 //! - an `sst` whose `uniqueCount` exceeds what the part's size can hold is refused;
 //! - a `.rels` part may declare at most [`MAX_RELATIONSHIPS`];
-//! - a workbook may not list two sheets that are the same part.
+//! - a workbook may not list two sheets that are the same part;
+//! - `content.xml`, ODS tables as calamine reads them (see [`ods`]).
 //!
 //! Where calamine would stop with an error (a malformed reference, an unknown cell child,
 //! broken XML), the pass stops reading that part too: nothing after it is ever read.
@@ -24,6 +25,7 @@ use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 use zip::ZipArchive;
 
+use super::ods;
 use super::opc::{rels_name, resolve};
 use super::read_failed;
 use crate::office::limits::{
@@ -33,6 +35,9 @@ use crate::office::limits::{
 use crate::office::xlsx::cell_name;
 
 type Archive = ZipArchive<Cursor<Vec<u8>>>;
+
+/// The part calamine's ODS reader parses.
+const ODS_CONTENT: &str = "content.xml";
 
 /// Why a part's pass ended early.
 pub(super) enum Halt {
@@ -89,6 +94,14 @@ pub(super) fn check(archive: &mut Archive, names: &[String]) -> Result<(), Error
         book.add(name, &part)?;
         if !part.sheet_ids.is_empty() {
             book.workbooks.push((name.clone(), part.sheet_ids));
+        }
+        if name == ODS_CONTENT {
+            let entry = archive
+                .by_index(index)
+                .map_err(|e| read_failed(format!("the package is damaged: {name}: {e}")))?;
+            for table in ods::scan(xml_reader(entry))? {
+                book.add_sheet(&table.name, table.cells, table.text, None)?;
+            }
         }
     }
     book.check_sheet_parts(archive, names)
