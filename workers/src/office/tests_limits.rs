@@ -232,6 +232,7 @@ struct Case {
 fn cases() -> Vec<Case> {
     let mut all = package_cases();
     all.extend(ods_cases());
+    all.extend(xls_cases());
     all
 }
 
@@ -617,4 +618,148 @@ fn a_legitimate_ods_still_opens() {
     let e = entry("small.ods", &ods);
     let sheet = read(&e, ods.clone(), &Selector::default()).unwrap();
     assert_eq!(sheet["rows"], json!([[1, "two"]]));
+}
+
+// XLS: calamine reads the OLE container and every sheet when the workbook opens.
+
+/// BIFF records.
+fn record(kind: u16, data: &[u8]) -> Vec<u8> {
+    let mut out = kind.to_le_bytes().to_vec();
+    out.extend((data.len() as u16).to_le_bytes());
+    out.extend(data);
+    out
+}
+
+/// A BIFF8 workbook stream with one sheet whose records follow `DIMENSIONS` of `dims`
+/// (first row, last row + 1, first column, last column + 1) and numbers at `cells`.
+fn biff(dims: (u32, u32, u16, u16), cells: &[(u16, u16, f64)]) -> Vec<u8> {
+    let bof = |kind: u16| {
+        let mut data = vec![0x00, 0x06];
+        data.extend(kind.to_le_bytes());
+        data.extend([0u8; 12]);
+        record(0x0809, &data)
+    };
+    let mut sheet = bof(0x0010);
+    let mut dimensions = dims.0.to_le_bytes().to_vec();
+    dimensions.extend(dims.1.to_le_bytes());
+    dimensions.extend(dims.2.to_le_bytes());
+    dimensions.extend(dims.3.to_le_bytes());
+    dimensions.extend([0u8; 2]);
+    sheet.extend(record(0x0200, &dimensions));
+    for (row, col, value) in cells {
+        let mut number = row.to_le_bytes().to_vec();
+        number.extend(col.to_le_bytes());
+        number.extend(0u16.to_le_bytes());
+        number.extend(value.to_le_bytes());
+        sheet.extend(record(0x0203, &number));
+    }
+    sheet.extend(record(0x000A, &[]));
+    let name = b"Data";
+    let globals_len = |sheet_at: u32| {
+        let mut stream = bof(0x0005);
+        let mut bound = sheet_at.to_le_bytes().to_vec();
+        bound.extend([0, 0, name.len() as u8, 0]);
+        bound.extend(name);
+        stream.extend(record(0x0085, &bound));
+        stream.extend(record(0x000A, &[]));
+        stream
+    };
+    let at = globals_len(0).len() as u32;
+    let mut stream = globals_len(at);
+    stream.extend(sheet);
+    stream.resize(stream.len().max(4096), 0);
+    stream
+}
+
+const FREE: u32 = 0xFFFF_FFFF;
+const END: u32 = 0xFFFF_FFFE;
+
+/// An OLE file (512-byte sectors) holding `stream` as its `Workbook`: sector 0 the FAT, 1 the
+/// directory, the stream from 2. `dir_next` is the FAT entry after the directory sector.
+fn ole(stream: &[u8], dir_next: u32) -> Vec<u8> {
+    let sectors = stream.len().div_ceil(512);
+    let mut header = vec![0u8; 512];
+    header[..8].copy_from_slice(&[0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1]);
+    header[24..26].copy_from_slice(&0x3Eu16.to_le_bytes());
+    header[26..28].copy_from_slice(&3u16.to_le_bytes());
+    header[28..30].copy_from_slice(&0xFFFEu16.to_le_bytes());
+    header[30..32].copy_from_slice(&9u16.to_le_bytes());
+    header[32..34].copy_from_slice(&6u16.to_le_bytes());
+    header[44..48].copy_from_slice(&1u32.to_le_bytes());
+    header[48..52].copy_from_slice(&1u32.to_le_bytes());
+    header[56..60].copy_from_slice(&4096u32.to_le_bytes());
+    header[60..64].copy_from_slice(&END.to_le_bytes());
+    header[68..72].copy_from_slice(&END.to_le_bytes());
+    for slot in header[76..512].chunks_exact_mut(4) {
+        slot.copy_from_slice(&FREE.to_le_bytes());
+    }
+    header[76..80].copy_from_slice(&0u32.to_le_bytes());
+    let mut fat = vec![0xFFFF_FFFDu32, dir_next];
+    for n in 0..sectors {
+        fat.push(if n + 1 == sectors { END } else { 3 + n as u32 });
+    }
+    fat.resize(128, FREE);
+    let mut directory = vec![0u8; 512];
+    let mut entry = |index: usize, name: &str, kind: u8, start: u32, size: u32| {
+        let at = index * 128;
+        let units: Vec<u16> = name.encode_utf16().chain([0]).collect();
+        for (i, unit) in units.iter().enumerate() {
+            directory[at + 2 * i..at + 2 * i + 2].copy_from_slice(&unit.to_le_bytes());
+        }
+        directory[at + 64..at + 66].copy_from_slice(&((units.len() * 2) as u16).to_le_bytes());
+        directory[at + 66] = kind;
+        directory[at + 68..at + 80].copy_from_slice(&[0xFF; 12]);
+        directory[at + 116..at + 120].copy_from_slice(&start.to_le_bytes());
+        directory[at + 120..at + 124].copy_from_slice(&size.to_le_bytes());
+    };
+    entry(0, "Root Entry", 5, END, 0);
+    entry(1, "Workbook", 2, 2, stream.len() as u32);
+    let mut file = header;
+    file.extend(fat.iter().flat_map(|n| n.to_le_bytes()));
+    file.extend(directory);
+    file.extend(stream);
+    file.resize(512 * (3 + sectors), 0);
+    file
+}
+
+/// Crafted xls files.
+fn xls_cases() -> Vec<Case> {
+    let case = |name, path, bytes, code| Case {
+        name,
+        path,
+        bytes,
+        code,
+    };
+    use ErrorCode::FileTooComplex;
+    vec![
+        case(
+            "xls_dimensions",
+            "dims.xls",
+            || ole(&biff((0, 0x7FFF_FFFF, 0, 255), &[(0, 0, 1.0)]), END),
+            FileTooComplex,
+        ),
+        case(
+            "xls_corners",
+            "corners.xls",
+            || ole(&biff((0, 1, 0, 1), &[(0, 0, 1.0), (65_535, 255, 2.0)]), END),
+            FileTooComplex,
+        ),
+        case(
+            "xls_loop",
+            "loop.xls",
+            || ole(&biff((0, 1, 0, 1), &[(0, 0, 1.0)]), 1),
+            FileTooComplex,
+        ),
+    ]
+}
+
+#[test]
+fn a_legitimate_xls_still_opens() {
+    let xls = ole(&biff((0, 2, 0, 2), &[(0, 0, 1.5), (1, 1, 2.5)]), END);
+    let e = entry("small.xls", &xls);
+    let info = describe(&e, Some(xls.clone())).unwrap();
+    assert_eq!(info["sheets"][0]["name"], "Data");
+    assert_eq!(info["sheets"][0]["dimensions"], "A1:B2");
+    let sheet = read(&e, xls, &Selector::default()).unwrap();
+    assert_eq!(sheet["rows"], json!([[1.5, null], [null, 2.5]]));
 }

@@ -5,6 +5,7 @@ mod cellref;
 mod edit;
 mod read;
 mod styles;
+mod xls;
 
 use std::collections::BTreeMap;
 

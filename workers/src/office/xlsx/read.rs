@@ -35,11 +35,12 @@ fn calamine_failed(e: impl std::fmt::Display) -> ErrorBody {
 
 impl Workbook {
     /// Opens a workbook: a legacy binary workbook (an OLE file where `zip_based` is false) with
-    /// calamine's xls reader, anything else as a package, checked, then
+    /// calamine's xls reader after its own checks, anything else as a package, checked, then
     /// with the one reader its content calls for (ODS when its `mimetype` says so, else xlsx):
     /// never a reader the checks did not prepare for.
     pub(crate) fn open(bytes: Vec<u8>, zip_based: bool) -> Result<Workbook, ErrorBody> {
         if !zip_based && bytes.starts_with(&CFB_MAGIC) {
+            super::xls::check(&bytes)?;
             let book = guard(|| Xls::new(Cursor::new(bytes)))?.map_err(calamine_failed)?;
             return Ok(Workbook {
                 book: Sheets::Xls(book),
