@@ -14,7 +14,7 @@ use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
 use super::read_failed;
-use super::scan::{Halt, Step};
+use super::scan::{Halt, Step, each_attr, raw_attr};
 use crate::office::limits::{GRID_COLUMNS, GRID_ROWS, SHEET_CELLS, SHEET_TEXT_BYTES, too_complex};
 
 /// What one table costs calamine.
@@ -37,7 +37,8 @@ pub(super) fn scan<R: BufRead>(mut reader: Reader<R>) -> Result<Vec<Table>, Erro
                 match raw_attr(&e, "table:name") {
                     Ok(Some(name)) => name,
                     Ok(None) => continue,
-                    Err(_) => return Ok(tables),
+                    Err(Halt::Stop) => return Ok(tables),
+                    Err(Halt::Refuse(error)) => return Err(error),
                 }
             }
             Ok(Event::Eof) | Err(_) => return Ok(tables),
@@ -49,17 +50,6 @@ pub(super) fn scan<R: BufRead>(mut reader: Reader<R>) -> Result<Vec<Table>, Erro
             Err(Halt::Refuse(error)) => return Err(error),
         }
     }
-}
-
-/// An attribute's raw value (the first of that name, as calamine's `raw_attr`).
-fn raw_attr(element: &BytesStart<'_>, name: &str) -> Step<Option<String>> {
-    for attribute in element.attributes().with_checks(false) {
-        let attribute = attribute.map_err(|_| Halt::Stop)?;
-        if attribute.key.as_ref() == name {
-            return Ok(Some(attribute.value.into_owned()));
-        }
-    }
-    Ok(None)
 }
 
 /// A repeat count as calamine parses it (`usize`; anything else stops the read).
@@ -169,14 +159,12 @@ fn cell<R: BufRead>(reader: &mut Reader<R>, e: &BytesStart<'_>, buf: &mut Vec<u8
         (false, false, false, false);
     let mut text = 0u64;
     let mut formula = false;
-    for attribute in e.attributes().with_checks(false) {
-        let attribute = attribute.map_err(|_| Halt::Stop)?;
-        let raw = attribute.value.as_ref();
-        match attribute.key.as_ref() {
+    each_attr(e, |key, raw| {
+        match key {
             "office:value" if !value => value = true,
             "office:string-value" | "office:date-value" | "office:time-value" if !value => {
                 value = true;
-                empty_string = raw.is_empty() && attribute.key.as_ref() == "office:string-value";
+                empty_string = raw.is_empty() && key == "office:string-value";
                 text += raw.len() as u64;
             }
             "office:boolean-value" if !value => value = true,
@@ -188,7 +176,8 @@ fn cell<R: BufRead>(reader: &mut Reader<R>, e: &BytesStart<'_>, buf: &mut Vec<u8
             }
             _ => {}
         }
-    }
+        true
+    })?;
     if !((!value && string_type) || (error_type && empty_string)) {
         return Ok(Cell {
             empty: !value && !formula,

@@ -67,17 +67,68 @@ pub(super) fn xml_reader<R: Read>(part: R) -> Reader<BufReader<R>> {
     reader
 }
 
-/// An attribute's raw (escaped) value by qualified name; a repeated attribute or a malformed
-/// one stops the pass (calamine's attribute reader fails on it as well).
-pub(super) fn attr(element: &BytesStart<'_>, name: &str) -> Step<Option<String>> {
-    let mut found = None;
-    for attribute in element.attributes() {
-        let attribute = attribute.map_err(|_| Halt::Stop)?;
-        if attribute.key.as_ref() == name {
-            found = Some(attribute.value.into_owned());
+/// Visits an element's attributes in order (raw values, a repeated name kept, as calamine's
+/// attribute reader sees them) until `visit` returns false. A malformed attribute refuses the
+/// package: the readers would fail on it, or read it otherwise than this pass.
+pub(super) fn each_attr(
+    element: &BytesStart<'_>,
+    mut visit: impl FnMut(&str, &str) -> bool,
+) -> Step<()> {
+    for attribute in element.attributes().with_checks(false) {
+        let attribute = attribute.map_err(|e| {
+            read_failed(format!(
+                "the package is damaged: a malformed attribute in <{}> ({e})",
+                element.name().as_ref()
+            ))
+        })?;
+        if !visit(attribute.key.as_ref(), &attribute.value) {
+            break;
         }
     }
+    Ok(())
+}
+
+/// The first value of an attribute (calamine's `raw_attr`).
+pub(super) fn raw_attr(element: &BytesStart<'_>, name: &str) -> Step<Option<String>> {
+    let mut found = None;
+    each_attr(element, |key, value| {
+        if key == name {
+            found = Some(value.to_string());
+        }
+        found.is_none()
+    })?;
     Ok(found)
+}
+
+/// Attributes as calamine's `get_attrs!` reads them: one pass that ends once it has seen as
+/// many of `names` as there are names (a repeated one counts each time), keeping the last
+/// value of each.
+fn get_attrs<const N: usize>(
+    element: &BytesStart<'_>,
+    names: [&str; N],
+) -> Step<[Option<String>; N]> {
+    let mut values: [Option<String>; N] = std::array::from_fn(|_| None);
+    let mut seen = 0;
+    each_attr(element, |key, value| {
+        if let Some(at) = names.iter().position(|name| *name == key) {
+            values[at] = Some(value.to_string());
+            seen += 1;
+        }
+        seen < N
+    })?;
+    Ok(values)
+}
+
+/// Every value of an attribute (a repeated one included), to check them all.
+fn all_attrs(element: &BytesStart<'_>, name: &str) -> Step<Vec<String>> {
+    let mut values = Vec::new();
+    each_attr(element, |key, value| {
+        if key == name {
+            values.push(value.to_string());
+        }
+        true
+    })?;
+    Ok(values)
 }
 
 /// Checks every part of an archive that passed the zip checks.
@@ -244,7 +295,7 @@ impl PartScan<'_> {
 
     /// `<row r="…">`: calamine moves its row counter there.
     fn row_start(&mut self, row: &BytesStart<'_>) -> Step<()> {
-        let Some(r) = attr(row, "r")? else {
+        let Some(r) = raw_attr(row, "r")? else {
             return Ok(());
         };
         let (number, _) = parse_ref(&r).ok_or(Halt::Stop)?;
@@ -258,8 +309,14 @@ impl PartScan<'_> {
     /// A cell's position: its `r`, or calamine's counters.
     fn cell_position(&mut self, cell: &BytesStart<'_>) -> Step<(u64, u64)> {
         let name = self.name;
+        let [r, _, _] = get_attrs(cell, ["r", "s", "t"])?;
+        for other in all_attrs(cell, "r")? {
+            if parse_ref(&other).is_some_and(|(row, col)| row > GRID_ROWS || col > GRID_COLUMNS) {
+                return Err(outside(name, &other).into());
+            }
+        }
         let cells = self.cells();
-        let Some(r) = attr(cell, "r")? else {
+        let Some(r) = r else {
             return Ok((cells.row, cells.col));
         };
         let (row, col) = parse_ref(&r).ok_or(Halt::Stop)?;
@@ -377,7 +434,7 @@ impl PartScan<'_> {
 
     /// `<sst uniqueCount="…">`: calamine reserves that many strings up front.
     fn shared_strings(&mut self, sst: &BytesStart<'_>) -> Step<()> {
-        let Some(count) = attr(sst, "uniqueCount")? else {
+        let Some(count) = raw_attr(sst, "uniqueCount")? else {
             return Ok(());
         };
         let Some(claimed) = number(&count) else {
@@ -397,12 +454,12 @@ impl PartScan<'_> {
     /// A workbook's `<sheet r:id="…">`: calamine reads the sheet's part through that relationship.
     fn sheet_entry(&mut self, sheet: &BytesStart<'_>) -> Step<()> {
         let mut id = None;
-        for attribute in sheet.attributes() {
-            let attribute = attribute.map_err(|_| Halt::Stop)?;
-            if attribute.key.local_name().as_ref() == "id" {
-                id = Some(attribute.value.into_owned());
+        each_attr(sheet, |key, value| {
+            if key.rsplit(':').next() == Some("id") {
+                id = Some(value.to_string());
             }
-        }
+            true
+        })?;
         if let Some(id) = id {
             self.part.sheet_ids.push(id);
         }
@@ -427,22 +484,13 @@ struct Formula {
 
 impl Formula {
     fn of(part: &str, f: &BytesStart<'_>) -> Step<Formula> {
-        let (mut shared, mut group, mut range) = (false, None, None);
-        for attribute in f.attributes() {
-            let attribute = attribute.map_err(|_| Halt::Stop)?;
-            match attribute.key.as_ref() {
-                "t" => shared = attribute.value.as_ref() == "shared",
-                "si" => group = Some(attribute.value.into_owned()),
-                "ref" => range = Some(attribute.value.into_owned()),
-                _ => {}
-            }
-        }
-        if let Some(range) = &range {
-            check_range(part, range)?;
+        let [t, group, range] = get_attrs(f, ["t", "si", "ref"])?;
+        for range in all_attrs(f, "ref")? {
+            check_range(part, &range)?;
         }
         let group = group.as_deref().and_then(number);
         Ok(Formula {
-            shared_group: group.filter(|_| shared),
+            shared_group: group.filter(|_| t.as_deref() == Some("shared")),
             anchor: range.is_some(),
         })
     }
@@ -488,10 +536,10 @@ fn outside(part: &str, reference: &str) -> ErrorBody {
 
 /// A range attribute (`A1:D9`): references calamine parses must lie inside the grid.
 fn check_range_attr(part: &str, element: &BytesStart<'_>, name: &str) -> Step<()> {
-    match attr(element, name)? {
-        Some(range) => check_range(part, &range),
-        None => Ok(()),
+    for range in all_attrs(element, name)? {
+        check_range(part, &range)?;
     }
+    Ok(())
 }
 
 fn check_range(part: &str, range: &str) -> Step<()> {
@@ -597,7 +645,7 @@ fn relationship_targets<R: BufRead>(mut reader: Reader<R>) -> HashMap<String, St
         match reader.read_event_into(&mut buf) {
             Ok(Event::Start(e)) if e.local_name().as_ref() == "Relationship" => {
                 let (mut id, mut target) = (None, None);
-                for attribute in e.attributes().flatten() {
+                for attribute in e.attributes().with_checks(false).flatten() {
                     match attribute.key.as_ref() {
                         "Id" => id = Some(attribute.value.into_owned()),
                         "Target" => {

@@ -178,3 +178,31 @@ fn resolves_relationship_targets() {
     );
     assert_eq!(rels_name(""), "_rels/.rels");
 }
+
+#[test]
+fn a_repeated_cell_reference_is_read_as_calamine_reads_it() {
+    let sheet = |cell: &str| {
+        let mut entries = parts(&crate::office::xlsx::blank_workbook().unwrap());
+        let xml = String::from_utf8(entries["xl/worksheets/sheet1.xml"].clone()).unwrap();
+        let xml = xml.replace(
+            "<sheetData/>",
+            &format!("<sheetData><row r=\"1\"><c r=\"A1\"><v>1</v></c>{cell}</row></sheetData>"),
+        );
+        entries.insert("xl/worksheets/sheet1.xml".into(), xml.into_bytes());
+        let list: Vec<(&str, &[u8])> = entries
+            .iter()
+            .map(|(name, content)| (name.as_str(), content.as_slice()))
+            .collect();
+        Package::open(zip_of(&list), "XLSX").err()
+    };
+    // calamine keeps the last `r` of the first three of r, s, t: the cell is at XFD1048576.
+    let err = sheet(r#"<c r="B1" r="XFD1048576"><v>2</v></c>"#).unwrap();
+    assert_eq!(err.code, ErrorCode::FileTooComplex, "{}", err.message);
+    // A repeated `r` outside the grid is refused whichever calamine keeps.
+    let err = sheet(r#"<c r="B1" s="0" t="n" r="ZZZZZ99999999"><v>2</v></c>"#).unwrap();
+    assert_eq!(err.code, ErrorCode::FileTooComplex, "{}", err.message);
+    // A malformed attribute is refused as damaged, not skipped.
+    let err = sheet(r#"<c r="B1" s><v>2</v></c><c r="XFD1048576"><v>3</v></c>"#).unwrap();
+    assert_eq!(err.code, ErrorCode::FileReadFailed, "{}", err.message);
+    assert!(sheet(r#"<c r="B1" s="0"><v>2</v></c>"#).is_none());
+}
