@@ -1,7 +1,28 @@
-//! The plan checklist: `- [ ] N. label — description`, parsed from the model's text and
-//! rendered back with `[x]` (done) and `[!]` (failed) marks.
+//! The plan checklist: `- [ ] N. label — description → target[, target]`, parsed from the
+//! model's text and rendered back with `[x]` (done) and `[!]` (failed) marks; the targets
+//! (`→ path`) are the workbench files the item writes, and are optional. An Implement item's
+//! final answer may append items ([`amendments`]).
 
 use atelier_messages::job::{ItemStatus, PlanItem};
+
+/// One checklist line, read: its status, the number it was written with, label, description
+/// and targets.
+struct Line {
+    status: ItemStatus,
+    number: Option<u32>,
+    label: String,
+    description: String,
+    targets: Vec<String>,
+}
+
+impl Line {
+    fn into_item(self, index: u32) -> PlanItem {
+        let mut item = PlanItem::pending(index, self.label, self.description);
+        item.status = self.status;
+        item.targets = self.targets;
+        item
+    }
+}
 
 /// Parses every checklist line of `text`; other lines are ignored. A text without checklist
 /// lines is read as a numbered list (`1. label — description`, `2) …`), as small models write
@@ -17,20 +38,11 @@ pub fn parse(text: &str) -> Vec<PlanItem> {
     lines
         .into_iter()
         .enumerate()
-        .map(|(position, (status, label, description))| PlanItem {
-            index: u32::try_from(position + 1).unwrap_or(u32::MAX),
-            label,
-            description,
-            status,
-            attempts: 0,
-            failure: None,
-            failure_code: None,
-            no_change: None,
-        })
+        .map(|(position, line)| line.into_item(u32::try_from(position + 1).unwrap_or(u32::MAX)))
         .collect()
 }
 
-fn parse_line(line: &str) -> Option<(ItemStatus, String, String)> {
+fn parse_line(line: &str) -> Option<Line> {
     let rest = line.trim_start().strip_prefix(['-', '*'])?.trim_start();
     let (mark, rest) = rest.strip_prefix('[')?.split_once(']')?;
     let status = match mark.trim() {
@@ -39,46 +51,94 @@ fn parse_line(line: &str) -> Option<(ItemStatus, String, String)> {
         "!" => ItemStatus::Failed,
         _ => return None,
     };
-    let rest = strip_number(rest.trim_start());
+    let (number, rest) = strip_number(rest.trim_start());
     let rest = strip_failure_note(rest);
+    let (rest, targets) = split_targets(rest);
     let (label, description) = split_label(rest);
     if label.is_empty() {
         return None;
     }
-    Some((status, label, description))
+    Some(Line {
+        status,
+        number,
+        label,
+        description,
+        targets,
+    })
 }
 
 /// A numbered line, `N. label — description` or `N) …`: a pending item.
-fn parse_numbered_line(line: &str) -> Option<(ItemStatus, String, String)> {
+fn parse_numbered_line(line: &str) -> Option<Line> {
     let line = line.trim_start();
     let digits = line.chars().take_while(char::is_ascii_digit).count();
     let rest = line[digits..].strip_prefix(['.', ')'])?;
     if digits == 0 || !rest.starts_with(char::is_whitespace) {
         return None;
     }
-    let (label, description) = split_label(rest.trim_start());
+    let (rest, targets) = split_targets(rest.trim_start());
+    let (label, description) = split_label(rest);
     if label.is_empty() {
         return None;
     }
-    Some((ItemStatus::Pending, label, description))
+    Some(Line {
+        status: ItemStatus::Pending,
+        number: line[..digits].parse().ok(),
+        label,
+        description,
+        targets,
+    })
 }
 
-fn strip_number(text: &str) -> &str {
+fn strip_number(text: &str) -> (Option<u32>, &str) {
     let digits = text.chars().take_while(char::is_ascii_digit).count();
     if digits == 0 {
-        return text;
+        return (None, text);
     }
-    text[digits..]
-        .strip_prefix(['.', ')'])
-        .map_or(text, str::trim_start)
+    match text[digits..].strip_prefix(['.', ')']) {
+        Some(rest) => (text[..digits].parse().ok(), rest.trim_start()),
+        None => (None, text),
+    }
 }
 
 fn strip_failure_note(text: &str) -> &str {
-    [" [Failed:", " [No change:"]
+    [" [Failed:", " [No change:", " [Also changed:"]
         .iter()
         .filter_map(|note| text.find(note))
         .min()
         .map_or(text, |at| &text[..at])
+}
+
+/// Splits `text → a.txt, b.csv` (or `->`) into the text and its targets; paths are trimmed of
+/// quotes, backticks and a leading `./`.
+fn split_targets(text: &str) -> (&str, Vec<String>) {
+    let at = [text.rfind('→'), text.rfind("->")]
+        .into_iter()
+        .flatten()
+        .max();
+    let Some(at) = at else {
+        return (text, Vec::new());
+    };
+    let arrow = if text[at..].starts_with('→') {
+        '→'.len_utf8()
+    } else {
+        2
+    };
+    let targets: Vec<String> = text[at + arrow..]
+        .split(',')
+        .map(|target| {
+            target
+                .trim()
+                .trim_matches(|c: char| matches!(c, '`' | '"' | '\'' | '*'))
+                .trim_end_matches('.')
+                .trim_start_matches("./")
+                .to_string()
+        })
+        .filter(|target| !target.is_empty())
+        .collect();
+    if targets.is_empty() {
+        return (text, Vec::new());
+    }
+    (text[..at].trim_end(), targets)
 }
 
 fn split_label(text: &str) -> (String, String) {
@@ -88,6 +148,64 @@ fn split_label(text: &str) -> (String, String) {
         }
     }
     (text.trim().to_string(), String::new())
+}
+
+/// The first target of `items` that lies outside the workbench (an absolute path, a drive, a
+/// home directory, or a `..` component), with its item's index.
+pub fn target_outside(items: &[PlanItem]) -> Option<(u32, &str)> {
+    items.iter().find_map(|item| {
+        item.targets
+            .iter()
+            .find(|target| is_outside(target))
+            .map(|target| (item.index, target.as_str()))
+    })
+}
+
+fn is_outside(target: &str) -> bool {
+    let drive = target.as_bytes().get(1) == Some(&b':');
+    target.starts_with(['/', '\\', '~'])
+        || drive
+        || target.contains('\0')
+        || target.split(['/', '\\']).any(|part| part == "..")
+}
+
+/// How an item's final answer amends the plan: the items it appends, and how many it wrote
+/// beyond the cap.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Amendment {
+    pub items: Vec<PlanItem>,
+    pub dropped: usize,
+}
+
+/// The items an Implement item's final `answer` appends to the plan `items` (append-only):
+/// its pending checklist lines numbered after the plan's last item whose label is not
+/// already in the plan, renumbered in order, at most up to `2 × original_count` items in all
+/// (the `<!-- original_count: N -->` of the plan; an answer cannot change it). Lines that
+/// restate or renumber existing items change nothing.
+pub fn amendments(answer: &str, items: &[PlanItem], original_count: usize) -> Amendment {
+    let cap = original_count.saturating_mul(2);
+    let mut amendment = Amendment::default();
+    for line in answer.lines().filter_map(parse_line) {
+        let after_last = line
+            .number
+            .is_some_and(|number| number as usize > items.len());
+        let known = items
+            .iter()
+            .chain(&amendment.items)
+            .any(|item| item.label.eq_ignore_ascii_case(&line.label));
+        if line.status != ItemStatus::Pending || !after_last || known {
+            continue;
+        }
+        let total = items.len() + amendment.items.len();
+        if total >= cap {
+            amendment.dropped += 1;
+            continue;
+        }
+        let mut item = line.into_item(u32::try_from(total + 1).unwrap_or(u32::MAX));
+        item.amended = true;
+        amendment.items.push(item);
+    }
+    amendment
 }
 
 /// Renders the plan as markdown with status marks and the original-count marker.
@@ -103,11 +221,18 @@ pub fn render(items: &[PlanItem], original_count: usize) -> String {
         if !item.description.is_empty() {
             out.push_str(&format!(" — {}", item.description));
         }
+        if !item.targets.is_empty() {
+            out.push_str(&format!(" → {}", item.targets.join(", ")));
+        }
         if let (ItemStatus::Failed, Some(reason)) = (item.status, &item.failure) {
             out.push_str(&format!(" [Failed: {reason}]"));
         }
         if let (ItemStatus::Done, Some(reason)) = (item.status, &item.no_change) {
             out.push_str(&format!(" [No change: {reason}]"));
+        }
+        let unnamed = item.unnamed_changes();
+        if item.status != ItemStatus::Pending && !item.targets.is_empty() && !unnamed.is_empty() {
+            out.push_str(&format!(" [Also changed: {}]", unnamed.join(", ")));
         }
         out.push('\n');
     }
@@ -175,5 +300,101 @@ mod tests {
         assert_eq!(back[1].label, "B");
         assert_eq!(back[1].description, "second");
         assert_eq!(back[1].status, ItemStatus::Failed);
+    }
+
+    #[test]
+    fn items_name_their_targets_after_an_arrow() {
+        let items = parse(
+            "- [ ] 1. Write the row count — count the rows → count.txt\n\
+             - [ ] 2. Export -> `summary.xlsx`, ./notes/a.md\n\
+             - [ ] 3. Check — look at the columns\n\
+             - [ ] 4. Arrow alone — x →",
+        );
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[0].label, "Write the row count");
+        assert_eq!(items[0].description, "count the rows");
+        assert_eq!(items[0].targets, ["count.txt"]);
+        assert_eq!(items[1].label, "Export");
+        assert_eq!(items[1].targets, ["summary.xlsx", "notes/a.md"]);
+        // Old plans without targets keep working.
+        assert!(items[2].targets.is_empty());
+        assert_eq!(items[2].description, "look at the columns");
+        assert!(items[3].targets.is_empty());
+        // A numbered list may name targets too.
+        let numbered = parse("1. Count rows — count them → count.txt");
+        assert_eq!(numbered[0].targets, ["count.txt"]);
+        assert_eq!(numbered[0].description, "count them");
+        // Rendered and parsed back, with the files an item changed without naming them.
+        let mut done = items.clone();
+        done[0].status = ItemStatus::Done;
+        done[0].changed = vec!["count.txt".into(), "notes.txt".into()];
+        let rendered = render(&done, 4);
+        assert!(
+            rendered.contains(
+                "- [x] 1. Write the row count — count the rows → count.txt [Also changed: notes.txt]"
+            ),
+            "{rendered}"
+        );
+        let back = parse(&rendered);
+        assert_eq!(back[0].targets, ["count.txt"]);
+        assert_eq!(back[1].targets, ["summary.xlsx", "notes/a.md"]);
+        assert_eq!(back[0].description, "count the rows");
+    }
+
+    #[test]
+    fn targets_outside_the_workbench_are_found() {
+        for outside in [
+            "/etc/passwd",
+            "../up.txt",
+            "a/../../b.txt",
+            "C:\\x.txt",
+            "~/x",
+            "a\\..\\b",
+        ] {
+            let items = parse(&format!(
+                "- [ ] 1. A — b → ok.txt\n- [ ] 2. B — c → ok.txt, {outside}"
+            ));
+            assert_eq!(target_outside(&items), Some((2, outside)), "{outside}");
+        }
+        let inside = parse("- [ ] 1. A — b → out/count.txt, a..b.txt, .hidden");
+        assert_eq!(target_outside(&inside), None);
+    }
+
+    #[test]
+    fn an_answer_appends_items_after_the_last_up_to_twice_the_original_count() {
+        let plan = parse(
+            "- [ ] 1. Count — count rows → count.txt\n- [ ] 2. Notes — write notes → notes.md",
+        );
+        // Appended items are numbered after the last; restated or renumbered ones are not
+        // amendments, nor are done items or the count marker.
+        let answer = "Wrote count.txt.\n<!-- original_count: 9 -->\n\
+                      - [x] 1. Count — count rows\n- [ ] 2. Notes — write notes\n\
+                      - [ ] 1. Again — restated\n\
+                      - [ ] 3. Check — check the count → check.txt\n\
+                      - [ ] 7. Chart — draw it\n- [ ] 4. count — same label";
+        let amendment = amendments(answer, &plan, 2);
+        let added: Vec<_> = amendment
+            .items
+            .iter()
+            .map(|item| (item.index, item.label.as_str(), item.amended))
+            .collect();
+        assert_eq!(added, [(3, "Check", true), (4, "Chart", true)]);
+        assert_eq!(amendment.items[0].targets, ["check.txt"]);
+        assert_eq!(amendment.dropped, 0);
+        // Capped at twice the original count: the plan of two may grow to four.
+        let mut grown = plan.clone();
+        grown.extend(amendment.items);
+        let more = amendments("- [ ] 5. More — x\n- [ ] 6. Even more — y", &grown, 2);
+        assert!(more.items.is_empty());
+        assert_eq!(more.dropped, 2);
+        let one_left = amendments(
+            "- [ ] 3. A — x\n- [ ] 4. B — y\n- [ ] 5. C — z",
+            &plan[..1],
+            1,
+        );
+        assert_eq!(one_left.items.len(), 1);
+        assert_eq!(one_left.items[0].index, 2);
+        assert_eq!(one_left.dropped, 2);
+        assert!(amendments("Done.", &plan, 2).items.is_empty());
     }
 }

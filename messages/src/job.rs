@@ -188,6 +188,44 @@ pub struct PlanItem {
     /// Why a done item changed nothing, as the model stated it.
     #[serde(default)]
     pub no_change: Option<String>,
+    /// The workbench paths the item says it writes (`→ path[, path]` in the checklist): it is
+    /// done only when the draft changed each of them during the item.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+    /// The paths the draft changed (added, modified or deleted) during the item, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+    /// True for an item an earlier item's final answer appended to the plan (an amendment).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub amended: bool,
+}
+
+impl PlanItem {
+    /// A pending item.
+    pub fn pending(index: u32, label: String, description: String) -> Self {
+        Self {
+            index,
+            label,
+            description,
+            status: ItemStatus::Pending,
+            attempts: 0,
+            failure: None,
+            failure_code: None,
+            no_change: None,
+            targets: Vec::new(),
+            changed: Vec::new(),
+            amended: false,
+        }
+    }
+
+    /// The paths the item changed without naming them as targets.
+    pub fn unnamed_changes(&self) -> Vec<&str> {
+        self.changed
+            .iter()
+            .filter(|path| !self.targets.contains(path))
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 /// What the control plane tells about a job.

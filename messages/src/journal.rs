@@ -19,15 +19,18 @@ pub enum StepKind {
     Approval,
     /// How many workers died holding a tool call.
     Crashes,
+    /// The files (path and digest) an Implement item started from.
+    ItemFiles,
 }
 
 impl StepKind {
-    const ALL: [StepKind; 5] = [
+    const ALL: [StepKind; 6] = [
         StepKind::System,
         StepKind::ModelTurn,
         StepKind::ToolResult,
         StepKind::Approval,
         StepKind::Crashes,
+        StepKind::ItemFiles,
     ];
 
     fn prefix(self) -> &'static str {
@@ -37,6 +40,7 @@ impl StepKind {
             StepKind::ToolResult => "tool/",
             StepKind::Approval => "approval/",
             StepKind::Crashes => "crashes/",
+            StepKind::ItemFiles => "files/",
         }
     }
 
@@ -82,6 +86,12 @@ pub fn crashes(call_id: &str) -> String {
     format!("{}{call_id}", StepKind::Crashes.prefix())
 }
 
+/// `files/implement/<item>`: the files (path → digest) before the item's first attempt, so
+/// that what the item changed is known across attempts and restarts.
+pub fn item_files(item: u32) -> String {
+    format!("{}implement/{item}", StepKind::ItemFiles.prefix())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +115,8 @@ mod tests {
             StepKind::of(&model_turn(Phase::Research, 0, 1, 1)),
             Some(StepKind::ModelTurn)
         );
+        assert_eq!(item_files(3), "files/implement/3");
+        assert_eq!(StepKind::of(&item_files(3)), Some(StepKind::ItemFiles));
         assert_eq!(StepKind::of("other"), None);
     }
 }

@@ -1,8 +1,11 @@
 //! Honest outcomes: a job succeeds only when its work was done. Empty research is nudged, a
 //! plan must be a checklist, an item needs a successful tool call or a stated reason, a job
-//! with a failed item does not succeed, and the summary lists the draft's real changes.
+//! with a failed item does not succeed, and the summary lists the draft's real changes. A
+//! request that asks for a file cannot end with no change; an item that names its targets is
+//! done only when it wrote them; an item's final answer may append plan items.
 //! Real nats-server, coordinator and workers; the model is a scripted OpenAI-protocol server.
 
+use anyhow::Context;
 use atelier_messages::ErrorCode;
 use atelier_messages::job::{ItemStatus, JobState, JobView};
 use atelier_tests::Cluster;
@@ -243,14 +246,15 @@ async fn empty_research_is_nudged_a_corrected_plan_runs_and_the_summary_lists_th
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stated_reason_that_nothing_needs_to_change_is_recorded_and_the_job_succeeds()
 -> anyhow::Result<()> {
+    // A question: its item may end with a stated reason and no change.
     let (_model, cluster, view) = run(
         script(json!({
             "research": [{"content": "plan.csv is sorted by date."}],
-            "plan": [{"content": "- [ ] 1. Sort — sort plan.csv by date"}],
+            "plan": [{"content": "- [ ] 1. Check — check that plan.csv is sorted by date"}],
             "implement": {"1": [{"content": "NO_CHANGE_NEEDED: plan.csv is already sorted by date"}]},
             "summary": [{"content": "Nothing to do."}]
         }))?,
-        "Sort the plan by date",
+        "Is plan.csv sorted by date?",
     )
     .await?;
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
@@ -259,7 +263,7 @@ async fn a_stated_reason_that_nothing_needs_to_change_is_recorded_and_the_job_su
         Some("plan.csv is already sorted by date")
     );
     assert!(view.plan_md.as_deref().unwrap_or_default().contains(
-        "- [x] 1. Sort — sort plan.csv by date [No change: plan.csv is already sorted by date]"
+        "- [x] 1. Check — check that plan.csv is sorted by date [No change: plan.csv is already sorted by date]"
     ));
     assert!(
         cluster
@@ -492,5 +496,332 @@ async fn a_no_change_reason_after_a_successful_write_is_not_recorded() -> anyhow
         view.items[0].no_change, None,
         "the item did change the draft"
     );
+    Ok(())
+}
+
+/// Submits with `--wait --json` and returns the command's output with the job's final view.
+fn submit_wait(
+    cluster: &Cluster,
+    workbench: &str,
+    message: &str,
+    model: &str,
+) -> anyhow::Result<(atelier_tests::CliOutput, JobView)> {
+    let out = cluster.cli(&[
+        "submit", workbench, message, "--model", model, "--wait", "--json",
+    ])?;
+    let view = out.json()?;
+    Ok((out, view))
+}
+
+/// The files of the workbench's draft (`wb ls --draft --json`), or none without a draft.
+fn draft_files(cluster: &Cluster, workbench: &str) -> anyhow::Result<String> {
+    Ok(cluster.cli(&["wb", "ls", workbench, "--draft"])?.stdout)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_that_says_no_change_for_a_file_request_is_refused_and_never_succeeds()
+-> anyhow::Result<()> {
+    // As the small model answered: the escape the plan prompt used to offer, word for word.
+    let escape =
+        json!({"content": "NO_CHANGE_NEEDED: The request is a question the research answers."});
+    let request = "Write the number of rows in plan.csv into count.txt";
+    let model = ScriptedModel::start(script(json!({
+        "research": [{"content": "plan.csv has five milestones."}],
+        "plan": [escape.clone(), escape],
+        "summary": [{"content": "plan.csv has 5 rows."}]
+    }))?)
+    .await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("w", "plan.csv")?;
+    let (out, view) = submit_wait(&cluster, "w", request, &model.model_spec())?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert!(
+        !out.success,
+        "submit --wait exits non-zero for a failed job"
+    );
+    assert_eq!(error_code(&view), Some(ErrorCode::PlanInvalid));
+    let message = view.error.map(|error| error.message).unwrap_or_default();
+    assert!(message.contains("count.txt"), "{message}");
+    assert!(view.items.is_empty());
+    // Asked once more, told why; the plan prompt offered no way out for this request.
+    let plan = prompts_of(&model, "plan");
+    assert!(plan.contains("That answer was refused"), "{plan}");
+    assert_eq!(model.count("plan", None, 1), 1);
+    assert_eq!(model.count("plan", None, 2), 0, "asked only once more");
+    let first = model
+        .requests()
+        .into_iter()
+        .find(|request| request.phase == "plan")
+        .map(|request| request.body["messages"][0]["content"].to_string())
+        .unwrap_or_default();
+    assert!(!first.contains("NO_CHANGE_NEEDED"), "{first}");
+    assert!(
+        first.contains("→ file"),
+        "the plan is asked for targets: {first}"
+    );
+    assert!(
+        cluster
+            .cli(&["wb", "ls", "w", "--draft"])?
+            .failed_with("NO_DRAFT")
+    );
+
+    // Told why, a model that then plans the write gets its job done.
+    let model = ScriptedModel::start(script(json!({
+        "research": [{"content": "plan.csv has five milestones."}],
+        "plan": [
+            {"content": "NO_CHANGE_NEEDED: there are 5 rows"},
+            {"content": "- [ ] 1. Count — write the row count → count.txt"}
+        ],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "count.txt", "content": "5\n"}}]},
+            {"content": "Wrote count.txt."}
+        ]},
+        "summary": [{"content": "count.txt holds 5."}]
+    }))?)
+    .await?;
+    let (out, view) = submit_wait(&cluster, "w", request, &model.model_spec())?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert!(out.success);
+    assert_eq!(view.items[0].targets, ["count.txt"]);
+    assert_eq!(view.items[0].changed, ["count.txt"]);
+
+    // A question answered with a reason still succeeds, with its answer.
+    let model = ScriptedModel::start(script(json!({
+        "research": [{"content": "plan.csv has five milestones."}],
+        "plan": [{"content": "NO_CHANGE_NEEDED: plan.csv has 5 rows"}],
+        "summary": [{"content": "plan.csv has 5 rows."}]
+    }))?)
+    .await?;
+    cluster.workbench_with_launch_plan("q", "plan.csv")?;
+    let (out, view) = submit_wait(
+        &cluster,
+        "q",
+        "How many rows does plan.csv have?",
+        &model.model_spec(),
+    )?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert!(out.success);
+    assert!(view.items.is_empty());
+    assert!(
+        view.summary
+            .unwrap_or_default()
+            .starts_with("plan.csv has 5 rows.")
+    );
+    let plan = prompts_of(&model, "plan");
+    assert!(
+        plan.contains("NO_CHANGE_NEEDED"),
+        "a question is offered the way out: {plan}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn items_that_only_read_for_a_file_request_do_not_make_a_succeeded_job() -> anyhow::Result<()>
+{
+    // Every item "done" after a read, nothing written: the request's file was never made.
+    let (_model, _cluster, view) = run(
+        script(json!({
+            "research": [{"content": "plan.csv has five milestones."}],
+            "plan": [{"content": "- [ ] 1. Count — count the rows of plan.csv"}],
+            "implement": {"1": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "plan.csv"}}]},
+                {"content": "There are 5 rows."}
+            ]},
+            "summary": [{"content": "count.txt holds 5."}]
+        }))?,
+        "Write the number of rows in plan.csv into count.txt",
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::ItemNotDone));
+    assert_eq!(view.items[0].status, ItemStatus::Done);
+    assert!(view.items[0].changed.is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_item_naming_count_txt_that_wrote_only_notes_txt_is_not_done() -> anyhow::Result<()> {
+    // The retry writes notes.txt again, an overwrite: approved in advance.
+    let model = ScriptedModel::start(script(json!({
+            "research": [{"content": "plan.csv has five milestones."}],
+            "plan": [{"content": "- [ ] 1. Count — write the row count → count.txt"}],
+            "implement": {"1": [
+                {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.txt", "content": "5 rows\n"}}]},
+                {"content": "Wrote the count."}
+            ]},
+            "summary": [{"content": "count.txt holds 5."}]
+    }))?)
+    .await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("w", "plan.csv")?;
+    let view = cluster.run_job(
+        "w",
+        "Write the number of rows in plan.csv into count.txt",
+        &model.model_spec(),
+        &["--auto-approve"],
+    )?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
+    let item = &view.items[0];
+    assert_eq!(item.status, ItemStatus::Failed);
+    assert_eq!(item.failure_code, Some(ErrorCode::ItemNotDone));
+    assert_eq!(
+        item.attempts, 2,
+        "the retry is told which target was not written"
+    );
+    let reason = item.failure.clone().unwrap_or_default();
+    assert!(reason.contains("did not write count.txt"), "{reason}");
+    assert_eq!(item.changed, ["notes.txt"]);
+    let listing = draft_files(&cluster, "w")?;
+    assert!(!listing.contains("count.txt"), "{listing}");
+
+    // An item that wrote its target and more is done; the summary names the unnamed file.
+    let model = ScriptedModel::start(script(json!({
+        "research": [{"content": "plan.csv has five milestones."}],
+        "plan": [{"content": "- [ ] 1. Count — write the row count → count.txt"}],
+        "implement": {"1": [
+            {"tool_calls": [
+                {"name": "write_text_file", "arguments": {"path": "count.txt", "content": "5\n"}},
+                {"name": "write_text_file", "arguments": {"path": "notes.txt", "content": "5 rows\n"}}
+            ]},
+            {"content": "Wrote count.txt."}
+        ]},
+        "summary": [{"content": "count.txt holds 5."}]
+    }))?)
+    .await?;
+    cluster.workbench_with_launch_plan("w2", "plan.csv")?;
+    let view = cluster.run_job(
+        "w2",
+        "Write the number of rows in plan.csv into count.txt",
+        &model.model_spec(),
+        &[],
+    )?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(view.items[0].changed, ["count.txt", "notes.txt"]);
+    let summary = view.summary.unwrap_or_default();
+    assert!(
+        summary.contains("Item 1 (Count) also changed files it did not name: notes.txt."),
+        "{summary}"
+    );
+    assert!(
+        view.plan_md
+            .unwrap_or_default()
+            .contains("→ count.txt [Also changed: notes.txt]")
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_naming_a_target_outside_the_workbench_is_refused_before_anything_runs()
+-> anyhow::Result<()> {
+    let (model, cluster, view) = run(
+        script(json!({
+            "research": [{"content": "plan.csv has five milestones."}],
+            "plan": [{"content": "- [ ] 1. Notes — write notes → notes.txt\n- [ ] 2. Escape — write it → ../outside.txt"}],
+            "implement": {"1": [
+                {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.txt", "content": "x\n"}}]},
+                {"content": "Done."}
+            ]}
+        }))?,
+        "Write notes.txt",
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::SandboxViolation));
+    assert_eq!(model.count("implement", Some(1), 0), 0, "nothing ran");
+    assert!(
+        cluster
+            .cli(&["wb", "ls", "w", "--draft"])?
+            .failed_with("NO_DRAFT")
+    );
+    Ok(())
+}
+
+/// One item that writes count.txt and appends two items; the plan may grow to two.
+fn amendment_script() -> anyhow::Result<Script> {
+    script(json!({
+        "research": [{"content": "plan.csv has five milestones."}],
+        "plan": [{"content": "- [ ] 1. Count — write the row count → count.txt"}],
+        "implement": {
+            "1": [
+                {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "count.txt", "content": "5\n"}}]},
+                {"content": "Wrote count.txt.\n- [ ] 2. Notes — note how it was counted → notes.md\n- [ ] 3. More — beyond the cap → more.md"}
+            ],
+            "2": [
+                {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": "counted rows\n"}}]},
+                {"content": "Wrote notes.md."}
+            ]
+        },
+        "summary": [{"content": "count.txt and notes.md are written."}]
+    }))
+}
+
+const COUNT_REQUEST: &str = "Write the number of rows in plan.csv into count.txt";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_amendment_appended_by_an_item_runs_in_order() -> anyhow::Result<()> {
+    let (model, _cluster, view) = run(amendment_script()?, COUNT_REQUEST).await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    // One original item: the plan may grow to two; the third line is dropped.
+    assert_eq!(view.items.len(), 2, "{:?}", view.items);
+    let amended = &view.items[1];
+    assert_eq!((amended.index, amended.label.as_str()), (2, "Notes"));
+    assert!(amended.amended);
+    assert_eq!(amended.status, ItemStatus::Done);
+    assert_eq!(amended.changed, ["notes.md"]);
+    let plan_md = view.plan_md.unwrap_or_default();
+    assert!(
+        plan_md.starts_with("<!-- original_count: 1 -->"),
+        "{plan_md}"
+    );
+    assert!(
+        plan_md.contains("- [x] 2. Notes — note how it was counted → notes.md"),
+        "{plan_md}"
+    );
+    // It ran after item 1, as plan item 2 of 2.
+    assert_eq!(model.count("implement", Some(2), 0), 1);
+    let summary = view.summary.unwrap_or_default();
+    assert!(summary.contains("- added: notes.md"), "{summary}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumed_job_neither_repeats_nor_loses_an_amendment() -> anyhow::Result<()> {
+    // Killed right after item 1's final answer is journaled (the fourth model turn), and right
+    // after the state with item 1 done and its amendment is saved (the third save).
+    for point in ["after_model_turn@4", "after_checkpoint@3"] {
+        let model = ScriptedModel::start(amendment_script()?).await?;
+        let mut cluster = Cluster::start()?;
+        cluster.workbench_with_launch_plan("w", "plan.csv")?;
+        cluster.kill_coordinator();
+        cluster.start_coordinator_with_env(&[("ATELIER_FAILPOINTS", point)])?;
+        let job_id = cluster.submit("w", COUNT_REQUEST, &model.model_spec())?;
+        let coordinator = cluster.coordinator.as_mut().context("no coordinator")?;
+        anyhow::ensure!(
+            coordinator.wait_exit(std::time::Duration::from_secs(120)),
+            "failpoint {point} was never reached\n{}",
+            cluster.logs()
+        );
+        cluster.start_coordinator()?;
+        let view = cluster.wait_finished(&job_id, std::time::Duration::from_secs(120))?;
+        assert_eq!(view.state, JobState::Succeeded, "{point}: {view:?}");
+        let labels: Vec<_> = view.items.iter().map(|item| item.label.as_str()).collect();
+        assert_eq!(labels, ["Count", "Notes"], "{point}");
+        assert!(
+            view.items
+                .iter()
+                .all(|item| item.status == ItemStatus::Done)
+        );
+        assert_eq!(
+            model.count("implement", Some(1), 1),
+            1,
+            "{point}: item 1 answered once"
+        );
+        assert_eq!(
+            model.count("implement", Some(2), 0),
+            1,
+            "{point}: the amendment ran once"
+        );
+    }
     Ok(())
 }

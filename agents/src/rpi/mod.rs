@@ -71,10 +71,27 @@ pub async fn run(
         }
         host.emit(EventKind::PhaseCompleted { phase });
     }
-    match failed_items(state) {
+    match failed_items(state).or_else(|| unchanged_artefact(state)) {
         Some(error) => Err(AgentError::Job(error)),
         None => Ok(()),
     }
+}
+
+/// `ITEM_NOT_DONE` when the request asks for an artefact (`state.asks_for`) and no plan item
+/// changed a file: every item said it was done, yet the job did not do what was asked.
+fn unchanged_artefact(state: &RpiState) -> Option<ErrorBody> {
+    let why = state.asks_for.as_deref()?;
+    if state.items.iter().any(|item| !item.changed.is_empty()) {
+        return None;
+    }
+    Some(ErrorBody::new(
+        ErrorCode::ItemNotDone,
+        format!(
+            "the request asks for an artefact ({why}), but none of the {} plan items changed a \
+             file; the job did not do what was asked",
+            state.items.len()
+        ),
+    ))
 }
 
 /// Saves the totals of a run that ended early; the run's own error is what the job reports,

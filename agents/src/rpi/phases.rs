@@ -1,7 +1,16 @@
 //! What each phase asks and how it advances the state.
+//!
+//! What the engine checks before an item is done: a stated failure fails it; a reason that
+//! no change is needed counts only when nothing was done, and never for a request that asks
+//! for an artefact ([`crate::request`]); an item that names targets (`→ path`) is done only
+//! when the draft changed each of them during the item (its files before its first attempt
+//! are journaled, so this holds across attempts and restarts). The files an item changed are
+//! recorded on it; its final answer may append plan items ([`plan::amendments`]).
 
-use atelier_messages::ErrorCode;
+use std::collections::BTreeMap;
+
 use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
+use atelier_messages::{ErrorBody, ErrorCode, journal};
 use tracing::{Instrument, info_span};
 
 use super::driver::Driver;
@@ -13,17 +22,40 @@ use crate::catalog::{self, ToolSpec};
 use crate::plan;
 use crate::provider::{ChatMessage, ModelRequest, ToolChoice};
 
-/// How an item ended: done (with the model's reason when it changed nothing), or failed.
-type ItemOutcome = Result<Option<String>, Failure>;
+/// How an item ended: done, or failed.
+type ItemOutcome = Result<Done, Failure>;
+
+/// A done item: the model's reason when it changed nothing, and its final answer (which may
+/// append plan items).
+#[derive(Debug, PartialEq, Eq)]
+struct Done {
+    no_change: Option<String>,
+    answer: String,
+}
 
 fn plan_invalid(reason: &str) -> AgentError {
-    AgentError::Job(atelier_messages::ErrorBody::new(
+    AgentError::Job(ErrorBody::new(
         ErrorCode::PlanInvalid,
         format!("the model gave no usable plan: {reason}"),
     ))
 }
 
+/// `SANDBOX_VIOLATION` for a plan item whose target lies outside the workbench.
+fn target_outside(items: &[PlanItem], what: &str) -> Result<(), AgentError> {
+    match plan::target_outside(items) {
+        None => Ok(()),
+        Some((index, target)) => Err(AgentError::Job(ErrorBody::new(
+            ErrorCode::SandboxViolation,
+            format!(
+                "{what} item {index} names `{target}`, which is outside the workbench; nothing \
+                 of the plan ran"
+            ),
+        ))),
+    }
+}
+
 /// How one failed attempt at a plan item ended.
+#[derive(Debug)]
 struct Failure {
     /// The stable code, when the failure has one (a model's own `ITEM_FAILED` has none).
     code: Option<ErrorCode>,
@@ -31,11 +63,35 @@ struct Failure {
     retry: bool,
 }
 
-/// How an item ends on the model's final answer, after `successful_calls` successful calls:
-/// failed when it says so; done, with its reason when it changed nothing. A retry of an item
-/// the model itself declared failed cannot be closed as needing no change: that contradicts
-/// the failure, and would let a job succeed without its work.
-fn answered_item(text: &str, successful_calls: u32, previous: Option<&Failure>) -> ItemOutcome {
+/// What an attempt's final answer is judged with.
+struct Answered<'a> {
+    text: &'a str,
+    /// The attempt's successful tool calls.
+    successful_calls: u32,
+    /// The item's targets (`→ path`).
+    targets: &'a [String],
+    /// The paths the draft changed since the item's first attempt began.
+    changed: &'a [String],
+    /// Why the request asks for an artefact, when it does.
+    asks_for: Option<&'a str>,
+}
+
+fn not_done(reason: String) -> Failure {
+    Failure {
+        code: Some(ErrorCode::ItemNotDone),
+        reason,
+        retry: true,
+    }
+}
+
+/// How an item ends on the model's final answer: failed when it says so; failed
+/// (`ITEM_NOT_DONE`) when a target was not written during the item, or when it changed
+/// nothing and says no change is needed for a request that asks for an artefact; done
+/// otherwise, with its reason when it changed nothing. A retry of an item the model itself
+/// declared failed cannot be closed as needing no change: that contradicts the failure, and
+/// would let a job succeed without its work.
+fn answered_item(answered: &Answered<'_>, previous: Option<&Failure>) -> ItemOutcome {
+    let text = answered.text;
     if let Some(reason) = item_failure(text) {
         return Err(Failure {
             code: None,
@@ -44,9 +100,11 @@ fn answered_item(text: &str, successful_calls: u32, previous: Option<&Failure>) 
         });
     }
     // The reason that nothing changed counts only when nothing was done.
-    let no_change = prompts::no_change(text).filter(|_| successful_calls == 0);
-    match (no_change, previous) {
-        (Some(reason), Some(declared)) if declared.code.is_none() => Err(Failure {
+    let no_change = prompts::no_change(text).filter(|_| answered.successful_calls == 0);
+    if let (Some(reason), Some(declared)) = (&no_change, previous)
+        && declared.code.is_none()
+    {
+        return Err(Failure {
             code: Some(ErrorCode::ItemNotDone),
             reason: format!(
                 "the previous attempt declared the item failed ({}); this one changed nothing \
@@ -54,9 +112,71 @@ fn answered_item(text: &str, successful_calls: u32, previous: Option<&Failure>) 
                 declared.reason
             ),
             retry: false,
-        }),
-        (no_change, _) => Ok(no_change),
+        });
     }
+    let missing: Vec<&str> = answered
+        .targets
+        .iter()
+        .filter(|target| !answered.changed.contains(target))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        let claim = match &no_change {
+            Some(reason) => format!("it answered that no change is needed ({reason})"),
+            None => format!("it answered \"{}\"", first_line(text)),
+        };
+        let wrote = if answered.changed.is_empty() {
+            "nothing".to_string()
+        } else {
+            answered.changed.join(", ")
+        };
+        return Err(not_done(format!(
+            "the item names {} but did not write {} during the item (it changed {wrote}; {claim})",
+            answered.targets.join(", "),
+            missing.join(", ")
+        )));
+    }
+    if let (Some(reason), Some(why)) = (&no_change, answered.asks_for)
+        && answered.changed.is_empty()
+    {
+        return Err(not_done(format!(
+            "it answered that no change is needed ({reason}), but the request asks for an \
+             artefact ({why}) and the item changed nothing"
+        )));
+    }
+    Ok(Done {
+        no_change,
+        answer: text.to_string(),
+    })
+}
+
+fn first_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or("");
+    line.trim().chars().take(120).collect()
+}
+
+/// The paths whose digest differs between `before` and `after` (added, modified or deleted),
+/// sorted.
+fn changed_paths(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut changed: Vec<String> = after
+        .iter()
+        .filter(|(path, digest)| before.get(*path) != Some(digest))
+        .map(|(path, _)| path.clone())
+        .chain(
+            before
+                .keys()
+                .filter(|path| !after.contains_key(*path))
+                .cloned(),
+        )
+        .collect();
+    changed.sort();
+    changed
 }
 
 impl Driver<'_> {
@@ -99,11 +219,22 @@ impl Driver<'_> {
 
     async fn plan(&self, state: &mut RpiState) -> Result<(), AgentError> {
         let research = state.research.clone().unwrap_or_default();
+        let paths: Vec<String> = self
+            .host
+            .files()
+            .await?
+            .into_iter()
+            .map(|file| file.path)
+            .collect();
+        state.asks_for = crate::request::classify(&self.job.message, &paths)
+            .artefact()
+            .map(str::to_string);
+        let asks_for = state.asks_for.clone();
         let end = self
             .single_phase_loop(
                 state,
                 Phase::Plan,
-                |manifest| prompts::plan(&research, manifest),
+                |manifest| prompts::plan(&research, manifest, asks_for.as_deref()),
                 catalog::plan_tools(),
                 self.budgets.plan_turns,
                 Expect::Checklist,
@@ -120,7 +251,9 @@ impl Driver<'_> {
             LoopEnd::LoopDetected(reason) => return Err(plan_invalid(&reason)),
             LoopEnd::Unusable(error) => return Err(error),
         };
-        state.items = plan::parse(&text);
+        let items = plan::parse(&text);
+        target_outside(&items, "plan")?;
+        state.items = items;
         state.original_count = state.items.len();
         state.plan_md = Some(plan::render(&state.items, state.original_count));
         state.phase = Phase::Implement;
@@ -153,21 +286,24 @@ impl Driver<'_> {
     }
 
     async fn implement(&self, state: &mut RpiState) -> Result<(), AgentError> {
-        let total = u32::try_from(state.items.len()).unwrap_or(u32::MAX);
         while let Some(position) = state
             .items
             .iter()
             .position(|item| item.status == ItemStatus::Pending)
         {
+            let total = u32::try_from(state.items.len()).unwrap_or(u32::MAX);
             let item = state.items[position].clone();
             let span = info_span!("item", index = item.index, label = %item.label);
-            let (attempts, outcome) = self.run_item(state, &item, total).instrument(span).await?;
+            let (attempts, outcome, changed) =
+                self.run_item(state, &item, total).instrument(span).await?;
             let entry = &mut state.items[position];
             entry.attempts = attempts;
+            entry.changed = changed;
             match outcome {
-                Ok(no_change) => {
+                Ok(done) => {
                     entry.status = ItemStatus::Done;
-                    entry.no_change = no_change;
+                    entry.no_change = done.no_change;
+                    self.amend(state, &item, &done.answer)?;
                 }
                 Err(failure) => {
                     entry.status = ItemStatus::Failed;
@@ -186,17 +322,58 @@ impl Driver<'_> {
         self.save(state).await
     }
 
-    /// Runs an item's attempts; returns how many were made and how the last one ended: done
-    /// (with the model's reason when it changed nothing) or failed.
+    /// Appends the items a done item's final answer adds to the plan (append-only, capped at
+    /// twice the original count). They are saved with the item's status, from its journaled
+    /// answer, so a resumed job neither repeats nor loses them.
+    fn amend(&self, state: &mut RpiState, item: &PlanItem, answer: &str) -> Result<(), AgentError> {
+        let amendment = plan::amendments(answer, &state.items, state.original_count);
+        target_outside(&amendment.items, "an amended")?;
+        if amendment.dropped > 0 {
+            tracing::warn!(
+                item = item.index,
+                dropped = amendment.dropped,
+                cap = state.original_count * 2,
+                "plan amendments beyond twice the original item count were dropped"
+            );
+        }
+        state.items.extend(amendment.items);
+        Ok(())
+    }
+
+    /// The workbench's files as the agent sees them: path → digest.
+    async fn file_digests(&self) -> Result<BTreeMap<String, String>, AgentError> {
+        Ok(self
+            .host
+            .files()
+            .await?
+            .into_iter()
+            .map(|file| (file.path, file.digest))
+            .collect())
+    }
+
+    /// The files before the item's first attempt, journaled the first time.
+    async fn item_files(&self, item: u32) -> Result<BTreeMap<String, String>, AgentError> {
+        let key = journal::item_files(item);
+        if let Some(files) = self.recall(&key).await? {
+            return Ok(files);
+        }
+        let files = self.file_digests().await?;
+        self.record(&key, &files).await?;
+        Ok(files)
+    }
+
+    /// Runs an item's attempts; returns how many were made, how the last one ended (done, or
+    /// failed) and the paths the draft changed during the item.
     async fn run_item(
         &self,
         state: &mut RpiState,
         item: &PlanItem,
         total: u32,
-    ) -> Result<(u32, ItemOutcome), AgentError> {
-        let mut outcome: ItemOutcome = Ok(None);
+    ) -> Result<(u32, ItemOutcome, Vec<String>), AgentError> {
+        let before = self.item_files(item.index).await?;
         let mut attempt = 0;
-        while attempt < self.budgets.item_attempts {
+        let mut previous: Option<Failure> = None;
+        let outcome = loop {
             attempt += 1;
             self.host.emit(EventKind::ItemStarted {
                 index: item.index,
@@ -204,17 +381,19 @@ impl Driver<'_> {
                 label: item.label.clone(),
                 attempt,
             });
-            let previous = std::mem::replace(&mut outcome, Ok(None)).err();
-            outcome = self
-                .attempt_item(state, item, total, attempt, previous.as_ref())
+            let outcome = self
+                .attempt_item(state, item, total, attempt, previous.as_ref(), &before)
                 .await?;
-            match &outcome {
-                Ok(_) => break,
-                Err(failure) if !failure.retry => break,
-                Err(_) => {}
+            match outcome {
+                Ok(done) => break Ok(done),
+                Err(failure) if !failure.retry || attempt >= self.budgets.item_attempts => {
+                    break Err(failure);
+                }
+                Err(failure) => previous = Some(failure),
             }
-        }
-        Ok((attempt, outcome))
+        };
+        let changed = changed_paths(&before, &self.file_digests().await?);
+        Ok((attempt, outcome, changed))
     }
 
     async fn attempt_item(
@@ -224,6 +403,7 @@ impl Driver<'_> {
         total: u32,
         attempt: u32,
         previous: Option<&Failure>,
+        before: &BTreeMap<String, String>,
     ) -> Result<ItemOutcome, AgentError> {
         let scope = Scope {
             phase: Phase::Implement,
@@ -234,6 +414,7 @@ impl Driver<'_> {
         let research = state.research.clone().unwrap_or_default();
         let plan_md = state.plan_md.clone().unwrap_or_default();
         let previous_reason = previous.map(|failure| failure.reason.clone());
+        let asks_for = state.asks_for.clone();
         let item_owned = item.clone();
         let system = self
             .system_prompt(scope, move |manifest| {
@@ -245,6 +426,7 @@ impl Driver<'_> {
                     plan_md: &plan_md,
                     manifest,
                     previous_failure: previous_reason.as_deref(),
+                    asks_for: asks_for.as_deref(),
                 })
             })
             .await?;
@@ -267,7 +449,17 @@ impl Driver<'_> {
             LoopEnd::Answer {
                 text,
                 successful_calls,
-            } => answered_item(&text, successful_calls, previous),
+            } => {
+                let changed = changed_paths(before, &self.file_digests().await?);
+                let answered = Answered {
+                    text: &text,
+                    successful_calls,
+                    targets: &item.targets,
+                    changed: &changed,
+                    asks_for: state.asks_for.as_deref(),
+                };
+                answered_item(&answered, previous)
+            }
             LoopEnd::Refused(reason) => Err(Failure {
                 code: Some(ErrorCode::ItemNotDone),
                 reason,
@@ -319,11 +511,16 @@ impl Driver<'_> {
             .model_turn(state, scope, 0, &request, &on_delta)
             .await?;
         let changes = self.host.draft_changes().await?;
-        state.summary = Some(format!(
+        let mut summary = format!(
             "{}\n\n{}",
             response.content.trim_end(),
             prompts::draft_changes(&changes)
-        ));
+        );
+        let unnamed = prompts::unnamed_changes(&state.items);
+        if !unnamed.is_empty() {
+            summary.push_str(&format!("\n{unnamed}"));
+        }
+        state.summary = Some(summary);
         state.phase = Phase::Done;
         self.save(state).await
     }
@@ -347,12 +544,32 @@ mod tests {
         }
     }
 
+    /// An answer after `successful_calls`, for an item without targets that changed nothing,
+    /// in a job whose request asks only for an answer.
+    fn plain(text: &str, successful_calls: u32) -> Answered<'_> {
+        Answered {
+            text,
+            successful_calls,
+            targets: &[],
+            changed: &[],
+            asks_for: None,
+        }
+    }
+
+    /// The reason an item stayed undone (or `None` when it is done).
+    fn no_change_of(outcome: ItemOutcome) -> Option<Option<String>> {
+        outcome.ok().map(|done| done.no_change)
+    }
+
     #[test]
     fn a_retry_after_a_declared_failure_cannot_end_as_no_change() {
         // As the 0.5B model answered launch-count: "ITEM_FAILED: Tool not found.", then
         // "NO_CHANGE_NEEDED: Plan item 1: 5 —" on the retry, with no call in either.
         let previous = declared("Tool not found.");
-        let outcome = answered_item("NO_CHANGE_NEEDED: Plan item 1: 5 —", 0, Some(&previous));
+        let outcome = answered_item(
+            &plain("NO_CHANGE_NEEDED: Plan item 1: 5 —", 0),
+            Some(&previous),
+        );
         let failure = outcome.expect_err("failed");
         assert_eq!(failure.code, Some(ErrorCode::ItemNotDone));
         assert!(!failure.retry);
@@ -363,7 +580,10 @@ mod tests {
         );
         // Without a declared failure before it, the stated reason stands.
         assert_eq!(
-            answered_item("NO_CHANGE_NEEDED: already sorted", 0, None).ok(),
+            no_change_of(answered_item(
+                &plain("NO_CHANGE_NEEDED: already sorted", 0),
+                None
+            )),
             Some(Some("already sorted".to_string()))
         );
         // After a failure with a code (a budget, unusable replies) the first attempt may have
@@ -374,14 +594,93 @@ mod tests {
             retry: true,
         };
         assert_eq!(
-            answered_item("NO_CHANGE_NEEDED: count.txt is written", 0, Some(&budget)).ok(),
+            no_change_of(answered_item(
+                &plain("NO_CHANGE_NEEDED: count.txt is written", 0),
+                Some(&budget)
+            )),
             Some(Some("count.txt is written".to_string()))
         );
         // A retry that did the work is done, whatever it adds.
         assert_eq!(
-            answered_item("Wrote count.txt. NO_CHANGE_NEEDED: x", 1, Some(&previous)).ok(),
+            no_change_of(answered_item(
+                &plain("Wrote count.txt. NO_CHANGE_NEEDED: x", 1),
+                Some(&previous)
+            )),
             Some(None)
         );
-        assert!(answered_item("ITEM_FAILED: no such column", 0, None).is_err());
+        assert!(answered_item(&plain("ITEM_FAILED: no such column", 0), None).is_err());
+    }
+
+    fn paths(list: &[&str]) -> Vec<String> {
+        list.iter().map(|path| path.to_string()).collect()
+    }
+
+    #[test]
+    fn an_item_naming_targets_is_done_only_when_it_wrote_each() {
+        let targets = paths(&["count.txt", "notes.txt"]);
+        let answered = |text, changed| Answered {
+            text,
+            successful_calls: 1,
+            targets: &targets,
+            changed,
+            asks_for: None,
+        };
+        let only_notes = paths(&["notes.txt"]);
+        let failure = answered_item(&answered("Wrote count.txt.", &only_notes), None)
+            .expect_err("count.txt was not written");
+        assert_eq!(failure.code, Some(ErrorCode::ItemNotDone));
+        assert!(failure.retry);
+        assert!(
+            failure.reason.contains("did not write count.txt")
+                && failure.reason.contains("it changed notes.txt"),
+            "{}",
+            failure.reason
+        );
+        let nothing = answered_item(&answered("NO_CHANGE_NEEDED: already there", &[]), None)
+            .expect_err("nothing was written");
+        assert!(
+            nothing.reason.contains("it changed nothing"),
+            "{}",
+            nothing.reason
+        );
+        let all = paths(&["count.txt", "extra.md", "notes.txt"]);
+        let done = answered_item(&answered("Wrote both.", &all), None).expect("done");
+        assert_eq!(done.no_change, None);
+    }
+
+    #[test]
+    fn no_change_is_refused_for_a_request_that_asks_for_an_artefact() {
+        let why = "it names count.txt, which the workbench does not have";
+        let answered = |changed| Answered {
+            text: "NO_CHANGE_NEEDED: the research answers it",
+            successful_calls: 0,
+            targets: &[],
+            changed,
+            asks_for: Some(why),
+        };
+        let failure = answered_item(&answered(&[]), None).expect_err("refused");
+        assert_eq!(failure.code, Some(ErrorCode::ItemNotDone));
+        assert!(failure.retry, "the retry is told why");
+        assert!(failure.reason.contains(why), "{}", failure.reason);
+        // An earlier attempt of the item wrote the file: the retry may say so.
+        let written = paths(&["count.txt"]);
+        assert!(answered_item(&answered(&written), None).is_ok());
+    }
+
+    #[test]
+    fn changed_paths_are_added_modified_and_deleted_ones() {
+        let files = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(p, d)| (p.to_string(), d.to_string()))
+                .collect()
+        };
+        let before = files(&[("a.csv", "1"), ("b.txt", "2"), ("gone.bin", "3")]);
+        let after = files(&[("a.csv", "1"), ("b.txt", "9"), ("new.txt", "4")]);
+        assert_eq!(
+            changed_paths(&before, &after),
+            ["b.txt", "gone.bin", "new.txt"]
+        );
+        assert!(changed_paths(&before, &before).is_empty());
     }
 }

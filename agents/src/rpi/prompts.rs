@@ -85,13 +85,40 @@ pub(super) fn research(workbench: &str, manifest: &str) -> String {
     )
 }
 
-pub(super) fn plan(research: &str, manifest: &str) -> String {
+/// The checklist line's form, with its optional targets.
+const CHECKLIST_FORM: &str = "`- [ ] N. label — description → file`";
+
+/// The plan prompt. `asks_for`: why the request asks for an artefact, when it does; then the
+/// prompt offers no way to answer that nothing needs to change (a small model copies such a
+/// way out, reason and all), and says the plan must write what the request asks for.
+pub(super) fn plan(research: &str, manifest: &str, asks_for: Option<&str>) -> String {
+    let ending = match asks_for {
+        Some(why) => format!(
+            "The request asks for a file to be written or changed ({why}): the plan must hold \
+             the items that do it."
+        ),
+        None => format!(
+            "If the request is only a question and no file needs to change, answer only \
+             `{NO_CHANGE_MARKER}` followed by the answer to the question in your own words."
+        ),
+    };
     format!(
         "You are in the Plan phase. Write a checklist of the steps that fulfil the request, one per \
-         line, exactly in the form `- [ ] N. label — description`. Keep it short (1 to 8 items); each \
-         item must be doable with the workbench tools. If nothing needs to change (the request is a \
-         question the research answers), answer only `{NO_CHANGE_MARKER} <reason>`.\n\n\
+         line, exactly in the form {CHECKLIST_FORM}, where `→ file` names the workbench file (or \
+         files, comma-separated) the item writes, changes or deletes — a path inside the workbench; \
+         leave it out for an item that only reads. Keep it short (1 to 8 items); each item must be \
+         doable with the workbench tools. {ending}\n\n\
          Research notes:\n{research}\n\n{manifest}"
+    )
+}
+
+/// What the model is told when its plan said nothing needs to change for a request that asks
+/// for an artefact.
+pub(super) fn refuse_no_change_plan(why: &str) -> String {
+    format!(
+        "That answer was refused: the request asks for a file to be written or changed ({why}), \
+         so the job cannot end without a change. Write the checklist of the steps that do it, one \
+         per line, in the form {CHECKLIST_FORM}."
     )
 }
 
@@ -103,16 +130,37 @@ pub(super) struct ItemContext<'a> {
     pub plan_md: &'a str,
     pub manifest: &'a str,
     pub previous_failure: Option<&'a str>,
+    /// Why the request asks for an artefact, when it does.
+    pub asks_for: Option<&'a str>,
 }
 
 pub(super) fn implement(context: &ItemContext<'_>) -> String {
     let item = context.item;
+    let targets = if item.targets.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " This item is done only when it has written {}.",
+            item.targets.join(", ")
+        )
+    };
+    // The way out only where the engine may take it: an item that names no file, for a
+    // request that asks for none.
+    let no_change = if item.targets.is_empty() && context.asks_for.is_none() {
+        format!(
+            " If the workbench already satisfies it and no tool call is needed, answer \
+             `{NO_CHANGE_MARKER}` followed by why, in your own words."
+        )
+    } else {
+        String::new()
+    };
     let mut prompt = format!(
-        "You are in the Implement phase, working on plan item {} of {}: {} — {}.\n\
+        "You are in the Implement phase, working on plan item {} of {}: {} — {}.{targets}\n\
          Use the tools to do exactly this item. Every write lands in the draft, never in the \
          published files. When the item is done, answer with a one-line result and no tool calls. \
-         If it cannot be done, answer `{ITEM_FAILED_MARKER} <reason>`. If the workbench already \
-         satisfies it and no tool call is needed, answer `{NO_CHANGE_MARKER} <reason>`.\n\nUser request:\n{}\n\n\
+         If it cannot be done, answer `{ITEM_FAILED_MARKER} <reason>`.{no_change} If the work \
+         shows a step the plan lacks, add it at the end of your answer as a new checklist line \
+         numbered after the plan's last item.\n\nUser request:\n{}\n\n\
          Research notes:\n{}\n\nPlan:\n{}\n\n{}",
         item.index,
         context.total,
@@ -163,9 +211,30 @@ pub(super) fn item_failure(answer: &str) -> Option<String> {
     marked(answer, ITEM_FAILED_MARKER)
 }
 
-/// The reason a model gave that nothing needs to change, if its answer carries the marker.
+/// The reason a model gave that nothing needs to change, if its answer carries the marker
+/// followed by a reason (the marker alone is no answer).
 pub(super) fn no_change(answer: &str) -> Option<String> {
-    marked(answer, NO_CHANGE_MARKER)
+    marked(answer, NO_CHANGE_MARKER).filter(|reason| !reason.is_empty())
+}
+
+/// The files plan items changed without naming them, a line per item (empty when none did).
+pub(super) fn unnamed_changes(items: &[PlanItem]) -> String {
+    items
+        .iter()
+        .filter(|item| !item.targets.is_empty())
+        .filter_map(|item| {
+            let unnamed = item.unnamed_changes();
+            (!unnamed.is_empty()).then(|| {
+                format!(
+                    "Item {} ({}) also changed files it did not name: {}.",
+                    item.index,
+                    item.label,
+                    unnamed.join(", ")
+                )
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The text after `marker` on the first line that starts with it.
@@ -183,20 +252,31 @@ pub(super) fn nudge_empty() -> String {
         .to_string()
 }
 
-pub(super) fn nudge_plan() -> String {
+pub(super) fn nudge_plan(asks_for: Option<&str>) -> String {
+    let or_no_change = match asks_for {
+        Some(_) => String::new(),
+        None => format!(
+            ", or answer only `{NO_CHANGE_MARKER}` and the answer to the question if the request is \
+             only a question"
+        ),
+    };
     format!(
         "Your answer is not a checklist. Write the plan again, one item per line, exactly in the \
          form `- [ ] N. label — description`, with your own steps for the user's request and \
-         its files (for example `- [ ] 1. <what to do> — <how, with which file>`), or answer only \
-         `{NO_CHANGE_MARKER} <reason>` if nothing needs to change."
+         its files (for example `- [ ] 1. <what to do> — <how> → <file it writes>`){or_no_change}."
     )
 }
 
-pub(super) fn nudge_no_tool_call() -> String {
+pub(super) fn nudge_no_tool_call(asks_for: Option<&str>) -> String {
+    let or_no_change = match asks_for {
+        Some(_) => String::new(),
+        None => format!(
+            ", or answer `{NO_CHANGE_MARKER}` and why if the workbench already satisfies it"
+        ),
+    };
     format!(
         "You made no successful tool call, so nothing was done for this item. Carry out the item \
-         with the tools now, or answer `{NO_CHANGE_MARKER} <reason>` if the workbench already \
-         satisfies it, or `{ITEM_FAILED_MARKER} <reason>` if it cannot be done."
+         with the tools now{or_no_change}, or `{ITEM_FAILED_MARKER} <reason>` if it cannot be done."
     )
 }
 

@@ -25,7 +25,7 @@ mod judge;
 mod tool_calls;
 
 pub(super) use judge::Expect;
-use judge::{Verdict, judge};
+use judge::{Judging, Verdict, judge};
 pub(crate) use tool_calls::{Outcome, approval_refusal, render};
 
 /// Where a step sits: phase, plan item (0 outside Implement), attempt.
@@ -185,6 +185,7 @@ impl Driver<'_> {
         let mut detector = LoopDetector::new(&self.budgets);
         let mut successful_calls = 0;
         let mut nudges = 0;
+        let mut refusals = 0;
         for turn in 0..budget {
             let request = ModelRequest {
                 phase: scope.phase.as_str().to_string(),
@@ -202,7 +203,13 @@ impl Driver<'_> {
                 Err(error) => return Err(error),
             };
             if response.tool_calls.is_empty() {
-                match judge(expect, &response.content, successful_calls, nudges) {
+                let judging = Judging {
+                    successful_calls,
+                    nudges,
+                    refusals,
+                    asks_for: state.asks_for.as_deref(),
+                };
+                match judge(expect, &response.content, judging) {
                     Verdict::Accept => {
                         return Ok(LoopEnd::Answer {
                             text: response.content,
@@ -214,6 +221,12 @@ impl Driver<'_> {
                         nudges += 1;
                         messages.push(ChatMessage::assistant(response.content, Vec::new()));
                         messages.push(ChatMessage::user(nudge));
+                        continue;
+                    }
+                    Verdict::RefuseNoChange(told) => {
+                        refusals += 1;
+                        messages.push(ChatMessage::assistant(response.content, Vec::new()));
+                        messages.push(ChatMessage::user(told));
                         continue;
                     }
                 }
@@ -252,7 +265,10 @@ impl Driver<'_> {
     }
 
     /// A journaled step, if it already happened.
-    async fn recall<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, AgentError> {
+    pub(super) async fn recall<T: DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, AgentError> {
         let Some(value) = self.host.recall(key).await? else {
             return Ok(None);
         };
@@ -266,7 +282,7 @@ impl Driver<'_> {
     }
 
     /// Journals a step; returns once it is durable.
-    async fn record<T: Serialize>(&self, key: &str, step: &T) -> Result<(), AgentError> {
+    pub(super) async fn record<T: Serialize>(&self, key: &str, step: &T) -> Result<(), AgentError> {
         let value = serde_json::to_value(step)
             .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
         self.host.record(key, &value).await?;

@@ -140,6 +140,11 @@ pub struct RpiState {
     pub items: Vec<PlanItem>,
     #[serde(default)]
     pub original_count: usize,
+    /// Why the request asks for an artefact (a file written, changed or removed), when it
+    /// does; read once, from the request and the files, when the plan phase starts
+    /// ([`crate::request`]). Such a job cannot succeed without a change.
+    #[serde(default)]
+    pub asks_for: Option<String>,
     #[serde(default)]
     pub summary: Option<String>,
     #[serde(default)]
@@ -205,6 +210,7 @@ impl Default for RpiState {
             plan_md: None,
             items: Vec::new(),
             original_count: 0,
+            asks_for: None,
             summary: None,
             model_turns: 0,
             tool_calls: 0,

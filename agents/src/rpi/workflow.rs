@@ -91,15 +91,12 @@ fn start(steps: &[WorkflowStep], state: &mut RpiState) {
     state.items = steps
         .iter()
         .enumerate()
-        .map(|(position, step)| PlanItem {
-            index: u32::try_from(position + 1).unwrap_or(u32::MAX),
-            label: step.label(),
-            description: String::new(),
-            status: ItemStatus::Pending,
-            attempts: 0,
-            failure: None,
-            failure_code: None,
-            no_change: None,
+        .map(|(position, step)| {
+            PlanItem::pending(
+                u32::try_from(position + 1).unwrap_or(u32::MAX),
+                step.label(),
+                String::new(),
+            )
         })
         .collect();
     state.original_count = state.items.len();

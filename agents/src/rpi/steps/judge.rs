@@ -21,6 +21,9 @@ pub(super) enum Verdict {
     Accept,
     /// Tell the model this and let it answer again.
     Nudge(String),
+    /// A plan said nothing needs to change for a request that asks for an artefact: tell the
+    /// model why that was refused and let it answer again (once).
+    RefuseNoChange(String),
     /// Give up: the reason.
     Refuse(String),
 }
@@ -33,9 +36,43 @@ fn nudges_allowed(expect: Expect) -> u32 {
     }
 }
 
-/// Judges an answer given with no tool calls (`successful_calls`: the loop's successful tool
-/// calls so far; `nudges`: how often the model was already told).
-pub(super) fn judge(expect: Expect, answer: &str, successful_calls: u32, nudges: u32) -> Verdict {
+/// What the loop knows when it judges an answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Judging<'a> {
+    /// The loop's successful tool calls so far.
+    pub successful_calls: u32,
+    /// How often the model was already told its answer was not acceptable.
+    pub nudges: u32,
+    /// How often a plan's no-change answer was already refused.
+    pub refusals: u32,
+    /// Why the request asks for an artefact, when it does ([`crate::request`]).
+    pub asks_for: Option<&'a str>,
+}
+
+/// Judges an answer given with no tool calls. A plan that answers that nothing needs to
+/// change is accepted only with a reason and only for a request that asks for no artefact;
+/// for one that does, the model is told why once, then the plan is given up on.
+pub(super) fn judge(expect: Expect, answer: &str, judging: Judging<'_>) -> Verdict {
+    let Judging {
+        successful_calls,
+        nudges,
+        refusals,
+        asks_for,
+    } = judging;
+    if expect == Expect::Checklist
+        && crate::plan::parse(answer).is_empty()
+        && prompts::no_change(answer).is_some()
+        && let Some(why) = asks_for
+    {
+        return if refusals == 0 {
+            Verdict::RefuseNoChange(prompts::refuse_no_change_plan(why))
+        } else {
+            Verdict::Refuse(format!(
+                "it answered again that nothing needs to change, but the request asks for an \
+                 artefact ({why})"
+            ))
+        };
+    }
     let problem = match expect {
         Expect::Findings if answer.trim().is_empty() => {
             Some(("the research answer was empty", prompts::nudge_empty()))
@@ -45,7 +82,7 @@ pub(super) fn judge(expect: Expect, answer: &str, successful_calls: u32, nudges:
         {
             Some((
                 "the plan is not a checklist of `- [ ] N. label — description` items",
-                prompts::nudge_plan(),
+                prompts::nudge_plan(asks_for),
             ))
         }
         Expect::Work
@@ -55,7 +92,7 @@ pub(super) fn judge(expect: Expect, answer: &str, successful_calls: u32, nudges:
         {
             Some((
                 "no tool call succeeded and no reason was given that no change is needed",
-                prompts::nudge_no_tool_call(),
+                prompts::nudge_no_tool_call(asks_for),
             ))
         }
         _ => None,
@@ -72,46 +109,102 @@ mod tests {
     use super::*;
     use crate::catalog;
 
+    fn at(successful_calls: u32, nudges: u32) -> Judging<'static> {
+        Judging {
+            successful_calls,
+            nudges,
+            ..Judging::default()
+        }
+    }
+
+    #[test]
+    fn a_plan_without_change_is_refused_once_for_a_request_that_asks_for_an_artefact() {
+        let why = "it names count.txt, which the workbench does not have";
+        let artefact = |refusals| Judging {
+            refusals,
+            asks_for: Some(why),
+            ..Judging::default()
+        };
+        let answer = "NO_CHANGE_NEEDED: The request is a question the research answers.";
+        assert!(matches!(
+            judge(Expect::Checklist, answer, artefact(0)),
+            Verdict::RefuseNoChange(told) if told.contains(why) && !told.contains("NO_CHANGE")
+        ));
+        assert!(matches!(
+            judge(Expect::Checklist, answer, artefact(1)),
+            Verdict::Refuse(reason) if reason.contains(why)
+        ));
+        // A checklist is a plan, whatever the request.
+        assert_eq!(
+            judge(
+                Expect::Checklist,
+                "- [ ] 1. Count — rows → count.txt",
+                artefact(0)
+            ),
+            Verdict::Accept
+        );
+        // A question's plan may say so, with a reason; the marker alone is not an answer.
+        assert_eq!(
+            judge(Expect::Checklist, "NO_CHANGE_NEEDED: 344 rows", at(0, 0)),
+            Verdict::Accept
+        );
+        assert!(matches!(
+            judge(Expect::Checklist, "NO_CHANGE_NEEDED:", at(0, 0)),
+            Verdict::Nudge(_)
+        ));
+        // The format reminder offers no way out to a request that asks for an artefact.
+        assert!(matches!(
+            judge(Expect::Checklist, "12345", artefact(0)),
+            Verdict::Nudge(told) if !told.contains("NO_CHANGE")
+        ));
+    }
+
     #[test]
     fn answers_are_judged_by_what_their_phase_needs() {
         use Verdict::{Accept, Nudge, Refuse};
         // Research: an empty reply is nudged once, then given up on.
-        assert!(matches!(judge(Expect::Findings, "  \n", 0, 0), Nudge(_)));
-        assert!(matches!(judge(Expect::Findings, "", 0, 1), Refuse(_)));
-        assert_eq!(judge(Expect::Findings, "Five rows.", 0, 0), Accept);
+        assert!(matches!(
+            judge(Expect::Findings, "  \n", at(0, 0)),
+            Nudge(_)
+        ));
+        assert!(matches!(judge(Expect::Findings, "", at(0, 1)), Refuse(_)));
+        assert_eq!(judge(Expect::Findings, "Five rows.", at(0, 0)), Accept);
         // Plan: garbled text (as a small model wrote it) is told the format twice.
         let garbled = "41 N. Count the number of rows in penguins.csv";
         assert!(
-            matches!(judge(Expect::Checklist, garbled, 0, 0), Nudge(n) if n.contains("- [ ] N. label"))
+            matches!(judge(Expect::Checklist, garbled, at(0, 0)), Nudge(n) if n.contains("- [ ] N. label"))
         );
-        assert!(matches!(judge(Expect::Checklist, garbled, 0, 1), Nudge(_)));
+        assert!(matches!(
+            judge(Expect::Checklist, garbled, at(0, 1)),
+            Nudge(_)
+        ));
         assert!(
-            matches!(judge(Expect::Checklist, garbled, 0, 2), Refuse(r) if r.contains("checklist"))
+            matches!(judge(Expect::Checklist, garbled, at(0, 2)), Refuse(r) if r.contains("checklist"))
         );
         assert_eq!(
-            judge(Expect::Checklist, "- [ ] 1. Count — rows", 0, 0),
+            judge(Expect::Checklist, "- [ ] 1. Count — rows", at(0, 0)),
             Accept
         );
         assert_eq!(
-            judge(Expect::Checklist, "NO_CHANGE_NEEDED: a question", 0, 0),
+            judge(Expect::Checklist, "NO_CHANGE_NEEDED: a question", at(0, 0)),
             Accept
         );
         // An item: a claim without a successful call is nudged once, then refused; a stated
         // reason or a failure marker is an answer.
         assert!(
-            matches!(judge(Expect::Work, "Item 1 complete.", 0, 0), Nudge(n) if n.contains("no successful tool call"))
+            matches!(judge(Expect::Work, "Item 1 complete.", at(0, 0)), Nudge(n) if n.contains("no successful tool call"))
         );
         assert!(matches!(
-            judge(Expect::Work, "Item 1 complete.", 0, 1),
+            judge(Expect::Work, "Item 1 complete.", at(0, 1)),
             Refuse(_)
         ));
-        assert_eq!(judge(Expect::Work, "Item 1 complete.", 1, 0), Accept);
+        assert_eq!(judge(Expect::Work, "Item 1 complete.", at(1, 0)), Accept);
         assert_eq!(
-            judge(Expect::Work, "NO_CHANGE_NEEDED: already sorted", 0, 0),
+            judge(Expect::Work, "NO_CHANGE_NEEDED: already sorted", at(0, 0)),
             Accept
         );
         assert_eq!(
-            judge(Expect::Work, "ITEM_FAILED: no such column", 0, 0),
+            judge(Expect::Work, "ITEM_FAILED: no such column", at(0, 0)),
             Accept
         );
     }
@@ -128,30 +221,30 @@ mod tests {
         // `12345` is told the format twice, then refused (PLAN_INVALID).
         let number = answer("constrained-plan-number.json");
         assert!(matches!(
-            judge(Expect::Checklist, &number, 0, 0),
+            judge(Expect::Checklist, &number, at(0, 0)),
             Verdict::Nudge(_)
         ));
         assert!(matches!(
-            judge(Expect::Checklist, &number, 0, 1),
+            judge(Expect::Checklist, &number, at(0, 1)),
             Verdict::Nudge(_)
         ));
         assert!(matches!(
-            judge(Expect::Checklist, &number, 0, 2),
+            judge(Expect::Checklist, &number, at(0, 2)),
             Verdict::Refuse(_)
         ));
         // A numbered step is a plan; whether it works is up to its item's tool calls.
         let copied = answer("constrained-plan-copied-example.json");
-        assert_eq!(judge(Expect::Checklist, &copied, 0, 0), Verdict::Accept);
+        assert_eq!(judge(Expect::Checklist, &copied, at(0, 0)), Verdict::Accept);
         // Research notes that are a made-up object are still findings (not empty).
         let made_up = captured("text-research-bare-object.json").reply().text;
-        assert_eq!(judge(Expect::Findings, &made_up, 0, 0), Verdict::Accept);
+        assert_eq!(judge(Expect::Findings, &made_up, at(0, 0)), Verdict::Accept);
         // The same text as an item's answer, with no successful call, is not work.
         assert!(matches!(
-            judge(Expect::Work, &made_up, 0, 0),
+            judge(Expect::Work, &made_up, at(0, 0)),
             Verdict::Nudge(_)
         ));
         assert!(matches!(
-            judge(Expect::Work, &made_up, 0, 1),
+            judge(Expect::Work, &made_up, at(0, 1)),
             Verdict::Refuse(_)
         ));
     }
