@@ -114,6 +114,10 @@ async fn a_wrong_answer_and_a_failed_job_score_zero() -> anyhow::Result<()> {
     assert_eq!(task["runs"], 1);
     assert_eq!(task["passed"], 0);
     assert_eq!(task["pass_rate"], json!(0.0));
+    // The job succeeded with a wrong count: a false success, per task and overall.
+    assert_eq!(task["false_successes"], 1);
+    assert_eq!(task["results"][0]["false_success"], true);
+    assert_eq!(report["overall"]["false_successes"], 1);
     // research, plan, two implement turns, summary; the scripted server reports 100 + 20 tokens.
     assert_eq!(task["model_turns"], 5);
     assert_eq!(task["tool_calls"], 1);
@@ -155,6 +159,9 @@ async fn a_wrong_answer_and_a_failed_job_score_zero() -> anyhow::Result<()> {
     );
     assert_eq!(run["checks"], json!([]));
     assert_eq!(report["tasks"][0]["pass_rate"], json!(0.0));
+    // A failed job is an honest failure, not a false success.
+    assert_eq!(run["false_success"], false);
+    assert_eq!(report["overall"]["false_successes"], 0);
     Ok(())
 }
 

@@ -40,6 +40,9 @@ pub(crate) struct RunOutcome {
     /// The job's error code when it did not succeed.
     pub(crate) error: Option<String>,
     pub(crate) passed: bool,
+    /// The job ended `succeeded` but a check failed: a success the job claimed and did not
+    /// earn.
+    pub(crate) false_success: bool,
     pub(crate) checks: Vec<CheckResult>,
     pub(crate) model_turns: u64,
     pub(crate) tool_calls: u64,
@@ -159,6 +162,7 @@ async fn score(
         state: view.state.to_string(),
         error: None,
         passed: false,
+        false_success: false,
         checks: Vec::new(),
         model_turns: view.model_turns,
         tool_calls: view.tool_calls,
@@ -179,6 +183,7 @@ async fn score(
             .push(checks::evaluate(client, workbench, check).await);
     }
     outcome.passed = outcome.checks.iter().all(|c| c.passed);
+    outcome.false_success = !outcome.passed;
     outcome
 }
 
