@@ -1,5 +1,6 @@
-//! Entry points for the fuzz targets (feature `fuzzing`, see `tests/fuzz`): the SQL guard and
-//! the office package reader on arbitrary input. Nothing here is used by the workers.
+//! Entry points for the fuzz targets (feature `fuzzing`, see `tests/fuzz`): the SQL guard, the
+//! office package reader, and the xlsx, docx and pptx readers as the office pool calls them, on
+//! arbitrary input. Nothing here is used by the workers.
 
 use atelier_messages::ErrorBody;
 use duckdb::Connection;
@@ -33,4 +34,38 @@ impl SqlGuard {
 /// Opens `bytes` as an office package through the guarded reader.
 pub fn open_package(bytes: Vec<u8>) -> Result<(), ErrorBody> {
     crate::office::fuzz_open(bytes)
+}
+
+/// An office format the readers' fuzz targets feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Office {
+    Xlsx,
+    Docx,
+    Pptx,
+}
+
+impl Office {
+    fn format(self) -> crate::office::Format {
+        match self {
+            Office::Xlsx => crate::office::Format::Xlsx,
+            Office::Docx => crate::office::Format::Docx,
+            Office::Pptx => crate::office::Format::Pptx,
+        }
+    }
+
+    /// The package `input` stands for: `input` itself when it is a zip (starts with `PK`),
+    /// else a new document of this format whose main parts are replaced, in order, by the
+    /// input's `\0`-separated pieces (xlsx: the sheet, shared strings, styles, workbook and its
+    /// relationships; docx: the document, styles, relationships, content types; pptx: the
+    /// slide, presentation, its relationships, the slide's relationships, a layout, the theme).
+    pub fn package(self, input: &[u8]) -> Vec<u8> {
+        crate::office::fuzz_package(self.format(), input)
+    }
+
+    /// Runs every tool that reads this format on `bytes` as the office pool does
+    /// (`get_file_info`, `get_file_map`, `read_file` whole and by selector, the styles tool,
+    /// an edit, a content review): each answers or refuses with a code.
+    pub fn read(self, bytes: &[u8]) -> Vec<Result<(), ErrorBody>> {
+        crate::office::fuzz_read(self.format(), bytes)
+    }
 }

@@ -17,6 +17,8 @@
 
 mod docx;
 mod formats;
+#[cfg(feature = "fuzzing")]
+mod fuzz;
 mod limits;
 mod package;
 mod pdf;
@@ -348,4 +350,16 @@ mod tests_limits;
 #[cfg(feature = "fuzzing")]
 pub(crate) fn fuzz_open(bytes: Vec<u8>) -> Result<(), ErrorBody> {
     package::Package::open(bytes, "fuzz input").map(|_| ())
+}
+
+/// The package a fuzz input stands for (see `fuzz::package`), for the fuzz targets.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_package(format: Format, input: &[u8]) -> Vec<u8> {
+    fuzz::package(format, input)
+}
+
+/// Every tool that reads `format`, on a package, for the fuzz targets.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_read(format: Format, bytes: &[u8]) -> Vec<Result<(), ErrorBody>> {
+    fuzz::read_all(format, bytes)
 }
