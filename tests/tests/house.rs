@@ -24,7 +24,7 @@
 //! child): keep what children share in a module of its own rather than in their parent.
 //!
 //! Each strongly connected component of more than one module is reported with its files and the
-//! paths that tie them together, unless it lies within one of the [`KNOWN_CIRCLES`].
+//! paths that tie them together.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -34,31 +34,6 @@ use anyhow::{Context, bail};
 
 /// The most lines of non-test code one source file may hold.
 const MAX_LINES: usize = 600;
-
-/// Circles that are known and wait for their owners, each as the set of its files. An entry
-/// tolerates that circle and any smaller one inside it, so a circle may only shrink: one that
-/// takes in another file is reported, and so is an entry with no circle left (it must go too).
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    // `office::formats` dispatches to the docx, pptx and xlsx modules, whose editors call its
-    // `apply_in_order`; that function in a module of its own breaks the circle.
-    &[
-        "workers/src/office/docx/edit/mod.rs",
-        "workers/src/office/docx/mod.rs",
-        "workers/src/office/formats.rs",
-        "workers/src/office/pptx/edit.rs",
-        "workers/src/office/pptx/mod.rs",
-        "workers/src/office/xlsx/edit/mod.rs",
-        "workers/src/office/xlsx/edit/ops.rs",
-        "workers/src/office/xlsx/mod.rs",
-    ],
-];
-
-/// The index in [`KNOWN_CIRCLES`] of the entry holding every file of a circle.
-fn known_circle(paths: &[&str]) -> Option<usize> {
-    KNOWN_CIRCLES
-        .iter()
-        .position(|known| paths.iter().all(|path| known.contains(path)))
-}
 
 /// A module path inside its crate, without the leading `crate` (`["dashboard", "api"]`).
 type ModulePath = Vec<String>;
@@ -130,24 +105,10 @@ fn no_source_file_is_over_the_line_limit() -> anyhow::Result<()> {
 #[test]
 fn no_module_imports_one_that_imports_it() -> anyhow::Result<()> {
     let mut reports = Vec::new();
-    let mut known_found = BTreeSet::new();
     for krate in workspace_crates()? {
         let graph = ModuleGraph::of(&krate);
         for circle in graph.circles() {
-            match known_circle(&graph.paths(&circle)) {
-                Some(known) => {
-                    known_found.insert(known);
-                }
-                None => reports.push(graph.describe(&krate.member, &circle)),
-            }
-        }
-    }
-    for (at, known) in KNOWN_CIRCLES.iter().enumerate() {
-        if !known_found.contains(&at) {
-            reports.push(format!(
-                "  no longer a circle; remove it from KNOWN_CIRCLES: {}",
-                known.join(" ↔ ")
-            ));
+            reports.push(graph.describe(&krate.member, &circle));
         }
     }
     if !reports.is_empty() {

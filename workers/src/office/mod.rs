@@ -13,6 +13,7 @@
 //! - `xlsx`, `docx`, `pptx`, `pdf`: one module per format; the xlsx editor also writes the
 //!   tabular pool's `table_update_from_export`.
 //! - `formats`: file formats by extension and the dispatch of each tool to its engine.
+//! - `ordered`: operations applied in order, a failure naming its operation (every editor).
 //! - `text`: text and CSV decoding, line windows, CSV dialect sniffing.
 
 mod docx;
@@ -20,6 +21,7 @@ mod formats;
 #[cfg(feature = "fuzzing")]
 mod fuzz;
 mod limits;
+mod ordered;
 mod package;
 mod pdf;
 mod pptx;

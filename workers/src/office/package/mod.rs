@@ -11,6 +11,7 @@ mod guard;
 mod ods;
 mod opc;
 mod scan;
+mod xml_pass;
 #[cfg(test)]
 pub(crate) mod tests;
 

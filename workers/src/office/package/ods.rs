@@ -14,7 +14,7 @@ use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
 use super::read_failed;
-use super::scan::{Halt, Step, each_attr, raw_attr};
+use super::xml_pass::{Halt, Step, each_attr, raw_attr};
 use crate::office::limits::{GRID_COLUMNS, GRID_ROWS, SHEET_CELLS, SHEET_TEXT_BYTES, too_complex};
 
 /// What one table costs calamine.

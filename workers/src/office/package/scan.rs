@@ -18,7 +18,7 @@
 //! broken XML), the pass stops reading that part too: nothing after it is ever read.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Cursor, Read};
+use std::io::{BufRead, Cursor};
 
 use atelier_messages::ErrorBody;
 use quick_xml::Reader;
@@ -28,108 +28,17 @@ use zip::ZipArchive;
 use super::ods;
 use super::opc::{rels_name, resolve};
 use super::read_failed;
+use super::xml_pass::{Halt, Step, all_attrs, each_attr, get_attrs, raw_attr, xml_reader};
 use crate::office::limits::{
     GRID_COLUMNS, GRID_ROWS, MAX_RELATIONSHIPS, MIN_SHARED_STRING_BYTES, SHARED_FORMULA_SLACK,
     SHEET_CELLS, SHEET_TEXT_BYTES, WORKBOOK_CELLS, WORKBOOK_TEXT_BYTES, too_complex,
 };
-use crate::office::xlsx::cell_name;
+use crate::office::xlsx::cellref::cell_name;
 
 type Archive = ZipArchive<Cursor<Vec<u8>>>;
 
 /// The part calamine's ODS reader parses.
 const ODS_CONTENT: &str = "content.xml";
-
-/// Why a part's pass ended early.
-pub(super) enum Halt {
-    /// The reader would fail here as well: the rest of the part is never read.
-    Stop,
-    /// The package is refused.
-    Refuse(ErrorBody),
-}
-
-impl From<ErrorBody> for Halt {
-    fn from(error: ErrorBody) -> Halt {
-        Halt::Refuse(error)
-    }
-}
-
-pub(super) type Step<T> = Result<T, Halt>;
-
-/// An XML reader over a part with calamine's settings (lenient end names and comments, empty
-/// elements as a start and an end).
-pub(super) fn xml_reader<R: Read>(part: R) -> Reader<BufReader<R>> {
-    let mut reader = Reader::from_reader(BufReader::new(part));
-    let config = reader.config_mut();
-    config.check_end_names = false;
-    config.trim_text(false);
-    config.check_comments = false;
-    config.expand_empty_elements = true;
-    reader
-}
-
-/// Visits an element's attributes in order (raw values, a repeated name kept, as calamine's
-/// attribute reader sees them) until `visit` returns false. A malformed attribute refuses the
-/// package: the readers would fail on it, or read it otherwise than this pass.
-pub(super) fn each_attr(
-    element: &BytesStart<'_>,
-    mut visit: impl FnMut(&str, &str) -> bool,
-) -> Step<()> {
-    for attribute in element.attributes().with_checks(false) {
-        let attribute = attribute.map_err(|e| {
-            read_failed(format!(
-                "the package is damaged: a malformed attribute in <{}> ({e})",
-                element.name().as_ref()
-            ))
-        })?;
-        if !visit(attribute.key.as_ref(), &attribute.value) {
-            break;
-        }
-    }
-    Ok(())
-}
-
-/// The first value of an attribute (calamine's `raw_attr`).
-pub(super) fn raw_attr(element: &BytesStart<'_>, name: &str) -> Step<Option<String>> {
-    let mut found = None;
-    each_attr(element, |key, value| {
-        if key == name {
-            found = Some(value.to_string());
-        }
-        found.is_none()
-    })?;
-    Ok(found)
-}
-
-/// Attributes as calamine's `get_attrs!` reads them: one pass that ends once it has seen as
-/// many of `names` as there are names (a repeated one counts each time), keeping the last
-/// value of each.
-fn get_attrs<const N: usize>(
-    element: &BytesStart<'_>,
-    names: [&str; N],
-) -> Step<[Option<String>; N]> {
-    let mut values: [Option<String>; N] = std::array::from_fn(|_| None);
-    let mut seen = 0;
-    each_attr(element, |key, value| {
-        if let Some(at) = names.iter().position(|name| *name == key) {
-            values[at] = Some(value.to_string());
-            seen += 1;
-        }
-        seen < N
-    })?;
-    Ok(values)
-}
-
-/// Every value of an attribute (a repeated one included), to check them all.
-fn all_attrs(element: &BytesStart<'_>, name: &str) -> Step<Vec<String>> {
-    let mut values = Vec::new();
-    each_attr(element, |key, value| {
-        if key == name {
-            values.push(value.to_string());
-        }
-        true
-    })?;
-    Ok(values)
-}
 
 /// Checks every part of an archive that passed the zip checks.
 pub(super) fn check(archive: &mut Archive, names: &[String]) -> Result<(), ErrorBody> {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use atelier_messages::{ErrorBody, ErrorCode};
 
 use super::{Pptx, Role, placeholder_role};
-use crate::office::formats::apply_in_order;
+use crate::office::ordered::apply_in_order;
 use crate::office::xml::{Document, Element, Node};
 
 const NS_A: &str = "http://schemas.openxmlformats.org/drawingml/2006/main";

@@ -1,7 +1,7 @@
 //! Spreadsheets: reading with calamine (xlsx, xlsm, xls, ods), editing xlsx at the XML level,
 //! new workbooks from a minimal template, and the styles in use.
 
-mod cellref;
+pub(crate) mod cellref;
 mod edit;
 mod read;
 mod styles;

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use atelier_messages::{ErrorBody, ErrorCode};
 
 use super::{Docx, W_P};
-use crate::office::formats::apply_in_order;
+use crate::office::ordered::apply_in_order;
 use crate::office::package;
 use crate::office::xml::Element;
 use blocks::{append_block, insert_after, paragraph_path, remove_at};

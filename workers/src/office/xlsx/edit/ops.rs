@@ -9,7 +9,7 @@ use atelier_messages::ErrorBody;
 
 use super::values::CellValue;
 use super::{XlsxEditor, invalid};
-use crate::office::formats::apply_in_order;
+use crate::office::ordered::apply_in_order;
 use crate::office::xlsx::cellref::{CellRange, CellRef, cell_name};
 use crate::office::xlsx::styles::StyleSpec;
 
