@@ -31,10 +31,12 @@ pub enum ErrorCode {
     WorkbenchBusy,
     /// The draft revision of a rewind's target was pruned (by a publish, discard or retention).
     RevisionPruned,
-    /// The model's plan is not a checklist (after being told the format).
+    /// The model's plan is not a checklist (after being told the format), or it insists that
+    /// nothing needs to change for a request that asks for a file (after being told why).
     PlanInvalid,
     /// A plan item ended without a successful tool call and without a reason that no change
-    /// was needed.
+    /// was needed; or without writing a target it names; or with no change for a request that
+    /// asks for a file. Also the job's code when such a request ends with no file changed.
     ItemNotDone,
     /// The job ran to its end but some plan items failed; the draft holds what was done.
     ItemsFailed,

@@ -195,6 +195,10 @@ pub struct PlanItem {
     /// The paths the draft changed (added, modified or deleted) during the item, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed: Vec<String>,
+    /// True when a call of the item that writes (not only reads) succeeded, even if the draft
+    /// ended the same (a file written again with the content it had).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wrote: bool,
     /// True for an item an earlier item's final answer appended to the plan (an amendment).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub amended: bool,
@@ -214,6 +218,7 @@ impl PlanItem {
             no_change: None,
             targets: Vec::new(),
             changed: Vec::new(),
+            wrote: false,
             amended: false,
         }
     }

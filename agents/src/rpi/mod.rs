@@ -78,10 +78,17 @@ pub async fn run(
 }
 
 /// `ITEM_NOT_DONE` when the request asks for an artefact (`state.asks_for`) and no plan item
-/// changed a file: every item said it was done, yet the job did not do what was asked.
+/// changed a file nor wrote one: every item said it was done, yet the job did not do what was
+/// asked. (A file written again with the content it had changes nothing, but was written.) An
+/// item's no-change reason stands for such a request only when the engine saw why (the user
+/// rejected the item's change), so a job with one is not refused here.
 fn unchanged_artefact(state: &RpiState) -> Option<ErrorBody> {
     let why = state.asks_for.as_deref()?;
-    if state.items.iter().any(|item| !item.changed.is_empty()) {
+    if state
+        .items
+        .iter()
+        .any(|item| !item.changed.is_empty() || item.wrote || item.no_change.is_some())
+    {
         return None;
     }
     Some(ErrorBody::new(

@@ -25,12 +25,13 @@ use crate::provider::{ChatMessage, ModelRequest, ToolChoice};
 /// How an item ended: done, or failed.
 type ItemOutcome = Result<Done, Failure>;
 
-/// A done item: the model's reason when it changed nothing, and its final answer (which may
-/// append plan items).
+/// A done item: the model's reason when it changed nothing, its final answer (which may
+/// append plan items), and whether a write call of its last attempt succeeded.
 #[derive(Debug, PartialEq, Eq)]
 struct Done {
     no_change: Option<String>,
     answer: String,
+    wrote: bool,
 }
 
 fn plan_invalid(reason: &str) -> AgentError {
@@ -68,6 +69,8 @@ struct Answered<'a> {
     text: &'a str,
     /// The attempt's successful tool calls.
     successful_calls: u32,
+    /// The attempt's calls the user rejected.
+    rejected_calls: u32,
     /// The item's targets (`→ path`).
     targets: &'a [String],
     /// The paths the draft changed since the item's first attempt began.
@@ -136,8 +139,10 @@ fn answered_item(answered: &Answered<'_>, previous: Option<&Failure>) -> ItemOut
             missing.join(", ")
         )));
     }
+    // The user's own refusal of a change is a fact the engine saw: then no change stands.
     if let (Some(reason), Some(why)) = (&no_change, answered.asks_for)
         && answered.changed.is_empty()
+        && answered.rejected_calls == 0
     {
         return Err(not_done(format!(
             "it answered that no change is needed ({reason}), but the request asks for an \
@@ -147,6 +152,7 @@ fn answered_item(answered: &Answered<'_>, previous: Option<&Failure>) -> ItemOut
     Ok(Done {
         no_change,
         answer: text.to_string(),
+        wrote: false,
     })
 }
 
@@ -303,6 +309,7 @@ impl Driver<'_> {
                 Ok(done) => {
                     entry.status = ItemStatus::Done;
                     entry.no_change = done.no_change;
+                    entry.wrote = done.wrote;
                     self.amend(state, &item, &done.answer)?;
                 }
                 Err(failure) => {
@@ -449,16 +456,22 @@ impl Driver<'_> {
             LoopEnd::Answer {
                 text,
                 successful_calls,
+                write_calls,
+                rejected_calls,
             } => {
                 let changed = changed_paths(before, &self.file_digests().await?);
                 let answered = Answered {
                     text: &text,
                     successful_calls,
+                    rejected_calls,
                     targets: &item.targets,
                     changed: &changed,
                     asks_for: state.asks_for.as_deref(),
                 };
-                answered_item(&answered, previous)
+                answered_item(&answered, previous).map(|done| Done {
+                    wrote: write_calls > 0,
+                    ..done
+                })
             }
             LoopEnd::Refused(reason) => Err(Failure {
                 code: Some(ErrorCode::ItemNotDone),
@@ -550,6 +563,7 @@ mod tests {
         Answered {
             text,
             successful_calls,
+            rejected_calls: 0,
             targets: &[],
             changed: &[],
             asks_for: None,
@@ -621,6 +635,7 @@ mod tests {
         let answered = |text, changed| Answered {
             text,
             successful_calls: 1,
+            rejected_calls: 0,
             targets: &targets,
             changed,
             asks_for: None,
@@ -651,20 +666,23 @@ mod tests {
     #[test]
     fn no_change_is_refused_for_a_request_that_asks_for_an_artefact() {
         let why = "it names count.txt, which the workbench does not have";
-        let answered = |changed| Answered {
+        let answered = |changed, rejected_calls| Answered {
             text: "NO_CHANGE_NEEDED: the research answers it",
             successful_calls: 0,
+            rejected_calls,
             targets: &[],
             changed,
             asks_for: Some(why),
         };
-        let failure = answered_item(&answered(&[]), None).expect_err("refused");
+        let failure = answered_item(&answered(&[], 0), None).expect_err("refused");
         assert_eq!(failure.code, Some(ErrorCode::ItemNotDone));
         assert!(failure.retry, "the retry is told why");
         assert!(failure.reason.contains(why), "{}", failure.reason);
         // An earlier attempt of the item wrote the file: the retry may say so.
         let written = paths(&["count.txt"]);
-        assert!(answered_item(&answered(&written), None).is_ok());
+        assert!(answered_item(&answered(&written, 0), None).is_ok());
+        // The user rejected the change the item tried: no change stands, as the user's.
+        assert!(answered_item(&answered(&[], 1), None).is_ok());
     }
 
     #[test]

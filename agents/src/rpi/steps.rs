@@ -75,8 +75,14 @@ impl Scope {
 /// How a tool loop ended.
 pub(super) enum LoopEnd {
     /// The model answered with text and no tool calls, and the phase accepted it, after
-    /// `successful_calls` successful tool calls in the loop.
-    Answer { text: String, successful_calls: u32 },
+    /// `successful_calls` successful tool calls in the loop (`write_calls` of them by tools
+    /// that do not only read), after `rejected_calls` calls the user rejected.
+    Answer {
+        text: String,
+        successful_calls: u32,
+        write_calls: u32,
+        rejected_calls: u32,
+    },
     /// The model's answers stayed unacceptable after it was told why (the reason).
     Refused(String),
     /// The turn budget ran out.
@@ -184,6 +190,8 @@ impl Driver<'_> {
         let mut messages = vec![ChatMessage::system(system), ChatMessage::user(task)];
         let mut detector = LoopDetector::new(&self.budgets);
         let mut successful_calls = 0;
+        let mut rejected_calls = 0;
+        let mut write_calls = 0;
         let mut nudges = 0;
         let mut refusals = 0;
         for turn in 0..budget {
@@ -214,6 +222,8 @@ impl Driver<'_> {
                         return Ok(LoopEnd::Answer {
                             text: response.content,
                             successful_calls,
+                            write_calls,
+                            rejected_calls,
                         });
                     }
                     Verdict::Refuse(reason) => return Ok(LoopEnd::Refused(reason)),
@@ -244,9 +254,14 @@ impl Driver<'_> {
                     )));
                 }
                 let call_id = scope.call_id(&self.job.job_id, turn, index);
-                let (mut result, succeeded) =
+                let (mut result, succeeded, rejected) =
                     self.execute(state, scope, &call_id, call, &tools).await?;
                 successful_calls += u32::from(succeeded);
+                rejected_calls += u32::from(rejected);
+                let writes = tools
+                    .iter()
+                    .any(|spec| spec.name.as_str() == call.name && !spec.is_read_only());
+                write_calls += u32::from(succeeded && writes);
                 if repeats >= self.budgets.loop_warning {
                     self.host.emit(EventKind::LoopWarning {
                         tool: call.name.clone(),

@@ -107,7 +107,7 @@ fn call(name: &str, arguments: Value) -> ToolCall {
 async fn run(
     host: &FakeHost,
     calls: &[(u32, ToolCall)],
-) -> Result<Vec<(String, bool)>, AgentError> {
+) -> Result<Vec<(String, bool, bool)>, AgentError> {
     let job = JobInput {
         job_id: "job".into(),
         workbench: "w".into(),

@@ -69,8 +69,9 @@ pub(crate) async fn approval_refusal(
 }
 
 impl Driver<'_> {
-    /// Runs (or recalls) one tool call; returns the text the model sees and whether the call
-    /// succeeded. Infrastructure failures after the host's retries end the attempt (`Err`).
+    /// Runs (or recalls) one tool call; returns the text the model sees, whether the call
+    /// succeeded, and whether the user rejected it (`APPROVAL_REJECTED`). Infrastructure
+    /// failures after the host's retries end the attempt (`Err`).
     pub(super) async fn execute(
         &self,
         state: &mut RpiState,
@@ -78,7 +79,7 @@ impl Driver<'_> {
         call_id: &str,
         call: &ToolCall,
         allowed: &[ToolSpec],
-    ) -> Result<(String, bool), AgentError> {
+    ) -> Result<(String, bool, bool), AgentError> {
         let Some(spec) = allowed.iter().find(|spec| spec.name.as_str() == call.name) else {
             let names: Vec<_> = allowed.iter().map(|spec| spec.name.as_str()).collect();
             let error = ErrorBody::new(
@@ -89,11 +90,11 @@ impl Driver<'_> {
                     names.join(", ")
                 ),
             );
-            return Ok((error_text(&error), false));
+            return Ok((error_text(&error), false, false));
         };
         let args = match parse_arguments(&call.arguments) {
             Ok(args) => args,
-            Err(error) => return Ok((error_text(&error), false)),
+            Err(error) => return Ok((error_text(&error), false, false)),
         };
         let key = journal::tool_result(call_id);
         let outcome = match self.recall::<Outcome>(&key).await? {
@@ -117,13 +118,15 @@ impl Driver<'_> {
         };
         state.tool_calls += 1;
         let succeeded = matches!(outcome, Outcome::Ok(_));
+        let rejected =
+            matches!(&outcome, Outcome::Error(error) if error.code == ErrorCode::ApprovalRejected);
         let shown = recall::present(
             call_id,
             spec.name,
             render(&outcome),
             self.budgets.receipt_over_chars,
         );
-        Ok((shown, succeeded))
+        Ok((shown, succeeded, rejected))
     }
 
     async fn run_tool(
