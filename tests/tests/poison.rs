@@ -71,3 +71,52 @@ fn a_call_every_worker_dies_on_fails_with_tool_crashed_and_up_stays_up() -> anyh
     );
     Ok(())
 }
+
+#[test]
+fn a_crafted_workbook_fails_its_call_with_a_code_and_everything_else_goes_on() -> anyhow::Result<()>
+{
+    let up = Up::start()?;
+    // A1 and XFD1048576: calamine would make the whole grid dense (512 GiB).
+    let crafted = up.workdir().join("crafted.xlsx");
+    let mut workbook = rust_xlsxwriter::Workbook::new();
+    let sheet = workbook.add_worksheet();
+    sheet.write_string(0, 0, "first")?;
+    sheet.write_string(1_048_575, 16_383, "last")?;
+    workbook.save(&crafted)?;
+    std::fs::write(up.workdir().join("notes.txt"), "hello\n")?;
+    ok(&up, &["wb", "create", "w"])?;
+    ok(&up, &["wb", "add", "w", "crafted.xlsx", "notes.txt"])?;
+
+    let started = Instant::now();
+    let run = up.cli(&[
+        "run",
+        "w",
+        "get_file_info",
+        "--args",
+        r#"{"path":"crafted.xlsx"}"#,
+        "--wait",
+        "--json",
+    ])?;
+    let view: Value = serde_json::from_slice(&run.stdout)?;
+    assert_eq!(view["error"]["code"], "FILE_TOO_COMPLEX", "{view}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    // The same process serves the next call, and no worker died.
+    let read = ok(
+        &up,
+        &[
+            "run",
+            "w",
+            "read_file",
+            "--args",
+            r#"{"path":"notes.txt"}"#,
+            "--wait",
+        ],
+    )?;
+    assert!(read.contains("hello"), "{read}");
+    assert!(!up.log().contains("exited on its own"), "{}", up.log());
+    Ok(())
+}
