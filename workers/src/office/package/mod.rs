@@ -11,9 +11,9 @@ mod guard;
 mod ods;
 mod opc;
 mod scan;
-mod xml_pass;
 #[cfg(test)]
 pub(crate) mod tests;
+mod xml_pass;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{Cursor, Read, Write};
