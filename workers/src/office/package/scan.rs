@@ -15,12 +15,7 @@
 //! - `content.xml`, ODS tables as calamine reads them (see [`ods`]).
 //!
 //! Where calamine would stop with an error (a malformed reference, an unknown cell child,
-//! broken XML), the pass stops reading that part too: nothing after it is ever read. calamine
-//! reads a sheet along three paths (values, formulas, both in one stream) that consume a cell's
-//! children differently when the XML is not well-formed; inside `sheetData` the pass therefore
-//! refuses as damaged what would make them disagree (an end tag that does not close the open
-//! element, a `v`, `f` or `is` inside one of the same name, a repeated attribute), so that
-//! every path sees the cells this pass measured.
+//! broken XML), the pass stops reading that part too: nothing after it is ever read.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, Cursor};
@@ -137,7 +132,6 @@ fn scan_part<R: BufRead>(
         relationships: 0,
         in_data: false,
         data_done: false,
-        open: Vec::new(),
     };
     match scan.run(&mut reader) {
         Ok(()) | Err(Halt::Stop) => Ok(scan.part),
@@ -153,96 +147,51 @@ struct PartScan<'a> {
     relationships: u64,
     in_data: bool,
     data_done: bool,
-    /// The elements open inside `sheetData` (its own name first).
-    open: Vec<String>,
 }
 
 impl PartScan<'_> {
-    fn damaged(&self, why: impl std::fmt::Display) -> Halt {
-        Halt::Refuse(read_failed(format!(
-            "the spreadsheet is damaged: {} is not well-formed XML ({why})",
-            self.name
-        )))
-    }
-
-    /// An end tag inside `sheetData` must close the element open last.
-    fn close(&mut self, end: &str) -> Step<()> {
-        match self.open.pop() {
-            Some(start) if start == end => Ok(()),
-            Some(start) => Err(self.damaged(format!("</{end}> closes <{start}>"))),
-            None => Err(self.damaged(format!("</{end}> closes nothing"))),
-        }
-    }
-
-    /// The attributes of an element inside `sheetData` may not repeat.
-    fn distinct(&self, element: &BytesStart<'_>) -> Step<()> {
-        for attribute in element.attributes() {
-            attribute.map_err(|e| self.damaged(e))?;
-        }
-        Ok(())
-    }
-
     fn run<R: BufRead>(&mut self, reader: &mut Reader<R>) -> Step<()> {
         let (mut buf, mut inner, mut skip) = (Vec::new(), Vec::new(), Vec::new());
         loop {
             buf.clear();
             match reader.read_event_into(&mut buf) {
-                Ok(Event::Start(e)) => {
-                    let local = e.local_name();
-                    let local = local.as_ref();
-                    if local == "c" && self.in_data {
-                        self.distinct(&e)?;
+                Ok(Event::Start(e)) => match e.local_name().as_ref() {
+                    "sheetData" if !self.data_done => {
+                        self.in_data = true;
+                        self.part.sheet.get_or_insert_with(Cells::default);
+                    }
+                    "row" if self.in_data => self.row_start(&e)?,
+                    "c" if self.in_data => {
                         let position = self.cell_position(&e)?;
-                        let name = e.name().as_ref().to_string();
-                        self.cell(reader, &name, position, &mut inner, &mut skip)?;
-                        continue;
+                        self.cell(reader, position, &mut inner, &mut skip)?;
                     }
-                    if self.in_data {
-                        self.distinct(&e)?;
-                        if local == "row" {
-                            self.row_start(&e)?;
+                    "dimension" | "mergeCell" => check_range_attr(self.name, &e, "ref")?,
+                    "sst" => self.shared_strings(&e)?,
+                    "sheet" => self.sheet_entry(&e)?,
+                    "Relationship" => {
+                        self.relationships += 1;
+                        if self.relationships > MAX_RELATIONSHIPS {
+                            return Err(too_complex(format!(
+                                "{} declares more than {MAX_RELATIONSHIPS} relationships",
+                                self.name
+                            ))
+                            .into());
                         }
-                        self.open.push(e.name().as_ref().to_string());
                     }
-                    match local {
-                        "sheetData" if !self.data_done && !self.in_data => {
-                            self.in_data = true;
-                            self.open = vec![e.name().as_ref().to_string()];
-                            self.part.sheet.get_or_insert_with(Cells::default);
-                        }
-                        "dimension" | "mergeCell" => check_range_attr(self.name, &e, "ref")?,
-                        "sst" => self.shared_strings(&e)?,
-                        "sheet" => self.sheet_entry(&e)?,
-                        "Relationship" => {
-                            self.relationships += 1;
-                            if self.relationships > MAX_RELATIONSHIPS {
-                                return Err(too_complex(format!(
-                                    "{} declares more than {MAX_RELATIONSHIPS} relationships",
-                                    self.name
-                                ))
-                                .into());
-                            }
-                        }
-                        _ => {}
+                    _ => {}
+                },
+                Ok(Event::End(e)) => match e.local_name().as_ref() {
+                    "row" if self.in_data => {
+                        let cells = self.cells();
+                        cells.row += 1;
+                        cells.col = 0;
                     }
-                }
-                Ok(Event::End(e)) => {
-                    if self.in_data {
-                        self.close(e.name().as_ref())?;
+                    "sheetData" if self.in_data => {
+                        self.in_data = false;
+                        self.data_done = true;
                     }
-                    match e.local_name().as_ref() {
-                        "row" if self.in_data => {
-                            let cells = self.cells();
-                            cells.row += 1;
-                            cells.col = 0;
-                        }
-                        "sheetData" if self.in_data => {
-                            self.in_data = false;
-                            self.data_done = true;
-                        }
-                        _ => {}
-                    }
-                }
+                    _ => {}
+                },
                 Ok(Event::Eof) | Err(_) => return Ok(()),
                 Ok(_) => {}
             }
@@ -294,7 +243,6 @@ impl PartScan<'_> {
     fn cell<R: BufRead>(
         &mut self,
         reader: &mut Reader<R>,
-        cell: &str,
         position: (u64, u64),
         buf: &mut Vec<u8>,
         skip: &mut Vec<u8>,
@@ -305,28 +253,25 @@ impl PartScan<'_> {
             match reader.read_event_into(buf) {
                 Ok(Event::Start(child)) => {
                     used = true;
-                    self.distinct(&child)?;
-                    let name = child.name().as_ref().to_string();
                     match child.local_name().as_ref() {
                         "f" => {
                             let formula = Formula::of(self.name, &child)?;
-                            let text = self.child(reader, &name, skip)?;
-                            self.formula(formula, text)?;
+                            skip.clear();
+                            let span = reader
+                                .read_to_end_into(child.name(), skip)
+                                .map_err(|_| Halt::Stop)?;
+                            self.formula(formula, span.end - span.start)?;
                         }
                         "v" | "is" => {
-                            self.child(reader, &name, skip)?;
+                            skip.clear();
+                            reader
+                                .read_to_end_into(child.name(), skip)
+                                .map_err(|_| Halt::Stop)?;
                         }
                         _ => return Err(Halt::Stop),
                     }
                 }
-                Ok(Event::End(end)) => {
-                    if end.name().as_ref() != cell {
-                        return Err(
-                            self.damaged(format!("</{}> closes <{cell}>", end.name().as_ref()))
-                        );
-                    }
-                    break;
-                }
+                Ok(Event::End(end)) if end.local_name().as_ref() == "c" => break,
                 Ok(Event::Eof) | Err(_) => return Err(Halt::Stop),
                 Ok(_) => {}
             }
@@ -357,44 +302,6 @@ impl PartScan<'_> {
             },
         });
         Ok(())
-    }
-
-    /// A cell's child (`v`, `f`, `is`) to its end, nested elements closed in order and none of
-    /// its own name; the bytes it spans.
-    fn child<R: BufRead>(
-        &mut self,
-        reader: &mut Reader<R>,
-        name: &str,
-        buf: &mut Vec<u8>,
-    ) -> Step<u64> {
-        let start = reader.buffer_position();
-        let mut open: Vec<String> = Vec::new();
-        loop {
-            buf.clear();
-            match reader.read_event_into(buf) {
-                Ok(Event::Start(e)) => {
-                    let inner = e.name().as_ref().to_string();
-                    if inner == name {
-                        return Err(self.damaged(format!("<{name}> inside <{name}>")));
-                    }
-                    open.push(inner);
-                }
-                Ok(Event::End(e)) => {
-                    let qname = e.name();
-                    let end = qname.as_ref();
-                    let inner = open.pop();
-                    let expected = inner.as_deref().unwrap_or(name);
-                    if end != expected {
-                        return Err(self.damaged(format!("</{end}> closes <{expected}>")));
-                    }
-                    if inner.is_none() {
-                        return Ok(reader.buffer_position() - start);
-                    }
-                }
-                Ok(Event::Eof) | Err(_) => return Err(Halt::Stop),
-                Ok(_) => {}
-            }
-        }
     }
 
     /// A formula element: its range is checked; a shared group's index is bounded by the
