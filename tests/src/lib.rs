@@ -262,12 +262,7 @@ pub fn cli(args: &[&str]) -> anyhow::Result<CliOutput> {
         .env_remove("ATELIER_NATS_URL")
         .env_remove("ATELIER_NATS_CREDS")
         .output()?;
-    Ok(CliOutput {
-        success: output.status.success(),
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-    })
+    Ok(output.into())
 }
 
 /// A whole system in a temp dir: nats-server, a coordinator, workers.
@@ -285,6 +280,17 @@ pub struct CliOutput {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
+}
+
+impl From<std::process::Output> for CliOutput {
+    fn from(output: std::process::Output) -> Self {
+        CliOutput {
+            success: output.status.success(),
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+        }
+    }
 }
 
 impl CliOutput {

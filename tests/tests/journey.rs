@@ -109,12 +109,7 @@ fn run_in(dir: &Path, args: &[&str]) -> anyhow::Result<CliOutput> {
         .env_remove("ATELIER_NATS_URL")
         .env_remove("ATELIER_DEFAULT_MODEL")
         .output()?;
-    Ok(CliOutput {
-        success: output.status.success(),
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-    })
+    Ok(output.into())
 }
 
 impl System {
