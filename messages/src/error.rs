@@ -64,6 +64,11 @@ pub enum ErrorCode {
     /// in between; the job was set aside (its journal kept for inspection) so the coordinator
     /// could start. `atelier resume` tries it again.
     CrashLoop,
+    /// A model request does not fit the model's context window (its profile's
+    /// `context_tokens`, else the server's own figure), even after the engine dropped what it
+    /// may drop; or the server answered that the prompt exceeds its context. Never retried
+    /// unchanged.
+    ContextOverflow,
 }
 
 impl ErrorCode {
@@ -103,6 +108,7 @@ impl ErrorCode {
         ErrorCode::FileTooComplex,
         ErrorCode::ToolCrashed,
         ErrorCode::CrashLoop,
+        ErrorCode::ContextOverflow,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -142,6 +148,7 @@ impl ErrorCode {
             ErrorCode::FileTooComplex => "FILE_TOO_COMPLEX",
             ErrorCode::ToolCrashed => "TOOL_CRASHED",
             ErrorCode::CrashLoop => "CRASH_LOOP",
+            ErrorCode::ContextOverflow => "CONTEXT_OVERFLOW",
         }
     }
 }
