@@ -129,8 +129,10 @@ mod tests {
             messages: vec![ChatMessage::system("Research."), ChatMessage::user("Count")],
             tools,
             tool_choice: ToolChoice::Required,
+            answer: crate::answer::AnswerShape::Text,
         };
-        let mut turn = crate::turn::Turn::new(&request, ToolMode::Text);
+        let mut turn =
+            crate::turn::Turn::new(&request, ToolMode::Text, crate::provider::PromptStyle::Full);
         let response = crate::provider::ModelResponse {
             content: reply.text,
             finish_reason: reply.finish_reason,
@@ -276,6 +278,7 @@ mod tests {
             ],
             tools: catalog::research_tools(),
             tool_choice: ToolChoice::Auto,
+            answer: crate::answer::AnswerShape::Text,
         }
     }
 

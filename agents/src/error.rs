@@ -21,6 +21,14 @@ pub enum AgentError {
     Unavailable(String),
     #[error("the provider answered something this client cannot use: {0}")]
     BadResponse(String),
+    /// The server refused the request itself (HTTP 400, 404, 422, …): sending it again
+    /// unchanged would not help.
+    #[error("the provider refused the request: HTTP {status}: {message}")]
+    RequestRefused { status: u16, message: String },
+    /// The request does not fit the model's context window (measured before sending, or the
+    /// server said so).
+    #[error("the request does not fit the model's context window: {0}")]
+    ContextOverflow(String),
     #[error("the model's tool call is still invalid after corrections: {0}")]
     ToolCallInvalid(String),
     #[error("the model's output is degenerate: {0}")]
@@ -48,9 +56,10 @@ impl AgentError {
             AgentError::NotAllowed { .. } => ErrorCode::ModelNotAllowed,
             AgentError::AuthFailed(_) => ErrorCode::ProviderAuthFailed,
             AgentError::RateLimited(_) => ErrorCode::ProviderRateLimited,
-            AgentError::Unavailable(_) | AgentError::BadResponse(_) => {
-                ErrorCode::ProviderUnavailable
-            }
+            AgentError::Unavailable(_)
+            | AgentError::BadResponse(_)
+            | AgentError::RequestRefused { .. } => ErrorCode::ProviderUnavailable,
+            AgentError::ContextOverflow(_) => ErrorCode::ContextOverflow,
             AgentError::ToolCallInvalid(_) => ErrorCode::ToolCallInvalid,
             AgentError::Degenerate(_) => ErrorCode::ModelOutputDegenerate,
             AgentError::Replay(_) => ErrorCode::ProviderUnavailable,

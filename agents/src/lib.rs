@@ -5,6 +5,8 @@
 //! that executes tool calls over NATS, checkpoints state in sled and publishes events.
 //!
 //! # Layout
+//! - [`answer`]: the shapes of the answers the engine reads (a plan, an item's result), as
+//!   JSON schemas for constrained decoding and back as text.
 //! - [`provider`]: the [`provider::ModelProvider`] trait and the chat types.
 //! - [`spec`]: model specs ([`spec::ModelSpec`]), [`spec::ProviderSettings`] and
 //!   [`spec::provider_from_spec`], the one place that knows every provider.
@@ -17,6 +19,8 @@
 //! - [`catalog`]: tool specs named by `ToolName` (JSON schemas, capability, action class; the
 //!   pool follows from the name) and phase subsets.
 //! - [`text_tools`]: tool calls written as text (text, auto and constrained tool modes).
+//! - [`window`]: the model's context window as a budget: measuring each request and cutting
+//!   it down in a documented order, or `CONTEXT_OVERFLOW`.
 //! - [`degenerate`]: empty or runaway-repetitive model output.
 //! - [`plan`]: parsing and rendering the plan checklist (items, their targets, amendments).
 //! - [`request`]: whether a request asks for an artefact or only an answer.
@@ -25,6 +29,7 @@
 //! - `captured` (tests only): replies captured from a real model, read by the parsers, judges
 //!   and providers (`tests/fixtures/qwen0.5b/`).
 
+pub mod answer;
 pub mod anthropic;
 pub mod catalog;
 pub mod degenerate;
@@ -39,6 +44,7 @@ pub mod rpi;
 pub mod spec;
 pub mod text_tools;
 mod turn;
+pub mod window;
 
 pub use error::AgentError;
 

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::AgentError;
+use crate::answer::AnswerShape;
 use crate::catalog::ToolSpec;
 
 /// Who said a message.
@@ -95,6 +96,8 @@ pub struct ModelRequest {
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
     pub tool_choice: ToolChoice,
+    /// The shape of the phase's final answer (bound by a schema in constrained mode).
+    pub answer: AnswerShape,
 }
 
 /// Token accounting of one turn.
@@ -125,6 +128,17 @@ pub struct ModelResponse {
     pub usage: Usage,
 }
 
+/// How much the prompts say: everything, or the compact form for small models (only the tools
+/// the phase and the workbench's file kinds need, their first sentences and bare schemas, one
+/// filled-in example per phase).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptStyle {
+    #[default]
+    Full,
+    Compact,
+}
+
 /// Receives streamed text as it arrives.
 pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
 
@@ -133,6 +147,11 @@ pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
 pub trait ModelProvider: Send + Sync {
     /// A stable label for logs, job views and metrics (e.g. `openai:gpt-4o-mini`).
     fn label(&self) -> String;
+
+    /// How much the prompts for this model say (its profile's `prompt`).
+    fn prompt_style(&self) -> PromptStyle {
+        PromptStyle::Full
+    }
 
     /// Runs one turn, streaming text deltas to `on_delta`.
     async fn complete(

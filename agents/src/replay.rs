@@ -222,6 +222,7 @@ mod tests {
             messages,
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            answer: crate::answer::AnswerShape::Text,
         }
     }
 

@@ -127,7 +127,7 @@ pub fn missing_files<S: AsRef<str>>(request: &str, files: &[S]) -> Vec<String> {
 }
 
 /// The words of `text` that look like file names (`name.ext` with a known extension).
-fn file_names(text: &str) -> impl Iterator<Item = String> + '_ {
+pub fn file_names(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '[' | ']'))
         .map(|word| {
             let quote = |c: char| matches!(c, '"' | '\'' | '`' | '*' | ':' | '!' | '?');

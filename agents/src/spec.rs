@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::AgentError;
 use crate::anthropic::{self, AnthropicProvider};
 use crate::openai::{self, ClientOptions, Flavor, OpenAiProvider, RetryPolicy};
-use crate::provider::ModelProvider;
+use crate::provider::{ModelProvider, PromptStyle};
 use crate::replay::ReplayProvider;
 use crate::text_tools::ToolMode;
 
@@ -139,6 +139,8 @@ pub enum ProfileKind {
 /// tool_mode = "text"         # native (default), text, auto or constrained
 /// idle_timeout_secs = 60     # longest silence of a streaming answer
 /// strict_tools = false       # openai / openai-compat: strict JSON schemas (default off)
+/// context_tokens = 16384     # the model's window (default: asked of the server)
+/// prompt = "compact"         # full (default) or compact, for small models
 /// ```
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +188,16 @@ pub struct ModelProfile {
     /// compatible servers and older models reject it. Refused on `anthropic` profiles.
     #[serde(default)]
     pub strict_tools: bool,
+    /// The model's context window in tokens. Unset: asked of an `openai-compat` server
+    /// (llama.cpp `/props`, Ollama `/api/show`), else unknown. Each request is kept under it
+    /// less the reply's reserve, dropping in a documented order (docs/models.md); what cannot
+    /// fit fails with `CONTEXT_OVERFLOW`.
+    #[serde(default)]
+    pub context_tokens: Option<u32>,
+    /// `full` (default) or `compact`: for small models, only the tools the phase and the
+    /// workbench's file kinds need, with their first sentences and bare schemas.
+    #[serde(default)]
+    pub prompt: PromptStyle,
 }
 
 impl std::fmt::Debug for ModelProfile {
@@ -200,6 +212,8 @@ impl std::fmt::Debug for ModelProfile {
             .field("tool_mode", &self.tool_mode)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
             .field("strict_tools", &self.strict_tools)
+            .field("context_tokens", &self.context_tokens)
+            .field("prompt", &self.prompt)
             .finish_non_exhaustive()
     }
 }
@@ -335,6 +349,8 @@ impl ProviderSettings {
             max_tokens: profile.max_tokens.or(default_max_tokens),
             tool_mode: profile.tool_mode,
             strict_tools: profile.strict_tools,
+            context_tokens: profile.context_tokens,
+            prompt_style: profile.prompt,
             ..defaults
         }
     }
@@ -668,6 +684,8 @@ mod tests {
             request_timeout_secs: None,
             max_retries: None,
             strict_tools: false,
+            context_tokens: None,
+            prompt: PromptStyle::Full,
         }
     }
 

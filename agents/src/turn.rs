@@ -22,14 +22,16 @@ use std::future::Future;
 use tracing::Instrument;
 
 use crate::AgentError;
+use crate::answer::AnswerShape;
 use crate::catalog::ToolSpec;
 use crate::degenerate::{self, Degenerate};
 use crate::provider::{
-    ChatMessage, DeltaSink, ModelProvider, ModelRequest, ModelResponse, Role, ToolCall, ToolChoice,
-    Usage,
+    ChatMessage, DeltaSink, ModelProvider, ModelRequest, ModelResponse, PromptStyle, Role,
+    ToolCall, ToolChoice, Usage,
 };
 use crate::text_tools::{
-    self, ANSWER_SHAPE, CALL_SHAPE, Reading, ToolMode, catalog_prompt, correction, text_transcript,
+    self, CALL_SHAPE, CatalogStyle, Reading, ToolMode, answer_shape, catalog_prompt, correction,
+    text_transcript,
 };
 
 /// Corrections of unusable text tool calls within one turn.
@@ -52,12 +54,17 @@ pub(crate) struct Turn<'r> {
 }
 
 impl<'r> Turn<'r> {
-    pub(crate) fn new(request: &'r ModelRequest, mode: ToolMode) -> Self {
+    pub(crate) fn new(request: &'r ModelRequest, mode: ToolMode, style: PromptStyle) -> Self {
         let offers_tools = offers_tools(request);
         let transcript = if mode.sends_native_tools() {
             request.messages.clone()
         } else {
-            let catalog = offers_tools.then(|| catalog_prompt(&request.tools, request.tool_choice));
+            let style = CatalogStyle {
+                answer: shown_answer(mode, request.answer),
+                compact: style == PromptStyle::Compact,
+            };
+            let catalog =
+                offers_tools.then(|| catalog_prompt(&request.tools, request.tool_choice, style));
             text_transcript(&request.messages, catalog.as_deref())
         };
         Self {
@@ -74,6 +81,27 @@ impl<'r> Turn<'r> {
     /// The conversation to send next (in text modes, with the catalog and calls as text).
     pub(crate) fn messages(&self) -> &[ChatMessage] {
         &self.transcript
+    }
+
+    /// The conversation to send next, to cut it down to the model's window.
+    pub(crate) fn messages_mut(&mut self) -> &mut [ChatMessage] {
+        &mut self.transcript
+    }
+
+    /// The native tools' names, descriptions and schemas as text (what they add to a
+    /// request's size).
+    pub(crate) fn native_tools_text(&self) -> String {
+        self.native_tools()
+            .iter()
+            .map(|spec| {
+                format!(
+                    "{} {} {}\n",
+                    spec.name.as_str(),
+                    spec.description,
+                    spec.parameters
+                )
+            })
+            .collect()
     }
 
     /// The tools to offer natively (none in text and constrained modes).
@@ -94,10 +122,24 @@ impl<'r> Turn<'r> {
         self.request.tool_choice
     }
 
-    /// The JSON-schema `response_format` of constrained mode, when tools are offered.
+    /// The JSON-schema `response_format` of constrained mode, when tools are offered or the
+    /// phase's answer has a shape.
     pub(crate) fn response_format(&self) -> Option<Value> {
-        (self.mode == ToolMode::Constrained && offers_tools(self.request))
-            .then(|| text_tools::response_format(&self.request.tools, self.request.tool_choice))
+        (self.mode == ToolMode::Constrained && self.reads_text()).then(|| {
+            text_tools::response_format(
+                &self.request.tools,
+                self.request.tool_choice,
+                self.request.answer,
+            )
+        })
+    }
+
+    /// The rest of this turn in text mode: the server refused constrained mode's
+    /// `response_format` (the catalog already asks for the same JSON).
+    pub(crate) fn without_response_format(&mut self) {
+        if self.mode == ToolMode::Constrained {
+            self.mode = ToolMode::Text;
+        }
     }
 
     /// Judges one reply: `Some` ends the turn with it, `None` asks again (the conversation now
@@ -141,17 +183,17 @@ impl<'r> Turn<'r> {
                 )
                 .map(|()| None),
             Reading::Answer(text) => {
-                if self.reads_text() {
-                    response.content = text;
-                }
+                // A structured answer (a plan, an item's result) as the text its phase reads.
+                response.content = self.request.answer.to_text(&text).unwrap_or(text);
                 Ok(Some(self.finish(response)))
             }
         }
     }
 
-    /// True when replies are searched for calls written as text.
+    /// True when replies are searched for calls (or a structured answer) written as text.
     fn reads_text(&self) -> bool {
-        self.mode != ToolMode::Native && offers_tools(self.request)
+        self.mode != ToolMode::Native
+            && (offers_tools(self.request) || self.request.answer != AnswerShape::Text)
     }
 
     /// True when text mode asked for a call this turn (a native server enforces it itself).
@@ -234,9 +276,10 @@ impl<'r> Turn<'r> {
                 "a call to one of the offered tools or a short final answer".into()
             }
             (true, false, true) => format!("exactly one JSON object: {CALL_SHAPE}"),
-            (true, false, false) => {
-                format!("exactly one JSON object: {CALL_SHAPE}, or {ANSWER_SHAPE}")
-            }
+            (true, false, false) => format!(
+                "exactly one JSON object: {CALL_SHAPE}, or {}",
+                answer_shape(shown_answer(self.mode, self.request.answer))
+            ),
         }
     }
 
@@ -267,6 +310,16 @@ impl<'r> Turn<'r> {
     }
 }
 
+/// The final answer's shape as a text-mode model is shown it: structured only where a schema
+/// binds it (constrained mode); elsewhere the phase's prompt asks for its text form.
+fn shown_answer(mode: ToolMode, answer: AnswerShape) -> AnswerShape {
+    if mode == ToolMode::Constrained {
+        answer
+    } else {
+        AnswerShape::Text
+    }
+}
+
 fn offers_tools(request: &ModelRequest) -> bool {
     !request.tools.is_empty() && request.tool_choice != ToolChoice::None
 }
@@ -278,6 +331,19 @@ fn offers_tools(request: &ModelRequest) -> bool {
 pub(crate) trait SendTurn: Send + Sync {
     fn label(&self) -> &str;
     fn tool_mode(&self) -> ToolMode;
+    fn prompt_style(&self) -> PromptStyle {
+        PromptStyle::Full
+    }
+    /// The server refused constrained mode's `response_format`: later turns use text mode.
+    fn response_format_refused(&self) {}
+    /// Cuts the turn's conversation down to the model's context window (see
+    /// [`crate::window`]); `CONTEXT_OVERFLOW` when it cannot fit. Default: no known window.
+    fn keep_window(
+        &self,
+        _turn: &mut Turn<'_>,
+    ) -> impl Future<Output = Result<(), AgentError>> + Send {
+        async { Ok(()) }
+    }
     fn send_turn(
         &self,
         turn: &Turn<'_>,
@@ -289,6 +355,10 @@ pub(crate) trait SendTurn: Send + Sync {
 impl<P: SendTurn> ModelProvider for P {
     fn label(&self) -> String {
         SendTurn::label(self).to_string()
+    }
+
+    fn prompt_style(&self) -> PromptStyle {
+        SendTurn::prompt_style(self)
     }
 
     async fn complete(
@@ -307,12 +377,30 @@ async fn run_turn(
     request: &ModelRequest,
     on_delta: DeltaSink<'_>,
 ) -> Result<ModelResponse, AgentError> {
-    let mut turn = Turn::new(request, provider.tool_mode());
+    let mut turn = Turn::new(request, provider.tool_mode(), provider.prompt_style());
     loop {
-        let response = provider
-            .send_turn(&turn, on_delta)
+        provider
+            .keep_window(&mut turn)
             .await
             .map_err(|error| turn.failed(error))?;
+        let response = match provider.send_turn(&turn, on_delta).await {
+            Ok(response) => response,
+            Err(AgentError::RequestRefused { status, message })
+                if turn.response_format().is_some() =>
+            {
+                tracing::warn!(
+                    provider = %provider.label(),
+                    status,
+                    %message,
+                    "the server refused the JSON-schema response_format; this profile falls \
+                     back to text mode"
+                );
+                provider.response_format_refused();
+                turn.without_response_format();
+                continue;
+            }
+            Err(error) => return Err(turn.failed(error)),
+        };
         match turn.judge(response) {
             Ok(Some(response)) => return Ok(response),
             Ok(None) => {}

@@ -548,9 +548,9 @@ async fn every_prompt_carries_structural_maps_then_context_items() -> anyhow::Re
     let manifest = at("plan.csv (csv")?;
     let maps = at("## Structural maps")?;
     // The CSV's map has its columns; the workbook's its sheets with their dimensions.
-    let csv_map = at("### plan.csv")?;
+    let csv_map = at("<map path=\"plan.csv\">")?;
     at("Department")?;
-    let book_map = at("### book.xlsx")?;
+    let book_map = at("<map path=\"book.xlsx\">")?;
     at("\"Revenue\"")?;
     let situation_at = at(situation_text.lines().next().unwrap_or_default().trim())?;
     let skill_at = at("Round money to cents.")?;

@@ -5,9 +5,10 @@ use super::stream::EventAccumulator;
 use super::wire::MessagesBody;
 use crate::AgentError;
 use crate::http::{Auth, ClientOptions, Endpoint};
-use crate::provider::{DeltaSink, ModelResponse};
+use crate::provider::{DeltaSink, ModelResponse, PromptStyle};
 use crate::text_tools::ToolMode;
 use crate::turn::{SendTurn, Turn};
+use crate::window::Window;
 
 /// The base URL of the Anthropic API.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -24,6 +25,9 @@ pub struct AnthropicProvider {
     endpoint: Endpoint,
     max_tokens: u32,
     tool_mode: ToolMode,
+    prompt_style: PromptStyle,
+    /// The profile's `context_tokens`, if set (the API does not tell its window).
+    window: Window,
 }
 
 impl AnthropicProvider {
@@ -49,6 +53,8 @@ impl AnthropicProvider {
             endpoint,
             max_tokens: options.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             tool_mode: options.tool_mode,
+            prompt_style: options.prompt_style,
+            window: Window::new(options.context_tokens, None, options.max_tokens),
         })
     }
 }
@@ -60,6 +66,18 @@ impl SendTurn for AnthropicProvider {
 
     fn tool_mode(&self) -> ToolMode {
         self.tool_mode
+    }
+
+    fn prompt_style(&self) -> PromptStyle {
+        self.prompt_style
+    }
+
+    async fn keep_window(&self, turn: &mut Turn<'_>) -> Result<(), AgentError> {
+        let tools = turn.native_tools_text();
+        self.window
+            .keep(turn.messages_mut(), &tools)
+            .await
+            .map(|_| ())
     }
 
     async fn send_turn(

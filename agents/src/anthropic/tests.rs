@@ -211,6 +211,7 @@ async fn anthropic_sends_system_tools_tool_choice_and_merged_tool_results() {
         ],
         tools: tools.clone(),
         tool_choice: ToolChoice::Required,
+        answer: crate::answer::AnswerShape::Text,
     };
     let (result, _) = run(&provider, &request).await;
     result.expect("message");
@@ -336,8 +337,8 @@ async fn anthropic_reports_400_at_once_with_the_servers_message() {
     let (result, _) = run(&provider(&base, 3), &simple_request()).await;
     let error = result.expect_err("bad request");
     assert!(
-        matches!(error, AgentError::BadResponse(ref m)
-            if m == "HTTP 400: invalid_request_error: max_tokens: Field required"),
+        matches!(error, AgentError::RequestRefused { status: 400, ref message }
+            if message == "invalid_request_error: max_tokens: Field required"),
         "{error}"
     );
     assert_eq!(received.count(), 1);

@@ -69,6 +69,45 @@ pub fn implement_tools() -> Vec<ToolSpec> {
     catalog()
 }
 
+/// The extensions whose files the tabular tools read.
+const TABLE_EXTENSIONS: &[&str] = &["csv", "tsv", "xlsx", "xlsm", "xls", "ods"];
+/// The extensions of workbooks.
+const WORKBOOK_EXTENSIONS: &[&str] = &["xlsx", "xlsm", "xls", "ods"];
+
+/// `tools` cut down for a compact prompt: only the tools for the file kinds in play
+/// (`extensions`: the workbench's files and the files the request names, lower case), and
+/// none whose work the prompt already does (the manifest lists the files, the structural
+/// maps describe them) or that a small model rarely needs (styles, statistics).
+pub fn for_file_kinds(tools: Vec<ToolSpec>, extensions: &[String]) -> Vec<ToolSpec> {
+    let present = |kinds: &[&str]| extensions.iter().any(|ext| kinds.contains(&ext.as_str()));
+    tools
+        .into_iter()
+        .filter(|spec| match spec.name {
+            ToolName::ListFiles
+            | ToolName::GetFileInfo
+            | ToolName::GetFileMap
+            | ToolName::TableGetMap
+            | ToolName::TableDescribe
+            | ToolName::TableStats
+            | ToolName::XlsxGetStyles
+            | ToolName::DocxGetStyles
+            | ToolName::PptxGetStyles => false,
+            ToolName::XlsxOperations => present(WORKBOOK_EXTENSIONS),
+            ToolName::DocxOperations => present(&["docx"]),
+            ToolName::PptxOperations => present(&["pptx"]),
+            ToolName::TableReadRows
+            | ToolName::TableQuery
+            | ToolName::TableExport
+            | ToolName::TableUpdateFromExport => present(TABLE_EXTENSIONS),
+            ToolName::ReadFile
+            | ToolName::WriteTextFile
+            | ToolName::DeleteFile
+            | ToolName::RenameFile
+            | ToolName::RecallToolResult => true,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use atelier_messages::tool::Pool;
@@ -122,6 +161,40 @@ mod tests {
         assert_eq!(plan, [ToolName::ReadFile, ToolName::RecallToolResult]);
         let recall = find("recall_tool_result").map(|spec| spec.description);
         assert!(recall.is_some_and(|text| text.contains(&RECALL_MAX_CHARS.to_string())));
+    }
+
+    #[test]
+    fn a_compact_prompt_offers_the_tools_of_the_file_kinds_in_play() {
+        let names = |extensions: &[&str]| -> Vec<&'static str> {
+            let extensions: Vec<String> = extensions.iter().map(|ext| ext.to_string()).collect();
+            for_file_kinds(implement_tools(), &extensions)
+                .iter()
+                .map(|spec| spec.name.as_str())
+                .collect()
+        };
+        let csv = names(&["csv", "txt"]);
+        assert_eq!(
+            csv,
+            [
+                "read_file",
+                "write_text_file",
+                "delete_file",
+                "rename_file",
+                "table_read_rows",
+                "table_query",
+                "table_export",
+                "table_update_from_export",
+                "recall_tool_result"
+            ]
+        );
+        let docx = names(&["docx"]);
+        assert!(docx.contains(&"docx_operations"));
+        assert!(!docx.contains(&"table_query") && !docx.contains(&"xlsx_operations"));
+        assert!(names(&["xlsx"]).contains(&"xlsx_operations"));
+        assert!(names(&["xlsx"]).contains(&"table_query"));
+        // Research keeps only what reads.
+        let research = for_file_kinds(research_tools(), &["csv".to_string()]);
+        assert!(research.iter().all(ToolSpec::is_read_only));
     }
 
     #[test]

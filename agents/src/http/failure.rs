@@ -63,8 +63,36 @@ pub(super) fn classify_status(
             error: AgentError::Unavailable(detail),
             retry_after,
         },
+        s if s.is_client_error() && names_context_overflow(message) => {
+            Failure::Fatal(AgentError::ContextOverflow(detail))
+        }
+        s if s.is_client_error() => Failure::Fatal(AgentError::RequestRefused {
+            status: s.as_u16(),
+            message: message.to_string(),
+        }),
         _ => Failure::bad_response(detail),
     }
+}
+
+/// How servers say a prompt is longer than the model's context: llama.cpp's
+/// `exceed_context_size_error`, OpenAI's `context_length_exceeded`, vLLM's "maximum context
+/// length", Anthropic's "prompt is too long", Ollama's "context length".
+const CONTEXT_OVERFLOW_WORDS: &[&str] = &[
+    "exceed_context_size",
+    "context_length_exceeded",
+    "maximum context length",
+    "exceeds the available context",
+    "prompt is too long",
+    "context length",
+    "context window",
+];
+
+/// True when an error message says the prompt does not fit the model's context.
+fn names_context_overflow(message: &str) -> bool {
+    let lower = message.to_lowercase();
+    CONTEXT_OVERFLOW_WORDS
+        .iter()
+        .any(|words| lower.contains(words))
 }
 
 /// `Retry-After` in seconds, capped; HTTP dates are ignored (the backoff applies instead).
@@ -121,7 +149,32 @@ mod tests {
         let invalid = classify_status(StatusCode::BAD_REQUEST, "bad", wait);
         assert!(matches!(
             invalid,
-            Failure::Fatal(AgentError::BadResponse(_))
+            Failure::Fatal(AgentError::RequestRefused { status: 400, .. })
         ));
+    }
+
+    #[test]
+    fn a_prompt_over_the_context_is_a_context_overflow_of_every_server() {
+        // llama.cpp's answer, as the local 0.5B model's server sent it for a 17,188-token
+        // request to a 16,384-token context.
+        let llama = "exceed_context_size_error: the request exceeds the available context size, \
+                     try increasing it";
+        let openai = "This model's maximum context length is 128000 tokens. However, your \
+                      messages resulted in 130000 tokens.";
+        let anthropic = "invalid_request_error: prompt is too long: 210000 tokens > 200000 maximum";
+        for message in [llama, openai, anthropic] {
+            let failure = classify_status(StatusCode::BAD_REQUEST, message, None);
+            let error = failure.into_error();
+            assert_eq!(
+                error.code(),
+                atelier_messages::ErrorCode::ContextOverflow,
+                "{message}"
+            );
+        }
+        let other = classify_status(StatusCode::UNPROCESSABLE_ENTITY, "bad schema", None);
+        assert_eq!(
+            other.into_error().code(),
+            atelier_messages::ErrorCode::ProviderUnavailable
+        );
     }
 }

@@ -11,8 +11,11 @@
 //! failure waits for `Retry-After` (capped at 60 s) or backs off exponentially with full jitter.
 //! After `max_retries` retries the call fails with
 //! [`AgentError::RateLimited`](crate::AgentError::RateLimited) or
-//! [`AgentError::Unavailable`](crate::AgentError::Unavailable). Other 4xx answers are
-//! [`AgentError::BadResponse`](crate::AgentError::BadResponse) carrying the server's message.
+//! [`AgentError::Unavailable`](crate::AgentError::Unavailable). A 4xx answer saying the prompt
+//! is longer than the model's context is
+//! [`AgentError::ContextOverflow`](crate::AgentError::ContextOverflow) (`CONTEXT_OVERFLOW`);
+//! other 4xx answers are [`AgentError::RequestRefused`](crate::AgentError::RequestRefused)
+//! carrying the status and the server's message. Neither is retried.
 //!
 //! The API key is redacted from `Debug` output and from every error message.
 //!

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use crate::provider::PromptStyle;
 use crate::text_tools::ToolMode;
 
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
@@ -66,6 +67,10 @@ pub struct ClientOptions {
     /// OpenAI protocol: native tools are sent with `"strict": true` and schemas normalized for
     /// strict mode (tools whose schema cannot be strict are sent as they are).
     pub strict_tools: bool,
+    /// The model's context window in tokens (none: ask the server, else unknown).
+    pub context_tokens: Option<u32>,
+    /// How much the prompts say.
+    pub prompt_style: PromptStyle,
 }
 
 impl ClientOptions {
@@ -80,6 +85,8 @@ impl ClientOptions {
             max_tokens: None,
             tool_mode: ToolMode::Native,
             strict_tools: false,
+            context_tokens: None,
+            prompt_style: PromptStyle::Full,
         }
     }
 }

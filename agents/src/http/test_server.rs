@@ -108,5 +108,6 @@ pub(crate) fn simple_request() -> crate::provider::ModelRequest {
         messages: vec![ChatMessage::system("Be brief."), ChatMessage::user("Hi")],
         tools: Vec::new(),
         tool_choice: ToolChoice::Auto,
+        answer: crate::answer::AnswerShape::Text,
     }
 }

@@ -1,14 +1,17 @@
 //! The HTTP side: one `POST {base_url}/chat/completions` per attempt through the shared
 //! [`Endpoint`] (retries, waits, caps, key redaction).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::stream::StreamAccumulator;
 use super::strict::drop_absent;
 use super::wire::ChatBody;
 use crate::AgentError;
 use crate::http::{Auth, ClientOptions, Endpoint};
-use crate::provider::{DeltaSink, ModelResponse};
+use crate::provider::{DeltaSink, ModelResponse, PromptStyle};
 use crate::text_tools::ToolMode;
 use crate::turn::{SendTurn, Turn};
+use crate::window::{ServerProbe, Window};
 
 /// The base URL of the OpenAI API.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -31,6 +34,10 @@ pub struct OpenAiProvider {
     max_tokens: Option<u32>,
     tool_mode: ToolMode,
     strict_tools: bool,
+    prompt_style: PromptStyle,
+    window: Window,
+    /// Set once the server refused constrained mode's `response_format`.
+    format_refused: AtomicBool,
 }
 
 impl OpenAiProvider {
@@ -57,6 +64,9 @@ impl OpenAiProvider {
                  or `openai_api_key` in atelier.toml"
             )));
         }
+        // A compatible server may tell its window; the OpenAI API does not.
+        let probe = (flavor == Flavor::Compatible && options.context_tokens.is_none())
+            .then(|| ServerProbe::new(base_url, model, options.api_key.clone()));
         Ok(Self {
             label,
             model: model.to_string(),
@@ -64,6 +74,9 @@ impl OpenAiProvider {
             max_tokens: options.max_tokens,
             tool_mode: options.tool_mode,
             strict_tools: options.strict_tools,
+            prompt_style: options.prompt_style,
+            window: Window::new(options.context_tokens, probe, options.max_tokens),
+            format_refused: AtomicBool::new(false),
         })
     }
 }
@@ -74,7 +87,26 @@ impl SendTurn for OpenAiProvider {
     }
 
     fn tool_mode(&self) -> ToolMode {
+        if self.tool_mode == ToolMode::Constrained && self.format_refused.load(Ordering::Relaxed) {
+            return ToolMode::Text;
+        }
         self.tool_mode
+    }
+
+    fn prompt_style(&self) -> PromptStyle {
+        self.prompt_style
+    }
+
+    fn response_format_refused(&self) {
+        self.format_refused.store(true, Ordering::Relaxed);
+    }
+
+    async fn keep_window(&self, turn: &mut Turn<'_>) -> Result<(), AgentError> {
+        let tools = turn.native_tools_text();
+        self.window
+            .keep(turn.messages_mut(), &tools)
+            .await
+            .map(|_| ())
     }
 
     async fn send_turn(

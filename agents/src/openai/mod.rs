@@ -42,6 +42,8 @@ mod strict;
 mod wire;
 
 #[cfg(test)]
+mod small_model_tests;
+#[cfg(test)]
 mod tests;
 
 pub use crate::http::{ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, RetryPolicy};

@@ -139,6 +139,7 @@ async fn openai_assembles_tool_calls_and_sends_the_openai_request_shape() {
         ],
         tools: catalog().into_iter().take(3).collect(),
         tool_choice: ToolChoice::Required,
+        answer: crate::answer::AnswerShape::Text,
     };
     let (result, deltas) = run(&provider, &request).await;
     let response = result.expect("completion");
@@ -283,7 +284,7 @@ async fn openai_reports_other_4xx_with_the_server_message() {
     let (result, _) = run(&provider(&base, 3), &simple_request()).await;
     let error = result.expect_err("bad request");
     assert!(
-        matches!(error, AgentError::BadResponse(ref m) if m.contains("Invalid schema for function")),
+        matches!(error, AgentError::RequestRefused { status: 400, ref message } if message.contains("Invalid schema for function")),
         "{error}"
     );
     assert_eq!(received.count(), 1);
@@ -354,6 +355,7 @@ fn tool_request(tool_choice: ToolChoice) -> ModelRequest {
         ],
         tools: crate::catalog::research_tools(),
         tool_choice,
+        answer: crate::answer::AnswerShape::Text,
     }
 }
 
@@ -684,6 +686,7 @@ fn strict_request() -> ModelRequest {
             .filter(|tool| wanted.contains(&tool.name.as_str()))
             .collect(),
         tool_choice: ToolChoice::Auto,
+        answer: crate::answer::AnswerShape::Text,
     }
 }
 

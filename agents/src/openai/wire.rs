@@ -322,6 +322,7 @@ mod tests {
             messages: vec![ChatMessage::user("Hi")],
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            answer: crate::answer::AnswerShape::Text,
         };
         for (model, expected) in [
             ("gpt-4o-mini", Some(0.0)),

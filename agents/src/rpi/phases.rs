@@ -18,6 +18,7 @@ use super::prompts::{self, ItemContext, item_failure};
 use super::steps::{Expect, LoopEnd, Scope};
 use super::types::RpiState;
 use crate::AgentError;
+use crate::answer::AnswerShape;
 use crate::catalog::{self, ToolSpec};
 use crate::plan;
 use crate::provider::{ChatMessage, ModelRequest, ToolChoice};
@@ -207,9 +208,10 @@ impl Driver<'_> {
                 state,
                 Phase::Research,
                 |manifest| prompts::research(workbench, manifest),
-                catalog::research_tools(),
+                self.offered(catalog::research_tools()).await?,
                 self.budgets.research_turns,
                 Expect::Findings,
+                AnswerShape::Text,
             )
             .await?;
         state.research = Some(match end {
@@ -241,9 +243,12 @@ impl Driver<'_> {
                 state,
                 Phase::Plan,
                 |manifest| prompts::plan(&research, manifest, asks_for.as_deref()),
-                catalog::plan_tools(),
+                self.offered(catalog::plan_tools()).await?,
                 self.budgets.plan_turns,
                 Expect::Checklist,
+                AnswerShape::Plan {
+                    no_change: asks_for.is_none(),
+                },
             )
             .await?;
         let text = match end {
@@ -268,6 +273,7 @@ impl Driver<'_> {
 
     /// A phase that is not per item: its journaled system prompt, then the tool loop on the
     /// user's request.
+    #[allow(clippy::too_many_arguments)]
     async fn single_phase_loop(
         &self,
         state: &mut RpiState,
@@ -276,6 +282,7 @@ impl Driver<'_> {
         tools: Vec<ToolSpec>,
         budget: u32,
         expect: Expect,
+        answer: AnswerShape,
     ) -> Result<LoopEnd, AgentError> {
         let scope = Scope::single(phase);
         let system = self.system_prompt(scope, build_prompt).await?;
@@ -287,6 +294,7 @@ impl Driver<'_> {
             tools,
             budget,
             expect,
+            answer,
         )
         .await
     }
@@ -422,6 +430,10 @@ impl Driver<'_> {
         let plan_md = state.plan_md.clone().unwrap_or_default();
         let previous_reason = previous.map(|failure| failure.reason.clone());
         let asks_for = state.asks_for.clone();
+        // The no-change form only where the engine may accept it.
+        let answer = AnswerShape::ItemResult {
+            no_change: item.targets.is_empty() && asks_for.is_none(),
+        };
         let item_owned = item.clone();
         let system = self
             .system_prompt(scope, move |manifest| {
@@ -447,9 +459,10 @@ impl Driver<'_> {
                 scope,
                 system,
                 task,
-                catalog::implement_tools(),
+                self.offered(catalog::implement_tools()).await?,
                 self.budgets.item_turns,
                 Expect::Work,
+                answer,
             )
             .await?;
         Ok(match end {
@@ -514,6 +527,7 @@ impl Driver<'_> {
             ],
             tools: Vec::new(),
             tool_choice: ToolChoice::None,
+            answer: crate::answer::AnswerShape::Text,
         };
         let on_delta = |text: &str| {
             self.host.emit(EventKind::AssistantDelta {

@@ -39,7 +39,7 @@ pub(super) fn workbench(files: &[ManifestEntry], context: &WorkbenchContext) -> 
              and specific selectors (sheet+range, section, slide, row ranges, queries).\n",
         );
         for file in &context.maps {
-            out.push_str(&format!("### {}\n{}\n", file.path, file.map));
+            out.push_str(&crate::window::map_block(&file.path, &file.map));
         }
         if let Some(note) = &context.maps_note {
             out.push_str(&format!("({note})\n"));
@@ -59,7 +59,10 @@ pub(super) fn workbench(files: &[ManifestEntry], context: &WorkbenchContext) -> 
         }
     }
     if !context.earlier.is_empty() || !context.recent.is_empty() {
-        out.push_str("\n## Earlier conversation on this workbench (oldest first)\n");
+        out.push_str(&format!(
+            "\n{}\n## Earlier conversation on this workbench (oldest first)\n",
+            crate::window::CONVERSATION_OPEN
+        ));
         if !context.earlier.is_empty() {
             out.push_str("Summary of older messages:\n");
             for line in &context.earlier {
@@ -72,6 +75,8 @@ pub(super) fn workbench(files: &[ManifestEntry], context: &WorkbenchContext) -> 
                 message.id, message.role, message.text
             ));
         }
+        out.push_str(crate::window::CONVERSATION_CLOSE);
+        out.push('\n');
     }
     out
 }

@@ -18,6 +18,7 @@ use super::loop_detector::LoopDetector;
 use super::prompts;
 use super::types::RpiState;
 use crate::AgentError;
+use crate::answer::AnswerShape;
 use crate::catalog::ToolSpec;
 use crate::provider::{ChatMessage, DeltaSink, ModelRequest, ModelResponse, ToolChoice, Usage};
 
@@ -186,6 +187,7 @@ impl Driver<'_> {
         tools: Vec<ToolSpec>,
         budget: u32,
         expect: Expect,
+        answer: AnswerShape,
     ) -> Result<LoopEnd, AgentError> {
         let mut messages = vec![ChatMessage::system(system), ChatMessage::user(task)];
         let mut detector = LoopDetector::new(&self.budgets);
@@ -201,6 +203,7 @@ impl Driver<'_> {
                 messages: messages.clone(),
                 tools: tools.clone(),
                 tool_choice: tool_choice(&tools, scope.phase, turn),
+                answer,
             };
             let response = match self
                 .model_turn(state, scope, turn, &request, &|_: &str| {})

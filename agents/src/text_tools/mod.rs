@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 
 pub use parse::{Reading, read_reply};
 pub use prompt::{
-    ANSWER_SHAPE, CALL_SHAPE, calls_as_text, catalog_prompt, correction, text_transcript,
-    with_system_text,
+    ANSWER_SHAPE, CALL_SHAPE, CatalogStyle, answer_shape, calls_as_text, catalog_prompt,
+    correction, text_transcript, with_system_text,
 };
 pub use schema::response_format;
 

@@ -155,10 +155,12 @@ pub(super) fn tool_names(tools: &[ToolSpec]) -> String {
 
 fn shape(object: &Map<String, Value>, tools: &[ToolSpec]) -> Shape {
     let terminates = object.get("terminate") == Some(&Value::Bool(true));
-    let answer = object
-        .get("answer")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    // A structured answer (a plan, an item's result) is kept as its JSON text.
+    let answer = object.get("answer").and_then(|answer| match answer {
+        Value::String(text) => Some(text.clone()),
+        Value::Object(_) | Value::Array(_) => Some(answer.to_string()),
+        _ => None,
+    });
     match object.get("tool") {
         Some(Value::String(name)) if !name.trim().is_empty() => {
             return Shape::Call {

@@ -7,6 +7,7 @@ use serde_json::Value;
 use atelier_messages::tool::ToolName;
 
 use super::parse::tool_names;
+use crate::answer::AnswerShape;
 use crate::catalog::ToolSpec;
 use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice};
 
@@ -19,18 +20,35 @@ pub const ANSWER_SHAPE: &str = r#"{"tool": null, "answer": "YOUR ANSWER", "termi
 const CALL_EXAMPLE: &str =
     r#"{"tool": "read_file", "parameters": {"path": "notes.txt"}, "terminate": false}"#;
 
+/// What the catalog prompt says besides the tools: the shape of the final answer (bound by a
+/// schema in constrained mode, else free text) and whether it is compact.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CatalogStyle {
+    /// The final answer's shape as the model is asked to write it ([`AnswerShape::Text`] for
+    /// a free-text answer).
+    pub answer: AnswerShape,
+    /// Each tool's first sentence and its schema without descriptions.
+    pub compact: bool,
+}
+
 /// The system text describing `tools` and how to call them.
-pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice) -> String {
+pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice, style: CatalogStyle) -> String {
     let mut text = String::from(
         "# Tools\n\nYou can use these tools. Each has a description and the JSON schema of its \
          parameters.\n",
     );
     for spec in tools {
+        let (description, parameters) = if style.compact {
+            (
+                first_sentence(spec.description),
+                bare_schema(&spec.parameters),
+            )
+        } else {
+            (spec.description, spec.parameters.clone())
+        };
         text.push_str(&format!(
-            "\n## {}\n{}\nParameters: {}\n",
+            "\n## {}\n{description}\nParameters: {parameters}\n",
             spec.name.as_str(),
-            spec.description,
-            spec.parameters
         ));
     }
     text.push_str(&format!(
@@ -51,10 +69,56 @@ pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice) -> String {
         text.push_str("This reply must call a tool.\n");
     } else {
         text.push_str(&format!(
-            "When you need no more tools, give your final answer as {ANSWER_SHAPE}\n"
+            "When you need no more tools, give your final answer as {}\n",
+            answer_shape(style.answer)
         ));
     }
     text
+}
+
+/// The final-answer object the model is shown: [`ANSWER_SHAPE`], or the structured answer's
+/// filled-in example in its place.
+pub fn answer_shape(answer: AnswerShape) -> String {
+    match answer.example() {
+        Some(example) => format!(r#"{{"tool": null, "answer": {example}, "terminate": true}}"#),
+        None => ANSWER_SHAPE.to_string(),
+    }
+}
+
+/// The first sentence of a description (up to the first `. ` or line end).
+fn first_sentence(description: &str) -> &str {
+    let line = description.lines().next().unwrap_or_default();
+    match line.find(". ") {
+        Some(end) => &line[..=end],
+        None => line,
+    }
+}
+
+/// A JSON schema without its `description`s (and `examples`), for the compact catalog; the
+/// names under `properties` are parameters, kept whatever they are called.
+fn bare_schema(schema: &Value) -> Value {
+    match schema {
+        Value::Object(object) => Value::Object(
+            object
+                .iter()
+                .filter(|(key, _)| !matches!(key.as_str(), "description" | "examples"))
+                .map(|(key, value)| {
+                    let value = match (key.as_str(), value) {
+                        ("properties", Value::Object(properties)) => Value::Object(
+                            properties
+                                .iter()
+                                .map(|(name, schema)| (name.clone(), bare_schema(schema)))
+                                .collect(),
+                        ),
+                        _ => bare_schema(value),
+                    };
+                    (key.clone(), value)
+                })
+                .collect(),
+        ),
+        Value::Array(values) => Value::Array(values.iter().map(bare_schema).collect()),
+        other => other.clone(),
+    }
 }
 
 /// `messages` as a text-mode model reads them: the catalog (when tools are offered) added to
@@ -174,7 +238,7 @@ mod tests {
     #[test]
     fn text_catalog_lists_each_tool_with_its_schema_and_the_shape() {
         let tools: Vec<_> = catalog().into_iter().take(2).collect();
-        let prompt = catalog_prompt(&tools, ToolChoice::Auto);
+        let prompt = catalog_prompt(&tools, ToolChoice::Auto, CatalogStyle::default());
         assert!(prompt.contains("\n## list_files\n"), "{prompt}");
         assert!(
             prompt.contains(&tools[1].parameters.to_string()),
@@ -182,13 +246,59 @@ mod tests {
         );
         assert!(prompt.contains(CALL_SHAPE));
         assert!(prompt.contains(ANSWER_SHAPE));
-        let required = catalog_prompt(&tools, ToolChoice::Required);
+        let required = catalog_prompt(&tools, ToolChoice::Required, CatalogStyle::default());
         assert!(required.ends_with("This reply must call a tool.\n"));
         assert!(!required.contains(ANSWER_SHAPE));
         // The filled-in example only where the tool it calls is offered.
         assert!(!prompt.contains(CALL_EXAMPLE));
-        let with_read = catalog_prompt(&crate::catalog::plan_tools(), ToolChoice::Auto);
+        let with_read = catalog_prompt(
+            &crate::catalog::plan_tools(),
+            ToolChoice::Auto,
+            CatalogStyle::default(),
+        );
         assert!(with_read.contains(CALL_EXAMPLE), "{with_read}");
         assert!(with_read.contains("never a file name"));
+    }
+
+    #[test]
+    fn the_compact_catalog_keeps_first_sentences_and_bare_schemas() {
+        let tools = crate::catalog::implement_tools();
+        let full = catalog_prompt(&tools, ToolChoice::Auto, CatalogStyle::default());
+        let plan = AnswerShape::Plan { no_change: false };
+        let compact = catalog_prompt(
+            &tools,
+            ToolChoice::Auto,
+            CatalogStyle {
+                answer: plan,
+                compact: true,
+            },
+        );
+        assert!(
+            compact.len() * 5 < full.len() * 3,
+            "compact {} vs full {}",
+            compact.len(),
+            full.len()
+        );
+        assert!(!compact.contains("Workbench file path"), "{compact}");
+        for spec in &tools {
+            assert!(compact.contains(&format!("\n## {}\n", spec.name.as_str())));
+        }
+        // The structured answer's example replaces the free-text shape.
+        assert!(!compact.contains(ANSWER_SHAPE));
+        assert!(
+            compact.contains(r#""answer": {"items": [{"label""#),
+            "{compact}"
+        );
+        assert_eq!(
+            first_sentence("Reads a file. Then more.\nDetails."),
+            "Reads a file."
+        );
+        assert_eq!(first_sentence("One line"), "One line");
+        let schema = serde_json::json!({"type": "object", "description": "x", "properties": {
+            "description": {"type": "string", "description": "the text"}}});
+        assert_eq!(
+            bare_schema(&schema),
+            serde_json::json!({"type": "object", "properties": {"description": {"type": "string"}}})
+        );
     }
 }

@@ -1,0 +1,275 @@
+//! The final answers whose shape the engine needs — a plan, an item's result — as JSON schemas
+//! for constrained decoding, and back as the text forms the phases read.
+//!
+//! A phase says which shape its final answer takes ([`AnswerShape`], on the
+//! [`ModelRequest`](crate::provider::ModelRequest)). In `constrained` tool mode the answer
+//! object of the `response_format` (`{"tool": null, "answer": …, "terminate": true}`) binds
+//! `answer` to the shape's schema, so even a small model cannot write a plan the engine cannot
+//! read. Whatever the mode, an answer that is such an object is turned into the text the phase
+//! parses ([`AnswerShape::to_text`]): a plan into its checklist lines (`- [ ] 1. label —
+//! description → file`), an item's result into its line, `ITEM_FAILED: …` or
+//! `NO_CHANGE_NEEDED: …`. The no-change form is in the schema only where the engine may accept
+//! it (a request that asks for no artefact; an item that names no file).
+
+use serde_json::{Value, json};
+
+/// The most items a schema-bound plan may hold (the plan prompt asks for 1 to 8).
+pub const MAX_PLAN_ITEMS: usize = 8;
+/// The longest label, description or result a schema-bound answer may hold, in characters.
+const MAX_FIELD_CHARS: usize = 300;
+/// The most targets one schema-bound plan item may name.
+const MAX_ITEM_TARGETS: usize = 4;
+
+/// The shape a phase's final answer takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AnswerShape {
+    /// Free text (research notes, the summary).
+    #[default]
+    Text,
+    /// A plan: items with a label, a description and the files they write; or, when
+    /// `no_change` is allowed, the reason nothing needs to change.
+    Plan { no_change: bool },
+    /// An item's result: done (with a one-line result), failed (with the reason), or, when
+    /// `no_change` is allowed, no change needed (with why).
+    ItemResult { no_change: bool },
+}
+
+impl AnswerShape {
+    /// The JSON schema of the `answer` value, or `None` for free text.
+    pub fn schema(self) -> Option<Value> {
+        match self {
+            AnswerShape::Text => None,
+            AnswerShape::Plan { no_change } => Some(plan_schema(no_change)),
+            AnswerShape::ItemResult { no_change } => Some(item_result_schema(no_change)),
+        }
+    }
+
+    /// A filled-in answer of this shape, as the model would write it in the final-answer
+    /// object (its file names are placeholders in angle brackets, so a copy is no plan).
+    pub fn example(self) -> Option<&'static str> {
+        match self {
+            AnswerShape::Text => None,
+            AnswerShape::Plan { .. } => Some(
+                r#"{"items": [{"label": "<what to do>", "description": "<which tool, on which file>", "targets": ["<file it writes>"]}]}"#,
+            ),
+            AnswerShape::ItemResult { .. } => {
+                Some(r#"{"status": "done", "result": "<one line: what the tool calls did>"}"#)
+            }
+        }
+    }
+
+    /// `answer` (JSON text of this shape) as the text the phase reads; `None` when it is not
+    /// JSON of this shape (then the text is read as it is).
+    pub fn to_text(self, answer: &str) -> Option<String> {
+        let value: Value = serde_json::from_str(answer.trim()).ok()?;
+        match self {
+            AnswerShape::Text => None,
+            AnswerShape::Plan { .. } => plan_text(&value),
+            AnswerShape::ItemResult { .. } => item_result_text(&value),
+        }
+    }
+}
+
+fn bounded_string() -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": MAX_FIELD_CHARS})
+}
+
+fn plan_schema(no_change: bool) -> Value {
+    let item = json!({
+        "type": "object",
+        "properties": {
+            "label": bounded_string(),
+            "description": bounded_string(),
+            "targets": {"type": "array", "items": bounded_string(), "maxItems": MAX_ITEM_TARGETS}
+        },
+        "required": ["label", "description", "targets"],
+        "additionalProperties": false
+    });
+    let items = json!({
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": item, "minItems": 1, "maxItems": MAX_PLAN_ITEMS}
+        },
+        "required": ["items"],
+        "additionalProperties": false
+    });
+    if !no_change {
+        return items;
+    }
+    json!({"anyOf": [items, no_change_schema()]})
+}
+
+fn no_change_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"no_change": bounded_string()},
+        "required": ["no_change"],
+        "additionalProperties": false
+    })
+}
+
+fn item_result_schema(no_change: bool) -> Value {
+    let mut statuses = vec!["done", "failed"];
+    if no_change {
+        statuses.push("no_change");
+    }
+    json!({
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": statuses},
+            "result": bounded_string()
+        },
+        "required": ["status", "result"],
+        "additionalProperties": false
+    })
+}
+
+/// A plan object as checklist lines; a no-change object as its marker line.
+fn plan_text(value: &Value) -> Option<String> {
+    if let Some(reason) = value.get("no_change").and_then(Value::as_str) {
+        return Some(format!("NO_CHANGE_NEEDED: {}", one_line(reason)));
+    }
+    let items = value.get("items")?.as_array()?;
+    let lines: Vec<String> = items
+        .iter()
+        .filter_map(|item| {
+            let label = one_line(item.get("label")?.as_str()?);
+            let description = one_line(item.get("description").and_then(Value::as_str)?);
+            let targets: Vec<String> = item
+                .get("targets")
+                .and_then(Value::as_array)
+                .map(|targets| {
+                    targets
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(one_line)
+                        .filter(|target| !target.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some((label, description, targets))
+        })
+        .enumerate()
+        .map(|(index, (label, description, targets))| {
+            let arrow = if targets.is_empty() {
+                String::new()
+            } else {
+                format!(" → {}", targets.join(", "))
+            };
+            format!("- [ ] {}. {label} — {description}{arrow}", index + 1)
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// An item-result object as the line the implement phase reads.
+fn item_result_text(value: &Value) -> Option<String> {
+    let result = one_line(value.get("result")?.as_str()?);
+    match value.get("status")?.as_str()? {
+        "done" => Some(result),
+        "failed" => Some(format!("ITEM_FAILED: {result}")),
+        "no_change" => Some(format!("NO_CHANGE_NEEDED: {result}")),
+        _ => None,
+    }
+}
+
+/// `text` on one line: line breaks become spaces, the ends are trimmed.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan;
+
+    #[test]
+    fn a_schema_bound_plan_reads_as_the_checklist_the_plan_phase_parses() {
+        let shape = AnswerShape::Plan { no_change: false };
+        let answer = r#"{"items": [
+            {"label": "Count rows", "description": "table_query on penguins.csv", "targets": []},
+            {"label": "Write the count", "description": "write_text_file\nwith the number", "targets": ["count.txt"]}
+        ]}"#;
+        let text = shape.to_text(answer).expect("a plan");
+        assert_eq!(
+            text,
+            "- [ ] 1. Count rows — table_query on penguins.csv\n\
+             - [ ] 2. Write the count — write_text_file with the number → count.txt"
+        );
+        let items = plan::parse(&text);
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[1].targets, ["count.txt"]);
+        assert!(items[0].targets.is_empty());
+        // Not this shape: read as the text it is.
+        assert_eq!(shape.to_text("- [ ] 1. Count — rows"), None);
+        assert_eq!(shape.to_text(r#"{"items": []}"#), None);
+    }
+
+    #[test]
+    fn the_no_change_form_is_in_a_schema_only_where_the_engine_accepts_it() {
+        let refused = AnswerShape::Plan { no_change: false }
+            .schema()
+            .expect("schema");
+        assert!(refused.get("anyOf").is_none(), "{refused}");
+        assert_eq!(refused["properties"]["items"]["minItems"], 1);
+        assert!(!refused.to_string().contains("no_change"));
+        let allowed = AnswerShape::Plan { no_change: true }
+            .schema()
+            .expect("schema");
+        assert_eq!(allowed["anyOf"][1]["required"], json!(["no_change"]));
+        assert_eq!(
+            AnswerShape::Plan { no_change: true }
+                .to_text(r#"{"no_change": "It has 344 rows."}"#)
+                .as_deref(),
+            Some("NO_CHANGE_NEEDED: It has 344 rows.")
+        );
+        let item = AnswerShape::ItemResult { no_change: false }
+            .schema()
+            .expect("schema");
+        assert_eq!(
+            item["properties"]["status"]["enum"],
+            json!(["done", "failed"])
+        );
+        let item = AnswerShape::ItemResult { no_change: true }
+            .schema()
+            .expect("schema");
+        assert_eq!(
+            item["properties"]["status"]["enum"],
+            json!(["done", "failed", "no_change"])
+        );
+        assert_eq!(AnswerShape::Text.schema(), None);
+    }
+
+    #[test]
+    fn item_results_read_as_the_lines_the_implement_phase_judges() {
+        let shape = AnswerShape::ItemResult { no_change: true };
+        let read = |answer: &str| shape.to_text(answer);
+        assert_eq!(
+            read(r#"{"status": "done", "result": "Wrote 344 to count.txt."}"#).as_deref(),
+            Some("Wrote 344 to count.txt.")
+        );
+        assert_eq!(
+            read(r#"{"status": "failed", "result": "no such column"}"#).as_deref(),
+            Some("ITEM_FAILED: no such column")
+        );
+        assert_eq!(
+            read(r#"{"status": "no_change", "result": "already sorted"}"#).as_deref(),
+            Some("NO_CHANGE_NEEDED: already sorted")
+        );
+        assert_eq!(read(r#"{"status": "maybe", "result": "x"}"#), None);
+        assert_eq!(read("Wrote it."), None);
+    }
+
+    #[test]
+    fn the_examples_are_answers_of_their_shape_that_name_no_real_file() {
+        for shape in [
+            AnswerShape::Plan { no_change: false },
+            AnswerShape::ItemResult { no_change: false },
+        ] {
+            let example = shape.example().expect("example");
+            let text = shape.to_text(example).expect("readable");
+            assert!(text.contains('<'), "{text}");
+            assert!(!text.contains("NO_CHANGE"), "{text}");
+        }
+    }
+}
