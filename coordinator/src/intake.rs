@@ -167,6 +167,7 @@ async fn announce_refusal(orchestrators: &Orchestrators, record: &JobRecord) {
         state: record.state,
         error: record.error.clone(),
         run: record.run,
+        outcome: None,
     });
     drop(events);
     let _ = publisher.await;

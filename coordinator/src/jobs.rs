@@ -307,6 +307,7 @@ fn unreadable_view(job_id: String) -> JobView {
         pending_approval: None,
         plan_md: None,
         run: 0,
+        outcome: None,
     }
 }
 
@@ -335,5 +336,6 @@ fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
         pending_approval: record.pending_approval,
         plan_md: rpi.plan_md,
         run: record.run,
+        outcome: record.outcome,
     }
 }

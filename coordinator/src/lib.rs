@@ -16,6 +16,7 @@
 //! - [`orchestrator`]: the PhaseOrchestrator actor (one per running job) and [`Orchestrators`],
 //!   which starts them and reaches them by job id.
 //! - [`host`]: what a running job sees: tool calls, files, journal, signals.
+//! - `outcome`: what a succeeded job changed, from its files at its start and at its end.
 //! - [`context`]: what a job's model calls carry besides the manifest (conversation, budgets).
 //! - [`review`]: the draft's content review, with the office pool's file diffs.
 //! - [`control`]: the `atelier.ctl.*` verbs.
@@ -28,7 +29,7 @@
 //! - [`events`]: ordered event publishing into the EVENTS stream.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
 //!
-//! Imports flow one way: `intake`, `control` → `orchestrator` → `host` → `draft_store`,
+//! Imports flow one way: `intake`, `control` → `orchestrator` (→ `outcome`) → `host` → `draft_store`,
 //! `jobs` → `lifecycle`, `storage`.
 
 pub mod batch_runner;
@@ -45,6 +46,7 @@ pub mod intake;
 pub mod jobs;
 pub mod lifecycle;
 pub mod orchestrator;
+mod outcome;
 pub mod review;
 pub mod storage;
 mod store_service;

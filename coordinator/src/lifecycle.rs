@@ -13,7 +13,7 @@
 //!   └──cancel_unstarted──▶ cancelled
 //! ```
 
-use atelier_messages::job::{JobState, PendingApproval};
+use atelier_messages::job::{JobOutcome, JobState, PendingApproval};
 use atelier_messages::{ErrorBody, ErrorCode};
 
 use crate::jobs::record::JobRecord;
@@ -27,10 +27,12 @@ pub enum Transition {
     AwaitApproval(PendingApproval),
     /// The decision on the pending call is in; the job runs on.
     ApprovalResolved,
-    /// The run ended with `state` (terminal) and, unless it succeeded, an error.
+    /// The run ended with `state` (terminal) and, unless it succeeded, an error; a succeeded
+    /// run with its outcome.
     Finish {
         state: JobState,
         error: Option<ErrorBody>,
+        outcome: Option<JobOutcome>,
     },
     /// `atelier cancel`: honoured at the job's next step boundary, also after a restart.
     RequestCancel,
@@ -73,12 +75,17 @@ pub fn apply(record: &mut JobRecord, transition: Transition) -> Result<(), Error
             record.state = JobState::Running;
             record.pending_approval = None;
         }
-        Transition::Finish { state, error } => {
+        Transition::Finish {
+            state,
+            error,
+            outcome,
+        } => {
             if !state.is_terminal() {
                 return Err(refuse(record, "a run ends in a terminal state"));
             }
             record.state = state;
             record.error = error;
+            record.outcome = outcome.filter(|_| state == JobState::Succeeded);
             record.pending_approval = None;
         }
         Transition::RequestCancel => {
@@ -108,6 +115,7 @@ pub fn apply(record: &mut JobRecord, transition: Transition) -> Result<(), Error
             }
             record.state = JobState::Queued;
             record.error = None;
+            record.outcome = None;
             record.cancel_requested = false;
             record.run += 1;
         }
@@ -137,6 +145,7 @@ mod tests {
             message_id: None,
             workflow: None,
             batch_id: None,
+            outcome: None,
         }
     }
 
@@ -164,12 +173,14 @@ mod tests {
             (job.state, job.pending_approval.clone()),
             (JobState::Running, None)
         );
+        let answered = Some(atelier_messages::job::JobOutcome::Answered);
         let finish = Transition::Finish {
             state: JobState::Succeeded,
             error: None,
+            outcome: answered.clone(),
         };
         apply(&mut job, finish).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(job.state, JobState::Succeeded);
+        assert_eq!((job.state, &job.outcome), (JobState::Succeeded, &answered));
     }
 
     #[test]
@@ -202,7 +213,13 @@ mod tests {
         let resumed = apply(&mut record(JobState::Succeeded), Transition::Resume).err();
         assert_eq!(resumed.map(|e| e.code), Some(ErrorCode::ValidationFailed));
         let mut failed = record(JobState::Failed);
-        failed.error = Some(ErrorBody::new(ErrorCode::Internal, "x"));
+        let ended = Transition::Finish {
+            state: JobState::Failed,
+            error: Some(ErrorBody::new(ErrorCode::Internal, "x")),
+            outcome: Some(atelier_messages::job::JobOutcome::Answered),
+        };
+        apply(&mut failed, ended).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(failed.outcome, None, "only a succeeded run has an outcome");
         failed.cancel_requested = true;
         apply(&mut failed, Transition::Resume).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((failed.state, failed.run), (JobState::Queued, 1));

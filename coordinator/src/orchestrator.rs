@@ -14,7 +14,7 @@ use std::time::Duration;
 use atelier_agents::provider::ModelProvider;
 use atelier_agents::rpi::{self, Budgets, JobInput, RpiState};
 use atelier_agents::spec::{ProviderSettings, provider_from_spec};
-use atelier_messages::job::{EventKind, JobState};
+use atelier_messages::job::{EventKind, JobOutcome, JobState};
 use atelier_messages::{ErrorBody, ErrorCode};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -28,6 +28,7 @@ use crate::events::EventSink;
 use crate::host::{JobHost, RunSignals};
 use crate::jobs::{CRASH_LOOP_ADOPTIONS, JobRecord, Jobs};
 use crate::lifecycle::Transition;
+use crate::outcome;
 use crate::storage::blocking;
 use crate::workbench::TurnEnd;
 
@@ -165,14 +166,16 @@ async fn run_job(
         signals,
         tool_crash_attempts: template.budgets.tool_crash_attempts,
     };
-    let outcome = match crash_loop(&template.jobs, &record.job_id).await {
+    let ended = match crash_loop(&template.jobs, &record.job_id).await {
         Some(set_aside) => Err(set_aside),
         None => drive(&template, &host, &mut rpi).await,
     };
-    let (final_state, error) = match outcome {
-        Ok(()) => (JobState::Succeeded, None),
-        Err(error) if error.code == ErrorCode::UserCanceled => (JobState::Cancelled, Some(error)),
-        Err(error) => (JobState::Failed, Some(error)),
+    let (final_state, error, outcome) = match ended {
+        Ok(outcome) => (JobState::Succeeded, None, Some(outcome)),
+        Err(error) if error.code == ErrorCode::UserCanceled => {
+            (JobState::Cancelled, Some(error), None)
+        }
+        Err(error) => (JobState::Failed, Some(error), None),
     };
     // The answer joins the conversation and frees the workbench before the end is announced,
     // so whoever hears of the end finds both; a repeat after a crash changes nothing.
@@ -197,6 +200,7 @@ async fn run_job(
         state: final_state,
         error: error.clone(),
         run: record.run,
+        outcome: outcome.clone(),
     });
     drop(host);
     drop(events);
@@ -204,6 +208,7 @@ async fn run_job(
     let finish = Transition::Finish {
         state: final_state,
         error: error.clone(),
+        outcome,
     };
     if let Err(store_error) = transition(&template.jobs, &record.job_id, finish).await {
         tracing::error!(%store_error, "could not record the job's end");
@@ -235,7 +240,20 @@ async fn crash_loop(jobs: &Jobs, job_id: &str) -> Option<ErrorBody> {
     ))
 }
 
+/// Runs the job and, when it succeeds, tells what it changed: its files when it first started
+/// (journaled before anything runs) against its files now.
 async fn drive(
+    template: &OrchestratorTemplate,
+    host: &JobHost,
+    rpi_state: &mut RpiState,
+) -> Result<JobOutcome, ErrorBody> {
+    let started_with = outcome::files_at_start(host).await?;
+    run(template, host, rpi_state).await?;
+    outcome::since(host, &started_with).await
+}
+
+/// Runs the job's workflow, or its agent through Research, Plan, Implement and Summary.
+async fn run(
     template: &OrchestratorTemplate,
     host: &JobHost,
     rpi_state: &mut RpiState,

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ErrorBody;
+pub use crate::outcome::JobOutcome;
 
 /// `atelier.job.submit` (JetStream, `Nats-Msg-Id` = `job_id` for de-duplication).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -266,6 +267,10 @@ pub struct JobView {
     /// The job's current run (0 for the first; each `atelier resume` adds one).
     #[serde(default)]
     pub run: u32,
+    /// What the job did, set when it ended `succeeded`: the files it changed, or it answered
+    /// (absent in records written before outcomes were).
+    #[serde(default)]
+    pub outcome: Option<JobOutcome>,
 }
 
 /// A tool call paused until a person approves or rejects it.
@@ -520,6 +525,9 @@ pub enum EventKind {
         /// Which run of the job ended (0 for the first; each `atelier resume` adds one).
         #[serde(default)]
         run: u32,
+        /// What the job did, when it ended `succeeded`.
+        #[serde(default)]
+        outcome: Option<JobOutcome>,
     },
 }
 
@@ -566,5 +574,47 @@ mod tests {
         let bytes = encode(&event, Format::MessagePack).unwrap_or_default();
         let back: JobEvent = decode(&bytes, Format::MessagePack).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, event);
+    }
+
+    #[test]
+    fn a_job_view_recorded_before_outcomes_decodes_without_one() {
+        let old = serde_json::json!({
+            "job_id": "j1", "workbench": "w", "message": "Count", "model": "replay:x",
+            "state": "succeeded", "phase": "done", "items": [],
+            "created_at_ms": 1, "updated_at_ms": 2, "run": 0
+        });
+        let view: JobView = serde_json::from_value(old).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((view.state, &view.outcome), (JobState::Succeeded, &None));
+        let bytes = encode(&view, Format::MessagePack).unwrap_or_default();
+        let back: Result<JobView, _> = rmp_serde::from_slice(&bytes);
+        assert_eq!(back.ok(), Some(view));
+    }
+
+    #[test]
+    fn a_finished_event_carries_its_outcome_and_an_older_one_decodes_without() {
+        let finished = |outcome| JobEvent {
+            v: PROTOCOL_VERSION,
+            job_id: "j1".into(),
+            at_ms: 7,
+            kind: EventKind::JobFinished {
+                state: JobState::Succeeded,
+                error: None,
+                run: 0,
+                outcome,
+            },
+        };
+        let event = finished(Some(JobOutcome::Changed {
+            files: vec!["count.txt".into(), "notes.txt".into()],
+        }));
+        let bytes = encode(&event, Format::MessagePack).unwrap_or_default();
+        let back: JobEvent = decode(&bytes, Format::MessagePack).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, event);
+        let old = serde_json::json!({
+            "v": 1, "job_id": "j1", "at_ms": 7,
+            "kind": {"type": "job_finished", "state": "succeeded", "error": null, "run": 0}
+        });
+        let bytes = rmp_serde::to_vec_named(&old).unwrap_or_default();
+        let back: JobEvent = decode(&bytes, Format::MessagePack).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, finished(None));
     }
 }

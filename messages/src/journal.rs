@@ -19,7 +19,7 @@ pub enum StepKind {
     Approval,
     /// How many workers died holding a tool call.
     Crashes,
-    /// The files (path and digest) an Implement item started from.
+    /// The files (path and digest) a job or one of its Implement items started from.
     ItemFiles,
 }
 
@@ -92,6 +92,12 @@ pub fn item_files(item: u32) -> String {
     format!("{}implement/{item}", StepKind::ItemFiles.prefix())
 }
 
+/// `files/job`: the files (path → digest) when the job first started, so that what the whole
+/// job changed ([`JobOutcome`](crate::outcome::JobOutcome)) is known across restarts and resumes.
+pub fn job_files() -> String {
+    format!("{}job", StepKind::ItemFiles.prefix())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +123,8 @@ mod tests {
         );
         assert_eq!(item_files(3), "files/implement/3");
         assert_eq!(StepKind::of(&item_files(3)), Some(StepKind::ItemFiles));
+        assert_eq!(job_files(), "files/job");
+        assert_eq!(StepKind::of(&job_files()), Some(StepKind::ItemFiles));
         assert_eq!(StepKind::of("other"), None);
     }
 }

@@ -13,6 +13,7 @@
 //! - [`codec`]: formats, versioned decoding, the reply envelope.
 //! - [`error`]: stable error codes.
 //! - [`job`]: job submission, state, events, control-plane views.
+//! - [`outcome`]: what a succeeded job did: the files it changed, or it answered.
 //! - [`tool`]: tool names and pools ([`ToolName`](tool::ToolName)), tool requests and results.
 //! - [`store`]: DraftStore requests and results.
 //! - [`path`]: workbench path normalization and file kinds.
@@ -31,6 +32,7 @@ pub mod error;
 pub mod job;
 pub mod journal;
 pub mod limits;
+pub mod outcome;
 pub mod path;
 pub mod review;
 pub mod store;

@@ -618,9 +618,9 @@ async fn stats_report_the_journal_and_retention_prunes_finished_jobs() -> anyhow
     assert_eq!(view.state, JobState::Succeeded);
     let stats: serde_json::Value = cluster.cli_ok(&["jobs", "--stats", "--json"])?.json()?;
     assert_eq!(stats["jobs_by_state"]["succeeded"], 1);
-    // 8 model turns, 3 tool results, 5 system prompts and the files each of the 2 items
-    // started from.
-    assert_eq!(stats["journal_entries"], 18);
+    // 8 model turns, 3 tool results, 5 system prompts and the files the job and each of its
+    // 2 items started from.
+    assert_eq!(stats["journal_entries"], 19);
     assert!(stats["storage_bytes"].as_u64().unwrap_or(0) > 0);
     cluster.kill_coordinator();
     cluster.start_coordinator_with_env(&[("ATELIER_JOURNAL_RETENTION_SECS", "0")])?;

@@ -3,7 +3,7 @@
 //! store in [`jobs`](crate::jobs) that applies its transitions.
 
 use atelier_messages::approval::ApprovalPolicy;
-use atelier_messages::job::{JobState, JobSubmit, PendingApproval};
+use atelier_messages::job::{JobOutcome, JobState, JobSubmit, PendingApproval};
 use atelier_messages::workflow::Workflow;
 use atelier_messages::{ErrorBody, now_ms};
 use serde::{Deserialize, Serialize};
@@ -43,6 +43,9 @@ pub struct JobRecord {
     /// The batch this job is a target of.
     #[serde(default)]
     pub batch_id: Option<String>,
+    /// What the job did, recorded with its end when it succeeded.
+    #[serde(default)]
+    pub outcome: Option<JobOutcome>,
 }
 
 impl JobRecord {
@@ -74,6 +77,7 @@ impl JobRecord {
             message_id,
             workflow: submit.workflow.clone(),
             batch_id: submit.batch_id.clone(),
+            outcome: None,
         }
     }
 

@@ -65,6 +65,7 @@ fn script() -> Vec<JobEvent> {
                 state: JobState::Failed,
                 error: None,
                 run: 0,
+                outcome: None,
             },
         ),
     ]
