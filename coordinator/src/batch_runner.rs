@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use atelier_messages::batch::{BatchEvent, BatchEventKind, BatchState, TargetState};
-use atelier_messages::job::{JobState, JobSubmit};
+use atelier_messages::job::{JobOutcome, JobState, JobSubmit};
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, now_ms, subjects};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
 
@@ -325,7 +325,7 @@ impl BatchRunnerState {
             Ok(submit) => submit,
             Err(error) => {
                 return self
-                    .end_target(job_id, TargetState::Failed, Some(error))
+                    .end_target(job_id, TargetState::Failed, Some(error), None)
                     .await;
             }
         };
@@ -392,7 +392,8 @@ impl BatchRunnerState {
             JobState::Cancelled => TargetState::Cancelled,
             JobState::Queued | JobState::Running | JobState::AwaitingApproval => return Ok(()),
         };
-        self.end_target(job_id, state, child.error).await
+        self.end_target(job_id, state, child.error, child.outcome)
+            .await
     }
 
     async fn end_target(
@@ -400,6 +401,7 @@ impl BatchRunnerState {
         job_id: &str,
         state: TargetState,
         error: Option<ErrorBody>,
+        outcome: Option<JobOutcome>,
     ) -> Result<(), ErrorBody> {
         let Some((index, workbench)) = self.in_flight.remove(job_id) else {
             return Ok(());
@@ -409,7 +411,8 @@ impl BatchRunnerState {
         let batch_id = self.batch_id().to_string();
         let id = job_id.to_string();
         let (record, _) =
-            blocking(move || batches.finish_target(&batch_id, index, &id, state, error)).await?;
+            blocking(move || batches.finish_target(&batch_id, index, &id, state, error, outcome))
+                .await?;
         let crossed = !self.record.beyond_tolerance() && record.beyond_tolerance();
         self.record = record;
         if crossed {

@@ -13,6 +13,7 @@ use atelier_messages::batch::{
     BatchAction, BatchCounts, BatchState, BatchView, FAILURES_SHOWN, FailureTolerance, SubmitBatch,
     TargetSet, TargetState, TargetView, child_job_id,
 };
+use atelier_messages::job::JobOutcome;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
@@ -89,6 +90,9 @@ pub struct TargetRecord {
     /// Whether the child works on a draft it finds (true for a workbench's later targets).
     #[serde(default)]
     pub continue_draft: bool,
+    /// What the child did, once it succeeded (counted as changed or answered with it).
+    #[serde(default)]
+    pub outcome: Option<JobOutcome>,
 }
 
 impl TargetRecord {
@@ -101,6 +105,7 @@ impl TargetRecord {
             job_id: self.job_id.clone(),
             attempt: self.attempt,
             error: self.error.clone(),
+            outcome: self.outcome.clone(),
         }
     }
 }
@@ -186,6 +191,7 @@ impl Batches {
                 job_id: None,
                 error: None,
                 continue_draft: submit.continue_draft || !first_of_workbench,
+                outcome: None,
             };
             writes.insert(
                 target_key(&submit.batch_id, index),
@@ -354,6 +360,10 @@ impl Batches {
             };
             target.state = after;
             batch.counts.shift(before, after);
+            let succeeded_now = after == TargetState::Succeeded && before != after;
+            if succeeded_now && let Some(outcome) = &target.outcome {
+                batch.counts.count_outcome(outcome);
+            }
             batch.updated_at_ms = now_ms();
             put(targets, &key, &target)?;
             put(batches, batch_id.as_bytes(), &batch)?;
@@ -377,12 +387,13 @@ impl Batches {
             }
             target.job_id = Some(child_job_id(batch_id, target.index, target.attempt));
             target.error = None;
+            target.outcome = None;
             Some(TargetState::Running)
         })
     }
 
-    /// Records how a running target's child ended (a no-op for a target already ended or
-    /// whose job is another attempt's).
+    /// Records how a running target's child ended, with what a succeeded child did (a no-op
+    /// for a target already ended or whose job is another attempt's).
     pub fn finish_target(
         &self,
         batch_id: &str,
@@ -390,6 +401,7 @@ impl Batches {
         job_id: &str,
         state: TargetState,
         error: Option<ErrorBody>,
+        outcome: Option<JobOutcome>,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
         self.change_target(batch_id, index, |target| {
             let ours = target.job_id.as_deref() == Some(job_id);
@@ -397,6 +409,7 @@ impl Batches {
                 return None;
             }
             target.error = error.clone();
+            target.outcome = outcome.clone().filter(|_| state == TargetState::Succeeded);
             Some(state)
         })
     }
@@ -537,6 +550,16 @@ mod tests {
         }
     }
 
+    fn changed() -> Option<JobOutcome> {
+        Some(JobOutcome::Changed {
+            files: vec!["report.docx".into()],
+        })
+    }
+
+    fn answered() -> Option<JobOutcome> {
+        Some(JobOutcome::Answered)
+    }
+
     fn batches() -> (tempfile::TempDir, Batches) {
         let dir = tempfile::tempdir().expect("tempdir");
         let storage = Storage::open(&dir.path().join("db")).expect("storage");
@@ -577,16 +600,16 @@ mod tests {
         let (record, _) = batches.dispatch("b", 0).expect("dispatch again");
         assert_eq!(record.counts.running, 8);
         batches
-            .finish_target("b", 0, "b-t0-a0", TargetState::Succeeded, None)
+            .finish_target("b", 0, "b-t0-a0", TargetState::Succeeded, None, changed())
             .expect("finish");
         // Another attempt's job id does not end the target.
         let (record, _) = batches
-            .finish_target("b", 2, "b-t2-a9", TargetState::Failed, None)
+            .finish_target("b", 2, "b-t2-a9", TargetState::Failed, None, None)
             .expect("stale finish");
         assert_eq!(record.counts.running, 7);
         let error = ErrorBody::new(ErrorCode::FileReadFailed, "broken");
         let (record, _) = batches
-            .finish_target("b", 2, "b-t2-a0", TargetState::Failed, Some(error))
+            .finish_target("b", 2, "b-t2-a0", TargetState::Failed, Some(error), None)
             .expect("finish");
         let counts = record.counts;
         assert_eq!(
@@ -598,6 +621,7 @@ mod tests {
             ),
             (9_992, 6, 1, 1)
         );
+        assert_eq!((counts.changed, counts.answered), (1, 0));
         assert!(!record.beyond_tolerance());
         let (_, cursor) = batches
             .next_queued("b", 0, &HashSet::new(), 1, 4_096)
@@ -624,10 +648,10 @@ mod tests {
             batches.dispatch("r", index).expect("dispatch");
         }
         batches
-            .finish_target("r", 0, "r-t0-a0", TargetState::Succeeded, None)
+            .finish_target("r", 0, "r-t0-a0", TargetState::Succeeded, None, answered())
             .expect("finish");
         batches
-            .finish_target("r", 1, "r-t1-a0", TargetState::Failed, None)
+            .finish_target("r", 1, "r-t1-a0", TargetState::Failed, None, answered())
             .expect("finish");
         let running = batches.retry("r").expect_err("still running");
         assert_eq!(running.to_body().code, ErrorCode::ValidationFailed);
@@ -642,6 +666,16 @@ mod tests {
         assert_eq!((record.counts.queued, record.counts.failed), (1, 0));
         let (_, target) = batches.dispatch("r", 1).expect("dispatch");
         assert_eq!(target.job_id.as_deref(), Some("r-t1-a1"));
+        // The retried target counts once it succeeds, as what its new child did.
+        let (record, target) = batches
+            .finish_target("r", 1, "r-t1-a1", TargetState::Succeeded, None, changed())
+            .expect("finish the retry");
+        assert_eq!(target.view().outcome, changed());
+        let counts = record.counts;
+        assert_eq!(
+            (counts.succeeded, counts.changed, counts.answered),
+            (2, 1, 1)
+        );
         // Creating the same id again answers the existing batch.
         let again = batches.create(&submit("r"), 9, &[]).expect("create again");
         assert_eq!(again.counts.total, 2);

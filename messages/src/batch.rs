@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::outcome::JobOutcome;
 use crate::workflow::Workflow;
 use crate::{ErrorBody, ErrorCode};
 
@@ -293,6 +294,13 @@ pub struct BatchCounts {
     pub succeeded: u64,
     pub failed: u64,
     pub cancelled: u64,
+    /// Of the succeeded targets, those whose job changed files ([`JobOutcome::Changed`]).
+    #[serde(default)]
+    pub changed: u64,
+    /// Of the succeeded targets, those whose job changed no file ([`JobOutcome::Answered`]).
+    /// Targets that succeeded before outcomes were recorded are in neither count.
+    #[serde(default)]
+    pub answered: u64,
 }
 
 impl BatchCounts {
@@ -329,6 +337,16 @@ impl BatchCounts {
         for state in TargetState::ALL {
             *self.of_mut(state) += other.of(state);
         }
+        self.changed += other.changed;
+        self.answered += other.answered;
+    }
+
+    /// Counts a target that succeeded with `outcome` as changed or answered.
+    pub fn count_outcome(&mut self, outcome: &JobOutcome) {
+        match outcome {
+            JobOutcome::Changed { .. } => self.changed += 1,
+            JobOutcome::Answered => self.answered += 1,
+        }
     }
 
     /// Moves one target from `from` to `to`.
@@ -355,6 +373,9 @@ pub struct TargetView {
     pub attempt: u32,
     #[serde(default)]
     pub error: Option<ErrorBody>,
+    /// What the child did, once it succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<JobOutcome>,
 }
 
 /// What `atelier batch status` shows.
@@ -536,8 +557,27 @@ mod tests {
         counts.shift(TargetState::Running, TargetState::Failed);
         assert_eq!((counts.queued, counts.running, counts.failed), (1, 0, 1));
         assert_eq!(counts.done(), 1);
+        counts.shift(TargetState::Queued, TargetState::Succeeded);
+        counts.count_outcome(&JobOutcome::Answered);
+        assert_eq!(
+            (counts.succeeded, counts.changed, counts.answered),
+            (1, 0, 1)
+        );
         let mut sum = counts;
         sum.add(&counts);
-        assert_eq!((sum.total, sum.queued, sum.failed), (4, 2, 2));
+        assert_eq!((sum.total, sum.queued, sum.failed), (4, 0, 2));
+        assert_eq!((sum.succeeded, sum.changed, sum.answered), (2, 0, 2));
+    }
+
+    #[test]
+    fn counts_recorded_before_outcomes_decode_with_neither() {
+        let old = serde_json::json!({
+            "total": 2, "queued": 0, "running": 0, "succeeded": 2, "failed": 0, "cancelled": 0
+        });
+        let counts: BatchCounts = serde_json::from_value(old).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (counts.succeeded, counts.changed, counts.answered),
+            (2, 0, 0)
+        );
     }
 }
