@@ -1,6 +1,6 @@
 //! How the CLI prints jobs, listings, stats and draft reviews for people (`--json` prints the values as they are).
 
-use atelier_messages::job::{CoordinatorStats, ItemStatus, JobView};
+use atelier_messages::job::{CoordinatorStats, ItemStatus, JobOutcome, JobView};
 use atelier_messages::review::{Change, Changes, ContentDiff, Review, UnitOp};
 use atelier_messages::store::Listing;
 
@@ -89,7 +89,7 @@ pub fn print_listing(listing: &Listing) {
 
 pub fn print_jobs(jobs: &[JobView]) {
     println!(
-        "{:<34} {:<18} {:<16} {:<10} {:>7}  ERROR",
+        "{:<34} {:<18} {:<16} {:<10} {:>7}  RESULT",
         "JOB", "STATE", "WORKBENCH", "PHASE", "ITEMS"
     );
     for job in jobs {
@@ -101,8 +101,22 @@ pub fn print_jobs(jobs: &[JobView]) {
             job.phase.as_str(),
             job.items_done(),
             job.items.len(),
-            job.error.as_ref().map(|e| e.code.as_str()).unwrap_or("")
+            result_column(job)
         );
+    }
+}
+
+/// The listing's last column: the error code of a job that did not succeed, what a succeeded
+/// one did (`changed 2 files`, `answered`), or nothing.
+fn result_column(job: &JobView) -> String {
+    if let Some(error) = &job.error {
+        return error.code.as_str().to_string();
+    }
+    match job.outcome.as_ref().map(JobOutcome::files) {
+        None => String::new(),
+        Some([]) => "answered".to_string(),
+        Some([_]) => "changed 1 file".to_string(),
+        Some(files) => format!("changed {} files", files.len()),
     }
 }
 
@@ -138,6 +152,9 @@ pub fn print_job(job: &JobView) {
     }
     if let Some(error) = &job.error {
         println!("error      {error}");
+    }
+    if let Some(outcome) = &job.outcome {
+        println!("outcome    {outcome}");
     }
     if let Some(summary) = &job.summary {
         println!("\n{summary}");

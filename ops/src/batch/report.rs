@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use atelier_messages::batch::{BatchState, BatchView};
+use atelier_messages::batch::{BatchCounts, BatchState, BatchView};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::status;
@@ -61,9 +61,10 @@ pub(super) fn show(view: &BatchView, json: bool) -> anyhow::Result<()> {
     println!("state        {}", view.state);
     println!("action       {}", view.action);
     println!(
-        "targets      {} total: {} succeeded, {} failed, {} cancelled, {} running, {} queued",
+        "targets      {} total: {} succeeded{}, {} failed, {} cancelled, {} running, {} queued",
         counts.total,
         counts.succeeded,
+        outcomes(counts),
         counts.failed,
         counts.cancelled,
         counts.running,
@@ -106,6 +107,18 @@ pub(super) fn show(view: &BatchView, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What the succeeded targets did (` (3 with changes, 1 answered without changes)`), when their
+/// outcomes were recorded.
+fn outcomes(counts: &BatchCounts) -> String {
+    if counts.changed + counts.answered == 0 {
+        return String::new();
+    }
+    format!(
+        " ({} with changes, {} answered without changes)",
+        counts.changed, counts.answered
+    )
 }
 
 pub(super) fn print_list(views: &[BatchView]) {

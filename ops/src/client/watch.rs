@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use async_nats::jetstream::{self, consumer};
-use atelier_messages::job::{EventKind, JobEvent, JobState};
-use atelier_messages::{Format, decode, subjects};
+use atelier_messages::job::{EventKind, JobEvent, JobOutcome, JobState};
+use atelier_messages::{ErrorBody, Format, decode, subjects};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -106,14 +106,30 @@ fn show_line(event: &JobEvent) {
                 .unwrap_or_default();
             println!("  · {verdict}{reason}");
         }
-        EventKind::JobFinished { state, error, .. } => {
-            let reason = error
-                .as_ref()
-                .map(|e| format!(" — {e}"))
-                .unwrap_or_default();
-            println!("\n[{state}{reason}]");
+        EventKind::JobFinished {
+            state,
+            error,
+            outcome,
+            ..
+        } => {
+            // The bracket holds the state and any error; what the job did follows as a line
+            // of the session's own.
+            println!("\n[{state}{}]", ending(error, &None));
+            if let Some(outcome) = outcome {
+                println!("  · {outcome}");
+            }
         }
         _ => {}
+    }
+}
+
+/// What follows a finished job's state: why it did not succeed, or what it did
+/// (` — changed 1 file: count.txt`).
+fn ending(error: &Option<ErrorBody>, outcome: &Option<JobOutcome>) -> String {
+    match (error, outcome) {
+        (Some(error), _) => format!(" — {error}"),
+        (None, Some(outcome)) => format!(" — {outcome}"),
+        (None, None) => String::new(),
     }
 }
 
@@ -202,14 +218,16 @@ impl Progress {
                         let _ = write!(out, "{text}");
                         let _ = out.flush();
                     }),
-                    EventKind::JobFinished { state, error, .. } => {
-                        let reason = error
-                            .as_ref()
-                            .map(|e| format!(" — {e}"))
-                            .unwrap_or_default();
+                    EventKind::JobFinished {
+                        state,
+                        error,
+                        outcome,
+                        ..
+                    } => {
+                        let ending = ending(error, outcome);
                         // On stdout, after the streamed answer: it ends that line even where the
                         // bar is hidden (output not to a terminal).
-                        bar.suspend(|| println!("\njob {}: {state}{reason}", event.job_id));
+                        bar.suspend(|| println!("\njob {}: {state}{ending}", event.job_id));
                     }
                     _ => {}
                 }

@@ -203,7 +203,7 @@ function renderJobs(rows) {
       : job.current.item ? `item ${job.current.item}/${job.current.total}` : '');
     return `<tr class="job-row" data-job-id="${esc(job.job_id)}" data-state="${esc(job.state)}">
       <td><a class="mono" href="#/jobs/${encodeURIComponent(job.job_id)}" title="${esc(job.job_id)}">${esc(shortId(job.job_id))}</a></td>
-      <td>${badge(job.state)}${job.error ? `<div class="small error">${esc(job.error.code)}</div>` : ''}</td>
+      <td>${badge(job.state)}${job.error ? `<div class="small error">${esc(job.error.code)}</div>` : ''}${job.outcome ? `<div class="small muted outcome" data-kind="${esc(job.outcome.kind)}">${esc(outcomeBrief(job.outcome))}</div>` : ''}</td>
       <td><a href="#/workbenches/${encodeURIComponent(job.workbench)}">${esc(job.workbench)}</a></td>
       <td class="small mono">${esc(job.model)}</td>
       <td>${esc(job.phase)}</td>
@@ -216,6 +216,21 @@ function renderJobs(rows) {
   body.querySelectorAll('tr.job-row').forEach(tr => tr.addEventListener('click', event => {
     if (event.target.tagName !== 'A') location.hash = `#/jobs/${encodeURIComponent(tr.dataset.jobId)}`;
   }));
+}
+
+/** What a succeeded job did, as `atelier job` says it: `changed 2 files: a.csv, b.txt`. */
+function outcomeText(outcome) {
+  if (outcome.kind !== 'changed') return 'answered without changes';
+  const files = outcome.files || [];
+  const named = files.slice(0, 10).join(', ') + (files.length > 10 ? ` and ${files.length - 10} more` : '');
+  return `changed ${files.length} ${files.length === 1 ? 'file' : 'files'}: ${named}`;
+}
+
+/** The job list's short form: `changed 2 files`, `answered`. */
+function outcomeBrief(outcome) {
+  if (outcome.kind !== 'changed') return 'answered';
+  const count = (outcome.files || []).length;
+  return `changed ${count} ${count === 1 ? 'file' : 'files'}`;
 }
 
 // ---- one job ------------------------------------------------------------------------------------
@@ -258,6 +273,7 @@ function renderJob({ job, trace }, diff) {
             <dt>tokens</dt><dd>${job.prompt_tokens} prompt · ${job.completion_tokens} completion</dd>
             <dt>calls</dt><dd>${job.tool_calls} tool calls · ${job.model_turns} model turns</dd>
             ${job.error ? `<dt>error</dt><dd class="error"><b>${esc(job.error.code)}</b> ${esc(job.error.message)}</dd>` : ''}
+            ${job.outcome ? `<dt>outcome</dt><dd id="job-outcome" data-kind="${esc(job.outcome.kind)}" data-files="${esc((job.outcome.files || []).join('\n'))}">${esc(outcomeText(job.outcome))}</dd>` : ''}
           </dl>
           ${approvalBox(job)}
           <div class="actions">

@@ -52,6 +52,12 @@ function rate(batch) {
   return { perSecond, eta };
 }
 
+/** What the succeeded targets did, as `atelier batch status` says it (none for older batches). */
+function outcomes(batch) {
+  const changed = batch.changed ?? 0, answered = batch.answered ?? 0;
+  return changed + answered ? ` (${changed} with changes, ${answered} answered without changes)` : '';
+}
+
 /** `{"count": 3}` as `3`, `{"percent": 5}` as `5%`. */
 function tolerance(value) {
   if (!value) return 'any';
@@ -72,8 +78,9 @@ function renderBatch(path, { batch, failed }) {
       <button id="batch-discard" ${!running && batch.succeeded > 0 ? '' : 'disabled'}>Discard</button></div>
     <div class="card"><h2>Progress</h2>${progressBar(batch)}
       <div class="small" id="batch-counts" data-total="${batch.total}" data-succeeded="${batch.succeeded}"
+        data-changed="${batch.changed ?? 0}" data-answered="${batch.answered ?? 0}"
         data-failed="${batch.failed}" data-running="${batch.running}" data-queued="${batch.queued}" data-cancelled="${batch.cancelled}">
-        ${batch.succeeded} succeeded · ${batch.failed} failed · ${batch.running} running · ${batch.queued} queued · ${batch.cancelled} cancelled
+        ${batch.succeeded} succeeded${outcomes(batch)} · ${batch.failed} failed · ${batch.running} running · ${batch.queued} queued · ${batch.cancelled} cancelled
         · ${perSecond.toFixed(1)} targets/s · ETA ${eta}</div>
       <div class="small muted">${esc(batch.action)} · concurrency ${batch.concurrency}
         · failures tolerated: ${esc(tolerance(batch.tolerate_failures))}</div>
