@@ -41,6 +41,7 @@ try {
   await page.click('#batch-retry');
   await page.waitForSelector('#batch-state.succeeded', { timeout: 60000 });
   result.after = await counts(page);
+  result.countsText = await page.$eval('#batch-counts', el => el.textContent.replace(/\s+/g, ' ').trim());
   await shot('b3-retried');
 
   await page.waitForSelector('#batch-publish:not([disabled])');

@@ -1,7 +1,7 @@
 // Headless Chromium against a running `atelier dashboard` (started by tests/tests/dashboard.rs).
 // Prints READY once the job list is open (the Rust test then submits JOB_ID), follows the job
-// from running to succeeded without a reload, opens its page, reads the plan and the tool I/O
-// log, clicks Publish and waits for the draft to be gone. Prints `RESULT {json}` at the end;
+// from running to succeeded without a reload, opens its page, reads the plan, the tool I/O
+// log and the job's outcome, clicks Publish and waits for the draft to be gone. Prints `RESULT {json}` at the end;
 // screenshots go to ARTIFACTS.
 import { join } from 'node:path';
 import { launch } from './launch.mjs';
@@ -32,6 +32,8 @@ try {
   await page.waitForSelector(`${row}[data-state="succeeded"]`, { timeout: 90000 });
   result.sawSucceeded = true;
   result.reloaded = (await page.evaluate(() => window.__sameDocument)) !== 'still here';
+  await page.waitForSelector(`${row} .outcome`);
+  result.listOutcome = await page.$eval(`${row} .outcome`, el => el.textContent.trim());
   await shot('2-succeeded');
 
   await page.click(`${row} a`);
@@ -42,6 +44,7 @@ try {
     label: li.querySelector('.label b').textContent, status: li.dataset.status })));
   result.toolCalls = await page.$$eval('.io-call', calls => calls.map(c => ({ tool: c.dataset.tool, status: c.dataset.status })));
   result.draftBefore = await page.$$eval('#draft-files li', items => items.map(li => li.dataset.path));
+  result.outcome = await page.$eval('#job-outcome', el => ({ ...el.dataset, text: el.textContent.trim() }));
   await shot('3-job');
 
   await page.click('#publish');

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use atelier_messages::batch::{BatchEvent, BatchState, BatchView};
-use atelier_messages::job::{JobState, JobView};
+use atelier_messages::job::{JobOutcome, JobState, JobView};
 use atelier_messages::{Format, decode, subjects};
 use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
 use atelier_tests::{Cluster, simple_docx, wait_until};
@@ -71,6 +71,11 @@ fn run_exports_a_table_into_the_draft_without_a_model_and_prints_read_results() 
     assert_eq!(job.model, "none");
     assert_eq!((job.model_turns, job.tool_calls), (0, 1));
     assert_eq!(job.items.len(), 1);
+    // A workflow's outcome is the store's too: the one file it wrote.
+    let exported = JobOutcome::Changed {
+        files: vec!["out/plan.csv".into()],
+    };
+    assert_eq!(job.outcome, Some(exported));
     let csv = cluster
         .cli_ok(&["wb", "cat", "q3", "out/plan.csv", "--draft"])?
         .stdout;
@@ -87,6 +92,13 @@ fn run_exports_a_table_into_the_draft_without_a_model_and_prints_read_results() 
         r#"{"path": "plan.csv", "query": "SELECT count(*) AS n, 4242 AS marker FROM data"}"#;
     let out = cluster.cli_ok(&["run", "q3", "table_query", "--args", count, "--wait"])?;
     assert!(out.stdout.contains("4242"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .lines()
+            .any(|line| line == "outcome    answered without changes"),
+        "{}",
+        out.stdout
+    );
     // A run that writes meets the draft rule of any message.
     let refused = cluster.cli(&["run", "q3", "table_export", "--args", export])?;
     assert!(refused.failed_with("DRAFT_EXISTS"), "{refused:?}");
@@ -118,6 +130,11 @@ fn run_exports_a_table_into_the_draft_without_a_model_and_prints_read_results() 
     let done = cluster.wait_finished(&job_id, Duration::from_secs(30))?;
     assert_eq!(done.state, JobState::Succeeded, "{done:?}");
     assert!(!cluster.draft_digests("q3")?.contains_key("plan.csv"));
+    // It continued a draft that already held out/plan.csv: only its own change is its outcome.
+    let deleted = JobOutcome::Changed {
+        files: vec!["plan.csv".into()],
+    };
+    assert_eq!(done.outcome, Some(deleted));
 
     // The conversation records both runs as user messages.
     let history = cluster.cli_ok(&["history", "q3"])?.stdout;
@@ -448,6 +465,7 @@ async fn a_message_batch_runs_an_agent_job_per_workbench() -> anyhow::Result<()>
     assert!(out.success, "{out:?}\n{}", cluster.logs());
     let view: BatchView = out.json()?;
     assert_eq!((view.counts.total, view.counts.succeeded), (3, 3));
+    assert_eq!((view.counts.changed, view.counts.answered), (3, 0));
     for name in ["m-a", "m-b", "m-c"] {
         assert!(
             cluster.draft_digests(name)?.contains_key("summary.xlsx"),
@@ -550,6 +568,8 @@ fn each_file_targets_run_one_after_another_on_one_draft() -> anyhow::Result<()> 
         args,
         "--concurrency",
         "8",
+        "--batch-id",
+        "each-file-w",
         "--wait",
         "--json",
     ])?;
@@ -557,6 +577,15 @@ fn each_file_targets_run_one_after_another_on_one_draft() -> anyhow::Result<()> 
     let view: BatchView = out.json()?;
     assert_eq!(view.state, BatchState::Succeeded);
     assert_eq!((view.counts.total, view.counts.succeeded), (4, 4));
+    assert_eq!((view.counts.changed, view.counts.answered), (4, 0));
+    // Each target's child changed its own file, though all four share one draft.
+    let child: JobView = cluster
+        .cli_ok(&["job", "each-file-w-t2-a0", "--json"])?
+        .json()?;
+    let own = JobOutcome::Changed {
+        files: vec!["in/c.docx".into()],
+    };
+    assert_eq!(child.outcome, Some(own));
     let dir = export_draft(&cluster, "reports")?;
     let expected: BTreeMap<&str, &str> = [
         ("a.docx", "Seen a #0<"),
@@ -582,12 +611,28 @@ fn each_file_targets_run_one_after_another_on_one_draft() -> anyhow::Result<()> 
         "read_file",
         "--args",
         read,
+        "--batch-id",
+        "each-file-r",
         "--wait",
         "--json",
     ])?;
     assert!(out.success, "{out:?}");
     let view: BatchView = out.json()?;
     assert_eq!(view.counts.succeeded, 4);
+    assert_eq!((view.counts.changed, view.counts.answered), (0, 4));
+    let status = cluster.cli_ok(&["batch", "status", "each-file-r"])?.stdout;
+    assert!(
+        status.contains(
+            "targets      4 total: 4 succeeded (0 with changes, 4 answered without changes), \
+             0 failed, 0 cancelled, 0 running, 0 queued"
+        ),
+        "{status}"
+    );
+    let status = cluster.cli_ok(&["batch", "status", "each-file-w"])?.stdout;
+    assert!(
+        status.contains("4 succeeded (4 with changes, 0 answered without changes)"),
+        "{status}"
+    );
     let none = cluster.cli(&[
         "batch",
         "submit",

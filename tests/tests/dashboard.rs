@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use atelier_messages::job::{JobEvent, JobState, JobView};
+use atelier_messages::job::{JobEvent, JobOutcome, JobState, JobView};
 use atelier_messages::store::DraftDiff;
 use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
 use atelier_tests::{Cluster, NatsServer, atelier_bin, launch_plan_csv, simple_docx, wait_until};
@@ -296,6 +296,10 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
     let page = dashboard.get(&format!("/api/jobs/{id}")).await?;
     let api_job: JobView = serde_json::from_value(page["job"].clone())?;
     assert_eq!(api_job, cli_job);
+    let exported = JobOutcome::Changed {
+        files: vec!["summary.xlsx".into()],
+    };
+    assert_eq!(api_job.outcome, Some(exported));
     let api_events: Vec<JobEvent> =
         serde_json::from_value(dashboard.get(&format!("/api/jobs/{id}/events")).await?)?;
     assert_eq!(api_events, watch_json(&cluster, &id)?);
@@ -1014,6 +1018,11 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
         ])
     );
     assert_eq!(result["draftBefore"], json!(["summary.xlsx"]));
+    assert_eq!(result["listOutcome"], "changed 1 file");
+    assert_eq!(
+        result["outcome"],
+        json!({"kind": "changed", "files": "summary.xlsx", "text": "changed 1 file: summary.xlsx"})
+    );
     assert_eq!(result["draftGone"], true);
     assert_eq!(result["workers"], json!({"tabular": 1, "office": 1}));
     let idle = json!({"slots": "0/4", "pending": 0, "autoscale": "fixed"});
@@ -1171,6 +1180,8 @@ async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and
     assert_eq!(result["listState"], "completed_with_failures");
     assert_eq!(result["listProgress"], "6 / 6");
     assert_eq!(result["before"]["succeeded"], "5");
+    assert_eq!(result["before"]["changed"], "5");
+    assert_eq!(result["before"]["answered"], "0");
     assert_eq!(result["before"]["failed"], "1");
     assert_eq!(
         result["failures"],
@@ -1178,6 +1189,13 @@ async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and
     );
     assert_eq!(result["jobHash"], "#/jobs/ui-batch-t4-a0");
     assert_eq!(result["after"]["succeeded"], "6");
+    assert_eq!(result["after"]["changed"], "6");
+    assert!(
+        result["countsText"].as_str().is_some_and(
+            |text| text.contains("6 succeeded (6 with changes, 0 answered without changes)")
+        ),
+        "{result}"
+    );
     assert_eq!(result["after"]["failed"], "0");
     let toast = result["toast"].as_str().unwrap_or_default();
     assert!(toast.starts_with("Published"), "{result}");

@@ -338,6 +338,15 @@ fn the_journey(
         "{}",
         submitted.stdout
     );
+    // What the job did, as the store saw it: the one file it wrote.
+    assert!(
+        submitted
+            .stdout
+            .lines()
+            .any(|line| line == "outcome    changed 1 file: notes.md"),
+        "{}",
+        submitted.stdout
+    );
     let jobs = system.json(&["jobs", "--json"])?;
     let job = jobs
         .as_array()

@@ -7,7 +7,7 @@
 
 use anyhow::Context;
 use atelier_messages::ErrorCode;
-use atelier_messages::job::{ItemStatus, JobState, JobView};
+use atelier_messages::job::{ItemStatus, JobOutcome, JobState, JobView};
 use atelier_tests::Cluster;
 use atelier_tests::scripted::{RECEIPT_CALL_ID, Script, ScriptedModel};
 use serde_json::{Value, json};
@@ -513,6 +513,55 @@ fn submit_wait(
     Ok((out, view))
 }
 
+/// `atelier job`'s outcome line, `atelier watch`'s last line, the `finished` event of `watch
+/// --json` and the jobs listing all tell `outcome`.
+fn assert_outcome_told(
+    cluster: &Cluster,
+    job_id: &str,
+    outcome: &JobOutcome,
+) -> anyhow::Result<()> {
+    let text = match outcome {
+        JobOutcome::Answered => "answered without changes".to_string(),
+        JobOutcome::Changed { files } => format!("changed 1 file: {}", files.join(", ")),
+    };
+    let shown = cluster.cli_ok(&["job", job_id])?.stdout;
+    assert!(
+        shown
+            .lines()
+            .any(|line| line == format!("outcome    {text}")),
+        "{shown}"
+    );
+    let watched = cluster.cli_ok(&["watch", job_id])?.stdout;
+    assert_eq!(
+        watched.lines().last(),
+        Some(format!("job {job_id}: succeeded — {text}").as_str()),
+        "{watched}"
+    );
+    let events = cluster.cli_ok(&["watch", job_id, "--json"])?.stdout;
+    let finished: Vec<Value> = events
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["kind"]["type"] == "job_finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{events}");
+    assert_eq!(
+        finished[0]["kind"]["outcome"],
+        serde_json::to_value(outcome)?
+    );
+    let listed = cluster.cli_ok(&["jobs"])?.stdout;
+    let brief = match outcome {
+        JobOutcome::Answered => "answered",
+        JobOutcome::Changed { .. } => "changed 1 file",
+    };
+    assert!(
+        listed
+            .lines()
+            .any(|line| line.starts_with(job_id) && line.ends_with(brief)),
+        "{listed}"
+    );
+    Ok(())
+}
+
 /// The files of the workbench's draft (`wb ls --draft --json`), or none without a draft.
 fn draft_files(cluster: &Cluster, workbench: &str) -> anyhow::Result<String> {
     Ok(cluster.cli(&["wb", "ls", workbench, "--draft"])?.stdout)
@@ -540,6 +589,7 @@ async fn a_plan_that_says_no_change_for_a_file_request_is_refused_and_never_succ
         "submit --wait exits non-zero for a failed job"
     );
     assert_eq!(error_code(&view), Some(ErrorCode::PlanInvalid));
+    assert_eq!(view.outcome, None, "only a succeeded job has an outcome");
     let message = view.error.map(|error| error.message).unwrap_or_default();
     assert!(message.contains("count.txt"), "{message}");
     assert!(view.items.is_empty());
@@ -584,6 +634,12 @@ async fn a_plan_that_says_no_change_for_a_file_request_is_refused_and_never_succ
     assert!(out.success);
     assert_eq!(view.items[0].targets, ["count.txt"]);
     assert_eq!(view.items[0].changed, ["count.txt"]);
+    // The outcome is the store's: exactly the file written, in the view, its text and its event.
+    let wrote = JobOutcome::Changed {
+        files: vec!["count.txt".into()],
+    };
+    assert_eq!(view.outcome.as_ref(), Some(&wrote), "{}", out.stdout);
+    assert_outcome_told(&cluster, &view.job_id, &wrote)?;
 
     // A question answered with a reason still succeeds, with its answer.
     let model = ScriptedModel::start(script(json!({
@@ -602,6 +658,8 @@ async fn a_plan_that_says_no_change_for_a_file_request_is_refused_and_never_succ
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
     assert!(out.success);
     assert!(view.items.is_empty());
+    assert_eq!(view.outcome, Some(JobOutcome::Answered));
+    assert_outcome_told(&cluster, &view.job_id, &JobOutcome::Answered)?;
     assert!(
         view.summary
             .unwrap_or_default()
@@ -807,6 +865,9 @@ async fn a_resumed_job_neither_repeats_nor_loses_an_amendment() -> anyhow::Resul
         assert_eq!(view.state, JobState::Succeeded, "{point}: {view:?}");
         let labels: Vec<_> = view.items.iter().map(|item| item.label.as_str()).collect();
         assert_eq!(labels, ["Count", "Notes"], "{point}");
+        // The files at the job's start were journaled before the kill: both writes count.
+        let files = vec!["count.txt".to_string(), "notes.md".to_string()];
+        assert_eq!(view.outcome, Some(JobOutcome::Changed { files }), "{point}");
         assert!(
             view.items
                 .iter()
