@@ -21,14 +21,19 @@ const MAX_FIELD_CHARS: usize = 300;
 const MAX_ITEM_TARGETS: usize = 4;
 
 /// The shape a phase's final answer takes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum AnswerShape {
     /// Free text (research notes, the summary).
     #[default]
     Text,
     /// A plan: items with a label, a description and the files they write; or, when
-    /// `no_change` is allowed, the reason nothing needs to change.
-    Plan { no_change: bool },
+    /// `no_change` is allowed, the reason nothing needs to change. `targets`, when not empty,
+    /// are the only files an item may name (the files the request names that the workbench
+    /// does not have: a small model otherwise names the file it reads).
+    Plan {
+        no_change: bool,
+        targets: Vec<String>,
+    },
     /// An item's result: done (with a one-line result), failed (with the reason), or, when
     /// `no_change` is allowed, no change needed (with why).
     ItemResult { no_change: bool },
@@ -36,17 +41,17 @@ pub enum AnswerShape {
 
 impl AnswerShape {
     /// The JSON schema of the `answer` value, or `None` for free text.
-    pub fn schema(self) -> Option<Value> {
+    pub fn schema(&self) -> Option<Value> {
         match self {
             AnswerShape::Text => None,
-            AnswerShape::Plan { no_change } => Some(plan_schema(no_change)),
-            AnswerShape::ItemResult { no_change } => Some(item_result_schema(no_change)),
+            AnswerShape::Plan { no_change, targets } => Some(plan_schema(*no_change, targets)),
+            AnswerShape::ItemResult { no_change } => Some(item_result_schema(*no_change)),
         }
     }
 
     /// A filled-in answer of this shape, as the model would write it in the final-answer
     /// object (its file names are placeholders in angle brackets, so a copy is no plan).
-    pub fn example(self) -> Option<&'static str> {
+    pub fn example(&self) -> Option<&'static str> {
         match self {
             AnswerShape::Text => None,
             AnswerShape::Plan { .. } => Some(
@@ -60,7 +65,7 @@ impl AnswerShape {
 
     /// `answer` (JSON text of this shape) as the text the phase reads; `None` when it is not
     /// JSON of this shape (then the text is read as it is).
-    pub fn to_text(self, answer: &str) -> Option<String> {
+    pub fn to_text(&self, answer: &str) -> Option<String> {
         let value: Value = serde_json::from_str(answer.trim()).ok()?;
         match self {
             AnswerShape::Text => None,
@@ -74,13 +79,18 @@ fn bounded_string() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": MAX_FIELD_CHARS})
 }
 
-fn plan_schema(no_change: bool) -> Value {
+fn plan_schema(no_change: bool, targets: &[String]) -> Value {
+    let target = if targets.is_empty() {
+        bounded_string()
+    } else {
+        json!({"type": "string", "enum": targets})
+    };
     let item = json!({
         "type": "object",
         "properties": {
             "label": bounded_string(),
             "description": bounded_string(),
-            "targets": {"type": "array", "items": bounded_string(), "maxItems": MAX_ITEM_TARGETS}
+            "targets": {"type": "array", "items": target, "maxItems": MAX_ITEM_TARGETS}
         },
         "required": ["label", "description", "targets"],
         "additionalProperties": false
@@ -185,7 +195,10 @@ mod tests {
 
     #[test]
     fn a_schema_bound_plan_reads_as_the_checklist_the_plan_phase_parses() {
-        let shape = AnswerShape::Plan { no_change: false };
+        let shape = AnswerShape::Plan {
+            no_change: false,
+            targets: Vec::new(),
+        };
         let answer = r#"{"items": [
             {"label": "Count rows", "description": "table_query on penguins.csv", "targets": []},
             {"label": "Write the count", "description": "write_text_file\nwith the number", "targets": ["count.txt"]}
@@ -207,20 +220,29 @@ mod tests {
 
     #[test]
     fn the_no_change_form_is_in_a_schema_only_where_the_engine_accepts_it() {
-        let refused = AnswerShape::Plan { no_change: false }
-            .schema()
-            .expect("schema");
+        let refused = AnswerShape::Plan {
+            no_change: false,
+            targets: Vec::new(),
+        }
+        .schema()
+        .expect("schema");
         assert!(refused.get("anyOf").is_none(), "{refused}");
         assert_eq!(refused["properties"]["items"]["minItems"], 1);
         assert!(!refused.to_string().contains("no_change"));
-        let allowed = AnswerShape::Plan { no_change: true }
-            .schema()
-            .expect("schema");
+        let allowed = AnswerShape::Plan {
+            no_change: true,
+            targets: Vec::new(),
+        }
+        .schema()
+        .expect("schema");
         assert_eq!(allowed["anyOf"][1]["required"], json!(["no_change"]));
         assert_eq!(
-            AnswerShape::Plan { no_change: true }
-                .to_text(r#"{"no_change": "It has 344 rows."}"#)
-                .as_deref(),
+            AnswerShape::Plan {
+                no_change: true,
+                targets: Vec::new()
+            }
+            .to_text(r#"{"no_change": "It has 344 rows."}"#)
+            .as_deref(),
             Some("NO_CHANGE_NEEDED: It has 344 rows.")
         );
         let item = AnswerShape::ItemResult { no_change: false }
@@ -238,6 +260,17 @@ mod tests {
             json!(["done", "failed", "no_change"])
         );
         assert_eq!(AnswerShape::Text.schema(), None);
+        // The files the request names are the only targets an item may name.
+        let bound = AnswerShape::Plan {
+            no_change: false,
+            targets: vec!["count.txt".into()],
+        }
+        .schema()
+        .expect("schema");
+        assert_eq!(
+            bound["properties"]["items"]["items"]["properties"]["targets"]["items"]["enum"],
+            json!(["count.txt"])
+        );
     }
 
     #[test]
@@ -262,8 +295,11 @@ mod tests {
 
     #[test]
     fn the_examples_are_answers_of_their_shape_that_name_no_real_file() {
-        for shape in [
-            AnswerShape::Plan { no_change: false },
+        for shape in &[
+            AnswerShape::Plan {
+                no_change: false,
+                targets: Vec::new(),
+            },
             AnswerShape::ItemResult { no_change: false },
         ] {
             let example = shape.example().expect("example");

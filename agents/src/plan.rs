@@ -152,6 +152,36 @@ fn split_label(text: &str) -> (String, String) {
 
 /// The first target of `items` that lies outside the workbench (an absolute path, a drive, a
 /// home directory, or a `..` component), with its item's index.
+/// The files of `requested` that no item of `items` names as a target (a target matches by
+/// its whole path or, for a bare name, by file name).
+pub fn unplanned(items: &[PlanItem], requested: &[String]) -> Vec<String> {
+    requested
+        .iter()
+        .filter(|file| {
+            !items
+                .iter()
+                .flat_map(|item| &item.targets)
+                .any(|target| same_file(target, file))
+        })
+        .cloned()
+        .collect()
+}
+
+/// A one-item plan takes the files the request names that it does not name as targets (then
+/// the item is held to writing them); a longer plan is left as it is (the job's own check
+/// still requires them written).
+pub fn assign_requested(items: &mut [PlanItem], requested: &[String]) {
+    let unplanned = unplanned(items, requested);
+    if let [only] = items {
+        only.targets.extend(unplanned);
+    }
+}
+
+/// True when `path` is `named`, or `named` is a bare file name and `path` ends with it.
+pub fn same_file(path: &str, named: &str) -> bool {
+    path == named || (!named.contains('/') && path.rsplit('/').next() == Some(named))
+}
+
 pub fn target_outside(items: &[PlanItem]) -> Option<(u32, &str)> {
     items.iter().find_map(|item| {
         item.targets

@@ -111,6 +111,14 @@ pub fn classify<S: AsRef<str>>(request: &str, files: &[S]) -> Ask {
     Ask::Answer
 }
 
+/// True when `request` asks to delete, remove, rename or move something (any sentence, any
+/// case).
+pub fn asks_to_remove(request: &str) -> bool {
+    const VERBS: &[&str] = &["delete", "remove", "rename", "move"];
+    let lower = request.to_lowercase();
+    words(&lower).any(|word| VERBS.contains(&word))
+}
+
 /// The file names `request` mentions that are not among `files`, in order, once each.
 pub fn missing_files<S: AsRef<str>>(request: &str, files: &[S]) -> Vec<String> {
     let mut missing: Vec<String> = Vec::new();

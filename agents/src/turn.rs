@@ -60,11 +60,11 @@ impl<'r> Turn<'r> {
             request.messages.clone()
         } else {
             let style = CatalogStyle {
-                answer: shown_answer(mode, request.answer),
+                answer: shown_answer(mode, &request.answer),
                 compact: style == PromptStyle::Compact,
             };
             let catalog =
-                offers_tools.then(|| catalog_prompt(&request.tools, request.tool_choice, style));
+                offers_tools.then(|| catalog_prompt(&request.tools, request.tool_choice, &style));
             text_transcript(&request.messages, catalog.as_deref())
         };
         Self {
@@ -129,7 +129,7 @@ impl<'r> Turn<'r> {
             text_tools::response_format(
                 &self.request.tools,
                 self.request.tool_choice,
-                self.request.answer,
+                &self.request.answer,
             )
         })
     }
@@ -278,7 +278,7 @@ impl<'r> Turn<'r> {
             (true, false, true) => format!("exactly one JSON object: {CALL_SHAPE}"),
             (true, false, false) => format!(
                 "exactly one JSON object: {CALL_SHAPE}, or {}",
-                answer_shape(shown_answer(self.mode, self.request.answer))
+                answer_shape(&shown_answer(self.mode, &self.request.answer))
             ),
         }
     }
@@ -312,9 +312,9 @@ impl<'r> Turn<'r> {
 
 /// The final answer's shape as a text-mode model is shown it: structured only where a schema
 /// binds it (constrained mode); elsewhere the phase's prompt asks for its text form.
-fn shown_answer(mode: ToolMode, answer: AnswerShape) -> AnswerShape {
+fn shown_answer(mode: ToolMode, answer: &AnswerShape) -> AnswerShape {
     if mode == ToolMode::Constrained {
-        answer
+        answer.clone()
     } else {
         AnswerShape::Text
     }

@@ -74,12 +74,19 @@ const TABLE_EXTENSIONS: &[&str] = &["csv", "tsv", "xlsx", "xlsm", "xls", "ods"];
 /// The extensions of workbooks.
 const WORKBOOK_EXTENSIONS: &[&str] = &["xlsx", "xlsm", "xls", "ods"];
 
-/// `tools` cut down for a compact prompt: only the tools for the file kinds in play
-/// (`extensions`: the workbench's files and the files the request names, lower case), and
+/// `tools` cut down for a compact prompt: only the tools for the file kinds in play (the
+/// extensions, lower case, of the workbench's files, `present`, and of the files the request
+/// names that it does not have, `named`), and
 /// none whose work the prompt already does (the manifest lists the files, the structural
-/// maps describe them) or that a small model rarely needs (styles, statistics).
-pub fn for_file_kinds(tools: Vec<ToolSpec>, extensions: &[String]) -> Vec<ToolSpec> {
-    let present = |kinds: &[&str]| extensions.iter().any(|ext| kinds.contains(&ext.as_str()));
+/// maps describe them) or that a small model rarely needs (styles, statistics). `read_file`
+/// only when a present file is not a table: a small model reads a table's lines and counts
+/// them wrong, where `table_query` counts.
+pub fn for_file_kinds(tools: Vec<ToolSpec>, present: &[String], named: &[String]) -> Vec<ToolSpec> {
+    let untabular = present
+        .iter()
+        .any(|ext| !TABLE_EXTENSIONS.contains(&ext.as_str()));
+    let present =
+        |kinds: &[&str]| (present.iter().chain(named)).any(|ext| kinds.contains(&ext.as_str()));
     tools
         .into_iter()
         .filter(|spec| match spec.name {
@@ -99,13 +106,36 @@ pub fn for_file_kinds(tools: Vec<ToolSpec>, extensions: &[String]) -> Vec<ToolSp
             | ToolName::TableQuery
             | ToolName::TableExport
             | ToolName::TableUpdateFromExport => present(TABLE_EXTENSIONS),
-            ToolName::ReadFile
-            | ToolName::WriteTextFile
+            ToolName::ReadFile => untabular,
+            ToolName::WriteTextFile
             | ToolName::DeleteFile
             | ToolName::RenameFile
             | ToolName::RecallToolResult => true,
         })
         .collect()
+}
+
+/// True when `spec` creates or changes files of one of the kinds of `targets` (by their
+/// extension): `write_text_file` text files, `table_export` csv and xlsx, the `*_operations`
+/// and `table_update_from_export` their formats; deleting and moving tools only when
+/// `removes` (the request asks to delete, remove, rename or move something).
+pub fn writes_any(spec: &ToolSpec, targets: &[String], removes: bool) -> bool {
+    let kinds: &[&str] = match spec.name {
+        ToolName::DeleteFile | ToolName::RenameFile => return removes,
+        ToolName::WriteTextFile => &[
+            "txt", "md", "csv", "tsv", "json", "html", "htm", "xml", "yaml", "yml",
+        ],
+        ToolName::TableExport => &["csv", "xlsx"],
+        ToolName::TableUpdateFromExport | ToolName::XlsxOperations => &["xlsx", "xlsm"],
+        ToolName::DocxOperations => &["docx"],
+        ToolName::PptxOperations => &["pptx"],
+        _ => return true,
+    };
+    targets.iter().any(|target| {
+        target
+            .rsplit_once('.')
+            .is_some_and(|(_, ext)| kinds.contains(&ext.to_lowercase().as_str()))
+    })
 }
 
 #[cfg(test)]
@@ -167,12 +197,22 @@ mod tests {
     fn a_compact_prompt_offers_the_tools_of_the_file_kinds_in_play() {
         let names = |extensions: &[&str]| -> Vec<&'static str> {
             let extensions: Vec<String> = extensions.iter().map(|ext| ext.to_string()).collect();
-            for_file_kinds(implement_tools(), &extensions)
+            for_file_kinds(implement_tools(), &extensions, &[])
                 .iter()
                 .map(|spec| spec.name.as_str())
                 .collect()
         };
         let csv = names(&["csv", "txt"]);
+        assert!(!names(&["csv"]).contains(&"read_file"));
+        // A text file the request names but the workbench lacks needs no reading tool.
+        let named = for_file_kinds(implement_tools(), &["csv".into()], &["txt".into()]);
+        assert!(!named.iter().any(|spec| spec.name == ToolName::ReadFile));
+        let named = for_file_kinds(implement_tools(), &["csv".into()], &["docx".into()]);
+        assert!(
+            named
+                .iter()
+                .any(|spec| spec.name == ToolName::DocxOperations)
+        );
         assert_eq!(
             csv,
             [
@@ -193,7 +233,7 @@ mod tests {
         assert!(names(&["xlsx"]).contains(&"xlsx_operations"));
         assert!(names(&["xlsx"]).contains(&"table_query"));
         // Research keeps only what reads.
-        let research = for_file_kinds(research_tools(), &["csv".to_string()]);
+        let research = for_file_kinds(research_tools(), &["csv".to_string()], &[]);
         assert!(research.iter().all(ToolSpec::is_read_only));
     }
 

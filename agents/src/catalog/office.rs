@@ -82,6 +82,13 @@ fn run_param() -> Value {
     })
 }
 
+/// [`run_param`] described as the field of `ops`.
+fn runs_of(ops: &[&str]) -> Value {
+    let mut runs = run_param();
+    runs["description"] = Value::String(format!("{}: runs with direct formatting", ops.join(", ")));
+    runs
+}
+
 fn docx_items() -> Value {
     op_item(
         &[
@@ -94,18 +101,20 @@ fn docx_items() -> Value {
             "delete_paragraph",
         ],
         json!({
-            "search": {"type": "string", "description": "replace_text: text to find (also across formatting runs)"},
-            "replace": {"type": "string", "description": "replace_text: replacement (keeps the surrounding run's formatting)"},
-            "style": {"type": "string", "description": "Paragraph or table style name, e.g. Heading 2, Table Grid"},
-            "text": {"type": "string", "description": "Paragraph or cell text"},
-            "runs": run_param(),
+            "search": {"type": "string", "description": "replace_text (required): text to find (also across formatting runs)"},
+            "replace": {"type": "string", "description": "replace_text (required): replacement (keeps the surrounding run's formatting)"},
+            "style": {"type": "string", "description": "append_paragraph, insert_paragraph, append_table: paragraph or table style name, e.g. Heading 2, Table Grid"},
+            "text": {"type": "string", "description": "append_paragraph, insert_paragraph, set_table_cell: paragraph or cell text"},
+            "runs": runs_of(&["append_paragraph", "insert_paragraph"]),
             "after_heading": {"type": "string", "description": "insert_paragraph: heading text to insert after"},
             "after_index": {"type": "integer", "description": "insert_paragraph: paragraph index to insert after"},
-            "rows": {"type": "array", "description": "append_table: rows of cell values", "items": {"type": "array"}},
+            "rows": {"type": "array", "description": "append_table (required): rows of cell values", "items": {"type": "array"}},
             "header": {"type": "boolean", "description": "append_table: bold first row"},
-            "table_index": {"type": "integer"}, "row": {"type": "integer"}, "col": {"type": "integer"},
-            "values": {"type": "array", "description": "append_table_row: cell values (formatted like the last row)"},
-            "index": {"type": "integer", "description": "delete_paragraph: paragraph index (as numbered by read_file)"}
+            "table_index": {"type": "integer", "description": "set_table_cell, append_table_row (required): table index (0-based, as numbered by read_file)"},
+            "row": {"type": "integer", "description": "set_table_cell (required): row index (0-based)"},
+            "col": {"type": "integer", "description": "set_table_cell (required): column index (0-based)"},
+            "values": {"type": "array", "description": "append_table_row (required): cell values (formatted like the last row)"},
+            "index": {"type": "integer", "description": "delete_paragraph (required): paragraph index (as numbered by read_file)"}
         }),
     )
 }

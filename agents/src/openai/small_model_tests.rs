@@ -88,7 +88,10 @@ fn plan_request() -> ModelRequest {
         ],
         tools: catalog::plan_tools(),
         tool_choice: ToolChoice::Auto,
-        answer: AnswerShape::Plan { no_change: false },
+        answer: AnswerShape::Plan {
+            no_change: false,
+            targets: Vec::new(),
+        },
     }
 }
 

@@ -10,6 +10,7 @@ use super::strict::strict_schema;
 use crate::catalog::ToolSpec;
 use crate::http::WireError;
 use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice, Usage};
+use crate::text_tools::InRequiredOrder;
 use crate::turn::Turn;
 
 // ---------------------------------------------------------------------------------------------
@@ -32,7 +33,7 @@ pub(super) struct ChatBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    response_format: Option<Value>,
+    response_format: Option<InRequiredOrder>,
 }
 
 impl<'a> ChatBody<'a> {
@@ -91,7 +92,7 @@ impl<'a> ChatBody<'a> {
     /// The same request with a `response_format` (constrained decoding).
     fn with_response_format(self, format: Value) -> Self {
         Self {
-            response_format: Some(format),
+            response_format: Some(InRequiredOrder(format)),
             ..self
         }
     }

@@ -1,6 +1,8 @@
 //! The driver of one run: the job, the model and the host it works with. `phases` adds the
 //! phase logic and `steps` the journaled steps, each as its own `impl Driver` block.
 
+use atelier_messages::job::Phase;
+
 use super::types::{AgentHost, Budgets, JobInput};
 use crate::AgentError;
 use crate::catalog::{self, ToolSpec};
@@ -15,21 +17,54 @@ pub(super) struct Driver<'a> {
 
 impl Driver<'_> {
     /// A phase's tools as this model is offered them: all of them, or, for a compact prompt,
-    /// those for the kinds of the workbench's files and of the files the request names.
-    pub(super) async fn offered(&self, tools: Vec<ToolSpec>) -> Result<Vec<ToolSpec>, AgentError> {
+    /// those for the kinds of the workbench's files and of the files the request names, and
+    /// none in the plan phase (the plan is written from the maps and the research notes; a
+    /// small model offered tools there reads and recalls in circles instead of planning).
+    pub(super) async fn offered(
+        &self,
+        phase: Phase,
+        tools: Vec<ToolSpec>,
+    ) -> Result<Vec<ToolSpec>, AgentError> {
         if self.provider.prompt_style() != PromptStyle::Compact {
             return Ok(tools);
         }
+        if phase == Phase::Plan {
+            return Ok(Vec::new());
+        }
         let files = self.host.files().await?;
-        let extensions: Vec<String> = files
-            .iter()
-            .map(|file| file.path.clone())
-            .chain(crate::request::file_names(&self.job.message))
-            .filter_map(|path| {
-                let (_, extension) = path.rsplit_once('.')?;
-                Some(extension.to_lowercase())
-            })
-            .collect();
-        Ok(catalog::for_file_kinds(tools, &extensions))
+        let paths: Vec<String> = files.into_iter().map(|file| file.path).collect();
+        let named = crate::request::missing_files(&self.job.message, &paths);
+        Ok(catalog::for_file_kinds(
+            tools,
+            &extensions(&paths),
+            &extensions(&named),
+        ))
+    }
+}
+
+/// The extensions of `paths`, lower case.
+fn extensions(paths: &[String]) -> Vec<String> {
+    paths
+        .iter()
+        .filter_map(|path| Some(path.rsplit_once('.')?.1.to_lowercase()))
+        .collect()
+}
+
+/// The research notes of a compact-prompt job whose every file has a structural map.
+pub(super) const RESEARCH_SKIPPED: &str =
+    "Research was skipped: the structural maps below describe every file.";
+
+impl Driver<'_> {
+    /// For a compact prompt, research is skipped when the structural maps describe every
+    /// file of the workbench (a small model's research turns mostly restate them, and its
+    /// notes can mislead the plan); the notes it leaves. Full prompts always research.
+    pub(super) async fn research_skipped(&self) -> Result<Option<String>, AgentError> {
+        if self.provider.prompt_style() != PromptStyle::Compact {
+            return Ok(None);
+        }
+        let files = self.host.files().await?;
+        let mapped = |path: &str| self.job.context.maps.iter().any(|map| map.path == path);
+        let every_file_mapped = !files.is_empty() && files.iter().all(|file| mapped(&file.path));
+        Ok(every_file_mapped.then(|| RESEARCH_SKIPPED.to_string()))
     }
 }

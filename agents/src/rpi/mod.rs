@@ -18,10 +18,12 @@
 //! - `steps`: journaled model turns and tool calls, budgets.
 //! - `recall`: large results as receipts, and the slices `recall_tool_result` reads back.
 //! - `loop_detector`: counting repeated tool calls.
+//! - `grounding`: with a compact prompt, numbers written into text files must have been shown.
 //! - `prompts`: the system prompts and the item-failed marker.
 //! - `workflow`: tool calls given by the user instead of a model ([`run_workflow`]).
 
 mod driver;
+mod grounding;
 mod loop_detector;
 mod phases;
 mod prompts;
@@ -71,7 +73,10 @@ pub async fn run(
         }
         host.emit(EventKind::PhaseCompleted { phase });
     }
-    match failed_items(state).or_else(|| unchanged_artefact(state)) {
+    match failed_items(state)
+        .or_else(|| unchanged_artefact(state))
+        .or_else(|| unwritten_requested_files(state))
+    {
         Some(error) => Err(AgentError::Job(error)),
         None => Ok(()),
     }
@@ -97,6 +102,49 @@ fn unchanged_artefact(state: &RpiState) -> Option<ErrorBody> {
             "the request asks for an artefact ({why}), but none of the {} plan items changed a \
              file; the job did not do what was asked",
             state.items.len()
+        ),
+    ))
+}
+
+/// `ITEM_NOT_DONE` when a file the request names, which the workbench did not have, was
+/// written by no plan item: the job changed something, but not what was asked for.
+fn unwritten_requested_files(state: &RpiState) -> Option<ErrorBody> {
+    // The user's own rejection of an item's change lets its reason stand (as above).
+    if state.items.iter().any(|item| item.no_change.is_some()) {
+        return None;
+    }
+    let unwritten: Vec<&str> = state
+        .requested_files
+        .iter()
+        .filter(|file| {
+            !state
+                .items
+                .iter()
+                .flat_map(|item| &item.changed)
+                .any(|path| crate::plan::same_file(path, file))
+        })
+        .map(String::as_str)
+        .collect();
+    if unwritten.is_empty() {
+        return None;
+    }
+    let changed: Vec<&str> = state
+        .items
+        .iter()
+        .flat_map(|item| &item.changed)
+        .map(String::as_str)
+        .collect();
+    let changed = if changed.is_empty() {
+        "nothing".to_string()
+    } else {
+        changed.join(", ")
+    };
+    Some(ErrorBody::new(
+        ErrorCode::ItemNotDone,
+        format!(
+            "the request names {}, which no plan item wrote (the items changed {changed}); the \
+             job did not do what was asked",
+            unwritten.join(", ")
         ),
     ))
 }

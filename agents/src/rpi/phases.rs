@@ -15,7 +15,7 @@ use tracing::{Instrument, info_span};
 
 use super::driver::Driver;
 use super::prompts::{self, ItemContext, item_failure};
-use super::steps::{Expect, LoopEnd, Scope};
+use super::steps::{Expect, LoopEnd, LoopSpec, Scope};
 use super::types::RpiState;
 use crate::AgentError;
 use crate::answer::AnswerShape;
@@ -202,13 +202,19 @@ impl Driver<'_> {
     }
 
     async fn research(&self, state: &mut RpiState) -> Result<(), AgentError> {
+        if let Some(notes) = self.research_skipped().await? {
+            state.research = Some(notes);
+            state.phase = Phase::Plan;
+            return self.save(state).await;
+        }
         let workbench = &self.job.workbench;
         let end = self
             .single_phase_loop(
                 state,
                 Phase::Research,
                 |manifest| prompts::research(workbench, manifest),
-                self.offered(catalog::research_tools()).await?,
+                self.offered(Phase::Research, catalog::research_tools())
+                    .await?,
                 self.budgets.research_turns,
                 Expect::Findings,
                 AnswerShape::Text,
@@ -237,18 +243,21 @@ impl Driver<'_> {
         state.asks_for = crate::request::classify(&self.job.message, &paths)
             .artefact()
             .map(str::to_string);
+        state.requested_files = crate::request::missing_files(&self.job.message, &paths);
         let asks_for = state.asks_for.clone();
+        let answer = AnswerShape::Plan {
+            no_change: asks_for.is_none(),
+            targets: state.requested_files.clone(),
+        };
         let end = self
             .single_phase_loop(
                 state,
                 Phase::Plan,
                 |manifest| prompts::plan(&research, manifest, asks_for.as_deref()),
-                self.offered(catalog::plan_tools()).await?,
+                self.offered(Phase::Plan, catalog::plan_tools()).await?,
                 self.budgets.plan_turns,
                 Expect::Checklist,
-                AnswerShape::Plan {
-                    no_change: asks_for.is_none(),
-                },
+                answer,
             )
             .await?;
         let text = match end {
@@ -262,7 +271,8 @@ impl Driver<'_> {
             LoopEnd::LoopDetected(reason) => return Err(plan_invalid(&reason)),
             LoopEnd::Unusable(error) => return Err(error),
         };
-        let items = plan::parse(&text);
+        let mut items = plan::parse(&text);
+        plan::assign_requested(&mut items, &state.requested_files);
         target_outside(&items, "plan")?;
         state.items = items;
         state.original_count = state.items.len();
@@ -286,17 +296,17 @@ impl Driver<'_> {
     ) -> Result<LoopEnd, AgentError> {
         let scope = Scope::single(phase);
         let system = self.system_prompt(scope, build_prompt).await?;
-        self.tool_loop(
-            state,
+        let spec = LoopSpec {
             scope,
             system,
-            self.job.message.clone(),
+            task: self.job.message.clone(),
             tools,
             budget,
             expect,
             answer,
-        )
-        .await
+            targets: Vec::new(),
+        };
+        self.tool_loop(state, spec).await
     }
 
     async fn implement(&self, state: &mut RpiState) -> Result<(), AgentError> {
@@ -435,6 +445,7 @@ impl Driver<'_> {
             no_change: item.targets.is_empty() && asks_for.is_none(),
         };
         let item_owned = item.clone();
+        let compact = self.provider.prompt_style() == crate::provider::PromptStyle::Compact;
         let system = self
             .system_prompt(scope, move |manifest| {
                 prompts::implement(&ItemContext {
@@ -446,6 +457,7 @@ impl Driver<'_> {
                     manifest,
                     previous_failure: previous_reason.as_deref(),
                     asks_for: asks_for.as_deref(),
+                    compact,
                 })
             })
             .await?;
@@ -456,13 +468,18 @@ impl Driver<'_> {
         let end = self
             .tool_loop(
                 state,
-                scope,
-                system,
-                task,
-                self.offered(catalog::implement_tools()).await?,
-                self.budgets.item_turns,
-                Expect::Work,
-                answer,
+                LoopSpec {
+                    scope,
+                    system,
+                    task,
+                    tools: self
+                        .offered(Phase::Implement, catalog::implement_tools())
+                        .await?,
+                    budget: self.budgets.item_turns,
+                    expect: Expect::Work,
+                    answer,
+                    targets: item.targets.clone(),
+                },
             )
             .await?;
         Ok(match end {

@@ -12,8 +12,9 @@ const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
 /// done without a write.
 const NO_CHANGE_MARKER: &str = "NO_CHANGE_NEEDED:";
 
-/// The file manifest every prompt carries.
-fn manifest(files: &[ManifestEntry]) -> String {
+/// The file manifest every prompt carries (without sizes in a compact prompt: a small model
+/// reports a file's byte count as the answer to "how many").
+fn manifest(files: &[ManifestEntry], compact: bool) -> String {
     if files.is_empty() {
         return "The workbench has no files.".to_string();
     }
@@ -21,25 +22,39 @@ fn manifest(files: &[ManifestEntry]) -> String {
         "Files already in the workbench (do not ask the user to upload them; read them with the tools):\n",
     );
     for file in files {
-        out.push_str(&format!(
-            "- {} ({}, {} bytes)\n",
-            file.path, file.kind, file.size
-        ));
+        if compact {
+            out.push_str(&format!("- {} ({})\n", file.path, file.kind));
+        } else {
+            out.push_str(&format!(
+                "- {} ({}, {} bytes)\n",
+                file.path, file.kind, file.size
+            ));
+        }
     }
     out
 }
 
 /// The workbench section every prompt ends with: the file manifest, then the structural maps,
 /// the context items (situation, skills) and the earlier conversation, each clearly delimited.
-pub(super) fn workbench(files: &[ManifestEntry], context: &WorkbenchContext) -> String {
-    let mut out = manifest(files);
+/// A compact prompt shows a table's map as one line ([`compact_map`]).
+pub(super) fn workbench(
+    files: &[ManifestEntry],
+    context: &WorkbenchContext,
+    compact: bool,
+) -> String {
+    let mut out = manifest(files, compact);
     if !context.maps.is_empty() || context.maps_note.is_some() {
         out.push_str(
             "\n## Structural maps\nThe layout of each file; read content on demand with the tools \
              and specific selectors (sheet+range, section, slide, row ranges, queries).\n",
         );
         for file in &context.maps {
-            out.push_str(&crate::window::map_block(&file.path, &file.map));
+            let map = if compact {
+                compact_map(&file.map)
+            } else {
+                file.map.clone()
+            };
+            out.push_str(&crate::window::map_block(&file.path, &map));
         }
         if let Some(note) = &context.maps_note {
             out.push_str(&format!("({note})\n"));
@@ -79,6 +94,39 @@ pub(super) fn workbench(files: &[ManifestEntry], context: &WorkbenchContext) -> 
         out.push('\n');
     }
     out
+}
+
+/// A table's map (`row_count` and `columns`, as `table_get_map` gives it) as one line a small
+/// model can read the numbers off; any other map as it is.
+pub(super) fn compact_map(map: &str) -> String {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(map) else {
+        return map.to_string();
+    };
+    let rows = value.get("row_count").and_then(serde_json::Value::as_u64);
+    let columns = value.get("columns").and_then(serde_json::Value::as_array);
+    let (Some(rows), Some(columns)) = (rows, columns) else {
+        return map.to_string();
+    };
+    let names: Vec<String> = columns
+        .iter()
+        .filter_map(|column| {
+            let name = column.get("name")?.as_str()?;
+            Some(
+                match column
+                    .get("inferred_type")
+                    .and_then(serde_json::Value::as_str)
+                {
+                    Some(kind) if kind != "string" => format!("{name} ({kind})"),
+                    _ => name.to_string(),
+                },
+            )
+        })
+        .collect();
+    format!(
+        "{rows} data rows (the header row not counted); {} columns: {}",
+        names.len(),
+        names.join(", ")
+    )
 }
 
 pub(super) fn research(workbench: &str, manifest: &str) -> String {
@@ -137,6 +185,8 @@ pub(super) struct ItemContext<'a> {
     pub previous_failure: Option<&'a str>,
     /// Why the request asks for an artefact, when it does.
     pub asks_for: Option<&'a str>,
+    /// A compact prompt: one filled-in call that writes the item's first target.
+    pub compact: bool,
 }
 
 pub(super) fn implement(context: &ItemContext<'_>) -> String {
@@ -176,12 +226,51 @@ pub(super) fn implement(context: &ItemContext<'_>) -> String {
         context.plan_md,
         context.manifest
     );
+    if let Some(example) = context
+        .compact
+        .then(|| {
+            item.targets
+                .first()
+                .and_then(|target| write_example(target))
+        })
+        .flatten()
+    {
+        prompt.push_str(&format!(
+            "\n\nFor example, to write {}:\n{example}",
+            item.targets[0]
+        ));
+    }
     if let Some(reason) = context.previous_failure {
         prompt.push_str(&format!(
             "\n\nThe previous attempt failed: {reason}. Try another way."
         ));
     }
     prompt
+}
+
+/// A filled-in call that writes `target`, by its kind (none for kinds without a simple write).
+fn write_example(target: &str) -> Option<String> {
+    let (_, extension) = target.rsplit_once('.')?;
+    let parameters = match extension.to_lowercase().as_str() {
+        "txt" | "md" | "csv" | "tsv" | "json" | "html" | "xml" | "yaml" | "yml" => {
+            format!(r#"{{"path": "{target}", "content": "<the text the request asks for>"}}"#)
+        }
+        "docx" => format!(
+            r#"{{"path": "{target}", "operations": [{{"op": "replace_text", "search": "<text to find>", "replace": "<new text>"}}]}}"#
+        ),
+        "xlsx" => format!(
+            r#"{{"path": "{target}", "operations": [{{"op": "set_cells", "sheet": "<sheet>", "cells": [{{"cell": "B2", "value": "<value>"}}]}}]}}"#
+        ),
+        _ => return None,
+    };
+    let tool = match extension.to_lowercase().as_str() {
+        "docx" => "docx_operations",
+        "xlsx" => "xlsx_operations",
+        _ => "write_text_file",
+    };
+    Some(format!(
+        r#"{{"tool": "{tool}", "parameters": {parameters}, "terminate": false}}"#
+    ))
 }
 
 pub(super) fn summary(plan_md: &str, manifest: &str) -> String {
@@ -272,6 +361,17 @@ pub(super) fn nudge_plan(asks_for: Option<&str>) -> String {
     )
 }
 
+/// What the model is told when its plan names none of the files the request asks for.
+pub(super) fn nudge_targets(unplanned: &[String]) -> String {
+    let list = unplanned.join(", ");
+    format!(
+        "The request names {list}, which the workbench does not have, and no item of the plan \
+         writes it. Write the plan again so that the item that writes each file names it as \
+         its target (`→ {}`).",
+        unplanned.first().map(String::as_str).unwrap_or_default()
+    )
+}
+
 pub(super) fn nudge_no_tool_call(asks_for: Option<&str>) -> String {
     let or_no_change = match asks_for {
         Some(_) => String::new(),
@@ -316,7 +416,7 @@ mod tests {
                 text: "Hi there".into(),
             }],
         };
-        let text = workbench(&files, &context);
+        let text = workbench(&files, &context, false);
         let order = [
             "plan.csv (csv",
             "columns: a, b",
@@ -327,8 +427,22 @@ mod tests {
         ]
         .map(|needle| text.find(needle).unwrap_or(usize::MAX));
         assert!(order.windows(2).all(|pair| pair[0] < pair[1]), "{text}");
-        let bare = workbench(&files, &WorkbenchContext::default());
+        let bare = workbench(&files, &WorkbenchContext::default(), false);
         assert!(!bare.contains("##"), "{bare}");
+    }
+
+    #[test]
+    fn a_compact_prompt_shows_a_tables_map_as_one_line() {
+        let map = r#"{"chunks":1,"column_count":3,"columns":[{"index":0,"inferred_type":"string","name":"Milestone"},{"index":1,"inferred_type":"date","name":"Due"},{"index":2,"inferred_type":"string","name":"Status"}],"has_header":true,"row_count":5}"#;
+        assert_eq!(
+            compact_map(map),
+            "5 data rows (the header row not counted); 3 columns: Milestone, Due (date), Status"
+        );
+        assert_eq!(
+            compact_map("sections: Intro, Terms"),
+            "sections: Intro, Terms"
+        );
+        assert_eq!(compact_map(r#"{"sheets": []}"#), r#"{"sheets": []}"#);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! journaled before the driver moves on. One tool call of the loop is run in `tool_calls`; an
 //! answer without tool calls is judged in `judge`.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
@@ -14,19 +15,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::driver::Driver;
+use super::grounding;
 use super::loop_detector::LoopDetector;
 use super::prompts;
 use super::types::RpiState;
 use crate::AgentError;
 use crate::answer::AnswerShape;
 use crate::catalog::ToolSpec;
-use crate::provider::{ChatMessage, DeltaSink, ModelRequest, ModelResponse, ToolChoice, Usage};
+use crate::provider::{ChatMessage, DeltaSink, ModelRequest, ModelResponse, Usage};
 
 mod judge;
+mod stage;
 mod tool_calls;
 
 pub(super) use judge::Expect;
 use judge::{Judging, Verdict, judge};
+use stage::Stage;
 pub(crate) use tool_calls::{Outcome, approval_refusal, render};
 
 /// Where a step sits: phase, plan item (0 outside Implement), attempt.
@@ -114,7 +118,8 @@ impl Driver<'_> {
             return Ok(prompt);
         }
         let files = self.host.files().await?;
-        let prompt = build(&prompts::workbench(&files, &self.job.context));
+        let compact = self.provider.prompt_style() == crate::provider::PromptStyle::Compact;
+        let prompt = build(&prompts::workbench(&files, &self.job.context, compact));
         self.host
             .record(&key, &Value::String(prompt.clone()))
             .await?;
@@ -177,18 +182,21 @@ impl Driver<'_> {
         Ok(response)
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn tool_loop(
         &self,
         state: &mut RpiState,
-        scope: Scope,
-        system: String,
-        task: String,
-        tools: Vec<ToolSpec>,
-        budget: u32,
-        expect: Expect,
-        answer: AnswerShape,
+        spec: LoopSpec,
     ) -> Result<LoopEnd, AgentError> {
+        let LoopSpec {
+            scope,
+            system,
+            task,
+            tools,
+            budget,
+            expect,
+            answer,
+            targets,
+        } = spec;
         let mut messages = vec![ChatMessage::system(system), ChatMessage::user(task)];
         let mut detector = LoopDetector::new(&self.budgets);
         let mut successful_calls = 0;
@@ -196,14 +204,49 @@ impl Driver<'_> {
         let mut write_calls = 0;
         let mut nudges = 0;
         let mut refusals = 0;
+        // The successful writes of this loop, exactly as called.
+        let mut writes_done: HashSet<(String, String)> = HashSet::new();
+        let compact = self.provider.prompt_style() == crate::provider::PromptStyle::Compact;
+        let mut successful_reads = 0;
+        let removes = crate::request::asks_to_remove(&self.job.message);
+        // What a written number may come from: the request and the maps (as shown).
+        let maps: Vec<String> = (self.job.context.maps.iter())
+            .map(|map| prompts::compact_map(&map.map))
+            .collect();
+        let facts: Vec<&str> = std::iter::once(self.job.message.as_str())
+            .chain(maps.iter().map(String::as_str))
+            .collect();
+        // The results of the tools this loop ran (not the engine's refusals).
+        let mut results_seen: Vec<String> = Vec::new();
+        // The paths its successful writes named.
+        let mut written_paths: Vec<String> = Vec::new();
+        // A write was refused for made-up numbers since the last successful read.
+        let mut made_up_since_read = false;
         for turn in 0..budget {
+            let stage = Stage {
+                phase: scope.phase,
+                turn,
+                compact,
+                reads: successful_reads,
+                writes: write_calls,
+                refused: made_up_since_read,
+                targets: &targets,
+                removes,
+                targets_written: !targets.is_empty()
+                    && targets.iter().all(|target| {
+                        written_paths
+                            .iter()
+                            .any(|path| crate::plan::same_file(path, target))
+                    }),
+            };
+            let (offered, choice) = stage.tools(&tools);
             let request = ModelRequest {
                 phase: scope.phase.as_str().to_string(),
                 item_index: scope.item_index(),
                 messages: messages.clone(),
-                tools: tools.clone(),
-                tool_choice: tool_choice(&tools, scope.phase, turn),
-                answer,
+                tools: offered,
+                tool_choice: choice,
+                answer: answer.clone(),
             };
             let response = match self
                 .model_turn(state, scope, turn, &request, &|_: &str| {})
@@ -219,6 +262,7 @@ impl Driver<'_> {
                     nudges,
                     refusals,
                     asks_for: state.asks_for.as_deref(),
+                    requested_files: &state.requested_files,
                 };
                 match judge(expect, &response.content, judging) {
                     Verdict::Accept => {
@@ -249,6 +293,20 @@ impl Driver<'_> {
                 response.tool_calls.clone(),
             ));
             for (index, call) in response.tool_calls.iter().enumerate() {
+                let writes = tools
+                    .iter()
+                    .any(|spec| spec.name.as_str() == call.name && !spec.is_read_only());
+                if writes && writes_done.contains(&exact(call)) {
+                    // The same write again changes nothing: the work is over (a small model
+                    // repeats its last write instead of answering). Its targets are still
+                    // checked as for any answer.
+                    return Ok(LoopEnd::Answer {
+                        text: REPEATED_WRITE.to_string(),
+                        successful_calls,
+                        write_calls,
+                        rejected_calls,
+                    });
+                }
                 let repeats = detector.observe(call);
                 if repeats >= self.budgets.loop_hard_stop {
                     return Ok(LoopEnd::LoopDetected(format!(
@@ -257,14 +315,31 @@ impl Driver<'_> {
                     )));
                 }
                 let call_id = scope.call_id(&self.job.job_id, turn, index);
+                let made_up = if compact {
+                    grounding::made_up_numbers(call, &facts, &results_seen)
+                } else {
+                    Vec::new()
+                };
+                if !made_up.is_empty() {
+                    made_up_since_read = true;
+                    messages.push(ChatMessage::tool_result(
+                        call.id.clone(),
+                        grounding::refusal(&made_up),
+                    ));
+                    continue;
+                }
                 let (mut result, succeeded, rejected) =
                     self.execute(state, scope, &call_id, call, &tools).await?;
+                results_seen.push(result.clone());
                 successful_calls += u32::from(succeeded);
                 rejected_calls += u32::from(rejected);
-                let writes = tools
-                    .iter()
-                    .any(|spec| spec.name.as_str() == call.name && !spec.is_read_only());
                 write_calls += u32::from(succeeded && writes);
+                successful_reads += u32::from(succeeded && !writes);
+                made_up_since_read &= !succeeded || writes;
+                if succeeded && writes {
+                    writes_done.insert(exact(call));
+                    written_paths.extend(named_paths(call));
+                }
                 if repeats >= self.budgets.loop_warning {
                     self.host.emit(EventKind::LoopWarning {
                         tool: call.name.clone(),
@@ -327,6 +402,27 @@ impl Driver<'_> {
 
 const ITEM_LOOP: &str = "loop detected";
 
+/// The answer an implement loop ends with when the model repeats a write it already made.
+pub(super) const REPEATED_WRITE: &str = "The last write was repeated with the same arguments, which changes nothing; the item's work ended there.";
+
+/// The workbench paths a write call names (`path`, `target_path`, `new_path`).
+fn named_paths(call: &crate::provider::ToolCall) -> Vec<String> {
+    let Ok(arguments) = serde_json::from_str::<Value>(&call.arguments) else {
+        return Vec::new();
+    };
+    ["path", "target_path", "new_path"]
+        .iter()
+        .filter_map(|key| arguments.get(*key)?.as_str().map(str::to_string))
+        .collect()
+}
+
+/// A call as (tool, arguments with sorted keys): equal only for exactly the same call.
+fn exact(call: &crate::provider::ToolCall) -> (String, String) {
+    let arguments = serde_json::from_str::<Value>(&call.arguments)
+        .map_or_else(|_| call.arguments.clone(), |value| value.to_string());
+    (call.name.clone(), arguments)
+}
+
 fn budget_error(message: String) -> AgentError {
     AgentError::Job(ErrorBody::new(ErrorCode::BudgetExceeded, message))
 }
@@ -340,14 +436,18 @@ fn is_unusable_output(error: &AgentError) -> bool {
     )
 }
 
-fn tool_choice(tools: &[ToolSpec], phase: Phase, turn: u32) -> ToolChoice {
-    if tools.is_empty() {
-        ToolChoice::None
-    } else if turn == 0 && phase == Phase::Research {
-        ToolChoice::Required
-    } else {
-        ToolChoice::Auto
-    }
+/// One tool loop: where it runs, what it starts from, what it may call and how its answer is
+/// judged.
+pub(super) struct LoopSpec {
+    pub scope: Scope,
+    pub system: String,
+    pub task: String,
+    pub tools: Vec<ToolSpec>,
+    pub budget: u32,
+    pub expect: Expect,
+    pub answer: AnswerShape,
+    /// The plan item's targets (none outside Implement).
+    pub targets: Vec<String>,
 }
 
 fn count_turns(state: &mut RpiState, turns: u64, usage: &Usage) {

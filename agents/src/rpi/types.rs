@@ -145,6 +145,11 @@ pub struct RpiState {
     /// ([`crate::request`]). Such a job cannot succeed without a change.
     #[serde(default)]
     pub asks_for: Option<String>,
+    /// The files the request names that the workbench did not have when the plan phase
+    /// started: the plan must name each as a target, and the job succeeds only when its items
+    /// wrote each of them.
+    #[serde(default)]
+    pub requested_files: Vec<String>,
     #[serde(default)]
     pub summary: Option<String>,
     #[serde(default)]
@@ -211,6 +216,7 @@ impl Default for RpiState {
             items: Vec::new(),
             original_count: 0,
             asks_for: None,
+            requested_files: Vec::new(),
             summary: None,
             model_turns: 0,
             tool_calls: 0,

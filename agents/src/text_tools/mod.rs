@@ -28,7 +28,7 @@ pub use prompt::{
     ANSWER_SHAPE, CALL_SHAPE, CatalogStyle, answer_shape, calls_as_text, catalog_prompt,
     correction, text_transcript, with_system_text,
 };
-pub use schema::response_format;
+pub use schema::{InRequiredOrder, response_format};
 
 /// How a model is offered tools and how its calls are read (see the module docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

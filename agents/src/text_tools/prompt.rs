@@ -22,7 +22,7 @@ const CALL_EXAMPLE: &str =
 
 /// What the catalog prompt says besides the tools: the shape of the final answer (bound by a
 /// schema in constrained mode, else free text) and whether it is compact.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CatalogStyle {
     /// The final answer's shape as the model is asked to write it ([`AnswerShape::Text`] for
     /// a free-text answer).
@@ -32,7 +32,7 @@ pub struct CatalogStyle {
 }
 
 /// The system text describing `tools` and how to call them.
-pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice, style: CatalogStyle) -> String {
+pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice, style: &CatalogStyle) -> String {
     let mut text = String::from(
         "# Tools\n\nYou can use these tools. Each has a description and the JSON schema of its \
          parameters.\n",
@@ -70,7 +70,7 @@ pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice, style: CatalogStyl
     } else {
         text.push_str(&format!(
             "When you need no more tools, give your final answer as {}\n",
-            answer_shape(style.answer)
+            answer_shape(&style.answer)
         ));
     }
     text
@@ -78,7 +78,7 @@ pub fn catalog_prompt(tools: &[ToolSpec], choice: ToolChoice, style: CatalogStyl
 
 /// The final-answer object the model is shown: [`ANSWER_SHAPE`], or the structured answer's
 /// filled-in example in its place.
-pub fn answer_shape(answer: AnswerShape) -> String {
+pub fn answer_shape(answer: &AnswerShape) -> String {
     match answer.example() {
         Some(example) => format!(r#"{{"tool": null, "answer": {example}, "terminate": true}}"#),
         None => ANSWER_SHAPE.to_string(),
@@ -238,7 +238,7 @@ mod tests {
     #[test]
     fn text_catalog_lists_each_tool_with_its_schema_and_the_shape() {
         let tools: Vec<_> = catalog().into_iter().take(2).collect();
-        let prompt = catalog_prompt(&tools, ToolChoice::Auto, CatalogStyle::default());
+        let prompt = catalog_prompt(&tools, ToolChoice::Auto, &CatalogStyle::default());
         assert!(prompt.contains("\n## list_files\n"), "{prompt}");
         assert!(
             prompt.contains(&tools[1].parameters.to_string()),
@@ -246,7 +246,7 @@ mod tests {
         );
         assert!(prompt.contains(CALL_SHAPE));
         assert!(prompt.contains(ANSWER_SHAPE));
-        let required = catalog_prompt(&tools, ToolChoice::Required, CatalogStyle::default());
+        let required = catalog_prompt(&tools, ToolChoice::Required, &CatalogStyle::default());
         assert!(required.ends_with("This reply must call a tool.\n"));
         assert!(!required.contains(ANSWER_SHAPE));
         // The filled-in example only where the tool it calls is offered.
@@ -254,7 +254,7 @@ mod tests {
         let with_read = catalog_prompt(
             &crate::catalog::plan_tools(),
             ToolChoice::Auto,
-            CatalogStyle::default(),
+            &CatalogStyle::default(),
         );
         assert!(with_read.contains(CALL_EXAMPLE), "{with_read}");
         assert!(with_read.contains("never a file name"));
@@ -263,12 +263,15 @@ mod tests {
     #[test]
     fn the_compact_catalog_keeps_first_sentences_and_bare_schemas() {
         let tools = crate::catalog::implement_tools();
-        let full = catalog_prompt(&tools, ToolChoice::Auto, CatalogStyle::default());
-        let plan = AnswerShape::Plan { no_change: false };
+        let full = catalog_prompt(&tools, ToolChoice::Auto, &CatalogStyle::default());
+        let plan = AnswerShape::Plan {
+            no_change: false,
+            targets: Vec::new(),
+        };
         let compact = catalog_prompt(
             &tools,
             ToolChoice::Auto,
-            CatalogStyle {
+            &CatalogStyle {
                 answer: plan,
                 compact: true,
             },

@@ -47,6 +47,8 @@ pub(super) struct Judging<'a> {
     pub refusals: u32,
     /// Why the request asks for an artefact, when it does ([`crate::request`]).
     pub asks_for: Option<&'a str>,
+    /// The files the request names that the workbench does not have.
+    pub requested_files: &'a [String],
 }
 
 /// Judges an answer given with no tool calls. A plan that answers that nothing needs to
@@ -58,6 +60,7 @@ pub(super) fn judge(expect: Expect, answer: &str, judging: Judging<'_>) -> Verdi
         nudges,
         refusals,
         asks_for,
+        requested_files,
     } = judging;
     if expect == Expect::Checklist
         && crate::plan::parse(answer).is_empty()
@@ -84,6 +87,20 @@ pub(super) fn judge(expect: Expect, answer: &str, judging: Judging<'_>) -> Verdi
                 "the plan is not a checklist of `- [ ] N. label — description` items",
                 prompts::nudge_plan(asks_for),
             ))
+        }
+        // A plan whose targets leave out a file the request names is told so once (a plan
+        // naming no target at all is not: the job's own check fails it if the file is never
+        // written).
+        Expect::Checklist if nudges == 0 => {
+            let items = crate::plan::parse(answer);
+            let names_targets = items.iter().any(|item| !item.targets.is_empty());
+            let unplanned = crate::plan::unplanned(&items, requested_files);
+            (names_targets && !unplanned.is_empty()).then(|| {
+                (
+                    "the plan does not write the files the request names",
+                    prompts::nudge_targets(&unplanned),
+                )
+            })
         }
         Expect::Work
             if successful_calls == 0

@@ -1,0 +1,96 @@
+//! Which tools a loop's next turn offers, and whether it must call one: with a compact prompt
+//! an item is steered from reading to writing its targets to answering.
+
+use atelier_messages::job::Phase;
+use serde_json::Value;
+
+use crate::catalog::{self, ToolSpec};
+use crate::provider::ToolChoice;
+
+/// How far a loop has come, for the tools its next turn offers.
+pub(super) struct Stage<'a> {
+    pub(super) phase: Phase,
+    pub(super) turn: u32,
+    pub(super) compact: bool,
+    /// Successful calls of reading tools so far.
+    pub(super) reads: u32,
+    /// Successful calls of writing tools so far.
+    pub(super) writes: u32,
+    /// A write was refused for made-up numbers since the last successful read.
+    pub(super) refused: bool,
+    /// The item's targets.
+    pub(super) targets: &'a [String],
+    /// Its writes so far named every one of them.
+    pub(super) targets_written: bool,
+    /// The request asks to delete, remove, rename or move something.
+    pub(super) removes: bool,
+}
+
+/// The most turns a compact item spends on reading before it is offered only writing tools.
+const COMPACT_READING_TURNS: u32 = 2;
+
+impl Stage<'_> {
+    /// The tools offered on this turn and whether a call is required. Research's first turn
+    /// must call a tool. With a compact prompt an item goes read → write → answer: its first
+    /// turns offer only the reading tools until one read succeeded (a small model otherwise
+    /// writes a number it never looked up), then, for an item with targets, only the writing
+    /// tools until one write succeeded (it otherwise reads the same rows again and again;
+    /// a write refused for made-up numbers sends it back to reading, to compute them),
+    /// then every tool — or, once its writes named every target, none: the item's result is
+    /// all that is left (a small model otherwise rewrites the file until it is wrong).
+    pub(super) fn tools(&self, tools: &[ToolSpec]) -> (Vec<ToolSpec>, ToolChoice) {
+        if tools.is_empty() || (self.compact && self.targets_written) {
+            return (Vec::new(), ToolChoice::None);
+        }
+        if self.turn == 0 && self.phase == Phase::Research {
+            return (tools.to_vec(), ToolChoice::Required);
+        }
+        if !(self.compact && self.phase == Phase::Implement) || self.writes > 0 {
+            return (tools.to_vec(), ToolChoice::Auto);
+        }
+        let reading = (self.reads == 0 && self.turn < COMPACT_READING_TURNS) || self.refused;
+        let subset: Vec<ToolSpec> = tools
+            .iter()
+            .filter(|spec| spec.is_read_only() == reading)
+            .filter(|spec| reading || catalog::writes_any(spec, self.targets, self.removes))
+            .map(|spec| {
+                if reading {
+                    spec.clone()
+                } else {
+                    writing_to(spec, self.targets)
+                }
+            })
+            .collect();
+        if subset.is_empty() || (!reading && self.targets.is_empty()) {
+            return (tools.to_vec(), ToolChoice::Auto);
+        }
+        (subset, ToolChoice::Required)
+    }
+}
+
+/// The parameters naming the file a writing tool writes.
+const WRITTEN_PATH_PARAMETERS: &[&str] = &["path", "target_path"];
+
+/// `spec` with the file it writes bound to one of `targets` (an `enum` on `path`, or on
+/// `target_path` where the tool has one: `path` is then what it reads).
+fn writing_to(spec: &ToolSpec, targets: &[String]) -> ToolSpec {
+    let mut spec = spec.clone();
+    let Some(properties) = spec
+        .parameters
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+    else {
+        return spec;
+    };
+    let key = WRITTEN_PATH_PARAMETERS
+        .iter()
+        .rev()
+        .find(|key| properties.contains_key(**key));
+    if let Some(key) = key {
+        properties.insert(
+            (*key).to_string(),
+            serde_json::json!({"type": "string", "enum": targets}),
+        );
+    }
+    spec
+}
