@@ -274,6 +274,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_one_item_plan_takes_the_files_the_request_names_as_targets() {
+        let requested = vec!["count.txt".to_string()];
+        // As the 0.5B model planned launch-count: the file it reads as the one it writes.
+        let mut one = parse("- [ ] 1. Milestone — count the rows → launch_plan.csv");
+        assert_eq!(unplanned(&one, &requested), ["count.txt"]);
+        assign_requested(&mut one, &requested);
+        assert_eq!(one[0].targets, ["launch_plan.csv", "count.txt"]);
+        assert!(unplanned(&one, &requested).is_empty());
+        // A longer plan is left to the job's own check.
+        let mut two = parse("- [ ] 1. Count — rows\n- [ ] 2. Write — the number");
+        assign_requested(&mut two, &requested);
+        assert!(two.iter().all(|item| item.targets.is_empty()));
+        // A bare name matches a target in a folder; a path must match whole.
+        assert!(same_file("out/count.txt", "count.txt"));
+        assert!(!same_file("out/count.txt", "in/count.txt"));
+        assert!(!same_file("recount.txt", "count.txt"));
+    }
+
+    #[test]
     fn parses_checklist_lines_and_ignores_prose() {
         let text = "Here is the plan:\n- [ ] 1. Inspect — look at the columns\n\
                     - [ ] 2. Export: write summary.xlsx\n* [x] 7) Done already\nNot an item\n- [?] 3. odd";

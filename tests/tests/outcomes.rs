@@ -691,9 +691,20 @@ async fn items_that_only_read_for_a_file_request_do_not_make_a_succeeded_job() -
     )
     .await?;
     assert_eq!(view.state, JobState::Failed, "{view:?}");
-    assert_eq!(error_code(&view), Some(ErrorCode::ItemNotDone));
-    assert_eq!(view.items[0].status, ItemStatus::Done);
-    assert!(view.items[0].changed.is_empty());
+    // The one-item plan took the file the request names as its target, so the item itself is
+    // held to writing it: not done, and the job fails naming it.
+    let item = &view.items[0];
+    assert_eq!(item.targets, ["count.txt"]);
+    assert_eq!(item.status, ItemStatus::Failed);
+    assert_eq!(item.failure_code, Some(ErrorCode::ItemNotDone));
+    assert!(item.changed.is_empty());
+    assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
+    let message = view
+        .error
+        .as_ref()
+        .map(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("did not write count.txt"), "{message}");
     Ok(())
 }
 

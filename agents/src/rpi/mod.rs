@@ -186,3 +186,39 @@ fn failed_items(state: &RpiState) -> Option<ErrorBody> {
         ),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(changed: &[&str]) -> RpiState {
+        let mut items = crate::plan::parse("- [ ] 1. Write — the count");
+        items[0].status = ItemStatus::Done;
+        items[0].changed = changed.iter().map(|path| path.to_string()).collect();
+        RpiState {
+            asks_for: Some("it names count.txt, which the workbench does not have".into()),
+            requested_files: vec!["count.txt".into()],
+            items,
+            ..RpiState::default()
+        }
+    }
+
+    #[test]
+    fn a_job_succeeds_only_when_the_files_its_request_names_were_written() {
+        let wrong = unwritten_requested_files(&state(&["notes.txt"])).expect("not done");
+        assert_eq!(wrong.code, ErrorCode::ItemNotDone);
+        assert!(
+            wrong
+                .message
+                .contains("names count.txt, which no plan item wrote")
+                && wrong.message.contains("changed notes.txt"),
+            "{}",
+            wrong.message
+        );
+        assert!(unwritten_requested_files(&state(&["out/count.txt"])).is_none());
+        // The user's own rejection of the change lets its reason stand.
+        let mut rejected = state(&[]);
+        rejected.items[0].no_change = Some("the user rejected the write".into());
+        assert!(unwritten_requested_files(&rejected).is_none());
+    }
+}

@@ -177,6 +177,34 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_whose_targets_leave_out_the_requested_file_is_told_once() {
+        let requested = vec!["count.txt".to_string()];
+        let judging = |nudges| Judging {
+            nudges,
+            asks_for: Some("it names count.txt"),
+            requested_files: &requested,
+            ..Judging::default()
+        };
+        let misplaced = "- [ ] 1. Count — the rows → launch_plan.csv";
+        assert!(matches!(
+            judge(Expect::Checklist, misplaced, judging(0)),
+            Verdict::Nudge(told) if told.contains("→ count.txt") && !told.contains("NO_CHANGE")
+        ));
+        assert_eq!(
+            judge(Expect::Checklist, misplaced, judging(1)),
+            Verdict::Accept
+        );
+        // A plan naming no target is left to the job's own check.
+        let untargeted = "- [ ] 1. Count — the rows";
+        assert_eq!(
+            judge(Expect::Checklist, untargeted, judging(0)),
+            Verdict::Accept
+        );
+        let named = "- [ ] 1. Count — the rows → count.txt";
+        assert_eq!(judge(Expect::Checklist, named, judging(0)), Verdict::Accept);
+    }
+
+    #[test]
     fn answers_are_judged_by_what_their_phase_needs() {
         use Verdict::{Accept, Nudge, Refuse};
         // Research: an empty reply is nudged once, then given up on.

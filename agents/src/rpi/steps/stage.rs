@@ -94,3 +94,76 @@ fn writing_to(spec: &ToolSpec, targets: &[String]) -> ToolSpec {
     }
     spec
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::implement_tools;
+
+    fn stage<'a>(targets: &'a [String], reads: u32, writes: u32, turn: u32) -> Stage<'a> {
+        Stage {
+            phase: Phase::Implement,
+            turn,
+            compact: true,
+            reads,
+            writes,
+            refused: false,
+            targets,
+            targets_written: false,
+            removes: false,
+        }
+    }
+
+    fn names(offered: &(Vec<ToolSpec>, ToolChoice)) -> Vec<&'static str> {
+        offered.0.iter().map(|spec| spec.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_compact_item_goes_from_reading_to_writing_its_targets_to_answering() {
+        let tools = implement_tools();
+        let targets = vec!["count.txt".to_string()];
+        // First: reading only, a call required.
+        let first = stage(&targets, 0, 0, 0).tools(&tools);
+        assert_eq!(first.1, ToolChoice::Required);
+        assert!(first.0.iter().all(ToolSpec::is_read_only));
+        // After a read: only what writes a text file, its path bound to the target.
+        let writing = stage(&targets, 1, 0, 1).tools(&tools);
+        assert_eq!(writing.1, ToolChoice::Required);
+        assert_eq!(names(&writing), ["write_text_file"]);
+        assert_eq!(
+            writing.0[0].parameters["properties"]["path"]["enum"],
+            serde_json::json!(["count.txt"])
+        );
+        // A write refused for made-up numbers sends it back to reading.
+        let refused = Stage {
+            refused: true,
+            ..stage(&targets, 1, 0, 2)
+        };
+        assert!(refused.tools(&tools).0.iter().all(ToolSpec::is_read_only));
+        // Every target written: no tool, only the result.
+        let done = Stage {
+            targets_written: true,
+            ..stage(&targets, 1, 1, 2)
+        };
+        assert_eq!(done.tools(&tools), (Vec::new(), ToolChoice::None));
+        // After a write that did not cover the targets: every tool.
+        assert_eq!(stage(&targets, 1, 1, 2).tools(&tools).0.len(), tools.len());
+        // A docx target gets docx_operations; deleting only for a request that asks it.
+        let docx = vec!["invoice.docx".to_string()];
+        assert_eq!(
+            names(&stage(&docx, 1, 0, 1).tools(&tools)),
+            ["docx_operations"]
+        );
+        let removing = Stage {
+            removes: true,
+            ..stage(&docx, 1, 0, 1)
+        };
+        assert!(names(&removing.tools(&tools)).contains(&"delete_file"));
+        // Full prompts are never steered.
+        let full = Stage {
+            compact: false,
+            ..stage(&targets, 0, 0, 0)
+        };
+        assert_eq!(full.tools(&tools), (tools.clone(), ToolChoice::Auto));
+    }
+}
