@@ -326,4 +326,80 @@ mod tests {
             "{\"path\":\"budget_notes.txt\"}"
         );
     }
+
+    #[test]
+    fn a_schema_bound_plan_can_still_run_away_inside_a_field_and_is_not_taken_as_a_plan() {
+        // Constrained, compact, launch-count's plan: the object is right, then the description
+        // repeats `.0` until max_tokens cuts it.
+        let reply = captured("constrained-plan-object.json").reply();
+        assert_eq!(reply.finish_reason.as_deref(), Some("length"));
+        assert!(
+            reply
+                .text
+                .starts_with("{\n  \"tool\": null,\n  \"answer\": {\"items\"")
+        );
+        assert!(
+            degenerate::repetition(&reply.text, true).is_some(),
+            "a runaway cut by the length limit is degenerate: the turn is nudged"
+        );
+        assert!(!matches!(
+            read_reply(&reply.text, &[]),
+            Reading::Answer(ref text) if !plan::parse(text).is_empty()
+        ));
+    }
+
+    #[test]
+    fn a_written_count_is_grounded_in_the_map_the_prompt_showed() {
+        // Constrained, compact, launch-count's writing turn: `write_text_file count.txt "5"`,
+        // the number the one-line map shows (`5 data rows …`).
+        let captured = captured("constrained-write-count.json");
+        let reply = captured.reply();
+        let tools = catalog::implement_tools();
+        let Reading::Call {
+            name, arguments, ..
+        } = read_reply(&reply.text, &tools)
+        else {
+            panic!("{}", reply.text)
+        };
+        assert_eq!(name, "write_text_file");
+        assert_eq!(arguments["path"], "count.txt");
+        assert_eq!(arguments["content"], "5");
+        let system = captured.system_prompt();
+        assert!(
+            system.contains("5 data rows (the header row not counted)"),
+            "{system}"
+        );
+        // The schema the server decoded under offered only write_text_file, bound to count.txt.
+        let shapes = captured.request["response_format"]["json_schema"]["schema"]["anyOf"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(shapes.len(), 1);
+        assert_eq!(
+            shapes[0]["properties"]["parameters"]["properties"]["path"]["enum"],
+            serde_json::json!(["count.txt"])
+        );
+    }
+
+    #[test]
+    fn a_schema_bound_replacement_can_still_replace_a_placeholder_with_itself() {
+        // Constrained, compact, invoice-fill's writing turn: every field the schema asks for,
+        // and `{{company}}` replaced by `{{company}}`: valid, and useless. The item's target
+        // check and eval's checks are what catch it.
+        let reply = captured("constrained-docx-replace-with-itself.json").reply();
+        let tools = catalog::implement_tools();
+        let Reading::Call {
+            name, arguments, ..
+        } = read_reply(&reply.text, &tools)
+        else {
+            panic!("{}", reply.text)
+        };
+        assert_eq!(name, "docx_operations");
+        let operations = arguments["operations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(operations.len(), 3);
+        assert!(operations.iter().all(|op| op["search"] == op["replace"]));
+    }
 }

@@ -49,6 +49,28 @@ pub(super) fn made_up_numbers(call: &ToolCall, facts: &[&str], results: &[String
     made_up
 }
 
+/// The example placeholders `call`'s arguments carry (a write copied from the prompt's
+/// example instead of filled in).
+pub(super) fn copied_placeholders(call: &ToolCall) -> Vec<&'static str> {
+    super::prompts::EXAMPLE_PLACEHOLDERS
+        .iter()
+        .copied()
+        .filter(|placeholder| call.arguments.contains(placeholder))
+        .collect()
+}
+
+/// What the model is told when its write carries an example's placeholders.
+pub(super) fn placeholder_refusal(copied: &[&str]) -> String {
+    let error = serde_json::json!({"error": {
+        "code": "VALIDATION_FAILED",
+        "message": format!(
+            "not written: the call carries {}, the example's placeholder; put the real text there",
+            copied.join(", ")
+        )
+    }});
+    error.to_string()
+}
+
 /// What the model is told instead of the call's result.
 pub(super) fn refusal(made_up: &[String]) -> String {
     format!(
@@ -195,5 +217,13 @@ mod tests {
         };
         assert!(made_up_numbers(&other, &facts, &results).is_empty());
         assert!(refusal(&["1".into()]).contains("holds 1, which no tool result"));
+        // As the 0.5B model wrote count.txt in text mode: the example's placeholder.
+        let copied = write("<the text the request asks for>");
+        assert_eq!(
+            copied_placeholders(&copied),
+            ["<the text the request asks for>"]
+        );
+        assert!(copied_placeholders(&write("5")).is_empty());
+        assert!(placeholder_refusal(&copied_placeholders(&copied)).contains("VALIDATION_FAILED"));
     }
 }

@@ -248,18 +248,34 @@ pub(super) fn implement(context: &ItemContext<'_>) -> String {
     prompt
 }
 
+/// The placeholders of the filled-in write calls: a write carrying one copied the example.
+pub(super) const EXAMPLE_TEXT: &str = "<the text the request asks for>";
+pub(super) const EXAMPLE_SEARCH: &str = "<text to find>";
+pub(super) const EXAMPLE_REPLACE: &str = "<new text>";
+pub(super) const EXAMPLE_SHEET: &str = "<sheet>";
+pub(super) const EXAMPLE_VALUE: &str = "<value>";
+pub(super) const EXAMPLE_PLACEHOLDERS: &[&str] = &[
+    EXAMPLE_TEXT,
+    EXAMPLE_SEARCH,
+    EXAMPLE_REPLACE,
+    EXAMPLE_SHEET,
+    EXAMPLE_VALUE,
+];
+
 /// A filled-in call that writes `target`, by its kind (none for kinds without a simple write).
 fn write_example(target: &str) -> Option<String> {
     let (_, extension) = target.rsplit_once('.')?;
     let parameters = match extension.to_lowercase().as_str() {
         "txt" | "md" | "csv" | "tsv" | "json" | "html" | "xml" | "yaml" | "yml" => {
-            format!(r#"{{"path": "{target}", "content": "<the text the request asks for>"}}"#)
+            format!(r#"{{"path": "{target}", "content": "{}"}}"#, EXAMPLE_TEXT)
         }
         "docx" => format!(
-            r#"{{"path": "{target}", "operations": [{{"op": "replace_text", "search": "<text to find>", "replace": "<new text>"}}]}}"#
+            r#"{{"path": "{target}", "operations": [{{"op": "replace_text", "search": "{}", "replace": "{}"}}]}}"#,
+            EXAMPLE_SEARCH, EXAMPLE_REPLACE
         ),
         "xlsx" => format!(
-            r#"{{"path": "{target}", "operations": [{{"op": "set_cells", "sheet": "<sheet>", "cells": [{{"cell": "B2", "value": "<value>"}}]}}]}}"#
+            r#"{{"path": "{target}", "operations": [{{"op": "set_cells", "sheet": "{}", "cells": [{{"cell": "B2", "value": "{}"}}]}}]}}"#,
+            EXAMPLE_SHEET, EXAMPLE_VALUE
         ),
         _ => return None,
     };

@@ -315,17 +315,12 @@ impl Driver<'_> {
                     )));
                 }
                 let call_id = scope.call_id(&self.job.job_id, turn, index);
-                let made_up = if compact {
-                    grounding::made_up_numbers(call, &facts, &results_seen)
-                } else {
-                    Vec::new()
-                };
-                if !made_up.is_empty() {
-                    made_up_since_read = true;
-                    messages.push(ChatMessage::tool_result(
-                        call.id.clone(),
-                        grounding::refusal(&made_up),
-                    ));
+                if let Some(refusal) = compact
+                    .then(|| self.compact_refusal(call, &request.tools, &facts, &results_seen))
+                    .flatten()
+                {
+                    made_up_since_read |= refusal.made_up;
+                    messages.push(ChatMessage::tool_result(call.id.clone(), refusal.told));
                     continue;
                 }
                 let (mut result, succeeded, rejected) =
@@ -355,6 +350,35 @@ impl Driver<'_> {
             }
         }
         Ok(LoopEnd::BudgetExhausted)
+    }
+
+    /// Why a compact item's call is not run, if it is not: a write to a file the turn did not
+    /// offer, an example's placeholder copied, or numbers nothing showed.
+    fn compact_refusal(
+        &self,
+        call: &crate::provider::ToolCall,
+        offered: &[ToolSpec],
+        facts: &[&str],
+        results: &[String],
+    ) -> Option<Refusal> {
+        if let Some(told) = stage::outside_offered_paths(call, offered) {
+            return Some(Refusal {
+                told,
+                made_up: false,
+            });
+        }
+        let copied = grounding::copied_placeholders(call);
+        if !copied.is_empty() {
+            return Some(Refusal {
+                told: grounding::placeholder_refusal(&copied),
+                made_up: false,
+            });
+        }
+        let made_up = grounding::made_up_numbers(call, facts, results);
+        (!made_up.is_empty()).then(|| Refusal {
+            told: grounding::refusal(&made_up),
+            made_up: true,
+        })
     }
 
     /// A journaled step, if it already happened.
@@ -401,6 +425,12 @@ impl Driver<'_> {
 }
 
 const ITEM_LOOP: &str = "loop detected";
+
+/// A call the engine did not run: what the model is told, and whether numbers were made up.
+struct Refusal {
+    told: String,
+    made_up: bool,
+}
 
 /// The answer an implement loop ends with when the model repeats a write it already made.
 pub(super) const REPEATED_WRITE: &str = "The last write was repeated with the same arguments, which changes nothing; the item's work ended there.";

@@ -68,6 +68,39 @@ impl Stage<'_> {
     }
 }
 
+/// Why `call` may not run as the turn offered its tool: the file it writes is not one of the
+/// `enum` the stage bound its path to (a model outside constrained decoding is not held to
+/// the schema by the server, so the engine holds it).
+pub(super) fn outside_offered_paths(
+    call: &crate::provider::ToolCall,
+    offered: &[ToolSpec],
+) -> Option<String> {
+    let spec = offered
+        .iter()
+        .find(|spec| spec.name.as_str() == call.name)?;
+    let arguments: Value = serde_json::from_str(&call.arguments).ok()?;
+    WRITTEN_PATH_PARAMETERS.iter().find_map(|key| {
+        let allowed = spec.parameters["properties"][*key]["enum"].as_array()?;
+        let path = arguments.get(*key)?.as_str()?;
+        if allowed.iter().any(|allowed| allowed.as_str() == Some(path)) {
+            return None;
+        }
+        let names: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
+        Some(
+            serde_json::json!({"error": {
+                "code": "VALIDATION_FAILED",
+                "message": format!(
+                    "not written: this item writes {} only, not {path}; call {} with {key} {}",
+                    names.join(", "),
+                    call.name,
+                    names.first().copied().unwrap_or_default()
+                )
+            }})
+            .to_string(),
+        )
+    })
+}
+
 /// The parameters naming the file a writing tool writes.
 const WRITTEN_PATH_PARAMETERS: &[&str] = &["path", "target_path"];
 
@@ -159,6 +192,21 @@ mod tests {
             ..stage(&docx, 1, 0, 1)
         };
         assert!(names(&removing.tools(&tools)).contains(&"delete_file"));
+        // Outside constrained decoding the engine holds a write to the bound path.
+        let call = |path: &str| crate::provider::ToolCall {
+            id: "call_t1".into(),
+            name: "write_text_file".into(),
+            arguments: serde_json::json!({"path": path, "content": "5"}).to_string(),
+        };
+        let refused = outside_offered_paths(&call("launch_plan.csv"), &writing.0);
+        assert!(
+            refused.is_some_and(|why| why.contains("writes count.txt only, not launch_plan.csv"))
+        );
+        assert_eq!(outside_offered_paths(&call("count.txt"), &writing.0), None);
+        assert_eq!(
+            outside_offered_paths(&call("launch_plan.csv"), &tools),
+            None
+        );
         // Full prompts are never steered.
         let full = Stage {
             compact: false,
