@@ -348,19 +348,23 @@ mod tests {
         ));
     }
 
+    /// The tool call a captured implement-phase reply makes (its name and arguments).
+    fn implement_call(captured: &Captured) -> (String, serde_json::Map<String, Value>) {
+        let reply = captured.reply();
+        match read_reply(&reply.text, &catalog::implement_tools()) {
+            Reading::Call {
+                name, arguments, ..
+            } => (name, arguments),
+            other => panic!("{other:?}: {}", reply.text),
+        }
+    }
+
     #[test]
     fn a_written_count_is_grounded_in_the_map_the_prompt_showed() {
         // Constrained, compact, launch-count's writing turn: `write_text_file count.txt "5"`,
         // the number the one-line map shows (`5 data rows …`).
         let captured = captured("constrained-write-count.json");
-        let reply = captured.reply();
-        let tools = catalog::implement_tools();
-        let Reading::Call {
-            name, arguments, ..
-        } = read_reply(&reply.text, &tools)
-        else {
-            panic!("{}", reply.text)
-        };
+        let (name, arguments) = implement_call(&captured);
         assert_eq!(name, "write_text_file");
         assert_eq!(arguments["path"], "count.txt");
         assert_eq!(arguments["content"], "5");
@@ -386,14 +390,8 @@ mod tests {
         // Constrained, compact, invoice-fill's writing turn: every field the schema asks for,
         // and `{{company}}` replaced by `{{company}}`: valid, and useless. The item's target
         // check and eval's checks are what catch it.
-        let reply = captured("constrained-docx-replace-with-itself.json").reply();
-        let tools = catalog::implement_tools();
-        let Reading::Call {
-            name, arguments, ..
-        } = read_reply(&reply.text, &tools)
-        else {
-            panic!("{}", reply.text)
-        };
+        let (name, arguments) =
+            implement_call(&captured("constrained-docx-replace-with-itself.json"));
         assert_eq!(name, "docx_operations");
         let operations = arguments["operations"]
             .as_array()

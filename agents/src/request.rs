@@ -135,7 +135,7 @@ pub fn missing_files<S: AsRef<str>>(request: &str, files: &[S]) -> Vec<String> {
 }
 
 /// The words of `text` that look like file names (`name.ext` with a known extension).
-pub fn file_names(text: &str) -> impl Iterator<Item = String> + '_ {
+fn file_names(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '[' | ']'))
         .map(|word| {
             let quote = |c: char| matches!(c, '"' | '\'' | '`' | '*' | ':' | '!' | '?');

@@ -33,6 +33,7 @@ use crate::text_tools::{
     self, CALL_SHAPE, CatalogStyle, Reading, ToolMode, answer_shape, catalog_prompt, correction,
     text_transcript,
 };
+use crate::window::Window;
 
 /// Corrections of unusable text tool calls within one turn.
 pub(crate) const MAX_CALL_CORRECTIONS: u32 = 3;
@@ -336,14 +337,9 @@ pub(crate) trait SendTurn: Send + Sync {
     }
     /// The server refused constrained mode's `response_format`: later turns use text mode.
     fn response_format_refused(&self) {}
-    /// Cuts the turn's conversation down to the model's context window (see
-    /// [`crate::window`]); `CONTEXT_OVERFLOW` when it cannot fit. Default: no known window.
-    fn keep_window(
-        &self,
-        _turn: &mut Turn<'_>,
-    ) -> impl Future<Output = Result<(), AgentError>> + Send {
-        async { Ok(()) }
-    }
+    /// The model's context window, which every request is cut down to (see
+    /// [`crate::window`]).
+    fn window(&self) -> &Window;
     fn send_turn(
         &self,
         turn: &Turn<'_>,
@@ -379,8 +375,10 @@ async fn run_turn(
 ) -> Result<ModelResponse, AgentError> {
     let mut turn = Turn::new(request, provider.tool_mode(), provider.prompt_style());
     loop {
+        let tools = turn.native_tools_text();
         provider
-            .keep_window(&mut turn)
+            .window()
+            .keep(turn.messages_mut(), &tools)
             .await
             .map_err(|error| turn.failed(error))?;
         let response = match provider.send_turn(&turn, on_delta).await {

@@ -72,12 +72,8 @@ impl SendTurn for AnthropicProvider {
         self.prompt_style
     }
 
-    async fn keep_window(&self, turn: &mut Turn<'_>) -> Result<(), AgentError> {
-        let tools = turn.native_tools_text();
-        self.window
-            .keep(turn.messages_mut(), &tools)
-            .await
-            .map(|_| ())
+    fn window(&self) -> &Window {
+        &self.window
     }
 
     async fn send_turn(

@@ -16,6 +16,11 @@ pub(super) struct Driver<'a> {
 }
 
 impl Driver<'_> {
+    /// True when the model's profile asks for compact prompts (a small model).
+    pub(super) fn compact(&self) -> bool {
+        self.provider.prompt_style() == PromptStyle::Compact
+    }
+
     /// A phase's tools as this model is offered them: all of them, or, for a compact prompt,
     /// those for the kinds of the workbench's files and of the files the request names, and
     /// none in the plan phase (the plan is written from the maps and the research notes; a
@@ -25,7 +30,7 @@ impl Driver<'_> {
         phase: Phase,
         tools: Vec<ToolSpec>,
     ) -> Result<Vec<ToolSpec>, AgentError> {
-        if self.provider.prompt_style() != PromptStyle::Compact {
+        if !self.compact() {
             return Ok(tools);
         }
         if phase == Phase::Plan {
@@ -59,7 +64,7 @@ impl Driver<'_> {
     /// file of the workbench (a small model's research turns mostly restate them, and its
     /// notes can mislead the plan); the notes it leaves. Full prompts always research.
     pub(super) async fn research_skipped(&self) -> Result<Option<String>, AgentError> {
-        if self.provider.prompt_style() != PromptStyle::Compact {
+        if !self.compact() {
             return Ok(None);
         }
         let files = self.host.files().await?;

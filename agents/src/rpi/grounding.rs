@@ -12,6 +12,8 @@
 
 use serde_json::Value;
 
+use atelier_messages::ErrorCode;
+
 use crate::provider::ToolCall;
 
 /// The tool whose content is checked.
@@ -61,25 +63,27 @@ pub(super) fn copied_placeholders(call: &ToolCall) -> Vec<&'static str> {
 
 /// What the model is told when its write carries an example's placeholders.
 pub(super) fn placeholder_refusal(copied: &[&str]) -> String {
-    let error = serde_json::json!({"error": {
-        "code": "VALIDATION_FAILED",
-        "message": format!(
-            "not written: the call carries {}, the example's placeholder; put the real text there",
-            copied.join(", ")
-        )
-    }});
-    error.to_string()
+    not_written(format!(
+        "not written: the call carries {}, the example's placeholder; put the real text there",
+        copied.join(", ")
+    ))
+}
+
+/// A write the engine did not run, told as a tool's `VALIDATION_FAILED` result (the shape
+/// `steps::render` gives a failed tool call).
+pub(super) fn not_written(message: String) -> String {
+    serde_json::json!({"error": {"code": ErrorCode::ValidationFailed, "message": message}})
+        .to_string()
 }
 
 /// What the model is told instead of the call's result.
 pub(super) fn refusal(made_up: &[String]) -> String {
-    format!(
-        "{{\"error\":{{\"code\":\"VALIDATION_FAILED\",\"message\":\"not written: the content \
-         holds {}, which no tool result, file map or the request shows. Compute it with the \
-         tools first (for a table: table_query with SQL such as SELECT COUNT(*) or SUM(...)), \
-         then write the number the tool returned.\"}}}}",
+    not_written(format!(
+        "not written: the content holds {}, which no tool result, file map or the request \
+         shows. Compute it with the tools first (for a table: table_query with SQL such as \
+         SELECT COUNT(*) or SUM(...)), then write the number the tool returned.",
         made_up.join(", ")
-    )
+    ))
 }
 
 /// A tool result's keys whose numbers say where or how much was read, not what the file holds

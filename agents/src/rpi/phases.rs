@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
+use atelier_messages::outcome::JobOutcome;
 use atelier_messages::{ErrorBody, ErrorCode, journal};
 use tracing::{Instrument, info_span};
 
@@ -171,19 +172,7 @@ fn changed_paths(
     before: &BTreeMap<String, String>,
     after: &BTreeMap<String, String>,
 ) -> Vec<String> {
-    let mut changed: Vec<String> = after
-        .iter()
-        .filter(|(path, digest)| before.get(*path) != Some(digest))
-        .map(|(path, _)| path.clone())
-        .chain(
-            before
-                .keys()
-                .filter(|path| !after.contains_key(*path))
-                .cloned(),
-        )
-        .collect();
-    changed.sort();
-    changed
+    JobOutcome::between(before, after).files().to_vec()
 }
 
 impl Driver<'_> {
@@ -445,7 +434,7 @@ impl Driver<'_> {
             no_change: item.targets.is_empty() && asks_for.is_none(),
         };
         let item_owned = item.clone();
-        let compact = self.provider.prompt_style() == crate::provider::PromptStyle::Compact;
+        let compact = self.compact();
         let system = self
             .system_prompt(scope, move |manifest| {
                 prompts::implement(&ItemContext {

@@ -28,6 +28,7 @@ mod judge;
 mod stage;
 mod tool_calls;
 
+use super::grounding::not_written;
 pub(super) use judge::Expect;
 use judge::{Judging, Verdict, judge};
 use stage::Stage;
@@ -118,7 +119,7 @@ impl Driver<'_> {
             return Ok(prompt);
         }
         let files = self.host.files().await?;
-        let compact = self.provider.prompt_style() == crate::provider::PromptStyle::Compact;
+        let compact = self.compact();
         let prompt = build(&prompts::workbench(&files, &self.job.context, compact));
         self.host
             .record(&key, &Value::String(prompt.clone()))
@@ -206,7 +207,7 @@ impl Driver<'_> {
         let mut refusals = 0;
         // The successful writes of this loop, exactly as called.
         let mut writes_done: HashSet<(String, String)> = HashSet::new();
-        let compact = self.provider.prompt_style() == crate::provider::PromptStyle::Compact;
+        let compact = self.compact();
         let mut successful_reads = 0;
         let removes = crate::request::asks_to_remove(&self.job.message);
         // What a written number may come from: the request and the maps (as shown).

@@ -86,18 +86,12 @@ pub(super) fn outside_offered_paths(
             return None;
         }
         let names: Vec<&str> = allowed.iter().filter_map(Value::as_str).collect();
-        Some(
-            serde_json::json!({"error": {
-                "code": "VALIDATION_FAILED",
-                "message": format!(
-                    "not written: this item writes {} only, not {path}; call {} with {key} {}",
-                    names.join(", "),
-                    call.name,
-                    names.first().copied().unwrap_or_default()
-                )
-            }})
-            .to_string(),
-        )
+        Some(super::not_written(format!(
+            "not written: this item writes {} only, not {path}; call {} with {key} {}",
+            names.join(", "),
+            call.name,
+            names.first().copied().unwrap_or_default()
+        )))
     })
 }
 
