@@ -22,7 +22,8 @@
 //! - `tabular`: DuckDB engine for delimited text tables (every `table_*` tool): `encoding`
 //!   (detection, transcoding), `dialect` (number formats), `ingest` (one cached database per
 //!   digest, shared by the host's workers), `map`, `profile` (describe, stats, rows), `query`
-//!   (guardrails, windows, limits), `cells` (DuckDB values to JSON and cells), `export` (CSV and
+//!   (guardrails, windows, limits), `names` (the table and its columns as a query may spell
+//!   them), `cells` (DuckDB values to JSON and cells), `export` (CSV and
 //!   XLSX writers), `workbook` (query results into existing xlsx packages).
 //! - `office`: the office pool's engines: text and CSV lines, spreadsheets (calamine reads, XML-level
 //!   xlsx edits), docx and pptx (XML-level reads and edits), PDF text (lopdf); `package` opens

@@ -115,6 +115,25 @@ pub fn for_file_kinds(tools: Vec<ToolSpec>, present: &[String], named: &[String]
         .collect()
 }
 
+/// True when `path` is a file the tabular tools read (by its extension).
+pub fn is_table(path: &str) -> bool {
+    path.rsplit_once('.')
+        .is_some_and(|(_, ext)| TABLE_EXTENSIONS.contains(&ext.to_lowercase().as_str()))
+}
+
+/// True when `spec` can read `path`: the tabular tools read tables only, the other reading
+/// tools any file.
+pub fn reads(spec: &ToolSpec, path: &str) -> bool {
+    match spec.name {
+        ToolName::TableReadRows
+        | ToolName::TableQuery
+        | ToolName::TableGetMap
+        | ToolName::TableDescribe
+        | ToolName::TableStats => is_table(path),
+        _ => true,
+    }
+}
+
 /// True when `spec` creates or changes files of one of the kinds of `targets` (by their
 /// extension): `write_text_file` text files, `table_export` csv and xlsx, the `*_operations`
 /// and `table_update_from_export` their formats; deleting and moving tools only when
@@ -141,6 +160,29 @@ pub fn writes_any(spec: &ToolSpec, targets: &[String], removes: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use atelier_messages::tool::Pool;
+
+    #[test]
+    fn a_tool_with_only_its_required_parameters_keeps_its_operations_whole() {
+        let names = |spec: &ToolSpec| -> Vec<String> {
+            spec.parameters["properties"]
+                .as_object()
+                .map(|properties| properties.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        let read = find("read_file").map(|spec| spec.required_only());
+        assert_eq!(read.as_ref().map(names), Some(vec!["path".to_string()]));
+        let docx = find("docx_operations").map(|spec| spec.required_only());
+        assert_eq!(
+            docx.as_ref().map(names),
+            Some(vec!["operations".to_string(), "path".to_string()])
+        );
+        let full =
+            find("docx_operations").map(|spec| spec.parameters["properties"]["operations"].clone());
+        assert_eq!(
+            docx.map(|spec| spec.parameters["properties"]["operations"].clone()),
+            full
+        );
+    }
 
     use super::*;
 

@@ -61,6 +61,33 @@ impl ToolSpec {
     pub fn is_read_only(&self) -> bool {
         self.capability == Capability::Read
     }
+
+    /// This tool with only the parameters it requires (at the top level; an operation's own
+    /// fields stay): a small model fills every optional field it is offered, with made-up
+    /// values (`range: "1:1249.50"` on a document, `copy_from` set to a sentence).
+    pub fn required_only(&self) -> Self {
+        let mut spec = self.clone();
+        let required: Vec<String> = spec.parameters["required"]
+            .as_array()
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|name| name.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if required.is_empty() {
+            return spec;
+        }
+        if let Some(properties) = spec
+            .parameters
+            .get_mut("properties")
+            .and_then(Value::as_object_mut)
+        {
+            properties.retain(|name, _| required.contains(name));
+        }
+        spec
+    }
 }
 
 /// The `path` argument most tools take.

@@ -22,8 +22,8 @@ impl Driver<'_> {
     }
 
     /// A phase's tools as this model is offered them: all of them, or, for a compact prompt,
-    /// those for the kinds of the workbench's files and of the files the request names, and
-    /// none in the plan phase (the plan is written from the maps and the research notes; a
+    /// those for the kinds of the workbench's files and of the files the request names, with
+    /// only their required parameters, and none in the plan phase (the plan is written from the maps and the research notes; a
     /// small model offered tools there reads and recalls in circles instead of planning).
     pub(super) async fn offered(
         &self,
@@ -39,11 +39,8 @@ impl Driver<'_> {
         let files = self.host.files().await?;
         let paths: Vec<String> = files.into_iter().map(|file| file.path).collect();
         let named = crate::request::missing_files(&self.job.message, &paths);
-        Ok(catalog::for_file_kinds(
-            tools,
-            &extensions(&paths),
-            &extensions(&named),
-        ))
+        let offered = catalog::for_file_kinds(tools, &extensions(&paths), &extensions(&named));
+        Ok(offered.iter().map(ToolSpec::required_only).collect())
     }
 }
 

@@ -25,10 +25,7 @@ pub(super) fn made_up_numbers(call: &ToolCall, facts: &[&str], results: &[String
     if call.name != CHECKED_TOOL {
         return Vec::new();
     }
-    let Some(content) = serde_json::from_str::<Value>(&call.arguments)
-        .ok()
-        .and_then(|arguments| arguments.get("content")?.as_str().map(str::to_string))
-    else {
+    let Some(content) = written_content(call) else {
         return Vec::new();
     };
     let mut shown: Vec<f64> = facts
@@ -44,11 +41,208 @@ pub(super) fn made_up_numbers(call: &ToolCall, facts: &[&str], results: &[String
     }
     let mut made_up: Vec<String> = numbers(&content)
         .into_iter()
-        .filter(|(_, value)| !shown.iter().any(|seen| same(*seen, *value)))
+        .filter(|(text, value)| !shown.iter().any(|seen| rounds_to(*seen, text, *value)))
         .map(|(text, _)| text)
         .collect();
     made_up.dedup();
     made_up
+}
+
+/// The fewest cells a row has for its copy to count as copying a row.
+const COPIED_ROW_CELLS: usize = 3;
+
+/// A row of a table that a `write_text_file` call's content copies whole (every cell of a row
+/// of three or more, in order, as a tool result showed it: rows of `table_read_rows` or
+/// `table_query`, lines of a delimited text `read_file` gave); `None` for any other call. A
+/// small model asked for one column's values writes the whole first row instead.
+pub(super) fn copied_row(call: &ToolCall, results: &[String]) -> Option<String> {
+    if call.name != CHECKED_TOOL {
+        return None;
+    }
+    let content = written_content(call)?;
+    results
+        .iter()
+        .filter_map(|result| serde_json::from_str::<Value>(result).ok())
+        .flat_map(|result| shown_rows(&result))
+        .find(|cells| cells.len() >= COPIED_ROW_CELLS && in_order(&content, cells))
+        .map(|cells| cells.join(", "))
+}
+
+/// Every cell the rows of `results` show, as text.
+pub(super) fn shown_values(results: &[String]) -> Vec<String> {
+    results
+        .iter()
+        .filter_map(|result| serde_json::from_str::<Value>(result).ok())
+        .flat_map(|result| shown_rows(&result))
+        .flatten()
+        .collect()
+}
+
+/// The rows a tool result shows, each as its non-empty cells' text.
+fn shown_rows(result: &Value) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    if let Some(table) = result.get("rows").and_then(Value::as_array) {
+        rows.extend(table.iter().filter_map(Value::as_array).map(|row| {
+            row.iter()
+                .filter_map(|cell| match cell {
+                    Value::String(text) => Some(text.trim().to_string()),
+                    Value::Number(number) => Some(number.to_string()),
+                    Value::Bool(flag) => Some(flag.to_string()),
+                    _ => None,
+                })
+                .filter(|text| !text.is_empty())
+                .collect()
+        }));
+    }
+    if let Some(text) = result.get("content").and_then(Value::as_str) {
+        rows.extend(text.lines().map(|line| {
+            line.split([',', '\t', ';'])
+                .map(|field| field.trim().to_string())
+                .filter(|field| !field.is_empty())
+                .collect()
+        }));
+    }
+    rows
+}
+
+/// True when every one of `cells` occurs in `content`, each after the one before.
+fn in_order(content: &str, cells: &[String]) -> bool {
+    let mut rest = content;
+    cells.iter().all(|cell| match rest.find(cell.as_str()) {
+        Some(at) => {
+            rest = &rest[at + cell.len()..];
+            true
+        }
+        None => false,
+    })
+}
+
+/// What the model is told when its write copies a row whole.
+pub(super) fn copied_row_refusal(row: &str) -> String {
+    not_written(format!(
+        "not written: the content copies a whole row the tools showed ({row}); write only what \
+         the request asks for. For a table, query just those values with table_query (for \
+         example SELECT DISTINCT one column, or a COUNT or SUM), then write the result."
+    ))
+}
+
+/// The content of a `write_text_file` call; `None` for any other call.
+pub(super) fn text_content(call: &ToolCall) -> Option<String> {
+    (call.name == CHECKED_TOOL)
+        .then(|| written_content(call))
+        .flatten()
+}
+
+fn written_content(call: &ToolCall) -> Option<String> {
+    serde_json::from_str::<Value>(&call.arguments)
+        .ok()
+        .and_then(|arguments| arguments.get("content")?.as_str().map(str::to_string))
+}
+
+/// The fewest words in a row the content shares with the request or the item for it to
+/// count as restating them.
+const RESTATED_WORDS: usize = 6;
+
+/// True when a `write_text_file` call's content repeats [`RESTATED_WORDS`] words in a row of
+/// one of `task` (the request, the item's label and description): a small model writes the
+/// task instead of doing it (`Total (Quantity times Unit Price) of order 1 with two
+/// decimals`).
+pub(super) fn restates(call: &ToolCall, task: &[&str]) -> bool {
+    let Some(content) = written_content(call).filter(|_| call.name == CHECKED_TOOL) else {
+        return false;
+    };
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|word| !word.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let written = words(&content);
+    task.iter().any(|text| {
+        let told = words(text);
+        written
+            .windows(RESTATED_WORDS)
+            .any(|run| told.windows(RESTATED_WORDS).any(|other| other == run))
+    })
+}
+
+/// What the model is told when its write restates the task.
+pub(super) fn restated_refusal() -> String {
+    not_written(
+        "not written: the content repeats the request instead of answering it; write the value \
+         or text the request asks for"
+            .to_string(),
+    )
+}
+
+/// The template placeholders (`{{name}}`, `${name}`, `<name>`) a write's values introduce that nothing
+/// the model was shown holds: a small model fills a template with new placeholders
+/// (`{{new_text}}`) instead of the values the request gives.
+pub(super) fn invented_placeholders(
+    call: &ToolCall,
+    facts: &[&str],
+    results: &[String],
+) -> Vec<String> {
+    let Ok(arguments) = serde_json::from_str::<Value>(&call.arguments) else {
+        return Vec::new();
+    };
+    let mut written = Vec::new();
+    written_values(&arguments, None, &mut written);
+    let shown = |placeholder: &str| {
+        facts.iter().any(|fact| fact.contains(placeholder))
+            || results.iter().any(|result| result.contains(placeholder))
+    };
+    let mut invented: Vec<String> = written
+        .iter()
+        .flat_map(|value| placeholders(value))
+        .filter(|placeholder| !shown(placeholder))
+        .collect();
+    invented.dedup();
+    invented
+}
+
+/// The argument keys whose values name what to find or where, not what is written.
+const LOCATING_KEYS: &[&str] = &["path", "search", "find", "op", "sheet", "target_path"];
+
+fn written_values<'a>(value: &'a Value, key: Option<&str>, into: &mut Vec<&'a str>) {
+    match value {
+        Value::String(text) if !key.is_some_and(|key| LOCATING_KEYS.contains(&key)) => {
+            into.push(text);
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|item| written_values(item, key, into)),
+        Value::Object(object) => object
+            .iter()
+            .for_each(|(key, item)| written_values(item, Some(key), into)),
+        _ => {}
+    }
+}
+
+/// The `{{…}}`, `${…}` and `<…>` tokens of `text` (short, on one line).
+fn placeholders(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (open, close) in [("{{", "}}"), ("${", "}"), ("<", ">")] {
+        let mut rest = text;
+        while let Some(start) = rest.find(open) {
+            let after = &rest[start + open.len()..];
+            let Some(end) = after.find(close) else { break };
+            let inner = &after[..end];
+            if !inner.is_empty() && inner.len() <= 40 && !inner.contains('\n') {
+                found.push(format!("{open}{inner}{close}"));
+            }
+            rest = &after[end + close.len()..];
+        }
+    }
+    found
+}
+
+/// What the model is told when its write introduces placeholders.
+pub(super) fn invented_refusal(invented: &[String]) -> String {
+    not_written(format!(
+        "not written: {} is a placeholder, not a value; write the actual text the request gives",
+        invented.join(", ")
+    ))
 }
 
 /// The example placeholders `call`'s arguments carry (a write copied from the prompt's
@@ -87,7 +281,8 @@ pub(super) fn refusal(made_up: &[String]) -> String {
 }
 
 /// A tool result's keys whose numbers say where or how much was read, not what the file holds
-/// (`read_file`'s `line_start: 1` is no count of anything).
+/// (`read_file`'s `line_start: 1` is no count of anything; a query's `row_count: 1` is the
+/// size of its answer, not the table's: the table's row count is `total_rows`, or the map's).
 const RESULT_METADATA_KEYS: &[&str] = &[
     "line_start",
     "line_count",
@@ -97,6 +292,12 @@ const RESULT_METADATA_KEYS: &[&str] = &[
     "window_offset",
     "window_rows",
     "bytes_written",
+    "row_start",
+    "row_count",
+    "total_row_count",
+    "query_elapsed_ms",
+    "size",
+    "replacements",
     "index",
     "chunks",
     "slide_index",
@@ -124,13 +325,26 @@ fn result_numbers(value: &Value, key: Option<&str>, into: &mut Vec<f64>) {
     }
 }
 
-fn same(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+/// The most decimals a written number may round a shown one to; a longer one must be the
+/// shown number as it is (`1.0000000000000001` is no rounding of `1`).
+const MAX_ROUNDED_DECIMALS: usize = 6;
+
+/// True when the written number (`text`, of value `value`) is `shown` as written or rounded to
+/// the decimals it has (`1249.50` and `1249.5` for 1249.5; `0.30` for 0.30000000000000004).
+fn rounds_to(shown: f64, text: &str, value: f64) -> bool {
+    let decimals = text
+        .split_once('.')
+        .map_or(0, |(_, fraction)| fraction.len());
+    if decimals > MAX_ROUNDED_DECIMALS {
+        return shown.to_string() == text.replace(',', "");
+    }
+    let half_unit = 0.5 * 10f64.powi(-i32::try_from(decimals).unwrap_or(0));
+    (shown - value).abs() <= half_unit + 1e-9 * shown.abs().max(value.abs()).max(1.0)
 }
 
 /// Every number in `text` (digits with optional thousands commas and decimals, an optional
 /// minus), with its value; digits that are part of a word or a date-like run are taken whole.
-fn numbers(text: &str) -> Vec<(String, f64)> {
+pub(super) fn numbers(text: &str) -> Vec<(String, f64)> {
     let mut found = Vec::new();
     let chars: Vec<char> = text.chars().collect();
     let mut index = 0;
@@ -140,7 +354,8 @@ fn numbers(text: &str) -> Vec<(String, f64)> {
                 let before = chars[index - 1];
                 // After a comma that follows a digit, the digits continue a number (1,249).
                 let continues = before == ',' && index >= 2 && chars[index - 2].is_ascii_digit();
-                !(before.is_ascii_digit() || before == '.' || before.is_alphabetic() || continues)
+                let in_word = before.is_alphabetic() && !after_code(&chars[..index]);
+                !(before.is_ascii_digit() || before == '.' || in_word || continues)
             });
         if !starts {
             index += 1;
@@ -168,6 +383,17 @@ fn numbers(text: &str) -> Vec<(String, f64)> {
     found
 }
 
+/// True when `before` ends in a code of three or more capitals (`EUR1234`, `USD12`): the
+/// digits after it are an amount, not part of an identifier (`abc123`, `v2`, `Q1`).
+fn after_code(before: &[char]) -> bool {
+    let letters = before
+        .iter()
+        .rev()
+        .take_while(|c| c.is_alphabetic())
+        .collect::<Vec<_>>();
+    letters.len() >= 3 && letters.iter().all(|c| c.is_ascii_uppercase())
+}
+
 fn is_number_char(c: char) -> bool {
     c.is_ascii_digit() || matches!(c, ',' | '.' | '-')
 }
@@ -193,7 +419,7 @@ mod tests {
             [5.0, 1249.5, 3500.0]
         );
         // Dates, versions and identifiers are not numbers to check.
-        assert!(values("due 2026-02-18, v2 and abc123").is_empty());
+        assert!(values("due 2026-02-18, v2, Q1 and abc123").is_empty());
         assert_eq!(values("-12.5 and 7"), [-12.5, 7.0]);
     }
 
@@ -207,12 +433,28 @@ mod tests {
             r#"{"rows":[[1249.5]]}"#.to_string(),
             r#"{"content":"a,b\nx,7","line_start":1}"#.to_string(),
         ];
+        // As the 0.5B model wrote count.txt after `SELECT COUNT(*)` answered 5 in one row.
+        let counted = vec![r#"{"columns":["count_star()"],"row_count":1,"rows":[[5]],"total_row_count":1,"query_elapsed_ms":4}"#.to_string()];
+        assert_eq!(
+            made_up_numbers(&write("1"), &["count.txt"], &counted),
+            ["1"]
+        );
+        assert!(made_up_numbers(&write("5"), &["count.txt"], &counted).is_empty());
         let made_up = |content: &str| made_up_numbers(&write(content), &facts, &results);
         assert_eq!(made_up("1"), ["1"]);
         assert!(made_up("7").is_empty());
         assert!(made_up("5").is_empty());
         assert!(made_up("1,249.50\n").is_empty());
-        assert_eq!(made_up("Total: EUR12345 and 3500"), ["3500"]);
+        assert_eq!(made_up("Total: EUR12345 and 3500"), ["12345", "3500"]);
+        // Rounded to the decimals written, not past a few of them.
+        assert!(made_up("1249.50").is_empty());
+        assert!(made_up("1250").is_empty());
+        assert_eq!(made_up("1.0000000000000001"), ["1.0000000000000001"]);
+        // As the 0.5B model wrote total.txt: an amount glued to its currency.
+        assert_eq!(
+            made_up("Total monthly budget: EUR1234567890"),
+            ["1234567890"]
+        );
         // Text without numbers, and other tools, pass.
         assert!(made_up("Ethan Park\nMira Kwon").is_empty());
         let other = ToolCall {
@@ -229,5 +471,67 @@ mod tests {
         );
         assert!(copied_placeholders(&write("5")).is_empty());
         assert!(placeholder_refusal(&copied_placeholders(&copied)).contains("VALIDATION_FAILED"));
+    }
+
+    #[test]
+    fn a_write_that_copies_a_shown_row_whole_is_found() {
+        // As the 0.5B model wrote owners.txt: the first row of the table it read.
+        let rows = r#"{"columns":["Milestone","Owner","Department","Due"],"rows":[["Context UX polish","Ethan Park","Engineering","2026-02-18"]]}"#;
+        let text = r#"{"content":"Milestone,Owner,Due\nDirect edit,Luis Alvarez,2026-02-19\n"}"#;
+        let results = vec![rows.to_string(), text.to_string()];
+        let copied = |content: &str| copied_row(&write(content), &results);
+        assert_eq!(
+            copied("Context UX polish,Ethan Park,Engineering,2026-02-18,In progress").as_deref(),
+            Some("Context UX polish, Ethan Park, Engineering, 2026-02-18")
+        );
+        assert_eq!(
+            copied("Milestone\tOwner\tDue").as_deref(),
+            Some("Milestone, Owner, Due")
+        );
+        // Values picked out of rows are what the request asks for.
+        assert_eq!(copied("Ethan Park\nLuis Alvarez"), None);
+        // Cells out of order are no copy.
+        assert_eq!(copied("Engineering: Ethan Park, Context UX polish"), None);
+        assert!(copied_row_refusal("a, b, c").contains("copies a whole row"));
+    }
+
+    #[test]
+    fn a_write_restating_the_task_or_inventing_placeholders_is_found() {
+        let task = [
+            "client_data.csv has one order. Write its total (Quantity times Unit Price) with two decimals into order_total.txt.",
+        ];
+        // As the 0.5B model wrote order_total.txt.
+        let restated = write(
+            "Total (Quantity times Unit Price) of order 1 with two decimals into order_total.txt",
+        );
+        assert!(restates(&restated, &task));
+        assert!(!restates(&write("1249.50"), &task));
+        assert!(restated_refusal().contains("repeats the request"));
+        // As it filled the invoice: a new placeholder instead of the request's value.
+        let facts =
+            ["Fill invoice_template.docx: company Acme Ltd (replace the {{company}} placeholder)"];
+        let results = vec![r#"{"blocks":[{"text":"Date: <date>"}]}"#.to_string()];
+        let fill = |replace: &str| ToolCall {
+            id: "call_t1".into(),
+            name: "docx_operations".into(),
+            arguments: serde_json::json!({"path": "invoice.docx", "operations": [
+                {"op": "replace_text", "search": "{{company}}", "replace": replace}]})
+            .to_string(),
+        };
+        assert_eq!(
+            invented_placeholders(&fill("{{new_text}}"), &facts, &results),
+            ["{{new_text}}"]
+        );
+        assert!(invented_placeholders(&fill("Acme Ltd"), &facts, &results).is_empty());
+        // Placeholders the request or a result shows are not invented.
+        assert!(
+            invented_placeholders(&fill("{{company}} and <date>"), &facts, &results).is_empty()
+        );
+        assert!(invented_refusal(&["{{x}}".into()]).contains("{{x}} is a placeholder"));
+        // As it wrote order_total.txt: a template variable.
+        assert_eq!(
+            invented_placeholders(&write("Total: ${Total}\n"), &facts, &results),
+            ["${Total}"]
+        );
     }
 }

@@ -23,6 +23,7 @@
 //! - `workflow`: tool calls given by the user instead of a model ([`run_workflow`]).
 
 mod driver;
+mod form;
 mod grounding;
 mod loop_detector;
 mod phases;

@@ -294,6 +294,7 @@ impl Driver<'_> {
             expect,
             answer,
             targets: Vec::new(),
+            before: BTreeMap::new(),
         };
         self.tool_loop(state, spec).await
     }
@@ -468,6 +469,7 @@ impl Driver<'_> {
                     expect: Expect::Work,
                     answer,
                     targets: item.targets.clone(),
+                    before: before.clone(),
                 },
             )
             .await?;

@@ -110,7 +110,7 @@ pub(super) fn compact_map(map: &str) -> String {
     let names: Vec<String> = columns
         .iter()
         .filter_map(|column| {
-            let name = column.get("name")?.as_str()?;
+            let name = sql_name(column.get("name")?.as_str()?);
             Some(
                 match column
                     .get("inferred_type")
@@ -127,6 +127,20 @@ pub(super) fn compact_map(map: &str) -> String {
         names.len(),
         names.join(", ")
     )
+}
+
+/// A column's name as SQL reads it: double-quoted when it is not a plain identifier
+/// (`"Unit Price"`), so a model that copies it into a query copies the quotes too.
+fn sql_name(name: &str) -> String {
+    let plain = name
+        .chars()
+        .enumerate()
+        .all(|(index, c)| c == '_' || c.is_ascii_alphabetic() || (index > 0 && c.is_ascii_digit()));
+    if plain && !name.is_empty() {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
 }
 
 pub(super) fn research(workbench: &str, manifest: &str) -> String {
@@ -453,6 +467,12 @@ mod tests {
         assert_eq!(
             compact_map(map),
             "5 data rows (the header row not counted); 3 columns: Milestone, Due (date), Status"
+        );
+        // Names SQL reads only in double quotes are shown quoted.
+        let spaced = r#"{"columns":[{"name":"Quantity","inferred_type":"integer"},{"name":"Unit Price","inferred_type":"float"}],"row_count":1}"#;
+        assert_eq!(
+            compact_map(spaced),
+            r#"1 data rows (the header row not counted); 2 columns: Quantity (integer), "Unit Price" (float)"#
         );
         assert_eq!(
             compact_map("sections: Intro, Terms"),

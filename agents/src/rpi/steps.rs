@@ -5,7 +5,7 @@
 //! journaled before the driver moves on. One tool call of the loop is run in `tool_calls`; an
 //! answer without tool calls is judged in `judge`.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
 use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::driver::Driver;
-use super::grounding;
+use super::form;
 use super::loop_detector::LoopDetector;
 use super::prompts;
 use super::types::RpiState;
@@ -24,13 +24,17 @@ use crate::answer::AnswerShape;
 use crate::catalog::ToolSpec;
 use crate::provider::{ChatMessage, DeltaSink, ModelRequest, ModelResponse, Usage};
 
+mod changes;
 mod judge;
+mod refusal;
 mod stage;
 mod tool_calls;
 
 use super::grounding::not_written;
+use changes::Changes;
 pub(super) use judge::Expect;
 use judge::{Judging, Verdict, judge};
+use refusal::Shown;
 use stage::Stage;
 pub(crate) use tool_calls::{Outcome, approval_refusal, render};
 
@@ -197,7 +201,11 @@ impl Driver<'_> {
             expect,
             answer,
             targets,
+            before,
         } = spec;
+        let task_text = task.clone();
+        let form = form::rules(&self.job.message);
+        let content_pattern = form::pattern(&form);
         let mut messages = vec![ChatMessage::system(system), ChatMessage::user(task)];
         let mut detector = LoopDetector::new(&self.budgets);
         let mut successful_calls = 0;
@@ -219,10 +227,14 @@ impl Driver<'_> {
             .collect();
         // The results of the tools this loop ran (not the engine's refusals).
         let mut results_seen: Vec<String> = Vec::new();
-        // The paths its successful writes named.
-        let mut written_paths: Vec<String> = Vec::new();
-        // A write was refused for made-up numbers since the last successful read.
-        let mut made_up_since_read = false;
+        // What its successful writes did to the files.
+        let mut changes = Changes::new(&before);
+        let sources = changes.sources();
+        // The model was shown what its targets hold.
+        let mut reported = false;
+        // A write was refused (made-up numbers, a copied row) since the last successful read:
+        // the item reads again.
+        let mut back_to_reading = false;
         for turn in 0..budget {
             let stage = Stage {
                 phase: scope.phase,
@@ -230,16 +242,17 @@ impl Driver<'_> {
                 compact,
                 reads: successful_reads,
                 writes: write_calls,
-                refused: made_up_since_read,
+                refused: back_to_reading,
                 targets: &targets,
+                sources: &sources,
                 removes,
-                targets_written: !targets.is_empty()
-                    && targets.iter().all(|target| {
-                        written_paths
-                            .iter()
-                            .any(|path| crate::plan::same_file(path, target))
-                    }),
+                targets_written: changes.cover(&targets),
+                content_pattern: content_pattern.as_deref(),
             };
+            if compact && stage.targets_written && !reported {
+                reported = true;
+                messages.push(ChatMessage::user(changes.report(&targets)));
+            }
             let (offered, choice) = stage.tools(&tools);
             let request = ModelRequest {
                 phase: scope.phase.as_str().to_string(),
@@ -316,25 +329,36 @@ impl Driver<'_> {
                     )));
                 }
                 let call_id = scope.call_id(&self.job.job_id, turn, index);
-                if let Some(refusal) = compact
-                    .then(|| self.compact_refusal(call, &request.tools, &facts, &results_seen))
-                    .flatten()
-                {
-                    made_up_since_read |= refusal.made_up;
+                let shown = Shown {
+                    offered: &request.tools,
+                    facts: &facts,
+                    results: &results_seen,
+                    task: &[self.job.message.as_str(), task_text.as_str()],
+                    form: &form,
+                };
+                if let Some(refusal) = compact.then(|| refusal::of(call, &shown)).flatten() {
+                    back_to_reading |= refusal.back_to_reading;
                     messages.push(ChatMessage::tool_result(call.id.clone(), refusal.told));
                     continue;
                 }
                 let (mut result, succeeded, rejected) =
                     self.execute(state, scope, &call_id, call, &tools).await?;
                 results_seen.push(result.clone());
+                let unchanged = (succeeded && writes)
+                    .then(|| changes.record(call, &named_paths(call), &result))
+                    .flatten();
+                // With a compact prompt a write that changed nothing is no work done.
+                let wrote = succeeded && writes && !(compact && unchanged.is_some());
+                if let Some(path) = unchanged.filter(|_| compact) {
+                    result.push_str(&changes::unchanged_note(&path));
+                }
                 successful_calls += u32::from(succeeded);
                 rejected_calls += u32::from(rejected);
-                write_calls += u32::from(succeeded && writes);
+                write_calls += u32::from(wrote);
                 successful_reads += u32::from(succeeded && !writes);
-                made_up_since_read &= !succeeded || writes;
+                back_to_reading &= !succeeded || writes;
                 if succeeded && writes {
                     writes_done.insert(exact(call));
-                    written_paths.extend(named_paths(call));
                 }
                 if repeats >= self.budgets.loop_warning {
                     self.host.emit(EventKind::LoopWarning {
@@ -351,35 +375,6 @@ impl Driver<'_> {
             }
         }
         Ok(LoopEnd::BudgetExhausted)
-    }
-
-    /// Why a compact item's call is not run, if it is not: a write to a file the turn did not
-    /// offer, an example's placeholder copied, or numbers nothing showed.
-    fn compact_refusal(
-        &self,
-        call: &crate::provider::ToolCall,
-        offered: &[ToolSpec],
-        facts: &[&str],
-        results: &[String],
-    ) -> Option<Refusal> {
-        if let Some(told) = stage::outside_offered_paths(call, offered) {
-            return Some(Refusal {
-                told,
-                made_up: false,
-            });
-        }
-        let copied = grounding::copied_placeholders(call);
-        if !copied.is_empty() {
-            return Some(Refusal {
-                told: grounding::placeholder_refusal(&copied),
-                made_up: false,
-            });
-        }
-        let made_up = grounding::made_up_numbers(call, facts, results);
-        (!made_up.is_empty()).then(|| Refusal {
-            told: grounding::refusal(&made_up),
-            made_up: true,
-        })
     }
 
     /// A journaled step, if it already happened.
@@ -427,12 +422,6 @@ impl Driver<'_> {
 
 const ITEM_LOOP: &str = "loop detected";
 
-/// A call the engine did not run: what the model is told, and whether numbers were made up.
-struct Refusal {
-    told: String,
-    made_up: bool,
-}
-
 /// The answer an implement loop ends with when the model repeats a write it already made.
 pub(super) const REPEATED_WRITE: &str = "The last write was repeated with the same arguments, which changes nothing; the item's work ended there.";
 
@@ -479,6 +468,8 @@ pub(super) struct LoopSpec {
     pub answer: AnswerShape,
     /// The plan item's targets (none outside Implement).
     pub targets: Vec<String>,
+    /// The files (path → digest) when the item started (none outside Implement).
+    pub before: BTreeMap<String, String>,
 }
 
 fn count_turns(state: &mut RpiState, turns: u64, usage: &Usage) {

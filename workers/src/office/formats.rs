@@ -358,13 +358,21 @@ impl Operations {
         })
     }
 
-    /// Applies the operations to `bytes`, all or nothing.
+    /// Applies the operations to `bytes`, all or nothing. When every operation found nothing
+    /// to change (each a `replace_text` that replaced nothing), the file comes back as it was,
+    /// byte for byte: its digest then says that nothing changed.
     pub(crate) fn apply(&self, bytes: Vec<u8>) -> Result<(Vec<u8>, Vec<Value>), ErrorBody> {
-        match self {
+        let original = bytes.clone();
+        let (edited, results) = match self {
             Operations::Xlsx(ops) => xlsx::apply_operations(bytes, ops),
             Operations::Docx(ops) => docx::apply_operations(bytes, ops),
             Operations::Pptx(ops) => pptx::apply_operations(bytes, ops),
-        }
+        }?;
+        let changed_nothing = !results.is_empty()
+            && results
+                .iter()
+                .all(|result| result.get("replacements").and_then(Value::as_u64) == Some(0));
+        Ok((if changed_nothing { original } else { edited }, results))
     }
 }
 

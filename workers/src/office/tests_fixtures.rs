@@ -345,6 +345,28 @@ fn fills_the_invoice_keeping_styles_and_the_table() {
         ]),
     );
     assert_eq!(results[0], json!({"op": "replace_text", "replacements": 1}));
+    // A placeholder replaced by itself is refused: nothing would change.
+    let itself = Operations::parse(
+        Format::Docx,
+        "t",
+        &json!([{"op": "replace_text", "search": "{{company}}", "replace": "{{company}}"}]),
+    )
+    .unwrap()
+    .apply(bytes.clone())
+    .unwrap_err();
+    assert_eq!(itself.code, ErrorCode::ValidationFailed);
+    // Edits that found nothing to replace leave the file as it was, byte for byte.
+    let (unchanged, _) = apply(
+        &e,
+        &bytes,
+        json!([{"op": "replace_text", "search": "{{missing}}", "replace": "x"}]),
+    );
+    assert!(unchanged == bytes);
+    assert!(
+        itself.message.contains("changes nothing"),
+        "{}",
+        itself.message
+    );
     assert_eq!(results[8]["replacements"], 0);
     assert!(
         results[8]["warning"]

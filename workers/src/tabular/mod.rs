@@ -12,6 +12,7 @@ mod encoding;
 mod export;
 mod ingest;
 mod map;
+mod names;
 mod profile;
 mod query;
 #[cfg(test)]
@@ -188,7 +189,7 @@ impl TabularEngine {
         window: Window,
     ) -> Result<QueryWindow, ErrorBody> {
         let conn = self.open(csv)?;
-        self.guarded(&conn, || query::run_window(&conn, sql, window))
+        self.guarded(&conn, || query::run_window(&conn, sql, csv.name, window))
     }
 
     /// `table_export`: the file content to write and the response.
@@ -199,7 +200,7 @@ impl TabularEngine {
     ) -> Result<Exported, ErrorBody> {
         let conn = self.open(csv)?;
         self.guarded(&conn, || {
-            let checked = checked_or_whole(&conn, request.query)?;
+            let checked = checked_or_whole(&conn, request.query, csv.name)?;
             let columns = query::describe(&conn, &checked)?;
             let target = ExportTarget {
                 format: request.format,
@@ -221,7 +222,7 @@ impl TabularEngine {
     ) -> Result<Updated, ErrorBody> {
         let conn = self.open(csv)?;
         self.guarded(&conn, || {
-            let checked = checked_or_whole(&conn, request.query)?;
+            let checked = checked_or_whole(&conn, request.query, csv.name)?;
             let columns = query::describe(&conn, &checked)?;
             let grid =
                 workbook::Grid::collect(&conn, &checked, &columns, self.limits.export_bytes)?;
@@ -270,9 +271,13 @@ impl TabularEngine {
     }
 }
 
-fn checked_or_whole(conn: &Connection, sql: Option<&str>) -> Result<CheckedQuery, ErrorBody> {
+fn checked_or_whole(
+    conn: &Connection,
+    sql: Option<&str>,
+    file: &str,
+) -> Result<CheckedQuery, ErrorBody> {
     match sql {
-        Some(sql) => query::check(conn, sql),
+        Some(sql) => query::check(conn, sql, file),
         None => Ok(CheckedQuery::whole_table()),
     }
 }
@@ -305,5 +310,5 @@ fn open_read_only(database: &Path, limits: &Limits) -> Result<Connection, ErrorB
 /// The SQL guard of `table_query`, for the fuzz targets.
 #[cfg(feature = "fuzzing")]
 pub(crate) fn fuzz_check(conn: &Connection, query: &str) -> Result<(), ErrorBody> {
-    query::check(conn, query).map(|_| ())
+    query::check(conn, query, "data.csv").map(|_| ())
 }

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::cells::{Cell, Column, ColumnType, MAX_CELL_BYTES, TextRead};
+use super::names;
 
 /// Rows per window when the caller does not say.
 pub(crate) const DEFAULT_WINDOW_ROWS: u64 = 100;
@@ -109,8 +110,25 @@ struct Serialized {
     statements: Vec<Value>,
 }
 
+/// Parses the query with DuckDB and accepts exactly one `SELECT` statement, the table and its
+/// columns as [`names`] reads them.
+pub(crate) fn check(conn: &Connection, query: &str, file: &str) -> Result<CheckedQuery, ErrorBody> {
+    let checked = parse(conn, query)?;
+    let edits = names::respelled(conn, &checked.query.sql, &checked.statement, file);
+    if edits.is_empty() {
+        return Ok(checked.query);
+    }
+    parse(conn, &names::edited(&checked.query.sql, &edits)).map(|parsed| parsed.query)
+}
+
+/// A parsed query and its statement as DuckDB serializes it.
+struct Parsed {
+    query: CheckedQuery,
+    statement: Value,
+}
+
 /// Parses the query with DuckDB and accepts exactly one `SELECT` statement.
-pub(crate) fn check(conn: &Connection, query: &str) -> Result<CheckedQuery, ErrorBody> {
+fn parse(conn: &Connection, query: &str) -> Result<Parsed, ErrorBody> {
     let trimmed = query.trim();
     let sql = trimmed
         .strip_suffix(';')
@@ -138,18 +156,67 @@ pub(crate) fn check(conn: &Connection, query: &str) -> Result<CheckedQuery, Erro
             .error_message
             .unwrap_or_else(|| "unknown parse error".into());
         return Err(refused(format!(
-            "query refused: {reason} (only a single read-only SELECT over table `data` is allowed)"
+            "query refused: {reason} (only a single read-only SELECT over table `data` is \
+             allowed){}",
+            names::quoting_hint(conn, &sql)
         )));
     }
     match parsed.statements.as_slice() {
-        [statement] => Ok(CheckedQuery {
-            ordered: has_order_by(statement),
-            sql,
+        [statement] if reads_no_table(statement) => Err(refused(
+            "query refused: it aggregates no table (a SELECT without FROM counts one row); \
+             read table `data`, e.g. SELECT COUNT(*) FROM data",
+        )),
+        [statement] => Ok(Parsed {
+            query: CheckedQuery {
+                ordered: has_order_by(statement),
+                sql,
+            },
+            statement: statement.clone(),
         }),
         many => Err(refused(format!(
             "query refused: expected exactly one SELECT statement, found {}",
             many.len()
         ))),
+    }
+}
+
+/// True for a plain `SELECT` with no `FROM` that aggregates (`SELECT COUNT(*)` answers 1,
+/// `SELECT SUM(x)` fails on a column no table holds): it meant table `data`. A `SELECT` of
+/// constants without `FROM` stays a query (a row to write with `table_update_from_export`).
+fn reads_no_table(statement: &Value) -> bool {
+    let node = &statement["node"];
+    node["type"] == "SELECT_NODE"
+        && node["from_table"]["type"] == "EMPTY"
+        && calls_aggregate(&node["select_list"])
+}
+
+/// The aggregate functions a table-less `SELECT` is refused for.
+const AGGREGATES: &[&str] = &[
+    "count_star",
+    "count",
+    "sum",
+    "avg",
+    "mean",
+    "min",
+    "max",
+    "median",
+    "string_agg",
+    "list",
+    "first",
+    "last",
+];
+
+fn calls_aggregate(value: &Value) -> bool {
+    match value {
+        Value::Object(object) => {
+            let aggregate = object
+                .get("function_name")
+                .and_then(Value::as_str)
+                .is_some_and(|name| AGGREGATES.contains(&name.to_lowercase().as_str()));
+            aggregate || object.values().any(calls_aggregate)
+        }
+        Value::Array(items) => items.iter().any(calls_aggregate),
+        _ => false,
     }
 }
 
@@ -332,10 +399,11 @@ fn to_i64(value: u64) -> i64 {
 pub(crate) fn run_window(
     conn: &Connection,
     query: &str,
+    file: &str,
     window: Window,
 ) -> Result<QueryWindow, ErrorBody> {
     let started = Instant::now();
-    let checked = check(conn, query)?;
+    let checked = check(conn, query, file)?;
     let columns = describe(conn, &checked)?;
     let mut json = JsonRows::default();
     let mut longer = false;

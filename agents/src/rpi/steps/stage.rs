@@ -2,6 +2,7 @@
 //! an item is steered from reading to writing its targets to answering.
 
 use atelier_messages::job::Phase;
+use atelier_messages::tool::ToolName;
 use serde_json::Value;
 
 use crate::catalog::{self, ToolSpec};
@@ -20,10 +21,14 @@ pub(super) struct Stage<'a> {
     pub(super) refused: bool,
     /// The item's targets.
     pub(super) targets: &'a [String],
+    /// The workbench's files when the item started: what its reading turns may read.
+    pub(super) sources: &'a [String],
     /// Its writes so far named every one of them.
     pub(super) targets_written: bool,
     /// The request asks to delete, remove, rename or move something.
     pub(super) removes: bool,
+    /// The pattern the request's stated form gives a written text, if any.
+    pub(super) content_pattern: Option<&'a str>,
 }
 
 /// The most turns a compact item spends on reading before it is offered only writing tools.
@@ -32,8 +37,10 @@ const COMPACT_READING_TURNS: u32 = 2;
 impl Stage<'_> {
     /// The tools offered on this turn and whether a call is required. Research's first turn
     /// must call a tool. With a compact prompt an item goes read → write → answer: its first
-    /// turns offer only the reading tools until one read succeeded (a small model otherwise
-    /// writes a number it never looked up), then, for an item with targets, only the writing
+    /// turns offer only the reading tools, their `path` bound to the workbench's files they
+    /// can read and without `recall_tool_result` (nothing is there to recall yet), until one
+    /// read succeeded (a small model otherwise writes a number it never looked up, reads the
+    /// file it is to write, or recalls results that do not exist), then, for an item with targets, only the writing
     /// tools until one write succeeded (it otherwise reads the same rows again and again;
     /// a write refused for made-up numbers sends it back to reading, to compute them),
     /// then every tool — or, once its writes named every target, none: the item's result is
@@ -52,12 +59,12 @@ impl Stage<'_> {
         let subset: Vec<ToolSpec> = tools
             .iter()
             .filter(|spec| spec.is_read_only() == reading)
-            .filter(|spec| reading || catalog::writes_any(spec, self.targets, self.removes))
-            .map(|spec| {
+            .filter_map(|spec| {
                 if reading {
-                    spec.clone()
+                    reading_from(spec, self.sources)
                 } else {
-                    writing_to(spec, self.targets)
+                    catalog::writes_any(spec, self.targets, self.removes)
+                        .then(|| writing_to(spec, self.targets, self.content_pattern))
                 }
             })
             .collect();
@@ -95,12 +102,45 @@ pub(super) fn outside_offered_paths(
     })
 }
 
+/// `spec` for a reading turn: `None` for `recall_tool_result` and for a tool that reads none
+/// of `sources`; else its `path` bound to the ones it reads (an `enum`), tables by
+/// `table_query` only.
+fn reading_from(spec: &ToolSpec, sources: &[String]) -> Option<ToolSpec> {
+    if spec.name == ToolName::RecallToolResult {
+        return None;
+    }
+    // A table is read by SQL: a small model shown its rows copies them into the file it
+    // writes, where a query hands it only the values asked for.
+    let readable: Vec<&String> = sources
+        .iter()
+        .filter(|source| catalog::reads(spec, source))
+        .filter(|source| spec.name == ToolName::TableQuery || !catalog::is_table(source))
+        .collect();
+    let mut spec = spec.clone();
+    let Some(path) = spec
+        .parameters
+        .get_mut("properties")
+        .and_then(|properties| properties.get_mut("path"))
+    else {
+        return Some(spec);
+    };
+    if sources.is_empty() {
+        return Some(spec);
+    }
+    if readable.is_empty() {
+        return None;
+    }
+    *path = serde_json::json!({"type": "string", "enum": readable});
+    Some(spec)
+}
+
 /// The parameters naming the file a writing tool writes.
 const WRITTEN_PATH_PARAMETERS: &[&str] = &["path", "target_path"];
 
 /// `spec` with the file it writes bound to one of `targets` (an `enum` on `path`, or on
-/// `target_path` where the tool has one: `path` is then what it reads).
-fn writing_to(spec: &ToolSpec, targets: &[String]) -> ToolSpec {
+/// `target_path` where the tool has one: `path` is then what it reads), and a text it writes
+/// (`content`) to `content_pattern`.
+fn writing_to(spec: &ToolSpec, targets: &[String], content_pattern: Option<&str>) -> ToolSpec {
     let mut spec = spec.clone();
     let Some(properties) = spec
         .parameters
@@ -117,6 +157,12 @@ fn writing_to(spec: &ToolSpec, targets: &[String]) -> ToolSpec {
         properties.insert(
             (*key).to_string(),
             serde_json::json!({"type": "string", "enum": targets}),
+        );
+    }
+    if let (Some(pattern), true) = (content_pattern, properties.contains_key("content")) {
+        properties.insert(
+            "content".to_string(),
+            serde_json::json!({"type": "string", "pattern": pattern}),
         );
     }
     spec
@@ -136,8 +182,10 @@ mod tests {
             writes,
             refused: false,
             targets,
+            sources: &[],
             targets_written: false,
             removes: false,
+            content_pattern: None,
         }
     }
 
@@ -153,6 +201,25 @@ mod tests {
         let first = stage(&targets, 0, 0, 0).tools(&tools);
         assert_eq!(first.1, ToolChoice::Required);
         assert!(first.0.iter().all(ToolSpec::is_read_only));
+        // Reading reads the workbench's files, each tool those it can read, and recalls
+        // nothing.
+        let sources = vec!["launch_plan.csv".to_string(), "notes.txt".to_string()];
+        let reading = Stage {
+            sources: &sources,
+            ..stage(&targets, 0, 0, 0)
+        }
+        .tools(&tools);
+        assert!(!names(&reading).contains(&"recall_tool_result"));
+        let path_of = |name: &str| {
+            let spec = reading.0.iter().find(|spec| spec.name.as_str() == name);
+            spec.map(|spec| spec.parameters["properties"]["path"]["enum"].clone())
+        };
+        assert_eq!(
+            path_of("table_query"),
+            Some(serde_json::json!(["launch_plan.csv"]))
+        );
+        assert_eq!(path_of("read_file"), Some(serde_json::json!(["notes.txt"])));
+        assert!(!names(&reading).contains(&"table_read_rows"));
         // After a read: only what writes a text file, its path bound to the target.
         let writing = stage(&targets, 1, 0, 1).tools(&tools);
         assert_eq!(writing.1, ToolChoice::Required);
@@ -160,6 +227,16 @@ mod tests {
         assert_eq!(
             writing.0[0].parameters["properties"]["path"]["enum"],
             serde_json::json!(["count.txt"])
+        );
+        // A text's stated form binds its content.
+        let formed = Stage {
+            content_pattern: Some("^[0-9]+$"),
+            ..stage(&targets, 1, 0, 1)
+        }
+        .tools(&tools);
+        assert_eq!(
+            formed.0[0].parameters["properties"]["content"],
+            serde_json::json!({"type": "string", "pattern": "^[0-9]+$"})
         );
         // A write refused for made-up numbers sends it back to reading.
         let refused = Stage {

@@ -253,6 +253,66 @@ fn duckdb_errors_are_validation_failed_with_duckdb_message() {
 }
 
 #[test]
+fn a_query_that_reads_no_table_or_leaves_a_spaced_name_bare_says_what_to_write() {
+    let fixture = Fixture::new();
+    // `SELECT COUNT(*)` without FROM counts one row, whatever the table holds.
+    let sales = fixture.sales();
+    let no_table = fixture.query(&sales, "SELECT COUNT(*)", 5, 0).unwrap_err();
+    assert_eq!(no_table.code, ErrorCode::ValidationFailed);
+    assert!(
+        no_table.message.contains("aggregates no table") && no_table.message.contains("FROM data"),
+        "{}",
+        no_table.message
+    );
+    let client = corpus("keenbench/synthetic/client_data.csv");
+    let bare = fixture
+        .query(&client, "SELECT SUM(Quantity * Unit Price) FROM data", 5, 0)
+        .unwrap_err();
+    assert_eq!(bare.code, ErrorCode::ValidationFailed);
+    assert!(
+        bare.message
+            .ends_with("column names with spaces or symbols take double quotes: \"Unit Price\""),
+        "{}",
+        bare.message
+    );
+    let quoted = fixture
+        .query(
+            &client,
+            "SELECT SUM(Quantity * \"Unit Price\") AS total FROM data",
+            5,
+            0,
+        )
+        .unwrap();
+    assert_eq!(quoted.rows, vec![vec![json!(1249.5)]]);
+    // The table named by its file's name is table `data`.
+    for named in [
+        "SELECT COUNT(*) FROM client_data.csv",
+        "SELECT COUNT(*) FROM \"client_data.csv\"",
+        "select count(*) from CLIENT_DATA where Quantity > (SELECT 0 FROM client_data LIMIT 1)",
+    ] {
+        let counted = fixture.query(&client, named, 5, 0).unwrap();
+        assert_eq!(counted.rows, vec![vec![json!(1)]], "{named}");
+    }
+    // A column spelled with another case, underscores or spaces is the column, unless an
+    // alias of the query has that name.
+    for spelled in [
+        "SELECT Quantity * Unit_Price FROM data",
+        "SELECT quantity * \"unit price\" FROM client_data.csv",
+        "SELECT QUANTITY * UNITPRICE AS total FROM data",
+    ] {
+        let total = fixture.query(&client, spelled, 5, 0).unwrap();
+        assert_eq!(total.rows, vec![vec![json!(1249.5)]], "{spelled}");
+    }
+    let aliased = "SELECT Quantity AS unit_price FROM data ORDER BY unit_price";
+    let ordered = fixture.query(&client, aliased, 5, 0).unwrap();
+    assert_eq!(ordered.rows, vec![vec![json!(50)]]);
+    // Not where a common table expression could carry the name.
+    let shadowed = "WITH client_data AS (SELECT 7 AS n) SELECT n FROM client_data";
+    let cte = fixture.query(&client, shadowed, 5, 0).unwrap();
+    assert_eq!(cte.rows, vec![vec![json!(7)]]);
+}
+
+#[test]
 fn refuses_everything_but_one_select_and_touches_no_file() {
     let fixture = Fixture::new();
     let sales = fixture.sales();

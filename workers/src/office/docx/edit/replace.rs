@@ -15,6 +15,12 @@ impl Docx {
         if search.is_empty() {
             return Err(invalid("replace_text: `search` is empty".into()));
         }
+        if search == replace {
+            return Err(invalid(format!(
+                "replace_text: `replace` is `search` itself ({search:?}), which changes nothing; \
+                 put the new text in `replace`"
+            )));
+        }
         let mut parts = vec![self.main.clone()];
         for rel in self.package.rels(&self.main)? {
             if (rel.kind.ends_with("/header") || rel.kind.ends_with("/footer")) && !rel.external {

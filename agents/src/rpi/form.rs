@@ -1,0 +1,279 @@
+//! The form a request gives the text it asks for — "just the number", "with two decimals",
+//! "one per line" — checked on a small model's `write_text_file` before it runs.
+//!
+//! The phrases are English and few, on purpose: each is a rule a user can read in the request
+//! and the engine can check on the written text without judging its meaning. With a compact
+//! prompt (a small model), a write that breaks one is not run and the model is told which
+//! rule it broke; a larger model is trusted with the form.
+
+use super::grounding;
+
+/// One rule about the form of the written text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FormRule {
+    /// "just the number", "only the number": the text is one number.
+    JustNumber,
+    /// "with two decimals", "2 decimal places": every number has this many decimals.
+    Decimals(usize),
+    /// "one per line", "each on its own line": values are not listed on one line.
+    OnePerLine,
+    /// "distinct", "unique", "without duplicates": no line is written twice.
+    Distinct,
+    /// "sorted alphabetically", "in alphabetical order": the lines are in order (any case).
+    Alphabetical,
+}
+
+/// The rules `request` states.
+pub(super) fn rules(request: &str) -> Vec<FormRule> {
+    let text = request.to_lowercase();
+    let mut rules = Vec::new();
+    if ["just the number", "only the number", "just a number"]
+        .iter()
+        .any(|phrase| text.contains(phrase))
+    {
+        rules.push(FormRule::JustNumber);
+    }
+    if let Some(decimals) = decimals(&text) {
+        rules.push(FormRule::Decimals(decimals));
+    }
+    let phrases = [
+        (
+            &["one per line", "each on its own line", "one on each line"][..],
+            FormRule::OnePerLine,
+        ),
+        (
+            &["distinct", "unique", "without duplicates"][..],
+            FormRule::Distinct,
+        ),
+        (
+            &["alphabetical", "sorted alphabetically"][..],
+            FormRule::Alphabetical,
+        ),
+    ];
+    for (said, rule) in phrases {
+        if said.iter().any(|phrase| text.contains(phrase)) {
+            rules.push(rule);
+        }
+    }
+    rules
+}
+
+/// The count of "N decimals" / "N decimal places" in `text` (lower case), N a digit or a
+/// number word up to four.
+fn decimals(text: &str) -> Option<usize> {
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .collect();
+    words.windows(2).find_map(|pair| {
+        if !pair[1].starts_with("decimal") {
+            return None;
+        }
+        match pair[0] {
+            "0" | "zero" | "no" => Some(0),
+            "1" | "one" => Some(1),
+            "2" | "two" => Some(2),
+            "3" | "three" => Some(3),
+            "4" | "four" => Some(4),
+            _ => None,
+        }
+    })
+}
+
+/// Why `content` breaks one of `rules`, if it does; `shown` are the values the tools showed
+/// (two of them on one line are a list on one line).
+pub(super) fn broken(rules: &[FormRule], content: &str, shown: &[String]) -> Option<String> {
+    let text = content.trim();
+    let numbers = grounding::numbers(text);
+    rules.iter().find_map(|rule| match rule {
+        FormRule::JustNumber if numbers.len() != 1 || numbers[0].0 != text => Some(format!(
+            "the request asks for just the number, and the content is {text:?}; write the \
+             number alone"
+        )),
+        FormRule::Decimals(count) if numbers.is_empty() => Some(format!(
+            "the request asks for a number with {count} decimals, and the content {text:?} holds \
+             none; write the number"
+        )),
+        FormRule::Decimals(count) => numbers
+            .iter()
+            .find(|(number, _)| decimals_of(number) != *count)
+            .map(|(number, _)| {
+                format!(
+                    "the request asks for {count} decimals, and {number} has {}; write it with \
+                     {count}",
+                    decimals_of(number)
+                )
+            }),
+        FormRule::Distinct => repeated_line(text).map(|line| {
+            format!("the request asks for distinct values, and {line:?} is written twice")
+        }),
+        FormRule::Alphabetical => out_of_order(text).map(|(before, after)| {
+            format!(
+                "the request asks for alphabetical order, and {after:?} comes after {before:?}; \
+                 sort the lines"
+            )
+        }),
+        FormRule::OnePerLine if !text.contains('\n') && listed_on_one_line(text, shown) => {
+            Some(format!(
+                "the request asks for one per line, and the content lists them on one line \
+             ({text:?}); put each on its own line"
+            ))
+        }
+        _ => None,
+    })
+}
+
+/// A regular expression (JSON-schema `pattern`) the written text must match under `rules`,
+/// for constrained decoding; `None` when they state no form a pattern can hold. Just the
+/// number, with its decimals when they are stated; else, for stated decimals, a label, the
+/// number and a unit (`Total: 1249.50 EUR`). Only positive character classes: llama.cpp turns
+/// a pattern into a grammar over the JSON text itself, where a negated class would let the
+/// string's closing quote through. Lines, order and repeats are checked, not bound.
+pub(super) fn pattern(rules: &[FormRule]) -> Option<String> {
+    let decimals = rules.iter().find_map(|rule| match rule {
+        FormRule::Decimals(count) => Some(*count),
+        _ => None,
+    });
+    let number = match decimals {
+        Some(0) => "-?[0-9]+".to_string(),
+        Some(count) => format!("-?[0-9]+\\.[0-9]{{{count}}}"),
+        None => "-?[0-9]+(\\.[0-9]+)?".to_string(),
+    };
+    if rules.contains(&FormRule::JustNumber) {
+        return Some(format!("^{number}$"));
+    }
+    decimals.map(|_| format!("^([A-Za-z ]+: ?)?{number}( [A-Za-z]+)?$"))
+}
+
+/// The lines of `text` that hold something, trimmed.
+fn lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect()
+}
+
+fn repeated_line(text: &str) -> Option<&str> {
+    let lines = lines(text);
+    lines
+        .iter()
+        .enumerate()
+        .find(|(index, line)| lines[..*index].contains(line))
+        .map(|(_, line)| *line)
+}
+
+/// The first pair of neighbouring lines out of alphabetical order (ignoring case).
+fn out_of_order(text: &str) -> Option<(&str, &str)> {
+    lines(text)
+        .windows(2)
+        .find(|pair| pair[0].to_lowercase() > pair[1].to_lowercase())
+        .map(|pair| (pair[0], pair[1]))
+}
+
+fn decimals_of(number: &str) -> usize {
+    number
+        .split_once('.')
+        .map_or(0, |(_, fraction)| fraction.len())
+}
+
+/// True when a single line holds several values: separated by commas or semicolons, or two
+/// of the values the tools showed.
+fn listed_on_one_line(line: &str, shown: &[String]) -> bool {
+    let separated = line
+        .split([',', ';'])
+        .filter(|part| !part.trim().is_empty())
+        .count()
+        >= 2
+        && grounding::numbers(line).len() <= 1;
+    separated
+        || shown
+            .iter()
+            .filter(|value| value.chars().count() >= 2 && line.contains(value.as_str()))
+            .count()
+            >= 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broken_(rules: &[FormRule], content: &str) -> Option<String> {
+        broken(rules, content, &[])
+    }
+
+    #[test]
+    fn the_forms_a_request_states_are_checked_on_the_text() {
+        let count = rules("Write the number of milestones into count.txt, just the number.");
+        assert_eq!(count, [FormRule::JustNumber]);
+        assert_eq!(broken_(&count, "5\n"), None);
+        assert!(broken_(&count, "5 milestones").is_some_and(|why| why.contains("just the number")));
+        let total = rules("Write its total (Quantity times Unit Price) with two decimals.");
+        assert_eq!(total, [FormRule::Decimals(2)]);
+        assert_eq!(broken_(&total, "1249.50"), None);
+        assert!(broken_(&total, "1249.5").is_some_and(|why| why.contains("1249.5 has 1")));
+        let owners = rules("List the owners, sorted, one per line, in owners.txt.");
+        assert_eq!(owners, [FormRule::OnePerLine]);
+        assert_eq!(broken_(&owners, "Ethan Park\nLuis Alvarez\n"), None);
+        assert!(
+            broken_(&owners, "Ethan Park, Luis Alvarez, Mira Kwon")
+                .is_some_and(|why| why.contains("one per line"))
+        );
+        // A single value is one per line; a request stating no form checks nothing.
+        assert_eq!(broken_(&owners, "Ethan Park"), None);
+        assert!(rules("Summarize the notes into summary.txt").is_empty());
+        assert!(broken_(&total, "Total: ${Total}").is_some_and(|why| why.contains("holds none")));
+        // As the 0.5B model listed the owners: out of order, one twice.
+        let listed = rules(
+            "List the distinct owners in launch_plan.csv, sorted alphabetically, one per line",
+        );
+        assert_eq!(
+            listed,
+            [
+                FormRule::OnePerLine,
+                FormRule::Distinct,
+                FormRule::Alphabetical
+            ]
+        );
+        let written = "Mira Kwon\nEthan Park\nLuis Alvarez\nEthan Park";
+        assert!(
+            broken_(&listed, written)
+                .is_some_and(|why| why.contains("\"Ethan Park\" is written twice"))
+        );
+        assert!(
+            broken_(&listed[2..], written)
+                .is_some_and(|why| why.contains("\"Ethan Park\" comes after \"Mira Kwon\""))
+        );
+        assert_eq!(
+            broken_(&listed, "Ethan Park\nluis Alvarez\nMira Kwon\n"),
+            None
+        );
+        // As it wrote them next: the query's values on one line, without commas.
+        let values = ["Luis Alvarez".to_string(), "Ethan Park".to_string()];
+        assert!(
+            broken(&listed, "Luis Alvarez Priya Desai Ethan Park", &values)
+                .is_some_and(|why| why.contains("lists them on one line"))
+        );
+        assert_eq!(broken(&listed, "Ethan Park", &values), None);
+        assert_eq!(rules("round to 2 decimal places"), [FormRule::Decimals(2)]);
+    }
+
+    #[test]
+    fn the_forms_become_the_pattern_constrained_decoding_holds_the_text_to() {
+        assert_eq!(
+            pattern(&[FormRule::JustNumber]).as_deref(),
+            Some(r"^-?[0-9]+(\.[0-9]+)?$")
+        );
+        assert_eq!(
+            pattern(&[FormRule::JustNumber, FormRule::Decimals(2)]).as_deref(),
+            Some(r"^-?[0-9]+\.[0-9]{2}$")
+        );
+        assert_eq!(
+            pattern(&[FormRule::Decimals(2)]).as_deref(),
+            Some(r"^([A-Za-z ]+: ?)?-?[0-9]+\.[0-9]{2}( [A-Za-z]+)?$")
+        );
+        assert_eq!(
+            pattern(&[FormRule::OnePerLine, FormRule::Alphabetical]),
+            None
+        );
+    }
+}
