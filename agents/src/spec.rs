@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AgentError;
 use crate::anthropic::{self, AnthropicProvider};
+use crate::http::ReasoningEffort;
 use crate::openai::{self, ClientOptions, Flavor, OpenAiProvider, RetryPolicy};
 use crate::provider::{ModelProvider, PromptStyle};
 use crate::replay::ReplayProvider;
@@ -141,6 +142,8 @@ pub enum ProfileKind {
 /// strict_tools = false       # openai / openai-compat: strict JSON schemas (default off)
 /// context_tokens = 16384     # the model's window (default: asked of the server)
 /// prompt = "compact"         # full (default) or compact, for small models
+/// reasoning_effort = "low"   # openai / openai-compat reasoning models: minimal, low,
+///                            # medium or high (default: the server's)
 /// ```
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,6 +201,11 @@ pub struct ModelProfile {
     /// workbench's file kinds need, with their first sentences and bare schemas.
     #[serde(default)]
     pub prompt: PromptStyle,
+    /// `openai` and `openai-compat` only: the `reasoning_effort` sent with every request
+    /// (`minimal`, `low`, `medium`, `high`), for reasoning models. Unset: not sent. Refused on
+    /// `anthropic` profiles.
+    #[serde(default)]
+    pub reasoning_effort: Option<ReasoningEffort>,
 }
 
 impl std::fmt::Debug for ModelProfile {
@@ -214,6 +222,7 @@ impl std::fmt::Debug for ModelProfile {
             .field("strict_tools", &self.strict_tools)
             .field("context_tokens", &self.context_tokens)
             .field("prompt", &self.prompt)
+            .field("reasoning_effort", &self.reasoning_effort)
             .finish_non_exhaustive()
     }
 }
@@ -351,6 +360,7 @@ impl ProviderSettings {
             strict_tools: profile.strict_tools,
             context_tokens: profile.context_tokens,
             prompt_style: profile.prompt,
+            reasoning_effort: profile.reasoning_effort,
             ..defaults
         }
     }
@@ -408,9 +418,15 @@ pub fn check(spec: &str, settings: &ProviderSettings) -> Result<ModelSpec, Agent
                     "model profile `{name}` (openai-compat) needs a base_url"
                 )));
             }
-            if profile.strict_tools && profile.kind == ProfileKind::Anthropic {
+            let openai_only = [
+                ("strict_tools", profile.strict_tools),
+                ("reasoning_effort", profile.reasoning_effort.is_some()),
+            ];
+            if let (ProfileKind::Anthropic, Some((setting, _))) =
+                (profile.kind, openai_only.iter().find(|(_, set)| *set))
+            {
                 return Err(AgentError::NotConfigured(format!(
-                    "model profile `{name}` (anthropic) sets strict_tools, which only openai and \
+                    "model profile `{name}` (anthropic) sets {setting}, which only openai and \
                      openai-compat profiles support: remove it"
                 )));
             }
@@ -686,6 +702,7 @@ mod tests {
             strict_tools: false,
             context_tokens: None,
             prompt: PromptStyle::Full,
+            reasoning_effort: None,
         }
     }
 
@@ -807,6 +824,22 @@ mod tests {
         assert_eq!(
             check("claude", &settings).err().map(|e| e.code()),
             Some(ErrorCode::ProviderNotConfigured)
+        );
+        // So is reasoning_effort, which openai profiles pass on.
+        let mut thinking = profile(ProfileKind::Anthropic, None);
+        thinking.reasoning_effort = Some(ReasoningEffort::Low);
+        settings.profiles.insert("claude".into(), thinking);
+        let refused = check("claude", &settings).err();
+        assert!(refused.is_some_and(|e| e.to_string().contains("reasoning_effort")));
+        let reasoning: ModelProfile = serde_json::from_value(serde_json::json!({
+            "kind": "openai", "model": "o4-mini", "reasoning_effort": "low"
+        }))
+        .expect("profile");
+        assert_eq!(
+            ProviderSettings::default()
+                .profile_options(&reasoning)
+                .reasoning_effort,
+            Some(ReasoningEffort::Low)
         );
     }
 

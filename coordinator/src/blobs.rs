@@ -1,6 +1,7 @@
 //! Content-addressed blobs on disk: `<dir>/<first two hex>/<sha256>`, written durably; small
 //! ones are kept durable in sled by the caller and written here only as a cache
-//! ([`BlobDir::put_cached`]) for workers on this host.
+//! ([`BlobDir::put_cached`]) for workers on this host. Garbage collection sweeps both the blobs
+//! and the table databases those workers cached by a blob's digest ([`sweep_tables`]).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -136,6 +137,50 @@ impl BlobDir {
         }
         Ok(swept)
     }
+}
+
+/// Removes the cached table databases under `dir` (`<digest>.duckdb` and its `.wal`) whose
+/// digest `keep` refuses: their file is gone from every manifest, so no worker asks for them
+/// again. A missing `dir` has nothing to sweep. A worker holding one open keeps reading it.
+pub fn sweep_tables(
+    dir: &std::path::Path,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Swept, CoordinatorError> {
+    let mut swept = Swept::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(swept),
+        Err(error) => return Err(io_error(dir)(error)),
+    };
+    for entry in entries {
+        let path = entry.map_err(io_error(dir))?.path();
+        let Some(digest) = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .and_then(|name| name.strip_suffix(".duckdb"))
+        else {
+            continue;
+        };
+        if !is_digest(digest) {
+            continue;
+        }
+        if keep(digest) {
+            swept.kept += 1;
+            continue;
+        }
+        let mut wal = path.clone().into_os_string();
+        wal.push(".wal");
+        for file in [path, PathBuf::from(wal)] {
+            let size = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+            match std::fs::remove_file(&file) {
+                Ok(()) => swept.freed_bytes += size,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(io_error(&file)(error)),
+            }
+        }
+        swept.removed += 1;
+    }
+    Ok(swept)
 }
 
 #[cfg(test)]

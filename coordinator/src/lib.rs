@@ -95,6 +95,11 @@ impl CoordinatorConfig {
     pub fn blob_dir(&self) -> PathBuf {
         self.data_dir.join("blobs")
     }
+
+    /// Where the workers sharing this data directory cache table databases.
+    pub fn table_cache_dir(&self) -> PathBuf {
+        self.data_dir.join("cache").join("tabular")
+    }
 }
 
 /// A running coordinator.
@@ -136,7 +141,8 @@ pub async fn start_coordinator(
     let bucket = atelier_transport::BlobBucket::ensure(&client).await?;
     let (store, store_join) = DraftStoreHandle::spawn(DraftStoreConfig {
         workbenches: Workbenches::new(storage, blobs)
-            .with_checkpoints_kept(config.checkpoints_kept),
+            .with_checkpoints_kept(config.checkpoints_kept)
+            .with_table_cache(config.table_cache_dir()),
         bucket: Some(bucket),
     })
     .await?;

@@ -69,11 +69,14 @@ pub enum ErrorCode {
     /// may drop; or the server answered that the prompt exceeds its context. Never retried
     /// unchanged.
     ContextOverflow,
+    /// A worker's disk filled up while it cached a file (a table's database); the operator
+    /// frees space or lowers the cache bound, and the call can be retried.
+    DiskFull,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 35] = [
+    pub const ALL: [ErrorCode; 36] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -109,6 +112,7 @@ impl ErrorCode {
         ErrorCode::ToolCrashed,
         ErrorCode::CrashLoop,
         ErrorCode::ContextOverflow,
+        ErrorCode::DiskFull,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -149,6 +153,7 @@ impl ErrorCode {
             ErrorCode::ToolCrashed => "TOOL_CRASHED",
             ErrorCode::CrashLoop => "CRASH_LOOP",
             ErrorCode::ContextOverflow => "CONTEXT_OVERFLOW",
+            ErrorCode::DiskFull => "DISK_FULL",
         }
     }
 }

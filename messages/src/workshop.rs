@@ -262,7 +262,8 @@ pub struct Restored {
     pub files: Vec<ManifestEntry>,
 }
 
-/// `atelier.workshop.gc`: remove blobs that no manifest, checkpoint or draft revision uses.
+/// `atelier.workshop.gc`: remove blobs that no manifest, checkpoint or draft revision uses, and
+/// the cached table databases of this host's workers whose file is gone with them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CollectGarbage {
     pub v: u16,
@@ -272,8 +273,12 @@ pub struct CollectGarbage {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Collected {
     pub removed_blobs: u64,
+    /// Bytes of the removed blobs and table databases.
     pub freed_bytes: u64,
     pub kept_blobs: u64,
+    /// Cached table databases (of this host's workers) whose file no blob is left of.
+    #[serde(default)]
+    pub removed_tables: u64,
 }
 
 /// What a context item is.

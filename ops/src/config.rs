@@ -54,6 +54,8 @@ pub struct Settings {
     pub autoscale_pin_cpus: bool,
     /// Most bytes of blobs a worker without the coordinator's blob directory caches (default 8 GiB).
     pub blob_cache_bytes: u64,
+    /// Most bytes of DuckDB databases a tabular worker keeps in `cache/tabular` (default 4 GiB).
+    pub table_cache_bytes: u64,
     /// Where the dashboard listens (`up`, `dashboard`); beyond loopback it needs `dashboard_token`.
     pub http_addr: String,
     /// Bearer token for the dashboard and its API (required when bound beyond loopback).
@@ -97,6 +99,7 @@ impl Default for Settings {
             nats_port: 4222,
             worker_concurrency: 4,
             blob_cache_bytes: atelier_workers::DEFAULT_BLOB_CACHE_BYTES,
+            table_cache_bytes: atelier_workers::DEFAULT_TABLE_CACHE_BYTES,
             autoscale: BTreeMap::new(),
             autoscale_idle_secs: 60,
             autoscale_cooldown_secs: 5,

@@ -101,6 +101,7 @@ pub async fn worker(
         cache_dir: data_dir.join("cache"),
         max_concurrency: settings.worker_concurrency.max(1),
         blob_cache_bytes: settings.blob_cache_bytes,
+        table_cache_bytes: settings.table_cache_bytes,
     };
     start_worker(client, config)
         .await

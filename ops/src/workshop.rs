@@ -312,8 +312,11 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
                 print_json(&collected)?;
             } else {
                 println!(
-                    "removed {} blob(s) ({} bytes); {} kept",
-                    collected.removed_blobs, collected.freed_bytes, collected.kept_blobs
+                    "removed {} blob(s) and {} cached table(s) ({} bytes); {} blob(s) kept",
+                    collected.removed_blobs,
+                    collected.removed_tables,
+                    collected.freed_bytes,
+                    collected.kept_blobs
                 );
             }
         }

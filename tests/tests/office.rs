@@ -376,6 +376,80 @@ async fn crafted_files_get_codes_and_the_worker_keeps_serving() -> anyhow::Resul
 
 /// Skips with a printed reason when LibreOffice is absent (CI installs it; see docs/tools.md).
 #[allow(clippy::print_stderr)]
+/// The text of a docx's paragraphs as `read_file` gives them.
+async fn paragraphs(wb: &mut Bench<'_>, path: &str) -> anyhow::Result<Vec<String>> {
+    let read = wb.ok("read_file", json!({"path": path})).await?;
+    Ok(read["blocks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["text"].as_str().map(str::to_string))
+        .filter(|text| !text.is_empty())
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_if_missing_creates_a_missing_document_and_edits_an_existing_one_in_place()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    let mut wb = bench(&cluster, "seedcreate").await?;
+    let append = |text: &str| json!([{"op": "append_paragraph", "text": text}]);
+    let created = wb
+        .ok(
+            "docx_operations",
+            json!({"path": "notes/seed.docx", "create_if_missing": true, "operations": append("First")}),
+        )
+        .await?;
+    assert_eq!(created["created"], true);
+    assert_eq!(paragraphs(&mut wb, "notes/seed.docx").await?, ["First"]);
+    // Again on the file it made, and on a file the workbench had: edited, never replaced.
+    let again = wb
+        .ok(
+            "docx_operations",
+            json!({"path": "notes/seed.docx", "create_if_missing": true, "operations": append("Second")}),
+        )
+        .await?;
+    assert_eq!(again["created"], false);
+    assert_eq!(
+        paragraphs(&mut wb, "notes/seed.docx").await?,
+        ["First", "Second"]
+    );
+    let before = paragraphs(&mut wb, "invoice.docx").await?;
+    wb.ok(
+        "docx_operations",
+        json!({"path": "invoice.docx", "create_if_missing": true, "operations": append("Paid")}),
+    )
+    .await?;
+    let mut expected = before.clone();
+    expected.push("Paid".to_string());
+    assert_eq!(paragraphs(&mut wb, "invoice.docx").await?, expected);
+    assert!(before.iter().any(|text| text.starts_with("Company:")));
+    // With create_new or copy_from it is refused; a missing file without it is NOT_FOUND.
+    for other in [
+        json!({"create_new": true}),
+        json!({"copy_from": "invoice.docx"}),
+    ] {
+        let mut args =
+            json!({"path": "x.docx", "create_if_missing": true, "operations": append("x")});
+        if let (Some(args), Some(other)) = (args.as_object_mut(), other.as_object()) {
+            args.extend(other.clone());
+        }
+        assert_eq!(
+            wb.code("docx_operations", args).await?,
+            Some(ErrorCode::ValidationFailed)
+        );
+    }
+    assert_eq!(
+        wb.code(
+            "xlsx_operations",
+            json!({"path": "missing.xlsx", "operations": [{"op": "ensure_sheet", "sheet": "S"}]})
+        )
+        .await?,
+        Some(ErrorCode::NotFound)
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn new_and_edited_documents_open_in_libreoffice() -> anyhow::Result<()> {
     let Some(office) = ["libreoffice", "soffice"].into_iter().find(|bin| {

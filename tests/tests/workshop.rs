@@ -13,6 +13,7 @@ use atelier_messages::{ErrorCode, PROTOCOL_VERSION};
 use atelier_tests::scripted::{Script, ScriptedModel};
 use atelier_tests::{Cluster, wait_until};
 use serde_json::json;
+use sha2::Digest;
 
 const NOTES: &str = "# Notes\nEngineering leads.\n";
 
@@ -385,9 +386,20 @@ async fn checkpoint_retention_and_blob_garbage_collection() -> anyhow::Result<()
             .count()
     };
     let before = count();
+    // Table databases the host's workers cached: one of a file no blob is left of, one of the
+    // current data.txt.
+    let tables = cluster.data_dir().join("cache").join("tabular");
+    std::fs::create_dir_all(&tables)?;
+    let orphan = tables.join(format!("{}.duckdb", "e".repeat(64)));
+    let current_digest = hex::encode(sha2::Sha256::digest(b"version 4\n"));
+    let current = tables.join(format!("{current_digest}.duckdb"));
+    std::fs::write(&orphan, [0u8; 300])?;
+    std::fs::write(&current, [0u8; 300])?;
     let collected: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
     assert_eq!(collected["removed_blobs"], 2);
+    assert_eq!(collected["removed_tables"], 1);
     assert_eq!(count(), before - 2);
+    assert!(!orphan.exists() && current.exists());
     let current = cluster.cli_ok(&["wb", "cat", "keep", "data.txt"])?;
     assert_eq!(current.stdout, "version 4\n");
     cluster.cli_ok(&["restore", "keep", "3"])?;

@@ -134,7 +134,12 @@ impl Actor for ToolExecutor {
         let (stop_pump, stopped) = tokio::sync::oneshot::channel();
         Ok(State {
             worker_id: config.worker_id.as_str().into(),
-            toolbox: Arc::new(Toolbox::new(config.pool, files.clone(), &config.cache_dir)),
+            toolbox: Arc::new(Toolbox::new(
+                config.pool,
+                files.clone(),
+                &config.cache_dir,
+                config.table_cache_bytes,
+            )),
             files,
             client,
             permits,

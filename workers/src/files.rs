@@ -260,9 +260,18 @@ impl FileAccess {
 
 /// What an eviction removed.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Evicted {
-    removed: u64,
-    freed_bytes: u64,
+pub(crate) struct Evicted {
+    pub(crate) removed: u64,
+    pub(crate) freed_bytes: u64,
+}
+
+/// A cached file: when it was last used (its modification time), its size, its path and the
+/// files that go with it (a database's write-ahead log).
+pub(crate) struct Cached {
+    pub(crate) used: std::time::SystemTime,
+    pub(crate) bytes: u64,
+    pub(crate) path: PathBuf,
+    pub(crate) companions: Vec<PathBuf>,
 }
 
 /// Removes the oldest (by modification time, refreshed on every use) blob files under `root`
@@ -284,24 +293,43 @@ fn evict(root: &Path, bound: u64, keep: &Path) -> std::io::Result<Evicted> {
                 continue;
             }
             let meta = std::fs::metadata(&path)?;
-            let used = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
-            blobs.push((used, meta.len(), path));
+            blobs.push(Cached {
+                used: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+                bytes: meta.len(),
+                path,
+                companions: Vec::new(),
+            });
         }
     }
-    let mut total: u64 = blobs.iter().map(|(_, size, _)| size).sum();
-    blobs.sort();
+    evict_oldest(blobs, bound, keep)
+}
+
+/// Removes the least recently used of `cached` (with their companions) until their total is
+/// at most `bound` bytes; `keep` stays whatever its age. A file already gone counts as removed.
+pub(crate) fn evict_oldest(
+    mut cached: Vec<Cached>,
+    bound: u64,
+    keep: &Path,
+) -> std::io::Result<Evicted> {
+    let mut total: u64 = cached.iter().map(|file| file.bytes).sum();
+    cached.sort_by(|a, b| (a.used, &a.path).cmp(&(b.used, &b.path)));
     let mut evicted = Evicted::default();
-    for (_, size, path) in blobs {
+    for file in cached {
         if total <= bound {
             break;
         }
-        if path == keep {
+        if file.path == keep {
             continue;
         }
-        std::fs::remove_file(&path)?;
-        total -= size;
+        for path in std::iter::once(&file.path).chain(&file.companions) {
+            match std::fs::remove_file(path) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+                _ => {}
+            }
+        }
+        total -= file.bytes;
         evicted.removed += 1;
-        evicted.freed_bytes += size;
+        evicted.freed_bytes += file.bytes;
     }
     Ok(evicted)
 }
@@ -309,13 +337,15 @@ fn evict(root: &Path, bound: u64, keep: &Path) -> std::io::Result<Evicted> {
 /// Marks a cached blob as just used (its modification time orders eviction).
 async fn touch(path: &Path) {
     let path = path.to_path_buf();
-    let _ = tokio::task::spawn_blocking(move || {
-        std::fs::File::options()
-            .append(true)
-            .open(&path)
-            .and_then(|file| file.set_modified(std::time::SystemTime::now()))
-    })
-    .await;
+    let _ = tokio::task::spawn_blocking(move || mark_used(&path)).await;
+}
+
+/// Sets a cached file's modification time to now: the order of eviction (blocking).
+pub(crate) fn mark_used(path: &Path) -> std::io::Result<()> {
+    std::fs::File::options()
+        .append(true)
+        .open(path)
+        .and_then(|file| file.set_modified(std::time::SystemTime::now()))
 }
 
 /// A store request that failed in transport is the tool's read or write failure.

@@ -23,7 +23,7 @@
 //!   (detection, transcoding), `dialect` (number formats), `ingest` (one cached database per
 //!   digest, shared by the host's workers), `map`, `profile` (describe, stats, rows), `query`
 //!   (guardrails, windows, limits), `names` (the table and its columns as a query may spell
-//!   them), `cells` (DuckDB values to JSON and cells), `export` (CSV and
+//!   them), `matched` (the rows an aggregate's filter matched), `cells` (DuckDB values to JSON and cells), `export` (CSV and
 //!   XLSX writers), `workbook` (query results into existing xlsx packages).
 //! - `office`: the office pool's engines: text and CSV lines, spreadsheets (calamine reads, XML-level
 //!   xlsx edits), docx and pptx (XML-level reads and edits), PDF text (lopdf); `package` opens
@@ -65,10 +65,15 @@ pub struct WorkerConfig {
     pub max_concurrency: usize,
     /// Most bytes of fetched blobs kept in `cache_dir` (least recently used go first).
     pub blob_cache_bytes: u64,
+    /// Most bytes of DuckDB databases kept in `cache_dir/tabular` (least recently opened go
+    /// first).
+    pub table_cache_bytes: u64,
 }
 
 /// The default bound of a worker's fetched-blob cache (8 GiB).
 pub const DEFAULT_BLOB_CACHE_BYTES: u64 = 8 << 30;
+/// The default bound of a tabular worker's DuckDB databases (4 GiB).
+pub const DEFAULT_TABLE_CACHE_BYTES: u64 = 4 << 30;
 
 /// Starts a worker: subscribes to the pool's queue group and serves calls until shut down.
 pub async fn start_worker(

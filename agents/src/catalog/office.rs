@@ -6,12 +6,14 @@ use serde_json::{Value, json};
 
 use super::tool_spec::{Capability, ToolSpec, object, path_only, path_param};
 
-/// `path`, `operations` (items described by `items`), `create_new`, `copy_from`.
+/// `path`, `operations` (items described by `items`), `create_if_missing`, `create_new`,
+/// `copy_from`.
 fn operations_params(items: Value) -> Value {
     object(
         json!({
             "path": path_param(),
             "operations": {"type": "array", "description": "Operations applied in order, all or nothing", "items": items},
+            "create_if_missing": {"type": "boolean", "description": "Create the file from a blank document if it does not exist; edit it in place if it does"},
             "create_new": {"type": "boolean", "description": "Create the file from a blank document (the path must not exist)"},
             "copy_from": {"type": "string", "description": "Start from a copy of this workbench file (the path must not exist)"}
         }),

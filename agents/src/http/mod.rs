@@ -35,4 +35,6 @@ pub(crate) mod test_server;
 
 pub(crate) use endpoint::{Answer, Auth, Endpoint, WireError};
 pub(crate) use failure::Failure;
-pub use options::{ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, RetryPolicy};
+pub use options::{
+    ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, ReasoningEffort, RetryPolicy,
+};

@@ -47,6 +47,29 @@ impl RetryPolicy {
     }
 }
 
+/// How much a reasoning model thinks before it answers (`reasoning_effort`), where a profile
+/// asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
+}
+
 /// How a client authenticates, waits, retries and offers tools.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -71,6 +94,8 @@ pub struct ClientOptions {
     pub context_tokens: Option<u32>,
     /// How much the prompts say.
     pub prompt_style: PromptStyle,
+    /// OpenAI protocol: `reasoning_effort` to send (none: the server's default).
+    pub reasoning_effort: Option<ReasoningEffort>,
 }
 
 impl ClientOptions {
@@ -87,6 +112,7 @@ impl ClientOptions {
             strict_tools: false,
             context_tokens: None,
             prompt_style: PromptStyle::Full,
+            reasoning_effort: None,
         }
     }
 }

@@ -7,7 +7,7 @@ use super::stream::StreamAccumulator;
 use super::strict::drop_absent;
 use super::wire::ChatBody;
 use crate::AgentError;
-use crate::http::{Auth, ClientOptions, Endpoint};
+use crate::http::{Auth, ClientOptions, Endpoint, ReasoningEffort};
 use crate::provider::{DeltaSink, ModelResponse, PromptStyle};
 use crate::text_tools::ToolMode;
 use crate::turn::{SendTurn, Turn};
@@ -34,6 +34,7 @@ pub struct OpenAiProvider {
     max_tokens: Option<u32>,
     tool_mode: ToolMode,
     strict_tools: bool,
+    reasoning_effort: Option<ReasoningEffort>,
     prompt_style: PromptStyle,
     window: Window,
     /// Set once the server refused constrained mode's `response_format`.
@@ -74,6 +75,7 @@ impl OpenAiProvider {
             max_tokens: options.max_tokens,
             tool_mode: options.tool_mode,
             strict_tools: options.strict_tools,
+            reasoning_effort: options.reasoning_effort,
             prompt_style: options.prompt_style,
             window: Window::new(options.context_tokens, probe, options.max_tokens),
             format_refused: AtomicBool::new(false),
@@ -110,7 +112,8 @@ impl SendTurn for OpenAiProvider {
         turn: &Turn<'_>,
         on_delta: DeltaSink<'_>,
     ) -> Result<ModelResponse, AgentError> {
-        let body = ChatBody::for_turn(&self.model, turn, self.max_tokens, self.strict_tools);
+        let body = ChatBody::for_turn(&self.model, turn, self.max_tokens, self.strict_tools)
+            .with_reasoning_effort(self.reasoning_effort);
         let mut response = self
             .endpoint
             .retrying(|| {

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::AgentError;
 use crate::catalog::catalog;
+use crate::http::ReasoningEffort;
 use crate::http::test_server::{self, Received, run, simple_request, sse, status};
 use crate::provider::{ChatMessage, ModelRequest, ToolCall, ToolChoice, Usage};
 use crate::text_tools::ToolMode;
@@ -95,6 +96,8 @@ async fn openai_streams_text_deltas_usage_and_finish_reason() {
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"]["include_usage"], true);
     assert_eq!(body["temperature"], 0.0);
+    assert_eq!(body["top_p"], 1.0);
+    assert!(body.get("reasoning_effort").is_none());
     assert!(body.get("tools").is_none());
     assert!(body.get("tool_choice").is_none());
     assert!(body.get("parallel_tool_calls").is_none());
@@ -179,6 +182,22 @@ async fn openai_assembles_tool_calls_and_sends_the_openai_request_shape() {
         messages[3],
         json!({"role": "tool", "content": "[\"sales.csv\"]", "tool_call_id": "call_1"})
     );
+}
+
+#[tokio::test]
+async fn a_reasoning_model_gets_its_effort_and_no_sampling_parameters() {
+    let (base, received) = serve(|_| text_stream()).await;
+    let options = ClientOptions {
+        reasoning_effort: Some(ReasoningEffort::Low),
+        ..options(Some(KEY), 0)
+    };
+    let provider =
+        OpenAiProvider::new(Flavor::OpenAi, &base, "o4-mini", options).expect("provider");
+    let (result, _) = run(&provider, &simple_request()).await;
+    assert!(result.is_ok(), "{result:?}");
+    let body = received.body(0);
+    assert_eq!(body["reasoning_effort"], "low");
+    assert!(body.get("temperature").is_none() && body.get("top_p").is_none());
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::strict::strict_schema;
 use crate::catalog::ToolSpec;
-use crate::http::WireError;
+use crate::http::{ReasoningEffort, WireError};
 use crate::provider::{ChatMessage, Role, ToolCall, ToolChoice, Usage};
 use crate::text_tools::InRequiredOrder;
 use crate::turn::Turn;
@@ -24,6 +24,11 @@ pub(super) struct ChatBody<'a> {
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    /// 1 beside a temperature: the whole distribution, for servers whose default is lower.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -46,6 +51,7 @@ impl<'a> ChatBody<'a> {
         max_tokens: Option<u32>,
     ) -> Self {
         let has_tools = !tools.is_empty();
+        let samples = !is_reasoning_model(model);
         Self {
             model,
             messages: messages.iter().map(WireMessage::from).collect(),
@@ -53,7 +59,9 @@ impl<'a> ChatBody<'a> {
             stream_options: StreamOptions {
                 include_usage: true,
             },
-            temperature: (!is_reasoning_model(model)).then_some(0.0),
+            temperature: samples.then_some(0.0),
+            top_p: samples.then_some(1.0),
+            reasoning_effort: None,
             tools: tools.iter().map(WireTool::from).collect(),
             tool_choice: has_tools.then_some(tool_choice_name(tool_choice)),
             parallel_tool_calls: has_tools.then_some(false),
@@ -86,6 +94,14 @@ impl<'a> ChatBody<'a> {
         match turn.response_format() {
             Some(format) => body.with_response_format(format),
             None => body,
+        }
+    }
+
+    /// The same request with the profile's `reasoning_effort`, if it sets one.
+    pub(super) fn with_reasoning_effort(self, effort: Option<ReasoningEffort>) -> Self {
+        Self {
+            reasoning_effort: effort.map(ReasoningEffort::as_str),
+            ..self
         }
     }
 

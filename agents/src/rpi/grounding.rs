@@ -35,6 +35,8 @@ pub(super) fn made_up_numbers(call: &ToolCall, facts: &[&str], results: &[String
         .collect();
     for result in results {
         match serde_json::from_str::<Value>(result) {
+            // An aggregate whose filter matched no row shows nothing about the table.
+            Ok(value) if value.get("matched_rows").and_then(Value::as_u64) == Some(0) => {}
             Ok(value) => result_numbers(&value, None, &mut shown),
             Err(_) => shown.extend(numbers(result).into_iter().map(|(_, v)| v)),
         }
@@ -296,6 +298,7 @@ const RESULT_METADATA_KEYS: &[&str] = &[
     "row_count",
     "total_row_count",
     "query_elapsed_ms",
+    "matched_rows",
     "size",
     "replacements",
     "index",
@@ -440,6 +443,12 @@ mod tests {
             ["1"]
         );
         assert!(made_up_numbers(&write("5"), &["count.txt"], &counted).is_empty());
+        // As it wrote order_total.txt: a count over a filter that matched nothing.
+        let nothing = vec![r#"{"columns":["Total"],"rows":[[0]],"matched_rows":0}"#.to_string()];
+        assert_eq!(
+            made_up_numbers(&write("Total: 0.00"), &["order_total.txt"], &nothing),
+            ["0.00"]
+        );
         let made_up = |content: &str| made_up_numbers(&write(content), &facts, &results);
         assert_eq!(made_up("1"), ["1"]);
         assert!(made_up("7").is_empty());

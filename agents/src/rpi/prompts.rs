@@ -12,8 +12,23 @@ const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
 /// done without a write.
 const NO_CHANGE_MARKER: &str = "NO_CHANGE_NEEDED:";
 
-/// The file manifest every prompt carries (without sizes in a compact prompt: a small model
-/// reports a file's byte count as the answer to "how many").
+/// The kind of file whose content no tool reads (the manifest marks it opaque).
+const OPAQUE_KIND: &str = "binary";
+
+/// The kinds of file the tabular tools read as table `data`.
+const TABLE_KINDS: &[&str] = &["csv", "tsv"];
+
+/// What every prompt says about tables when the workbench has one (the seed's CSV
+/// instructions; not in a compact prompt, whose steering reads tables by SQL anyway).
+const TABLE_INSTRUCTIONS: &str = "Tables: count first (`SELECT count(*) FROM data`), then \
+    prefer table_describe, table_stats, table_query and table_export over reading lines; page \
+    long results with window_offset instead of pulling them whole. Each table's delimiter, \
+    header and types were inferred: check them before a write or export that depends on them.";
+
+/// The file manifest every prompt carries: each file's path, kind and size (no sizes in a
+/// compact prompt: a small model reports a file's byte count as the answer to "how many"),
+/// a file whose content the tools cannot read marked opaque; then, when a table is present,
+/// how to work with tables.
 fn manifest(files: &[ManifestEntry], compact: bool) -> String {
     if files.is_empty() {
         return "The workbench has no files.".to_string();
@@ -22,14 +37,26 @@ fn manifest(files: &[ManifestEntry], compact: bool) -> String {
         "Files already in the workbench (do not ask the user to upload them; read them with the tools):\n",
     );
     for file in files {
+        let opaque = if file.kind == OPAQUE_KIND {
+            ", opaque: its content cannot be read"
+        } else {
+            ""
+        };
         if compact {
-            out.push_str(&format!("- {} ({})\n", file.path, file.kind));
+            out.push_str(&format!("- {} ({}{opaque})\n", file.path, file.kind));
         } else {
             out.push_str(&format!(
-                "- {} ({}, {} bytes)\n",
+                "- {} ({}, {} bytes{opaque})\n",
                 file.path, file.kind, file.size
             ));
         }
+    }
+    let tables = files
+        .iter()
+        .any(|file| TABLE_KINDS.contains(&file.kind.as_str()));
+    if tables && !compact {
+        out.push_str(TABLE_INSTRUCTIONS);
+        out.push('\n');
     }
     out
 }
@@ -459,6 +486,28 @@ mod tests {
         assert!(order.windows(2).all(|pair| pair[0] < pair[1]), "{text}");
         let bare = workbench(&files, &WorkbenchContext::default(), false);
         assert!(!bare.contains("##"), "{bare}");
+        // A table brings the table instructions; an opaque file is marked.
+        assert!(
+            bare.contains("count first (`SELECT count(*) FROM data`)"),
+            "{bare}"
+        );
+        let mut more = files.clone();
+        more.push(ManifestEntry {
+            path: "logo.bin".into(),
+            digest: "e".into(),
+            size: 3,
+            kind: OPAQUE_KIND.into(),
+        });
+        let listed = workbench(&more, &WorkbenchContext::default(), false);
+        assert!(
+            listed.contains("- logo.bin (binary, 3 bytes, opaque: its content cannot be read)"),
+            "{listed}"
+        );
+        let compact = workbench(&more, &WorkbenchContext::default(), true);
+        assert!(
+            !compact.contains("count first") && compact.contains("(binary, opaque"),
+            "{compact}"
+        );
     }
 
     #[test]

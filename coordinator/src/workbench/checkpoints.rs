@@ -303,15 +303,21 @@ impl Workbenches {
             }
         }
         let swept = self.blobs.sweep(|digest| referenced.contains(digest))?;
+        let tables = match &self.table_cache {
+            Some(dir) => crate::blobs::sweep_tables(dir, |digest| referenced.contains(digest))?,
+            None => crate::blobs::Swept::default(),
+        };
         tracing::info!(
             removed = swept.removed,
             freed_bytes = swept.freed_bytes,
+            removed_tables = tables.removed,
             "blob garbage collected"
         );
         Ok(Collected {
             removed_blobs: swept.removed,
-            freed_bytes: swept.freed_bytes,
+            freed_bytes: swept.freed_bytes + tables.freed_bytes,
             kept_blobs: swept.kept,
+            removed_tables: tables.removed,
         })
     }
 }

@@ -82,6 +82,8 @@ pub struct Workbenches {
     blobs: BlobDir,
     /// Checkpoints kept per workbench (older ones are pruned).
     checkpoints_kept: u64,
+    /// The table databases of the workers sharing the data directory, swept by `gc`.
+    table_cache: Option<std::path::PathBuf>,
 }
 
 fn key(workbench: &str, slot: &str) -> Vec<u8> {
@@ -133,7 +135,15 @@ impl Workbenches {
             storage,
             blobs,
             checkpoints_kept: DEFAULT_CHECKPOINTS_KEPT,
+            table_cache: None,
         }
+    }
+
+    /// Lets garbage collection also remove the table databases under `dir` whose file (by
+    /// digest) no blob is left of.
+    pub fn with_table_cache(mut self, dir: std::path::PathBuf) -> Self {
+        self.table_cache = Some(dir);
+        self
     }
 
     /// Keeps the last `kept` checkpoints of each workbench (at least one).

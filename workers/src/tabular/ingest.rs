@@ -26,8 +26,9 @@ use serde::{Deserialize, Serialize};
 use super::Limits;
 use super::dialect::{NumberFormat, detect_null_markers, detect_number_format, sample_values};
 use super::encoding::{self, Detected, WEAK_GUESS};
+use super::evict::{evict_databases, wal_of};
 use super::query::with_deadline;
-use crate::files::{check_digest, temp_path_for};
+use crate::files::{check_digest, mark_used, temp_path_for};
 
 /// Rows the pre-checks sample (dialect, number format, null markers); the final read's own
 /// sniffer samples DuckDB's default 20,480 rows for the types.
@@ -78,6 +79,8 @@ impl TableCache {
         check_digest(digest)?;
         let target = self.root.join(format!("{digest}.duckdb"));
         if target.exists() {
+            // Opened again: the least recently opened databases are evicted first.
+            let _ = mark_used(&target);
             return Ok(target);
         }
         let lock = self.lock_for(digest);
@@ -85,6 +88,9 @@ impl TableCache {
         let _host_lock = self.host_lock(digest)?;
         if !target.exists() {
             build(csv, &target, &self.limits)?;
+            if let Err(error) = evict_databases(&self.root, self.limits.cache_bytes, &target) {
+                tracing::warn!(%error, "cannot evict cached table databases");
+            }
         }
         Ok(target)
     }
@@ -115,6 +121,9 @@ impl TableCache {
 fn read_failed(csv: &Path) -> impl Fn(duckdb::Error) -> ErrorBody + '_ {
     move |e| {
         let message = e.to_string();
+        if message.contains("No space left on device") {
+            return disk_full(&message);
+        }
         if message.contains("Out of Memory") {
             return ErrorBody::new(
                 ErrorCode::ToolTimeout,
@@ -132,9 +141,23 @@ fn read_failed(csv: &Path) -> impl Fn(duckdb::Error) -> ErrorBody + '_ {
 }
 
 fn cache_failed(e: std::io::Error) -> ErrorBody {
+    if e.kind() == std::io::ErrorKind::StorageFull {
+        return disk_full(&e.to_string());
+    }
     ErrorBody::new(
         ErrorCode::Internal,
         format!("cannot write the table cache: {e}"),
+    )
+}
+
+/// The table cache's disk is full: a stable code and what the operator can do.
+pub(super) fn disk_full(message: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::DiskFull,
+        format!(
+            "the worker's disk is full while caching the table ({message}); free space in its \
+             data directory or lower `table_cache_bytes`, then retry"
+        ),
     )
 }
 
@@ -169,12 +192,6 @@ fn build(csv: &Path, target: &Path, limits: &Limits) -> Result<(), ErrorBody> {
         .and_then(|()| std::fs::rename(&temp, target).map_err(cache_failed));
     tracing::info!(csv = %csv.display(), database = %target.display(), encoding = %detected.name(), ok = built.is_ok(), "ingested table");
     built
-}
-
-fn wal_of(database: &Path) -> PathBuf {
-    let mut name = database.as_os_str().to_os_string();
-    name.push(".wal");
-    PathBuf::from(name)
 }
 
 /// A SQL string literal.
@@ -584,6 +601,19 @@ mod tests {
             .filter(|e| e.as_ref().unwrap().file_name() != "locks")
             .count();
         assert_eq!(databases, 0);
+    }
+
+    #[test]
+    fn a_full_disk_is_disk_full_saying_what_to_do() {
+        let full = cache_failed(std::io::Error::from_raw_os_error(28));
+        assert_eq!(full.code, ErrorCode::DiskFull);
+        assert!(
+            full.message.contains("table_cache_bytes"),
+            "{}",
+            full.message
+        );
+        let other = cache_failed(std::io::Error::from_raw_os_error(13));
+        assert_eq!(other.code, ErrorCode::Internal);
     }
 
     #[test]

@@ -9,9 +9,11 @@
 mod cells;
 mod dialect;
 mod encoding;
+mod evict;
 mod export;
 mod ingest;
 mod map;
+mod matched;
 mod names;
 mod profile;
 mod query;
@@ -68,6 +70,8 @@ pub(crate) struct Limits {
     pub(crate) threads: i64,
     /// The most bytes an export may write (CSV bytes; XLSX cell content, see [`export`]).
     pub(crate) export_bytes: u64,
+    /// The most bytes of databases kept in the cache (least recently opened go first).
+    pub(crate) cache_bytes: u64,
 }
 
 impl Default for Limits {
@@ -78,6 +82,7 @@ impl Default for Limits {
             memory: QUERY_MEMORY.to_string(),
             threads: QUERY_THREADS,
             export_bytes: EXPORT_BYTES,
+            cache_bytes: crate::DEFAULT_TABLE_CACHE_BYTES,
         }
     }
 }
@@ -134,9 +139,14 @@ pub(crate) struct TabularEngine {
 }
 
 impl TabularEngine {
-    /// An engine caching under `cache_dir`, with [`Limits::from_env`].
-    pub(crate) fn new(cache_dir: &Path) -> Self {
-        Self::with_limits(cache_dir, Limits::from_env())
+    /// An engine caching at most `cache_bytes` of databases under `cache_dir`, with
+    /// [`Limits::from_env`].
+    pub(crate) fn new(cache_dir: &Path, cache_bytes: u64) -> Self {
+        let limits = Limits {
+            cache_bytes,
+            ..Limits::from_env()
+        };
+        Self::with_limits(cache_dir, limits)
     }
 
     pub(crate) fn with_limits(cache_dir: &Path, limits: Limits) -> Self {

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::cells::{Cell, Column, ColumnType, MAX_CELL_BYTES, TextRead};
+use super::matched::{self, calls_aggregate};
 use super::names;
 
 /// Rows per window when the caller does not say.
@@ -74,6 +75,10 @@ pub(crate) struct QueryWindow {
     pub(crate) window_offset: u64,
     pub(crate) has_more: bool,
     pub(crate) query_elapsed_ms: u64,
+    /// For an aggregate over a filter (`SELECT sum(x) FROM data WHERE …`, no `GROUP BY`): the
+    /// rows of `data` the filter matched; 0 means the aggregate's values describe no row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) matched_rows: Option<u64>,
     /// Set when the window stopped early at [`MAX_WINDOW_BYTES`] or text was cut at
     /// [`MAX_CELL_BYTES`].
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -188,36 +193,6 @@ fn reads_no_table(statement: &Value) -> bool {
     node["type"] == "SELECT_NODE"
         && node["from_table"]["type"] == "EMPTY"
         && calls_aggregate(&node["select_list"])
-}
-
-/// The aggregate functions a table-less `SELECT` is refused for.
-const AGGREGATES: &[&str] = &[
-    "count_star",
-    "count",
-    "sum",
-    "avg",
-    "mean",
-    "min",
-    "max",
-    "median",
-    "string_agg",
-    "list",
-    "first",
-    "last",
-];
-
-fn calls_aggregate(value: &Value) -> bool {
-    match value {
-        Value::Object(object) => {
-            let aggregate = object
-                .get("function_name")
-                .and_then(Value::as_str)
-                .is_some_and(|name| AGGREGATES.contains(&name.to_lowercase().as_str()));
-            aggregate || object.values().any(calls_aggregate)
-        }
-        Value::Array(items) => items.iter().any(calls_aggregate),
-        _ => false,
-    }
 }
 
 fn has_order_by(statement: &Value) -> bool {
@@ -441,9 +416,11 @@ pub(crate) fn run_window(
             window.offset + returned
         )
     });
+    let matched_rows = matched::rows_matched(conn, &checked.sql);
     let warnings: Vec<String> = stopped
         .into_iter()
         .chain(json.cut_warning(&columns))
+        .chain((matched_rows == Some(0)).then(|| matched::NO_ROW_MATCHED.to_string()))
         .collect();
     Ok(QueryWindow {
         columns: columns.iter().map(|c| c.name.clone()).collect(),
@@ -455,6 +432,7 @@ pub(crate) fn run_window(
         window_offset: window.offset,
         has_more: more,
         query_elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        matched_rows,
         warning: (!warnings.is_empty()).then(|| warnings.join("; ")),
     })
 }

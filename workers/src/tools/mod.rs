@@ -74,11 +74,16 @@ pub(crate) struct Toolbox {
 }
 
 impl Toolbox {
-    pub(crate) fn new(pool: Pool, files: Arc<FileAccess>, cache_dir: &Path) -> Self {
+    pub(crate) fn new(
+        pool: Pool,
+        files: Arc<FileAccess>,
+        cache_dir: &Path,
+        table_cache_bytes: u64,
+    ) -> Self {
         Self {
             pool,
             files,
-            tabular: Arc::new(TabularEngine::new(cache_dir)),
+            tabular: Arc::new(TabularEngine::new(cache_dir, table_cache_bytes)),
         }
     }
 

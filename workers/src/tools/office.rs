@@ -139,7 +139,8 @@ impl Toolbox {
     }
 
     /// The document an operation list starts from: the file itself, a copy of `copy_from`, or a
-    /// blank document (`create_new`).
+    /// blank document (`create_new`; `create_if_missing` when the file does not exist, the file
+    /// itself when it does).
     async fn base_document(
         &self,
         tool: ToolName,
@@ -149,6 +150,7 @@ impl Toolbox {
     ) -> Result<(Vec<u8>, bool), ErrorBody> {
         let name = tool.as_str();
         let create_new = flag(name, &request.args, "create_new")?;
+        let create_if_missing = flag(name, &request.args, "create_if_missing")?;
         let copy_from = match request.args.get("copy_from") {
             None | Some(Value::Null) => None,
             Some(Value::String(source)) => Some(source.clone()),
@@ -159,6 +161,13 @@ impl Toolbox {
             }
         };
         let existing = request.files.iter().find(|entry| entry.path == target);
+        if create_if_missing && (create_new || copy_from.is_some()) {
+            return Err(invalid(format!(
+                "{name}: give one of `create_if_missing`, `create_new` and `copy_from`"
+            )));
+        }
+        // A missing file is created blank; an existing one is edited in place, never replaced.
+        let create_new = create_new || (create_if_missing && existing.is_none());
         match (create_new, copy_from, existing) {
             (true, Some(_), _) => Err(invalid(format!(
                 "{name}: give `create_new` or `copy_from`, not both"
@@ -176,7 +185,7 @@ impl Toolbox {
             (false, None, None) => Err(ErrorBody::new(
                 ErrorCode::NotFound,
                 format!(
-                    "{name}: no such file in the workbench: {target}; pass create_new: true or copy_from to create it"
+                    "{name}: no such file in the workbench: {target}; pass create_if_missing: true, create_new: true or copy_from to create it"
                 ),
             )),
         }

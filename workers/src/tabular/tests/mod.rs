@@ -306,6 +306,37 @@ fn a_query_that_reads_no_table_or_leaves_a_spaced_name_bare_says_what_to_write()
     let aliased = "SELECT Quantity AS unit_price FROM data ORDER BY unit_price";
     let ordered = fixture.query(&client, aliased, 5, 0).unwrap();
     assert_eq!(ordered.rows, vec![vec![json!(50)]]);
+    // An aggregate over a filter says how many rows the filter matched.
+    let none = fixture
+        .query(
+            &client,
+            "SELECT count(*) AS total FROM data WHERE Company = 'Nobody'",
+            5,
+            0,
+        )
+        .unwrap();
+    assert_eq!(
+        (none.rows.clone(), none.matched_rows),
+        (vec![vec![json!(0)]], Some(0))
+    );
+    assert!(
+        none.warning
+            .as_deref()
+            .is_some_and(|w| w.contains("matches the WHERE clause"))
+    );
+    let one = fixture
+        .query(
+            &client,
+            "SELECT sum(Quantity) FROM client_data WHERE Company = 'Acme Corp'",
+            5,
+            0,
+        )
+        .unwrap();
+    assert_eq!((one.matched_rows, one.warning), (Some(1), None));
+    let plain = fixture
+        .query(&client, "SELECT sum(Quantity) FROM data", 5, 0)
+        .unwrap();
+    assert_eq!(plain.matched_rows, None);
     // Not where a common table expression could carry the name.
     let shadowed = "WITH client_data AS (SELECT 7 AS n) SELECT n FROM client_data";
     let cte = fixture.query(&client, shadowed, 5, 0).unwrap();
