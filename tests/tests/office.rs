@@ -374,8 +374,6 @@ async fn crafted_files_get_codes_and_the_worker_keeps_serving() -> anyhow::Resul
     Ok(())
 }
 
-/// Skips with a printed reason when LibreOffice is absent (CI installs it; see docs/tools.md).
-#[allow(clippy::print_stderr)]
 /// The text of a docx's paragraphs as `read_file` gives them.
 async fn paragraphs(wb: &mut Bench<'_>, path: &str) -> anyhow::Result<Vec<String>> {
     let read = wb.ok("read_file", json!({"path": path})).await?;
@@ -450,6 +448,8 @@ async fn create_if_missing_creates_a_missing_document_and_edits_an_existing_one_
     Ok(())
 }
 
+/// Skips with a printed reason when LibreOffice is absent (CI installs it; see docs/tools.md).
+#[allow(clippy::print_stderr)]
 #[tokio::test(flavor = "multi_thread")]
 async fn new_and_edited_documents_open_in_libreoffice() -> anyhow::Result<()> {
     let Some(office) = ["libreoffice", "soffice"].into_iter().find(|bin| {
