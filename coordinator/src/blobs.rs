@@ -122,20 +122,40 @@ impl BlobDir {
                 let Some(digest) = path.file_name().and_then(|name| name.to_str()) else {
                     continue;
                 };
-                if !is_digest(digest) {
-                    continue;
-                }
-                if keep(digest) {
-                    swept.kept += 1;
-                    continue;
-                }
-                let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-                std::fs::remove_file(&path).map_err(io_error(&path))?;
-                swept.removed += 1;
-                swept.freed_bytes += size;
+                swept.sweep(digest, &keep, std::slice::from_ref(&path))?;
             }
         }
         Ok(swept)
+    }
+}
+
+impl Swept {
+    /// Keeps the files named by `digest` when `keep` accepts it, else removes them (one found
+    /// file counted as removed, their bytes as freed; a file already gone is no error). A
+    /// name that is not a digest is left alone.
+    fn sweep(
+        &mut self,
+        digest: &str,
+        keep: &impl Fn(&str) -> bool,
+        files: &[PathBuf],
+    ) -> Result<(), CoordinatorError> {
+        if !is_digest(digest) {
+            return Ok(());
+        }
+        if keep(digest) {
+            self.kept += 1;
+            return Ok(());
+        }
+        for file in files {
+            let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+            match std::fs::remove_file(file) {
+                Ok(()) => self.freed_bytes += size,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => return Err(io_error(file)(error)),
+            }
+        }
+        self.removed += 1;
+        Ok(())
     }
 }
 
@@ -161,24 +181,9 @@ pub fn sweep_tables(
         else {
             continue;
         };
-        if !is_digest(digest) {
-            continue;
-        }
-        if keep(digest) {
-            swept.kept += 1;
-            continue;
-        }
         let mut wal = path.clone().into_os_string();
         wal.push(".wal");
-        for file in [path, PathBuf::from(wal)] {
-            let size = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
-            match std::fs::remove_file(&file) {
-                Ok(()) => swept.freed_bytes += size,
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                Err(error) => return Err(io_error(&file)(error)),
-            }
-        }
-        swept.removed += 1;
+        swept.sweep(digest, &keep, &[path.clone(), PathBuf::from(wal)])?;
     }
     Ok(swept)
 }

@@ -274,6 +274,24 @@ pub(crate) struct Cached {
     pub(crate) companions: Vec<PathBuf>,
 }
 
+impl Cached {
+    /// `path` as its metadata says, with `companions` (their bytes counted, a missing one as
+    /// none).
+    pub(crate) fn of(path: PathBuf, companions: Vec<PathBuf>) -> std::io::Result<Self> {
+        let meta = std::fs::metadata(&path)?;
+        let companion_bytes: u64 = companions
+            .iter()
+            .map(|companion| std::fs::metadata(companion).map_or(0, |meta| meta.len()))
+            .sum();
+        Ok(Self {
+            used: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+            bytes: meta.len() + companion_bytes,
+            path,
+            companions,
+        })
+    }
+}
+
 /// Removes the oldest (by modification time, refreshed on every use) blob files under `root`
 /// until their total is at most `bound` bytes; `keep` stays whatever its age.
 fn evict(root: &Path, bound: u64, keep: &Path) -> std::io::Result<Evicted> {
@@ -292,13 +310,7 @@ fn evict(root: &Path, bound: u64, keep: &Path) -> std::io::Result<Evicted> {
             if !named_by_digest {
                 continue;
             }
-            let meta = std::fs::metadata(&path)?;
-            blobs.push(Cached {
-                used: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
-                bytes: meta.len(),
-                path,
-                companions: Vec::new(),
-            });
+            blobs.push(Cached::of(path, Vec::new())?);
         }
     }
     evict_oldest(blobs, bound, keep)

@@ -23,7 +23,8 @@
 //!   (detection, transcoding), `dialect` (number formats), `ingest` (one cached database per
 //!   digest, shared by the host's workers), `map`, `profile` (describe, stats, rows), `query`
 //!   (guardrails, windows, limits), `names` (the table and its columns as a query may spell
-//!   them), `matched` (the rows an aggregate's filter matched), `cells` (DuckDB values to JSON and cells), `export` (CSV and
+//!   them), `matched` (the rows an aggregate's filter matched), `ast` (walking DuckDB's serialized
+//!   statements), `cells` (DuckDB values to JSON and cells), `export` (CSV and
 //!   XLSX writers), `workbook` (query results into existing xlsx packages).
 //! - `office`: the office pool's engines: text and CSV lines, spreadsheets (calamine reads, XML-level
 //!   xlsx edits), docx and pptx (XML-level reads and edits), PDF text (lopdf); `package` opens

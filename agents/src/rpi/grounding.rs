@@ -37,7 +37,7 @@ pub(super) fn made_up_numbers(call: &ToolCall, facts: &[&str], results: &[String
         match serde_json::from_str::<Value>(result) {
             // An aggregate whose filter matched no row shows nothing about the table.
             Ok(value) if value.get("matched_rows").and_then(Value::as_u64) == Some(0) => {}
-            Ok(value) => result_numbers(&value, None, &mut shown),
+            Ok(value) => result_numbers(&value, &mut shown),
             Err(_) => shown.extend(numbers(result).into_iter().map(|(_, v)| v)),
         }
     }
@@ -189,7 +189,7 @@ pub(super) fn invented_placeholders(
         return Vec::new();
     };
     let mut written = Vec::new();
-    written_values(&arguments, None, &mut written);
+    written_values(&arguments, &mut written);
     let shown = |placeholder: &str| {
         facts.iter().any(|fact| fact.contains(placeholder))
             || results.iter().any(|result| result.contains(placeholder))
@@ -206,18 +206,31 @@ pub(super) fn invented_placeholders(
 /// The argument keys whose values name what to find or where, not what is written.
 const LOCATING_KEYS: &[&str] = &["path", "search", "find", "op", "sheet", "target_path"];
 
-fn written_values<'a>(value: &'a Value, key: Option<&str>, into: &mut Vec<&'a str>) {
-    match value {
-        Value::String(text) if !key.is_some_and(|key| LOCATING_KEYS.contains(&key)) => {
+fn written_values<'a>(value: &'a Value, into: &mut Vec<&'a str>) {
+    for_each_leaf(value, None, &mut |key, leaf| {
+        if let Value::String(text) = leaf
+            && !key.is_some_and(|key| LOCATING_KEYS.contains(&key))
+        {
             into.push(text);
         }
+    });
+}
+
+/// Calls `visit` on every value of `value` that is neither an array nor an object, with the
+/// key of the nearest object field holding it (`None` at the top).
+fn for_each_leaf<'a>(
+    value: &'a Value,
+    key: Option<&'a str>,
+    visit: &mut impl FnMut(Option<&'a str>, &'a Value),
+) {
+    match value {
         Value::Array(items) => items
             .iter()
-            .for_each(|item| written_values(item, key, into)),
+            .for_each(|item| for_each_leaf(item, key, visit)),
         Value::Object(object) => object
             .iter()
-            .for_each(|(key, item)| written_values(item, Some(key), into)),
-        _ => {}
+            .for_each(|(key, item)| for_each_leaf(item, Some(key), visit)),
+        leaf => visit(key, leaf),
     }
 }
 
@@ -309,8 +322,8 @@ const RESULT_METADATA_KEYS: &[&str] = &[
 
 /// The numbers of a JSON tool result: in its text values and its numeric values, except those
 /// of [`RESULT_METADATA_KEYS`].
-fn result_numbers(value: &Value, key: Option<&str>, into: &mut Vec<f64>) {
-    match value {
+fn result_numbers(value: &Value, into: &mut Vec<f64>) {
+    for_each_leaf(value, None, &mut |key, leaf| match leaf {
         Value::Number(number) => {
             let metadata = key.is_some_and(|key| RESULT_METADATA_KEYS.contains(&key));
             if let (false, Some(number)) = (metadata, number.as_f64()) {
@@ -318,14 +331,8 @@ fn result_numbers(value: &Value, key: Option<&str>, into: &mut Vec<f64>) {
             }
         }
         Value::String(text) => into.extend(numbers(text).into_iter().map(|(_, v)| v)),
-        Value::Array(items) => items
-            .iter()
-            .for_each(|item| result_numbers(item, key, into)),
-        Value::Object(object) => object
-            .iter()
-            .for_each(|(key, item)| result_numbers(item, Some(key), into)),
         _ => {}
-    }
+    });
 }
 
 /// The most decimals a written number may round a shown one to; a longer one must be the

@@ -24,15 +24,8 @@ pub(super) fn evict_databases(root: &Path, bound: u64, keep: &Path) -> std::io::
         if !named_by_digest {
             continue;
         }
-        let meta = std::fs::metadata(&path)?;
         let wal = wal_of(&path);
-        let wal_bytes = std::fs::metadata(&wal).map_or(0, |meta| meta.len());
-        databases.push(Cached {
-            used: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
-            bytes: meta.len() + wal_bytes,
-            path,
-            companions: vec![wal],
-        });
+        databases.push(Cached::of(path, vec![wal])?);
     }
     let evicted = evict_oldest(databases, bound, keep)?;
     if evicted.removed > 0 {

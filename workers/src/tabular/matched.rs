@@ -8,6 +8,8 @@
 use duckdb::Connection;
 use serde_json::Value;
 
+use super::ast::objects;
+
 /// The warning of an aggregate whose filter matched no row.
 pub(super) const NO_ROW_MATCHED: &str = "no row of the table matches the WHERE clause, so the \
     aggregate describes no row (matched_rows is 0); check the filter's values, e.g. SELECT \
@@ -32,24 +34,19 @@ const AGGREGATES: &[&str] = &[
 
 /// True when the expression (as DuckDB serializes it) calls an aggregate function.
 pub(super) fn calls_aggregate(value: &Value) -> bool {
-    match value {
-        Value::Object(object) => {
-            let aggregate = object
-                .get("function_name")
-                .and_then(Value::as_str)
-                .is_some_and(|name| AGGREGATES.contains(&name.to_lowercase().as_str()));
-            aggregate || object.values().any(calls_aggregate)
-        }
-        Value::Array(items) => items.iter().any(calls_aggregate),
-        _ => false,
-    }
+    objects(value).into_iter().any(|object| {
+        object
+            .get("function_name")
+            .and_then(Value::as_str)
+            .is_some_and(|name| AGGREGATES.contains(&name.to_lowercase().as_str()))
+    })
 }
 
-/// The rows of `data` the filter of `sql` (checked, one `SELECT`) matched, for an aggregate
-/// over a filter; `None` for any other query or when it cannot be counted.
-pub(super) fn rows_matched(conn: &Connection, sql: &str) -> Option<u64> {
-    let parsed = serialized(conn, sql)?;
-    let node = parsed.get("statements")?.get(0)?.get("node")?;
+/// The rows of `data` the filter of `statement` (a checked query's, as DuckDB serialized it)
+/// matched, for an aggregate over a filter; `None` for any other query or when it cannot be
+/// counted.
+pub(super) fn rows_matched(conn: &Connection, statement: &Value) -> Option<u64> {
+    let node = statement.get("node")?;
     let filtered_aggregate = node.get("type")? == "SELECT_NODE"
         && node.get("from_table")?.get("type")? == "BASE_TABLE"
         && !node.get("where_clause")?.is_null()

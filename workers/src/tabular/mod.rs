@@ -6,6 +6,7 @@
 //! on the machine. Opened databases are kept (a few, most recently used) so warm calls only clone
 //! a connection. All functions here block: callers run them on Tokio's blocking threads.
 
+mod ast;
 mod cells;
 mod dialect;
 mod encoding;

@@ -14,6 +14,8 @@
 use duckdb::Connection;
 use serde_json::Value;
 
+use super::ast::objects;
+
 /// One replacement in a query's text: bytes `start..end` become `text`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Edit {
@@ -78,14 +80,12 @@ fn columns(conn: &Connection) -> Vec<String> {
 /// Column references (one part, not a column's exact name in any case, not an alias of the
 /// query) whose folded spelling is exactly one column's: replaced by that column, quoted.
 fn column_spellings(conn: &Connection, sql: &str, statement: &Value) -> Vec<Edit> {
-    let mut references = Vec::new();
-    column_references(statement, &mut references);
+    let references = column_references(statement);
     if references.is_empty() {
         return Vec::new();
     }
     let columns = columns(conn);
-    let mut aliases = Vec::new();
-    query_aliases(statement, &mut aliases);
+    let aliases = query_aliases(statement);
     references
         .into_iter()
         .filter_map(|(start, name)| {
@@ -116,40 +116,30 @@ fn column_spellings(conn: &Connection, sql: &str, statement: &Value) -> Vec<Edit
 }
 
 /// Where each one-part column reference starts, with its name.
-fn column_references(value: &Value, into: &mut Vec<(usize, String)>) {
-    match value {
-        Value::Object(object) => {
-            let column = object.get("class").and_then(Value::as_str) == Some("COLUMN_REF");
-            let names = object.get("column_names").and_then(Value::as_array);
-            let at = object.get("query_location").and_then(Value::as_u64);
-            if let (true, Some([name]), Some(at)) = (column, names.map(Vec::as_slice), at)
-                && let Some(name) = name.as_str()
-            {
-                into.push((usize::try_from(at).unwrap_or(usize::MAX), name.to_string()));
-            }
-            object
-                .values()
-                .for_each(|item| column_references(item, into));
-        }
-        Value::Array(items) => items.iter().for_each(|item| column_references(item, into)),
-        _ => {}
-    }
+fn column_references(statement: &Value) -> Vec<(usize, String)> {
+    objects(statement)
+        .into_iter()
+        .filter(|object| object.get("class").and_then(Value::as_str) == Some("COLUMN_REF"))
+        .filter_map(|object| {
+            let [name] = object.get("column_names")?.as_array()?.as_slice() else {
+                return None;
+            };
+            let at = object.get("query_location")?.as_u64()?;
+            Some((
+                usize::try_from(at).unwrap_or(usize::MAX),
+                name.as_str()?.to_string(),
+            ))
+        })
+        .collect()
 }
 
 /// Every alias the query gives (select-list names, table aliases).
-fn query_aliases(value: &Value, into: &mut Vec<String>) {
-    match value {
-        Value::Object(object) => {
-            if let Some(alias) = object.get("alias").and_then(Value::as_str)
-                && !alias.is_empty()
-            {
-                into.push(alias.to_string());
-            }
-            object.values().for_each(|item| query_aliases(item, into));
-        }
-        Value::Array(items) => items.iter().for_each(|item| query_aliases(item, into)),
-        _ => {}
-    }
+fn query_aliases(statement: &Value) -> Vec<&str> {
+    objects(statement)
+        .into_iter()
+        .filter_map(|object| object.get("alias")?.as_str())
+        .filter(|alias| !alias.is_empty())
+        .collect()
 }
 
 fn quoted(name: &str) -> String {
@@ -166,9 +156,7 @@ fn file_named(sql: &str, statement: &Value, file: &str) -> Vec<Edit> {
     if defines_ctes(statement) {
         return Vec::new();
     }
-    let mut starts = Vec::new();
-    table_references(statement, &mut starts);
-    starts
+    table_references(statement)
         .into_iter()
         .filter_map(|start| {
             let (end, named) = reference_at(sql, start)?;
@@ -181,38 +169,27 @@ fn file_named(sql: &str, statement: &Value, file: &str) -> Vec<Edit> {
         .collect()
 }
 
-fn defines_ctes(value: &Value) -> bool {
-    match value {
-        Value::Object(object) => {
-            let defines = object
-                .get("cte_map")
-                .and_then(|ctes| ctes.get("map"))
-                .and_then(Value::as_array)
-                .is_some_and(|map| !map.is_empty());
-            defines || object.values().any(defines_ctes)
-        }
-        Value::Array(items) => items.iter().any(defines_ctes),
-        _ => false,
-    }
+fn defines_ctes(statement: &Value) -> bool {
+    objects(statement).into_iter().any(|object| {
+        object
+            .get("cte_map")
+            .and_then(|ctes| ctes.get("map"))
+            .and_then(Value::as_array)
+            .is_some_and(|map| !map.is_empty())
+    })
 }
 
 /// Where each table reference (not in another catalog) starts in the query.
-fn table_references(value: &Value, starts: &mut Vec<usize>) {
-    match value {
-        Value::Object(object) => {
-            let base_table = object.get("type").and_then(Value::as_str) == Some("BASE_TABLE")
-                && object.get("catalog_name").and_then(Value::as_str) == Some("");
-            let at = object.get("query_location").and_then(Value::as_u64);
-            if let (true, Some(at)) = (base_table, at) {
-                starts.push(usize::try_from(at).unwrap_or(usize::MAX));
-            }
-            object
-                .values()
-                .for_each(|item| table_references(item, starts));
-        }
-        Value::Array(items) => items.iter().for_each(|item| table_references(item, starts)),
-        _ => {}
-    }
+fn table_references(statement: &Value) -> Vec<usize> {
+    objects(statement)
+        .into_iter()
+        .filter(|object| {
+            object.get("type").and_then(Value::as_str) == Some("BASE_TABLE")
+                && object.get("catalog_name").and_then(Value::as_str) == Some("")
+        })
+        .filter_map(|object| object.get("query_location")?.as_u64())
+        .map(|at| usize::try_from(at).unwrap_or(usize::MAX))
+        .collect()
 }
 
 /// The table reference starting at byte `start` of `sql` (identifiers, quoted or not, joined

@@ -44,6 +44,8 @@ pub(crate) struct CheckedQuery {
     sql: String,
     /// Whether the top-level query has an `ORDER BY`.
     pub(crate) ordered: bool,
+    /// The statement as DuckDB serialized it (`null` for [`CheckedQuery::whole_table`]).
+    statement: Value,
 }
 
 impl CheckedQuery {
@@ -52,6 +54,7 @@ impl CheckedQuery {
         Self {
             sql: "SELECT * FROM data".to_string(),
             ordered: true,
+            statement: Value::Null,
         }
     }
 }
@@ -119,21 +122,15 @@ struct Serialized {
 /// columns as [`names`] reads them.
 pub(crate) fn check(conn: &Connection, query: &str, file: &str) -> Result<CheckedQuery, ErrorBody> {
     let checked = parse(conn, query)?;
-    let edits = names::respelled(conn, &checked.query.sql, &checked.statement, file);
+    let edits = names::respelled(conn, &checked.sql, &checked.statement, file);
     if edits.is_empty() {
-        return Ok(checked.query);
+        return Ok(checked);
     }
-    parse(conn, &names::edited(&checked.query.sql, &edits)).map(|parsed| parsed.query)
-}
-
-/// A parsed query and its statement as DuckDB serializes it.
-struct Parsed {
-    query: CheckedQuery,
-    statement: Value,
+    parse(conn, &names::edited(&checked.sql, &edits))
 }
 
 /// Parses the query with DuckDB and accepts exactly one `SELECT` statement.
-fn parse(conn: &Connection, query: &str) -> Result<Parsed, ErrorBody> {
+fn parse(conn: &Connection, query: &str) -> Result<CheckedQuery, ErrorBody> {
     let trimmed = query.trim();
     let sql = trimmed
         .strip_suffix(';')
@@ -171,11 +168,9 @@ fn parse(conn: &Connection, query: &str) -> Result<Parsed, ErrorBody> {
             "query refused: it aggregates no table (a SELECT without FROM counts one row); \
              read table `data`, e.g. SELECT COUNT(*) FROM data",
         )),
-        [statement] => Ok(Parsed {
-            query: CheckedQuery {
-                ordered: has_order_by(statement),
-                sql,
-            },
+        [statement] => Ok(CheckedQuery {
+            ordered: has_order_by(statement),
+            sql,
             statement: statement.clone(),
         }),
         many => Err(refused(format!(
@@ -416,7 +411,7 @@ pub(crate) fn run_window(
             window.offset + returned
         )
     });
-    let matched_rows = matched::rows_matched(conn, &checked.sql);
+    let matched_rows = matched::rows_matched(conn, &checked.statement);
     let warnings: Vec<String> = stopped
         .into_iter()
         .chain(json.cut_warning(&columns))

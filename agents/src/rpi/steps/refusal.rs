@@ -59,9 +59,9 @@ pub(in crate::rpi) fn of(call: &ToolCall, shown: &Shown<'_>) -> Option<Refusal> 
     if grounding::restates(call, shown.task) {
         return Some(told(grounding::restated_refusal()));
     }
-    let values = grounding::shown_values(shown.results);
-    let broken =
-        grounding::text_content(call).and_then(|text| form::broken(shown.form, &text, &values));
+    let broken = grounding::text_content(call)
+        .filter(|_| !shown.form.is_empty())
+        .and_then(|text| form::broken(shown.form, &text, &grounding::shown_values(shown.results)));
     if let Some(why) = broken {
         return Some(told(not_written(format!("not written: {why}"))));
     }
