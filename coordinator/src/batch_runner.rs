@@ -40,7 +40,7 @@ pub struct BatchRunnerConfig {
     pub batches: Batches,
     pub orchestrators: Orchestrators,
     /// Model spec for message batches that name none.
-    pub default_model: Option<String>,
+    pub defaults: crate::JobDefaults,
 }
 
 /// The runner's state, built in `pre_start`.
@@ -331,7 +331,7 @@ impl BatchRunnerState {
         };
         let store = self.config.orchestrators.store().clone();
         let accepted = store
-            .accept_message(submit, self.config.default_model.clone())
+            .accept_message(submit, self.config.defaults.clone())
             .await?;
         let record = match accepted {
             Accepted::New(record) | Accepted::Existing(record) | Accepted::Refused(record) => {
@@ -376,6 +376,7 @@ impl BatchRunnerState {
             approvals: None,
             workflow,
             batch_id: Some(record.batch_id.clone()),
+            time_limit_secs: record.time_limit_secs,
         })
     }
 

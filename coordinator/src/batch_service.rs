@@ -29,7 +29,7 @@ const PAGE_LIMIT: u32 = 1_000;
 pub(crate) struct BatchService {
     pub batches: Batches,
     pub orchestrators: Orchestrators,
-    pub default_model: Option<String>,
+    pub defaults: crate::JobDefaults,
     /// Submissions one at a time, so a batch id sent twice at once is created once.
     pub submitting: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
@@ -86,7 +86,7 @@ impl BatchService {
             batch_id: batch_id.to_string(),
             batches: self.batches.clone(),
             orchestrators: self.orchestrators.clone(),
-            default_model: self.default_model.clone(),
+            defaults: self.defaults.clone(),
         })
         .await
         .map_err(ErrorBody::from)
@@ -106,6 +106,9 @@ impl BatchService {
         {
             atelier_agents::spec::check(model, self.orchestrators.provider_settings())
                 .map_err(|error| error.to_body())?;
+        }
+        if request.time_limit_secs.is_some() {
+            self.defaults.time_limits.of(request.time_limit_secs)?;
         }
         let targets = self.resolve(&request.targets).await?;
         check_first_target(&request, &targets)?;

@@ -37,6 +37,9 @@ pub struct BatchRecord {
     pub auto_approve: bool,
     #[serde(default)]
     pub continue_draft: bool,
+    /// Each target's time limit (the operator's default when absent).
+    #[serde(default)]
+    pub time_limit_secs: Option<u64>,
     #[serde(default)]
     pub cancel_requested: bool,
     #[serde(default)]
@@ -215,6 +218,7 @@ impl Batches {
             tolerate_failures: submit.tolerate_failures,
             auto_approve: submit.auto_approve,
             continue_draft: submit.continue_draft,
+            time_limit_secs: submit.time_limit_secs,
             cancel_requested: false,
             error: None,
             created_at_ms: now,
@@ -547,6 +551,7 @@ mod tests {
             tolerate_failures: Some(FailureTolerance::Percent(10)),
             auto_approve: false,
             continue_draft: false,
+            time_limit_secs: None,
         }
     }
 

@@ -32,6 +32,7 @@ use atelier_transport::blobs::blob_of_bytes;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 
+use crate::JobDefaults;
 use crate::error::CoordinatorError;
 use crate::jobs::JobRecord;
 use crate::storage::blocking;
@@ -306,14 +307,14 @@ impl DraftStoreHandle {
     pub async fn accept_message(
         &self,
         mut submit: JobSubmit,
-        default_model: Option<String>,
+        defaults: JobDefaults,
     ) -> Result<Accepted, ErrorBody> {
         // A workflow that only reads changes no draft, so a draft does not refuse it.
         submit.continue_draft |= submit
             .workflow
             .as_ref()
             .is_some_and(atelier_agents::catalog::only_reads);
-        self.change(move |wb| wb.accept_message(&submit, default_model.as_deref()))
+        self.change(move |wb| wb.accept_message(&submit, &defaults))
             .await
     }
 
@@ -348,9 +349,9 @@ impl DraftStoreHandle {
         &self,
         request: Regenerate,
         job_id: String,
-        default_model: Option<String>,
+        defaults: JobDefaults,
     ) -> Result<(JobRecord, Regenerated), ErrorBody> {
-        self.change(move |wb| wb.regenerate(&request, &job_id, default_model.as_deref()))
+        self.change(move |wb| wb.regenerate(&request, &job_id, &defaults))
             .await
     }
 

@@ -16,6 +16,7 @@ use atelier_transport::failpoint;
 use atelier_transport::headers::format_of;
 use futures::StreamExt;
 
+use crate::JobDefaults;
 use crate::error::CoordinatorError;
 use crate::events::EventSink;
 use crate::jobs::JobRecord;
@@ -66,7 +67,7 @@ pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorEr
 pub async fn run_intake(
     js: jetstream::Context,
     orchestrators: Orchestrators,
-    default_model: Option<String>,
+    defaults: JobDefaults,
 ) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
     // Attach once up front so a misconfigured server fails start-up loudly.
     let mut messages = attach(&js).await?;
@@ -74,7 +75,7 @@ pub async fn run_intake(
         loop {
             while let Some(next) = messages.next().await {
                 match next {
-                    Ok(message) => accept(&orchestrators, default_model.as_deref(), message).await,
+                    Ok(message) => accept(&orchestrators, &defaults, message).await,
                     Err(error) => tracing::warn!(%error, "job intake stream error"),
                 }
             }
@@ -113,7 +114,7 @@ async fn attach(js: &jetstream::Context) -> Result<consumer::pull::Stream, Coord
 
 async fn accept(
     orchestrators: &Orchestrators,
-    default_model: Option<&str>,
+    defaults: &JobDefaults,
     message: jetstream::Message,
 ) {
     let format = format_of(message.headers.as_ref());
@@ -130,9 +131,7 @@ async fn accept(
         }
     };
     let store = orchestrators.store().clone();
-    let accepted = store
-        .accept_message(submit, default_model.map(str::to_string))
-        .await;
+    let accepted = store.accept_message(submit, defaults.clone()).await;
     let record = match accepted {
         Ok(Accepted::New(record) | Accepted::Existing(record)) => record,
         Ok(Accepted::Refused(record)) => {

@@ -308,6 +308,8 @@ fn unreadable_view(job_id: String) -> JobView {
         plan_md: None,
         run: 0,
         outcome: None,
+        time_limit_secs: 0,
+        started_at_ms: None,
     }
 }
 
@@ -337,5 +339,7 @@ fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
         plan_md: rpi.plan_md,
         run: record.run,
         outcome: record.outcome,
+        time_limit_secs: record.time_limit_secs,
+        started_at_ms: record.started_at_ms,
     }
 }

@@ -18,6 +18,7 @@
 //! - [`host`]: what a running job sees: tool calls, files, journal, signals.
 //! - `outcome`: what a succeeded job changed, from its files at its start and at its end.
 //! - [`context`]: what a job's model calls carry besides the manifest (conversation, budgets).
+//! - [`defaults`]: what a submission leaves out (model, time limit) and a run's deadline.
 //! - [`review`]: the draft's content review, with the office pool's file diffs.
 //! - [`control`]: the `atelier.ctl.*` verbs.
 //! - `workshop_service`: the `atelier.workshop.*` verbs (conversation, rewind, regenerate,
@@ -38,6 +39,7 @@ pub mod batches;
 pub mod blobs;
 pub mod context;
 mod control;
+pub mod defaults;
 pub mod draft_store;
 pub mod error;
 pub mod events;
@@ -61,6 +63,7 @@ use atelier_agents::rpi::Budgets;
 use atelier_agents::spec::ProviderSettings;
 use atelier_messages::job::JobState;
 
+pub use defaults::{JobDefaults, TimeLimits};
 pub use error::CoordinatorError;
 pub use orchestrator::Orchestrators;
 
@@ -78,8 +81,8 @@ pub struct CoordinatorConfig {
     /// Holds `db/` (sled) and `blobs/`.
     pub data_dir: PathBuf,
     pub coordinator_id: String,
-    /// Model spec for jobs that name none.
-    pub default_model: Option<String>,
+    /// The model and time limit of jobs that name none, and the most time a job may ask for.
+    pub defaults: JobDefaults,
     pub provider_settings: ProviderSettings,
     pub budgets: Budgets,
     /// How long the journal of a finished job is kept.
@@ -163,12 +166,12 @@ pub async fn start_coordinator(
     let workshop = workshop_service::Workshop {
         client: client.clone(),
         orchestrators: orchestrators.clone(),
-        default_model: config.default_model.clone(),
+        defaults: config.defaults.clone(),
     };
     let batch_service = batch_service::BatchService {
         batches: Batches::new(storage_for_batches),
         orchestrators: orchestrators.clone(),
-        default_model: config.default_model.clone(),
+        defaults: config.defaults.clone(),
         submitting: Default::default(),
     };
     let mut tasks = vec![
@@ -208,7 +211,7 @@ pub async fn start_coordinator(
             tracing::error!(%error, "could not adopt the unfinished batches");
         }
     }));
-    tasks.push(intake::run_intake(jetstream, orchestrators, config.default_model.clone()).await?);
+    tasks.push(intake::run_intake(jetstream, orchestrators, config.defaults.clone()).await?);
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), "coordinator ready");
     Ok(CoordinatorHandle {
         tasks,

@@ -58,6 +58,10 @@ pub fn apply(record: &mut JobRecord, transition: Transition) -> Result<(), Error
             }
             if record.state == JobState::Queued {
                 record.state = JobState::Running;
+                // The run's clock: kept when a restart adopts it, new for a resumed run.
+                record
+                    .started_at_ms
+                    .get_or_insert_with(atelier_messages::now_ms);
             }
         }
         Transition::AwaitApproval(pending) => {
@@ -117,6 +121,7 @@ pub fn apply(record: &mut JobRecord, transition: Transition) -> Result<(), Error
             record.error = None;
             record.outcome = None;
             record.cancel_requested = false;
+            record.started_at_ms = None;
             record.run += 1;
         }
     }
@@ -146,6 +151,8 @@ mod tests {
             workflow: None,
             batch_id: None,
             outcome: None,
+            time_limit_secs: 0,
+            started_at_ms: None,
         }
     }
 
@@ -181,6 +188,26 @@ mod tests {
         };
         apply(&mut job, finish).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((job.state, &job.outcome), (JobState::Succeeded, &answered));
+    }
+
+    #[test]
+    fn a_run_clock_starts_when_it_leaves_the_queue_and_a_resume_restarts_it() {
+        let mut job = record(JobState::Queued);
+        apply(&mut job, Transition::Start).unwrap_or_else(|e| panic!("{e}"));
+        let started = job.started_at_ms;
+        assert!(started.is_some_and(|at| at > 0));
+        // Adopted after a restart: the same run, the same clock.
+        job.started_at_ms = Some(7);
+        apply(&mut job, Transition::Start).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(job.started_at_ms, Some(7));
+        job.state = JobState::Failed;
+        apply(&mut job, Transition::Resume).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((job.state, job.started_at_ms), (JobState::Queued, None));
+        apply(&mut job, Transition::Start).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            job.started_at_ms
+                .is_some_and(|at| at >= started.unwrap_or_default())
+        );
     }
 
     #[test]

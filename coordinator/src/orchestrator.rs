@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::context;
+use crate::defaults::RunClock;
 use crate::draft_store::DraftStoreHandle;
 use crate::error::CoordinatorError;
 use crate::events::EventSink;
@@ -149,10 +150,17 @@ async fn run_job(
 ) {
     // The record this orchestrator was started with may be stale: a job cancelled between its
     // intake and this start stays cancelled, and nothing is announced for it.
-    if let Err(refused) = transition(&template.jobs, &record.job_id, Transition::Start).await {
-        tracing::warn!(code = %refused.code, reason = %refused.message, "job not started");
-        return;
-    }
+    let started = match start(&template.jobs, &record.job_id).await {
+        Ok(started) => started,
+        Err(refused) => {
+            tracing::warn!(code = %refused.code, reason = %refused.message, "job not started");
+            return;
+        }
+    };
+    let clock = RunClock {
+        limit_secs: started.time_limit_secs,
+        started_at_ms: started.started_at_ms,
+    };
     let (events, publisher) = EventSink::start(template.jetstream.clone(), &record.job_id);
     if record.state == JobState::Queued {
         events.emit(EventKind::JobAccepted);
@@ -168,7 +176,7 @@ async fn run_job(
     };
     let ended = match crash_loop(&template.jobs, &record.job_id).await {
         Some(set_aside) => Err(set_aside),
-        None => drive(&template, &host, &mut rpi).await,
+        None => clock.within(drive(&template, &host, &mut rpi)).await,
     };
     let (final_state, error, outcome) = match ended {
         Ok(outcome) => (JobState::Succeeded, None, Some(outcome)),
@@ -283,6 +291,13 @@ async fn run(
     rpi::run(&input, rpi_state, provider.as_ref(), host, template.budgets)
         .await
         .map_err(|error| error.to_body())
+}
+
+/// Starts the job's run: its record as it now is.
+async fn start(jobs: &Jobs, job_id: &str) -> Result<JobRecord, ErrorBody> {
+    let jobs = jobs.clone();
+    let job_id = job_id.to_string();
+    blocking(move || jobs.transition(&job_id, Transition::Start)).await
 }
 
 async fn transition(jobs: &Jobs, job_id: &str, transition: Transition) -> Result<(), ErrorBody> {

@@ -24,7 +24,7 @@ pub(crate) struct Workshop {
     pub client: async_nats::Client,
     pub orchestrators: Orchestrators,
     /// Model spec for messages that name none and workbenches without a default.
-    pub default_model: Option<String>,
+    pub defaults: crate::JobDefaults,
 }
 
 /// Serves every workshop verb until the returned task is aborted.
@@ -128,7 +128,7 @@ impl Workshop {
         let (record, regenerated) = self
             .orchestrators
             .store()
-            .regenerate(request, job_id, self.default_model.clone())
+            .regenerate(request, job_id, self.defaults.clone())
             .await?;
         self.orchestrators.start(record).await.map_err(|error| {
             ErrorBody::new(

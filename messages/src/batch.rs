@@ -152,12 +152,16 @@ pub struct SubmitBatch {
     /// fails with `DRAFT_EXISTS`).
     #[serde(default)]
     pub continue_draft: bool,
+    /// Each target's wall-clock limit in seconds (see `JobSubmit::time_limit_secs`).
+    #[serde(default)]
+    pub time_limit_secs: Option<u64>,
 }
 
 impl SubmitBatch {
     /// Checks the request's own fields.
     pub fn validate(&self) -> Result<(), ErrorBody> {
         validate_batch_id(&self.batch_id)?;
+        crate::job::validate_time_limit(self.time_limit_secs)?;
         if let Some(concurrency) = self.concurrency {
             validate_concurrency(concurrency)?;
         }

@@ -72,11 +72,15 @@ pub enum ErrorCode {
     /// A worker's disk filled up while it cached a file (a table's database); the operator
     /// frees space or lowers the cache bound, and the call can be retried.
     DiskFull,
+    /// The job ran past its wall-clock time limit (`submit --time-limit`, else the operator's
+    /// `job_time_limit_secs`); it ended within seconds of it, the draft holding what it wrote
+    /// until then. `atelier resume` continues it with the limit again.
+    JobTimeLimit,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 36] = [
+    pub const ALL: [ErrorCode; 37] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -113,6 +117,7 @@ impl ErrorCode {
         ErrorCode::CrashLoop,
         ErrorCode::ContextOverflow,
         ErrorCode::DiskFull,
+        ErrorCode::JobTimeLimit,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -154,6 +159,7 @@ impl ErrorCode {
             ErrorCode::CrashLoop => "CRASH_LOOP",
             ErrorCode::ContextOverflow => "CONTEXT_OVERFLOW",
             ErrorCode::DiskFull => "DISK_FULL",
+            ErrorCode::JobTimeLimit => "JOB_TIME_LIMIT",
         }
     }
 }

@@ -36,6 +36,10 @@ pub struct JobSubmit {
     /// The batch this job is a target of.
     #[serde(default)]
     pub batch_id: Option<String>,
+    /// The job's wall-clock limit in seconds, counted from its start (the operator's
+    /// `job_time_limit_secs` when absent; more than `max_job_time_limit_secs` is refused).
+    #[serde(default)]
+    pub time_limit_secs: Option<u64>,
 }
 
 /// Longest accepted job id.
@@ -57,11 +61,23 @@ pub fn validate_job_id(job_id: &str) -> Result<(), ErrorBody> {
     ))
 }
 
+/// Checks an asked-for time limit: at least one second (the coordinator knows the most).
+pub fn validate_time_limit(secs: Option<u64>) -> Result<(), ErrorBody> {
+    if secs == Some(0) {
+        return Err(ErrorBody::new(
+            crate::ErrorCode::ValidationFailed,
+            "a time limit is at least 1 second",
+        ));
+    }
+    Ok(())
+}
+
 impl JobSubmit {
     /// Checks the submission's own fields (the CLI before it publishes, the coordinator before
     /// it records): an id of 1–64 characters of `A-Z a-z 0-9 - _`, and a message.
     pub fn validate(&self) -> Result<(), ErrorBody> {
         validate_job_id(&self.job_id)?;
+        validate_time_limit(self.time_limit_secs)?;
         if let Some(workflow) = &self.workflow {
             workflow.validate()?;
         }
@@ -271,6 +287,13 @@ pub struct JobView {
     /// (absent in records written before outcomes were).
     #[serde(default)]
     pub outcome: Option<JobOutcome>,
+    /// The wall-clock limit of each run in seconds (0: none, in records written before limits
+    /// were).
+    #[serde(default)]
+    pub time_limit_secs: u64,
+    /// When the current run started (none while it is queued).
+    #[serde(default)]
+    pub started_at_ms: Option<u64>,
 }
 
 /// A tool call paused until a person approves or rejects it.

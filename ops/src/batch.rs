@@ -51,6 +51,9 @@ pub struct RunArgs {
     /// Keep working on the workbench's draft.
     #[arg(long)]
     continue_draft: bool,
+    /// Stop the job with JOB_TIME_LIMIT this many seconds after it starts.
+    #[arg(long, value_name = "SECS")]
+    time_limit: Option<u64>,
     #[arg(long)]
     json: bool,
 }
@@ -161,6 +164,9 @@ pub struct SubmitArgs {
     /// A target whose workbench has a draft keeps working on it.
     #[arg(long)]
     continue_draft: bool,
+    /// Stop each target's job with JOB_TIME_LIMIT this many seconds after it starts.
+    #[arg(long, value_name = "SECS")]
+    time_limit: Option<u64>,
     /// Batch id (default: a new UUID v7); re-submitting an id answers the existing batch.
     #[arg(long)]
     batch_id: Option<String>,
@@ -204,6 +210,7 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
             continue_draft,
             approvals: None,
             workflow: Some(workflow),
+            time_limit_secs: args.time_limit,
         })
         .await?;
     if args.wait {
@@ -322,6 +329,7 @@ async fn submit(client: &Client, args: SubmitArgs) -> anyhow::Result<ExitCode> {
         tolerate_failures,
         auto_approve: args.auto_approve,
         continue_draft: args.continue_draft,
+        time_limit_secs: args.time_limit,
     };
     request.validate().map_err(client::coded)?;
     let view = client.call(&request).await?;

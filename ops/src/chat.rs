@@ -186,6 +186,7 @@ impl Session<'_> {
                 continue_draft: self.continue_draft,
                 approvals: None,
                 workflow: None,
+                time_limit_secs: None,
             })
             .await
     }

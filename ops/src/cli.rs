@@ -99,6 +99,10 @@ pub(crate) enum Command {
         /// DRAFT_EXISTS: publish or discard first).
         #[arg(long)]
         continue_draft: bool,
+        /// Stop the job with JOB_TIME_LIMIT this many seconds after it starts (default: the
+        /// operator's job_time_limit_secs, 1 h unless set).
+        #[arg(long, value_name = "SECS")]
+        time_limit: Option<u64>,
         #[arg(long)]
         json: bool,
     },

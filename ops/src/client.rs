@@ -38,6 +38,8 @@ pub struct Submission<'a> {
     pub approvals: Option<ApprovalPolicy>,
     /// Tool calls to run instead of an agent (`atelier run`).
     pub workflow: Option<atelier_messages::workflow::Workflow>,
+    /// The job's wall-clock limit in seconds (none: the operator's default).
+    pub time_limit_secs: Option<u64>,
 }
 
 /// A connected client.
@@ -142,6 +144,7 @@ impl Client {
             approvals: submission.approvals,
             workflow: submission.workflow,
             batch_id: None,
+            time_limit_secs: submission.time_limit_secs,
         };
         submit.validate().map_err(coded)?;
         let payload = encode(&submit, Format::MessagePack).map_err(coded)?;

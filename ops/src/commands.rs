@@ -29,6 +29,7 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             auto_approve,
             continue_draft,
             approvals,
+            time_limit,
             json,
         } => {
             let approvals = client::parse_approvals(&approvals)?;
@@ -44,6 +45,7 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
                 continue_draft,
                 approvals,
                 workflow: None,
+                time_limit_secs: time_limit,
             };
             let job_id = client.submit(submit).await?;
             if !wait {

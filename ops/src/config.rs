@@ -75,6 +75,13 @@ pub struct Settings {
     pub replay_dir: Option<PathBuf>,
     /// How many checkpoints each workbench keeps (older ones are pruned; default 50).
     pub checkpoints_kept: u64,
+    /// How long one office tool call may take (milliseconds; default 30 s): `TOOL_TIMEOUT` after.
+    pub office_tool_timeout_ms: u64,
+    /// The wall-clock limit of a job that names none (`submit --time-limit`; seconds, default
+    /// 1 h): `JOB_TIME_LIMIT` after.
+    pub job_time_limit_secs: u64,
+    /// The most a job may ask for (seconds; default 7 days); more is refused.
+    pub max_job_time_limit_secs: u64,
     /// Per-job limits; a job that reaches one fails with `BUDGET_EXCEEDED`.
     pub job_max_model_turns: u64,
     pub job_max_tool_calls: u64,
@@ -113,6 +120,9 @@ impl Default for Settings {
             allow_adhoc_model_urls: false,
             replay_dir: None,
             checkpoints_kept: atelier_coordinator::workbench::DEFAULT_CHECKPOINTS_KEPT,
+            office_tool_timeout_ms: atelier_workers::DEFAULT_OFFICE_TIMEOUT_MS,
+            job_time_limit_secs: atelier_coordinator::defaults::DEFAULT_JOB_TIME_LIMIT_SECS,
+            max_job_time_limit_secs: atelier_coordinator::defaults::MAX_JOB_TIME_LIMIT_SECS,
             job_max_model_turns: Budgets::default().max_model_turns,
             job_max_tool_calls: Budgets::default().max_tool_calls,
             job_max_tokens: Budgets::default().max_tokens,

@@ -74,6 +74,7 @@ async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
             continue_draft: true,
             approvals: None,
             workflow: None,
+            time_limit_secs: None,
         })
         .await?;
     let state = client.watch(&job_id, WatchOutput::Human).await?;

@@ -144,6 +144,12 @@ pub fn print_job(job: &JobView) {
         "turns      {} model, {} tool calls",
         job.model_turns, job.tool_calls
     );
+    if job.time_limit_secs > 0 {
+        println!(
+            "limit      {} s of wall-clock time a run",
+            job.time_limit_secs
+        );
+    }
     if let Some(pending) = &job.pending_approval {
         println!(
             "awaiting   approval of {} {} (call {}); `atelier approve {}` or `--reject`",

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use atelier_agents::spec::ProviderSettings;
-use atelier_coordinator::{CoordinatorConfig, CoordinatorHandle, start_coordinator};
+use atelier_coordinator::{
+    CoordinatorConfig, CoordinatorHandle, JobDefaults, TimeLimits, start_coordinator,
+};
 use atelier_messages::tool::Pool;
 use atelier_transport::connect::AuthWatch;
 use atelier_workers::{WorkerConfig, WorkerHandle, start_worker};
@@ -66,7 +68,13 @@ pub async fn coordinator(
     let config = CoordinatorConfig {
         data_dir,
         coordinator_id: instance_id("coordinator"),
-        default_model: settings.default_model.clone(),
+        defaults: JobDefaults {
+            model: settings.default_model.clone(),
+            time_limits: TimeLimits {
+                default_secs: settings.job_time_limit_secs,
+                max_secs: settings.max_job_time_limit_secs,
+            },
+        },
         provider_settings: ProviderSettings {
             openai_api_key: settings.openai_api_key.clone(),
             openai_base_url: settings.openai_base_url.clone(),
@@ -102,6 +110,7 @@ pub async fn worker(
         max_concurrency: settings.worker_concurrency.max(1),
         blob_cache_bytes: settings.blob_cache_bytes,
         table_cache_bytes: settings.table_cache_bytes,
+        office_timeout: std::time::Duration::from_millis(settings.office_tool_timeout_ms.max(1)),
     };
     start_worker(client, config)
         .await

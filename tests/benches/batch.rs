@@ -172,6 +172,7 @@ async fn submit(
         },
         concurrency: Some(concurrency()),
         tolerate_failures: None,
+        time_limit_secs: None,
         auto_approve: true,
         continue_draft,
     };

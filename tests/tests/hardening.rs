@@ -479,6 +479,7 @@ fn raw_submit(job_id: &str, workbench: &str, model: &str) -> atelier_messages::j
         approvals: None,
         workflow: None,
         batch_id: None,
+        time_limit_secs: None,
     }
 }
 

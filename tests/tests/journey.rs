@@ -535,6 +535,56 @@ fn the_journey(
     let draft = system.json(&["wb", "ls", "q3", "--draft", "--json"])?;
     assert!(paths(&draft).contains(&"notes.md".to_string()), "{draft}");
 
+    // A time limit ends a job whose model is still silent, the draft as it was.
+    let limited = system.cli(&[
+        "submit",
+        "q3",
+        "Write notes once more",
+        "--model",
+        &slow_model.model_spec(),
+        "--continue-draft",
+        "--time-limit",
+        "1",
+        "--wait",
+    ])?;
+    assert!(!limited.success, "{limited:?}");
+    let limited_id = limited
+        .stdout
+        .split_whitespace()
+        .nth(2)
+        .context("the submitted job's id")?;
+    let view = job_state(system, limited_id)?;
+    assert_eq!(
+        (
+            &view["state"],
+            &view["error"]["code"],
+            &view["time_limit_secs"]
+        ),
+        (&json!("failed"), &json!("JOB_TIME_LIMIT"), &json!(1)),
+        "{view}"
+    );
+    assert_eq!(
+        view["model_turns"], 0,
+        "the silent turn is not waited for: {view}"
+    );
+    assert_eq!(
+        system.json(&["wb", "ls", "q3", "--draft", "--json"])?,
+        draft
+    );
+    let too_long = system.cli(&[
+        "submit",
+        "q3",
+        "Write notes",
+        "--continue-draft",
+        "--time-limit",
+        "99999999",
+        "--wait",
+    ])?;
+    assert!(
+        !too_long.success && too_long.stdout.contains("VALIDATION_FAILED: a time limit"),
+        "{too_long:?}"
+    );
+
     // Pools, storage, and the eval of one task.
     let pools = system.json(&["workers", "--json"])?;
     for pool in ["tabular", "office"] {

@@ -31,6 +31,7 @@ fn submission(job_id: &str, message: String, workflow: Option<Workflow>) -> JobS
         continue_draft: false,
         workflow,
         batch_id: None,
+        time_limit_secs: None,
     }
 }
 

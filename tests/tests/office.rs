@@ -374,6 +374,36 @@ async fn crafted_files_get_codes_and_the_worker_keeps_serving() -> anyhow::Resul
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn an_office_call_past_its_time_limit_is_tool_timeout_and_changes_nothing()
+-> anyhow::Result<()> {
+    let mut cluster = Cluster::start_with(&["tabular"])?;
+    cluster.start_worker_with_env("office", &[("ATELIER_OFFICE_TOOL_TIMEOUT_MS", "1")])?;
+    let mut wb = bench(&cluster, "slow").await?;
+    // Parsing a real bank statement takes longer than a millisecond.
+    assert_eq!(
+        wb.code("get_file_map", json!({"path": "bank.xlsx"}))
+            .await?,
+        Some(ErrorCode::ToolTimeout)
+    );
+    let edit =
+        json!({"path": "bank.xlsx", "operations": [{"op": "ensure_sheet", "sheet": "Summary"}]});
+    assert_eq!(
+        wb.code("xlsx_operations", edit).await?,
+        Some(ErrorCode::ToolTimeout)
+    );
+    assert!(
+        cluster
+            .cli(&["wb", "ls", "slow", "--draft"])?
+            .failed_with("NO_DRAFT"),
+        "a call that timed out wrote nothing"
+    );
+    // The worker keeps serving what fits in the limit.
+    let listed = wb.ok("list_files", json!({})).await?;
+    assert_eq!(listed["files"].as_array().map(Vec::len), Some(FILES.len()));
+    Ok(())
+}
+
 /// The text of a docx's paragraphs as `read_file` gives them.
 async fn paragraphs(wb: &mut Bench<'_>, path: &str) -> anyhow::Result<Vec<String>> {
     let read = wb.ok("read_file", json!({"path": path})).await?;

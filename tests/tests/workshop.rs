@@ -118,6 +118,7 @@ async fn a_second_message_sees_the_first_and_a_draft_refuses_new_messages() -> a
         approvals: None,
         workflow: None,
         batch_id: None,
+        time_limit_secs: None,
     };
     cluster.publish_raw(&submit).await?;
     let watched = cluster.cli(&["watch", "raw-refused", "--json"])?;

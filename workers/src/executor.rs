@@ -139,6 +139,7 @@ impl Actor for ToolExecutor {
                 files.clone(),
                 &config.cache_dir,
                 config.table_cache_bytes,
+                config.office_timeout,
             )),
             files,
             client,

@@ -69,12 +69,17 @@ pub struct WorkerConfig {
     /// Most bytes of DuckDB databases kept in `cache_dir/tabular` (least recently opened go
     /// first).
     pub table_cache_bytes: u64,
+    /// How long one office tool call may take; past it the call is `TOOL_TIMEOUT` (its work
+    /// finishes on a blocking thread and is dropped, nothing of it applied).
+    pub office_timeout: std::time::Duration,
 }
 
 /// The default bound of a worker's fetched-blob cache (8 GiB).
 pub const DEFAULT_BLOB_CACHE_BYTES: u64 = 8 << 30;
 /// The default bound of a tabular worker's DuckDB databases (4 GiB).
 pub const DEFAULT_TABLE_CACHE_BYTES: u64 = 4 << 30;
+/// The default time limit of one office tool call (30 s, as the tool loop's design has it).
+pub const DEFAULT_OFFICE_TIMEOUT_MS: u64 = 30_000;
 
 /// Starts a worker: subscribes to the pool's queue group and serves calls until shut down.
 pub async fn start_worker(

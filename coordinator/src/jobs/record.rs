@@ -46,6 +46,13 @@ pub struct JobRecord {
     /// What the job did, recorded with its end when it succeeded.
     #[serde(default)]
     pub outcome: Option<JobOutcome>,
+    /// The wall-clock limit of each run in seconds (0: none, as in records written before
+    /// limits were).
+    #[serde(default)]
+    pub time_limit_secs: u64,
+    /// When the current run left `queued` (none until it does).
+    #[serde(default)]
+    pub started_at_ms: Option<u64>,
 }
 
 impl JobRecord {
@@ -78,6 +85,8 @@ impl JobRecord {
             workflow: submit.workflow.clone(),
             batch_id: submit.batch_id.clone(),
             outcome: None,
+            time_limit_secs: submit.time_limit_secs.unwrap_or_default(),
+            started_at_ms: None,
         }
     }
 

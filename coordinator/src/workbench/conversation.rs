@@ -16,6 +16,7 @@ use super::tx::{
     NewMessage, Tx, TxResult, WorkshopState, get, message_id, parse_message_id, put, state_key,
 };
 use super::{WorkbenchRecord, Workbenches, abort, key, not_found};
+use crate::JobDefaults;
 use crate::error::CoordinatorError;
 use crate::jobs::{JobRecord, NO_MODEL};
 use crate::storage::{self, trees};
@@ -134,14 +135,19 @@ impl Workbenches {
     pub fn accept_message(
         &self,
         submit: &JobSubmit,
-        default_model: Option<&str>,
+        defaults: &JobDefaults,
     ) -> Result<Accepted, CoordinatorError> {
         let workbench = submit.workbench.as_str();
         let accepted = self.transact(|tx| {
             if let Some(existing) = get::<JobRecord>(tx.jobs, submit.job_id.as_bytes())? {
                 return Ok(Accepted::Existing(existing));
             }
-            if let Some(error) = refusal(tx, workbench, submit.continue_draft)? {
+            let time_limit = defaults.time_limits.of(submit.time_limit_secs);
+            let refused = match &time_limit {
+                Err(error) => Some(error.clone()),
+                Ok(_) => refusal(tx, workbench, submit.continue_draft)?,
+            };
+            if let Some(error) = refused {
                 let record = JobRecord::refused(submit, error);
                 put(tx.jobs, submit.job_id.as_bytes(), &record)?;
                 return Ok(Accepted::Refused(record));
@@ -155,7 +161,7 @@ impl Workbenches {
                     .model
                     .clone()
                     .or_else(|| state.model.clone())
-                    .or_else(|| default_model.map(str::to_string))
+                    .or_else(|| defaults.model.clone())
                     .unwrap_or_default()
             };
             // A message asked with another model than the one before it is a switch.
@@ -184,6 +190,7 @@ impl Workbenches {
                 },
             )?;
             let mut record = JobRecord::queued(submit, &model, Some(message.id));
+            record.time_limit_secs = time_limit.unwrap_or_default();
             if submit.approvals.is_none() {
                 record.approvals = tx.approvals(workbench)?.unwrap_or_default();
             }
@@ -305,7 +312,7 @@ impl Workbenches {
         &self,
         request: &Regenerate,
         job_id: &str,
-        default_model: Option<&str>,
+        defaults: &JobDefaults,
     ) -> Result<(JobRecord, Regenerated), CoordinatorError> {
         let workbench = request.workbench.as_str();
         self.record(workbench)?;
@@ -342,13 +349,15 @@ impl Workbenches {
                 Some(answered) => get::<JobRecord>(tx.jobs, answered.as_bytes())?,
                 None => None,
             };
+            // The new answer runs under the limit the one it replaces had.
+            let time_limit_secs = answered.as_ref().map(|answered| answered.time_limit_secs);
             let workflow = answered.and_then(|answered| answered.workflow);
             let model = request
                 .model
                 .clone()
                 .or_else(|| state.model.clone())
                 .or_else(|| user.model.clone())
-                .or_else(|| default_model.map(str::to_string))
+                .or_else(|| defaults.model.clone())
                 .unwrap_or_default();
             let submit = JobSubmit {
                 v: request.v,
@@ -362,6 +371,9 @@ impl Workbenches {
                 approvals: tx.approvals(workbench)?,
                 workflow,
                 batch_id: None,
+                time_limit_secs: time_limit_secs
+                    .filter(|secs| *secs > 0)
+                    .or(Some(defaults.time_limits.of(None).unwrap_or_default())),
             };
             let model = if submit.workflow.is_some() {
                 NO_MODEL.to_string()

@@ -1,6 +1,7 @@
 //! Drafts, publish and checkpoints, idempotent writes, the workshop conversation (one job at a
 //! time, revisions, rewind), and refusals with their codes.
 use super::*;
+use crate::{JobDefaults, TimeLimits};
 
 fn fixture() -> (tempfile::TempDir, Workbenches) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -242,6 +243,7 @@ fn submit(
         approvals: None,
         workflow: None,
         batch_id: None,
+        time_limit_secs: None,
     }
 }
 
@@ -264,22 +266,59 @@ fn answered(wb: &Workbenches, job_id: &str) {
 }
 
 #[test]
+fn a_job_gets_the_operators_time_limit_or_its_own_within_the_maximum() {
+    let (_dir, wb) = fixture();
+    wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
+    let defaults = JobDefaults {
+        model: None,
+        time_limits: TimeLimits {
+            default_secs: 120,
+            max_secs: 600,
+        },
+    };
+    let mut asked = submit("j1", None, false);
+    asked.time_limit_secs = Some(601);
+    let refused = wb.accept_message(&asked, &defaults);
+    assert_eq!(
+        refused.ok().and_then(refusal_code),
+        Some(ErrorCode::ValidationFailed)
+    );
+    asked.job_id = "j2".into();
+    asked.time_limit_secs = Some(30);
+    match wb.accept_message(&asked, &defaults) {
+        Ok(Accepted::New(record)) => assert_eq!(record.time_limit_secs, 30),
+        other => panic!("{other:?}"),
+    }
+    answered(&wb, "j2");
+    match wb.accept_message(&submit("j3", None, true), &defaults) {
+        Ok(Accepted::New(record)) => assert_eq!(record.time_limit_secs, 120),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn one_job_at_a_time_then_draft_exists_unless_continuing() {
     let (_dir, wb) = fixture();
     wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
-    let first = wb.accept_message(&submit("j1", Some("replay:a"), false), None);
+    let first = wb.accept_message(
+        &submit("j1", Some("replay:a"), false),
+        &JobDefaults::default(),
+    );
     assert!(matches!(first, Ok(Accepted::New(_))));
-    let busy = wb.accept_message(&submit("j2", None, true), None);
+    let busy = wb.accept_message(&submit("j2", None, true), &JobDefaults::default());
     assert_eq!(
         busy.ok().and_then(refusal_code),
         Some(ErrorCode::WorkbenchBusy)
     );
     // A redelivered id changes nothing.
-    let again = wb.accept_message(&submit("j1", Some("replay:a"), false), None);
+    let again = wb.accept_message(
+        &submit("j1", Some("replay:a"), false),
+        &JobDefaults::default(),
+    );
     assert!(matches!(again, Ok(Accepted::Existing(_))));
     write(&wb, "q3", "c1", vec![file("out.md", "x")], &[]).unwrap_or_else(|e| panic!("{e}"));
     answered(&wb, "j1");
-    let drafted = wb.accept_message(&submit("j3", None, false), None);
+    let drafted = wb.accept_message(&submit("j3", None, false), &JobDefaults::default());
     assert_eq!(
         drafted.ok().and_then(refusal_code),
         Some(ErrorCode::DraftExists)
@@ -290,7 +329,10 @@ fn one_job_at_a_time_then_draft_exists_unless_continuing() {
     );
     assert!(wb.check_message("q3", true).is_ok());
     // A message asked with another model than the one before records the switch.
-    let continued = wb.accept_message(&submit("j4", Some("replay:b"), true), None);
+    let continued = wb.accept_message(
+        &submit("j4", Some("replay:b"), true),
+        &JobDefaults::default(),
+    );
     assert!(matches!(continued, Ok(Accepted::New(_))));
     let messages = wb.messages("q3").unwrap_or_else(|e| panic!("{e}"));
     let ids: Vec<_> = messages.iter().map(|m| (m.id.as_str(), m.role)).collect();
@@ -321,11 +363,11 @@ fn one_job_at_a_time_then_draft_exists_unless_continuing() {
 fn rewind_restores_revisions_until_a_publish_forgets_them() {
     let (_dir, wb) = fixture();
     wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
-    wb.accept_message(&submit("j1", None, false), None)
+    wb.accept_message(&submit("j1", None, false), &JobDefaults::default())
         .unwrap_or_else(|e| panic!("{e}"));
     write(&wb, "q3", "c1", vec![file("a.md", "1")], &[]).unwrap_or_else(|e| panic!("{e}"));
     answered(&wb, "j1");
-    wb.accept_message(&submit("j2", None, true), None)
+    wb.accept_message(&submit("j2", None, true), &JobDefaults::default())
         .unwrap_or_else(|e| panic!("{e}"));
     write(&wb, "q3", "c2", vec![file("b.md", "2")], &[]).unwrap_or_else(|e| panic!("{e}"));
     answered(&wb, "j2");

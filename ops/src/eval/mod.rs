@@ -111,6 +111,7 @@ async fn run_once(
             continue_draft: false,
             approvals: None,
             workflow: None,
+            time_limit_secs: None,
         })
         .await?;
     let (view, timed_out) = wait_for_end(client, &job_id, args.timeout).await?;

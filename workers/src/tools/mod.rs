@@ -8,6 +8,7 @@ mod tabular;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use atelier_messages::tool::{Pool, ToolName};
 use atelier_messages::{ErrorBody, ErrorCode};
@@ -71,6 +72,7 @@ pub(crate) struct Toolbox {
     pool: Pool,
     files: Arc<FileAccess>,
     tabular: Arc<TabularEngine>,
+    office_timeout: Duration,
 }
 
 impl Toolbox {
@@ -79,11 +81,13 @@ impl Toolbox {
         files: Arc<FileAccess>,
         cache_dir: &Path,
         table_cache_bytes: u64,
+        office_timeout: Duration,
     ) -> Self {
         Self {
             pool,
             files,
             tabular: Arc::new(TabularEngine::new(cache_dir, table_cache_bytes)),
+            office_timeout,
         }
     }
 
@@ -93,7 +97,26 @@ impl Toolbox {
         let args = Args::new(tool.as_str(), &request.args)?;
         match self.pool {
             Pool::Tabular => self.run_tabular(tool, request, &args).await,
-            Pool::Office => self.run_office(tool, request, &args).await,
+            Pool::Office => {
+                let run = self.run_office(tool, request, &args);
+                match tokio::time::timeout(self.office_timeout, run).await {
+                    Ok(answered) => answered,
+                    Err(_) => Err(office_timeout(tool, self.office_timeout)),
+                }
+            }
         }
     }
+}
+
+/// `TOOL_TIMEOUT` for an office call that ran past its limit (its blocking work runs to its end
+/// on its thread; what it computed is dropped).
+fn office_timeout(tool: ToolName, limit: Duration) -> ErrorBody {
+    tracing::warn!(%tool, limit_ms = limit.as_millis(), "office tool call ran past its time limit");
+    ErrorBody::new(
+        ErrorCode::ToolTimeout,
+        format!(
+            "{tool} took longer than {} ms and was stopped; nothing of it was applied. Work on a              smaller part (a sheet, a range, fewer operations per call), or the operator raises              office_tool_timeout_ms",
+            limit.as_millis()
+        ),
+    )
 }

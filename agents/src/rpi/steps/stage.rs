@@ -35,8 +35,11 @@ pub(super) struct Stage<'a> {
 const COMPACT_READING_TURNS: u32 = 2;
 
 impl Stage<'_> {
-    /// The tools offered on this turn and whether a call is required. Research's first turn
-    /// must call a tool. With a compact prompt an item goes read → write → answer: its first
+    /// The tools offered on this turn and whether a call is required. The first turn of a
+    /// tool phase (research, and each attempt at an item; not the plan, which may read but
+    /// answers with its checklist) must call a tool, later ones may
+    /// (the request profile of the seed design: a model otherwise answers from the prompt
+    /// before it looked at anything). With a compact prompt an item goes read → write → answer: its first
     /// turns offer only the reading tools, their `path` bound to the workbench's files they
     /// can read and without `recall_tool_result` (nothing is there to recall yet), until one
     /// read succeeded (a small model otherwise writes a number it never looked up, reads the
@@ -49,11 +52,14 @@ impl Stage<'_> {
         if tools.is_empty() || (self.compact && self.targets_written) {
             return (Vec::new(), ToolChoice::None);
         }
-        if self.turn == 0 && self.phase == Phase::Research {
-            return (tools.to_vec(), ToolChoice::Required);
-        }
+        let tool_phase = matches!(self.phase, Phase::Research | Phase::Implement);
+        let any = if self.turn == 0 && tool_phase {
+            ToolChoice::Required
+        } else {
+            ToolChoice::Auto
+        };
         if !(self.compact && self.phase == Phase::Implement) || self.writes > 0 {
-            return (tools.to_vec(), ToolChoice::Auto);
+            return (tools.to_vec(), any);
         }
         let reading = (self.reads == 0 && self.turn < COMPACT_READING_TURNS) || self.refused;
         let subset: Vec<ToolSpec> = tools
@@ -69,7 +75,7 @@ impl Stage<'_> {
             })
             .collect();
         if subset.is_empty() || (!reading && self.targets.is_empty()) {
-            return (tools.to_vec(), ToolChoice::Auto);
+            return (tools.to_vec(), any);
         }
         (subset, ToolChoice::Required)
     }
@@ -278,11 +284,18 @@ mod tests {
             outside_offered_paths(&call("launch_plan.csv"), &tools),
             None
         );
-        // Full prompts are never steered.
-        let full = Stage {
+        // Full prompts are never steered: every tool, a call required on the first turn only.
+        let full = |turn| Stage {
             compact: false,
-            ..stage(&targets, 0, 0, 0)
+            ..stage(&targets, 0, 0, turn)
         };
-        assert_eq!(full.tools(&tools), (tools.clone(), ToolChoice::Auto));
+        assert_eq!(full(0).tools(&tools), (tools.clone(), ToolChoice::Required));
+        assert_eq!(full(1).tools(&tools), (tools.clone(), ToolChoice::Auto));
+        // The plan may read, but answers with its checklist.
+        let plan = Stage {
+            phase: Phase::Plan,
+            ..full(0)
+        };
+        assert_eq!(plan.tools(&tools), (tools.clone(), ToolChoice::Auto));
     }
 }
