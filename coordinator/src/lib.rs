@@ -91,6 +91,8 @@ pub struct CoordinatorConfig {
     pub max_running_jobs: usize,
     /// Checkpoints kept per workbench.
     pub checkpoints_kept: u64,
+    /// How old a draft is before history, chat and the dashboard point it out.
+    pub stale_draft_after: Duration,
 }
 
 impl CoordinatorConfig {
@@ -145,6 +147,7 @@ pub async fn start_coordinator(
     let (store, store_join) = DraftStoreHandle::spawn(DraftStoreConfig {
         workbenches: Workbenches::new(storage, blobs)
             .with_checkpoints_kept(config.checkpoints_kept)
+            .with_stale_draft_after(config.stale_draft_after)
             .with_table_cache(config.table_cache_dir()),
         bucket: Some(bucket),
     })

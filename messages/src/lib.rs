@@ -49,6 +49,17 @@ pub use error::{ErrorBody, ErrorCode};
 /// The protocol version every payload carries in its `v` field.
 pub const PROTOCOL_VERSION: u16 = 1;
 
+/// A duration for people, in its largest whole unit: `40 s`, `12 min`, `26 h`, `3 d`.
+pub fn describe_age(elapsed_ms: u64) -> String {
+    let secs = elapsed_ms / 1000;
+    match secs {
+        0..120 => format!("{secs} s"),
+        120..7_200 => format!("{} min", secs / 60),
+        7_200..172_800 => format!("{} h", secs / 3600),
+        _ => format!("{} d", secs / 86_400),
+    }
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()

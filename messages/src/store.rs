@@ -174,6 +174,42 @@ pub struct WorkbenchInfo {
     /// The approval policy of jobs that set none (`None`: destructive calls ask).
     #[serde(default)]
     pub approvals: Option<crate::approval::ApprovalPolicy>,
+    /// When and by what the draft was started (with a draft).
+    #[serde(default)]
+    pub draft: Option<DraftOrigin>,
+}
+
+/// When and by what a workbench's draft was started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftOrigin {
+    pub started_at_ms: u64,
+    /// The job whose first write started it (none: a write outside any job, or a draft a
+    /// rewind brought back).
+    #[serde(default)]
+    pub job_id: Option<String>,
+    /// The conversation message that job answers.
+    #[serde(default)]
+    pub message_id: Option<String>,
+    /// The batch that job is a target of.
+    #[serde(default)]
+    pub batch_id: Option<String>,
+    /// Older than the coordinator's `stale_draft_secs` (default 24 h) when it was read.
+    #[serde(default)]
+    pub stale: bool,
+}
+
+impl DraftOrigin {
+    /// `started 2 h ago by message m3 (job J)`, as of `now_ms`.
+    pub fn describe(&self, now_ms: u64) -> String {
+        let age = crate::describe_age(now_ms.saturating_sub(self.started_at_ms));
+        let by = match (&self.message_id, &self.batch_id, &self.job_id) {
+            (_, Some(batch), Some(job)) => format!(" by batch {batch} (job {job})"),
+            (Some(message), None, Some(job)) => format!(" by message {message} (job {job})"),
+            (None, None, Some(job)) => format!(" by job {job}"),
+            _ => String::new(),
+        };
+        format!("started {age} ago{by}")
+    }
 }
 
 /// The files of one view.
@@ -183,6 +219,9 @@ pub struct Listing {
     pub view: View,
     pub has_draft: bool,
     pub files: Vec<ManifestEntry>,
+    /// When and by what the draft was started (with a draft).
+    #[serde(default)]
+    pub draft: Option<DraftOrigin>,
 }
 
 /// A file's content: inline, or for a large file staged in the blob bucket and named by

@@ -130,6 +130,9 @@ pub struct History {
     #[serde(default)]
     pub model: Option<String>,
     pub has_draft: bool,
+    /// When and by what the draft was started (with a draft).
+    #[serde(default)]
+    pub draft: Option<crate::store::DraftOrigin>,
     /// The job answering the head message, while one runs.
     #[serde(default)]
     pub running_job: Option<String>,

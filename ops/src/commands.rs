@@ -187,16 +187,23 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
                 return print_json(&list);
             }
             println!(
-                "{:<24} {:>6} {:>6} {:>12}",
+                "{:<24} {:>6} {:>12} {:>12}",
                 "WORKBENCH", "FILES", "DRAFT", "CHECKPOINTS"
             );
+            let now = atelier_messages::now_ms();
             for wb in list {
+                let draft = match (&wb.draft, wb.has_draft) {
+                    (Some(origin), _) => format!(
+                        "{}{}",
+                        atelier_messages::describe_age(now.saturating_sub(origin.started_at_ms)),
+                        if origin.stale { " old" } else { "" }
+                    ),
+                    (None, true) => "yes".to_string(),
+                    (None, false) => "-".to_string(),
+                };
                 println!(
-                    "{:<24} {:>6} {:>6} {:>12}",
-                    wb.name,
-                    wb.file_count,
-                    if wb.has_draft { "yes" } else { "-" },
-                    wb.checkpoints
+                    "{:<24} {:>6} {:>12} {:>12}",
+                    wb.name, wb.file_count, draft, wb.checkpoints
                 );
             }
         }

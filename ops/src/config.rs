@@ -75,6 +75,9 @@ pub struct Settings {
     pub replay_dir: Option<PathBuf>,
     /// How many checkpoints each workbench keeps (older ones are pruned; default 50).
     pub checkpoints_kept: u64,
+    /// How old a draft is before `history`, `chat` and the dashboard point it out (seconds;
+    /// default 24 h).
+    pub stale_draft_secs: u64,
     /// How long one office tool call may take (milliseconds; default 30 s): `TOOL_TIMEOUT` after.
     pub office_tool_timeout_ms: u64,
     /// The wall-clock limit of a job that names none (`submit --time-limit`; seconds, default
@@ -121,6 +124,7 @@ impl Default for Settings {
             replay_dir: None,
             checkpoints_kept: atelier_coordinator::workbench::DEFAULT_CHECKPOINTS_KEPT,
             office_tool_timeout_ms: atelier_workers::DEFAULT_OFFICE_TIMEOUT_MS,
+            stale_draft_secs: atelier_coordinator::workbench::DEFAULT_STALE_DRAFT_SECS,
             job_time_limit_secs: atelier_coordinator::defaults::DEFAULT_JOB_TIME_LIMIT_SECS,
             max_job_time_limit_secs: atelier_coordinator::defaults::MAX_JOB_TIME_LIMIT_SECS,
             job_max_model_turns: Budgets::default().max_model_turns,

@@ -2,7 +2,7 @@
 
 use atelier_messages::job::{CoordinatorStats, ItemStatus, JobOutcome, JobView};
 use atelier_messages::review::{Change, Changes, ContentDiff, Review, UnitOp};
-use atelier_messages::store::Listing;
+use atelier_messages::store::{DraftOrigin, Listing, View};
 
 /// Pretty JSON on stdout.
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
@@ -85,6 +85,25 @@ pub fn print_listing(listing: &Listing) {
             &file.digest[..12.min(file.digest.len())]
         );
     }
+    if let Some(origin) = &listing.draft {
+        let shown = match listing.view {
+            View::Draft => "these are its files",
+            _ => "`--draft` lists it",
+        };
+        println!("({}; {shown})", draft_note(origin, &listing.workbench));
+    }
+}
+
+/// `the draft started 26 h ago by message m3 (job J)`, and what to do when it is stale.
+pub fn draft_note(origin: &DraftOrigin, workbench: &str) -> String {
+    let mut note = format!("the draft {}", origin.describe(atelier_messages::now_ms()));
+    if origin.stale {
+        note.push_str(&format!(
+            " is old: review it and publish or discard it (`atelier draft diff|publish|discard \
+             {workbench}`)"
+        ));
+    }
+    note
 }
 
 pub fn print_jobs(jobs: &[JobView]) {

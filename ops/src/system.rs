@@ -89,6 +89,7 @@ pub async fn coordinator(
         journal_retention: std::time::Duration::from_secs(settings.journal_retention_secs),
         max_running_jobs: settings.max_running_jobs,
         checkpoints_kept: settings.checkpoints_kept,
+        stale_draft_after: std::time::Duration::from_secs(settings.stale_draft_secs),
     };
     start_coordinator(client, config)
         .await

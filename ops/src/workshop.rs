@@ -334,6 +334,17 @@ pub fn print_history(history: &History) {
     }
     if let Some(job) = &history.running_job {
         println!("(job {job} is answering)");
+    } else if let Some(origin) = &history.draft {
+        println!(
+            "({})",
+            crate::output::draft_note(origin, &history.workbench)
+        );
+        if !origin.stale {
+            println!(
+                "(it is waiting: `atelier draft diff|publish|discard {}`)",
+                history.workbench
+            );
+        }
     } else if history.has_draft {
         println!(
             "(a draft is waiting: `atelier draft diff|publish|discard {}`)",

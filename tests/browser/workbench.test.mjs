@@ -1,6 +1,6 @@
 // Headless Chromium on the workbench page of a running `atelier dashboard` (started by
 // tests/tests/dashboard.rs, after one job wrote notes.md into the draft of WORKBENCH): reads the
-// conversation and the draft's content diff, rewinds to the first message (the draft goes),
+// conversation, the draft's start and content diff, rewinds to the first message (the draft goes),
 // regenerates (the answer and the draft come back), publishes, and restores checkpoint 1.
 // Prints `RESULT {json}` at the end; screenshots go to ARTIFACTS.
 import { join } from 'node:path';
@@ -25,6 +25,7 @@ try {
   await page.waitForSelector('#conversation li[data-id="m2"][data-role="assistant"]');
   result.before = await ids(page);
   result.diffText = await page.$eval('#draft-files li[data-path="notes.md"] pre.unified', pre => pre.textContent);
+  result.draftOrigin = await page.$eval('#draft-origin', el => el.textContent.trim());
   await shot('w1-conversation');
 
   await page.click('#conversation li[data-id="m1"] button.rewind');

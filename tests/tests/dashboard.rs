@@ -1095,6 +1095,11 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
     assert_eq!(result["before"], json!(["m1:user", "m2:assistant"]));
     let diff_text = result["diffText"].as_str().unwrap_or_default();
     assert!(diff_text.contains("+# Notes"), "{result}");
+    let origin = result["draftOrigin"].as_str().unwrap_or_default();
+    assert!(
+        origin.starts_with("Started ") && origin.contains("ago by message m1 (job "),
+        "{result}"
+    );
     assert_eq!(result["afterRewind"], json!(["m1:user", "m3:system"]));
     assert!(
         result["lastDialog"].is_string(),

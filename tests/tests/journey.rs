@@ -362,6 +362,20 @@ fn the_journey(
     assert!(events.stdout.contains("job_finished"), "{}", events.stdout);
     let draft = system.json(&["wb", "ls", "q3", "--draft", "--json"])?;
     assert!(paths(&draft).contains(&"notes.md".to_string()));
+    // The draft's age and source, in the listing and pointed out by history.
+    assert_eq!(draft["draft"]["job_id"], json!(job), "{draft}");
+    let started_by = draft["draft"]["message_id"]
+        .as_str()
+        .context("by a message")?;
+    let told = system.ok(&["history", "q3"])?;
+    assert!(
+        told.stdout.contains("(the draft started ")
+            && told
+                .stdout
+                .contains(&format!(" s ago by message {started_by} (job {job}))")),
+        "{}",
+        told.stdout
+    );
     let diff = system.ok(&["draft", "diff", "q3"])?;
     assert!(diff.stdout.contains("+North leads."), "{}", diff.stdout);
     let context_sent = model.requests().iter().any(|request| {

@@ -91,7 +91,10 @@ fn model_switch_text(model: &str, message_only: bool) -> String {
 }
 
 impl Workbenches {
-    fn workshop_state(&self, workbench: &str) -> Result<WorkshopState, CoordinatorError> {
+    pub(super) fn workshop_state(
+        &self,
+        workbench: &str,
+    ) -> Result<WorkshopState, CoordinatorError> {
         let tree = self.storage.tree(trees::WORKSHOP)?;
         Ok(storage::get(&tree, &state_key(workbench))?.unwrap_or_default())
     }
@@ -111,6 +114,7 @@ impl Workbenches {
             workbench: info.name,
             model: state.model,
             has_draft: info.has_draft,
+            draft: info.draft,
             running_job: state.running_job,
             head: state.head.map(message_id),
             messages: self.messages(workbench)?,

@@ -13,10 +13,12 @@
 mod checkpoints;
 mod context_items;
 mod conversation;
+mod draft_origin;
 mod tx;
 
 pub use checkpoints::DEFAULT_CHECKPOINTS_KEPT;
 pub use conversation::{Accepted, TurnEnd};
+pub use draft_origin::DEFAULT_STALE_DRAFT_SECS;
 pub use tx::DRAFT_REVISIONS_KEPT;
 
 use std::collections::BTreeMap;
@@ -84,6 +86,8 @@ pub struct Workbenches {
     checkpoints_kept: u64,
     /// The table databases of the workers sharing the data directory, swept by `gc`.
     table_cache: Option<std::path::PathBuf>,
+    /// How old a draft is before it is pointed out.
+    stale_draft_after: std::time::Duration,
 }
 
 fn key(workbench: &str, slot: &str) -> Vec<u8> {
@@ -136,7 +140,14 @@ impl Workbenches {
             blobs,
             checkpoints_kept: DEFAULT_CHECKPOINTS_KEPT,
             table_cache: None,
+            stale_draft_after: std::time::Duration::from_secs(DEFAULT_STALE_DRAFT_SECS),
         }
+    }
+
+    /// Points out drafts older than `after`.
+    pub fn with_stale_draft_after(mut self, after: std::time::Duration) -> Self {
+        self.stale_draft_after = after;
+        self
     }
 
     /// Lets garbage collection also remove the table databases under `dir` whose file (by
@@ -200,6 +211,7 @@ impl Workbenches {
             has_draft: self.manifest(name, "draft")?.is_some(),
             checkpoints: record.checkpoints,
             approvals: record.approvals,
+            draft: self.draft_origin(name)?,
         })
     }
 
@@ -346,6 +358,7 @@ impl Workbenches {
             view: resolved,
             has_draft: self.manifest(workbench, "draft")?.is_some(),
             files: manifest.into_values().collect(),
+            draft: self.draft_origin(workbench)?,
         })
     }
 
@@ -485,9 +498,11 @@ impl Workbenches {
             .iter()
             .map(|path| normalize(path))
             .collect::<Result<Vec<_>, _>>()?;
+        let origin = self.new_draft_origin(workbench)?;
         let manifests = self.storage.tree(trees::MANIFESTS)?;
-        let written = (&manifests, &applied)
-            .transaction(|(manifests, applied)| {
+        let workshop = self.storage.tree(trees::WORKSHOP)?;
+        let written = (&manifests, &applied, &workshop)
+            .transaction(|(manifests, applied, workshop)| {
                 if let Some(bytes) = applied.get(&applied_key)? {
                     let mut previous: AppliedCall = storage::decode(&bytes).map_err(abort)?;
                     previous.written.replayed = true;
@@ -495,8 +510,11 @@ impl Workbenches {
                 }
                 let mut draft = match tx::get::<Manifest>(manifests, &key(workbench, "draft"))? {
                     Some(draft) => draft,
-                    None => tx::get::<Manifest>(manifests, &key(workbench, "published"))?
-                        .unwrap_or_default(),
+                    None => {
+                        draft_origin::begin(workshop, workbench, &origin)?;
+                        tx::get::<Manifest>(manifests, &key(workbench, "published"))?
+                            .unwrap_or_default()
+                    }
                 };
                 for entry in &entries {
                     draft.insert(entry.path.clone(), entry.clone());

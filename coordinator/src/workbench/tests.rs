@@ -402,3 +402,44 @@ fn rewind_restores_revisions_until_a_publish_forgets_them() {
         Some(ErrorCode::ProviderNotConfigured)
     );
 }
+
+#[test]
+fn a_draft_knows_when_and_by_which_message_it_was_started() {
+    let (_dir, wb) = fixture();
+    let wb = wb.with_stale_draft_after(std::time::Duration::from_secs(3600));
+    wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(wb.info("q3").unwrap_or_else(|e| panic!("{e}")).draft, None);
+    let accepted = wb.accept_message(&submit("j1", None, false), &JobDefaults::default());
+    assert!(matches!(accepted, Ok(Accepted::New(_))));
+    write(&wb, "q3", "c1", vec![file("a.txt", "one")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let origin = wb.info("q3").unwrap_or_else(|e| panic!("{e}")).draft;
+    let origin = origin.unwrap_or_else(|| panic!("a draft has an origin"));
+    assert_eq!(
+        (origin.job_id.as_deref(), origin.message_id.as_deref()),
+        (Some("j1"), Some("m1"))
+    );
+    assert!(!origin.stale);
+    // Garbage collection reads the stores around it.
+    wb.collect_garbage().unwrap_or_else(|e| panic!("{e}"));
+    // A later write keeps the draft's start.
+    write(&wb, "q3", "c2", vec![file("b.txt", "two")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let listed = wb
+        .list_files("q3", View::Draft)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        listed.draft.map(|o| o.started_at_ms),
+        Some(origin.started_at_ms)
+    );
+    answered(&wb, "j1");
+    // Past the limit it is pointed out.
+    let strict = wb.clone().with_stale_draft_after(std::time::Duration::ZERO);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let history = strict.history("q3").unwrap_or_else(|e| panic!("{e}"));
+    assert!(history.draft.is_some_and(|o| o.stale));
+    // Gone with the draft; a write outside any job starts one of its own.
+    wb.discard("q3").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(wb.info("q3").unwrap_or_else(|e| panic!("{e}")).draft, None);
+    write(&wb, "q3", "c3", vec![file("c.txt", "three")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let direct = wb.info("q3").unwrap_or_else(|e| panic!("{e}")).draft;
+    assert!(direct.is_some_and(|o| o.job_id.is_none() && o.message_id.is_none()));
+}

@@ -6,10 +6,12 @@
 //! - `<wb>\0msg\0<n>`: the conversation's messages;
 //! - `<wb>\0rev\0<n>`: the draft revision at message `n` (the draft manifest, or none);
 //! - `<wb>\0ckpt\0<id>`: checkpoint metadata (the manifest is in the manifests tree);
-//! - `<wb>\0ctx\0<name>`: context items.
+//! - `<wb>\0ctx\0<name>`: context items;
+//! - `<wb>\0draft-origin`: when and by what the draft was started.
 
 use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::now_ms;
+use atelier_messages::store::DraftOrigin;
 use atelier_messages::workshop::{ConversationMessage, Role, SystemEvent};
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
@@ -118,10 +120,22 @@ impl Tx<'_> {
     /// Replaces the draft (none: removes it).
     pub fn set_draft(&self, workbench: &str, draft: Option<&Manifest>) -> TxResult<()> {
         match draft {
-            Some(draft) => put(self.manifests, &key(workbench, "draft"), draft),
+            Some(draft) => {
+                if self.draft(workbench)?.is_none() {
+                    let brought_back = DraftOrigin {
+                        started_at_ms: now_ms(),
+                        job_id: None,
+                        message_id: None,
+                        batch_id: None,
+                        stale: false,
+                    };
+                    super::draft_origin::begin(self.workshop, workbench, &brought_back)?;
+                }
+                put(self.manifests, &key(workbench, "draft"), draft)
+            }
             None => {
                 self.manifests.remove(key(workbench, "draft"))?;
-                Ok(())
+                super::draft_origin::end(self.workshop, workbench)
             }
         }
     }

@@ -14,6 +14,19 @@ function workbenchPage(name) {
     .catch(showError);
 }
 
+// When and by what the draft was started; an old one is pointed out.
+function draftOrigin(origin) {
+  if (!origin) return '';
+  const hours = (Date.now() - origin.started_at_ms) / 3600000;
+  const minutes = Math.round(hours * 60);
+  const age = minutes < 1 ? 'less than a minute' : hours < 1 ? `${minutes} min` : hours < 48 ? `${Math.round(hours)} h` : `${Math.round(hours / 24)} d`;
+  const by = origin.batch_id ? ` by batch <span class="mono">${esc(shortId(origin.batch_id))}</span>`
+    : origin.message_id ? ` by message ${esc(origin.message_id)}` : '';
+  const job = origin.job_id ? ` (job <a class="mono" href="#/jobs/${encodeURIComponent(origin.job_id)}">${esc(shortId(origin.job_id))}</a>)` : '';
+  const stale = origin.stale ? ' <strong class="stale">This draft is old: review it, then publish or discard it.</strong>' : '';
+  return `<div class="small muted" id="draft-origin">Started ${age} ago${by}${job}.${stale}</div>`;
+}
+
 function renderWorkbench(base, history, checkpoints, diff) {
   const root = document.getElementById('workbench');
   if (!root) return;
@@ -27,7 +40,7 @@ function renderWorkbench(base, history, checkpoints, diff) {
       || '<li class="muted">No messages yet: <code>atelier submit</code> or <code>atelier chat</code>.</li>'}</ol></div>
     <div class="card"><h2>Checkpoints</h2><ul id="checkpoints">${checkpoints.map(c => checkpointItem(c, history.has_draft)).join('')
       || '<li class="muted">No checkpoints yet (publishing makes one).</li>'}</ul></div>
-    <div class="card" id="draft"><h2>Draft</h2>${draftBox(diff)}</div>`;
+    <div class="card" id="draft"><h2>Draft</h2>${draftOrigin(history.draft)}${draftBox(diff)}</div>`;
   const rewindText = 'Rewinding will discard all messages after this point and revert draft changes made after this point.';
   root.querySelectorAll('button.rewind').forEach(button =>
     bindAction(button, `${base}/rewind/${encodeURIComponent(button.dataset.id)}`, `Rewound to ${button.dataset.id}`, rewindText));
