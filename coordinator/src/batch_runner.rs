@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use atelier_messages::batch::{BatchEvent, BatchEventKind, BatchState, TargetState};
 use atelier_messages::job::{JobOutcome, JobState, JobSubmit};
-use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, now_ms, subjects};
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, encode, now_ms, subjects};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
 
 use crate::batches::{BatchRecord, Batches, TargetRecord};
@@ -474,12 +474,17 @@ impl BatchRunnerState {
             error: self.record.error.clone(),
         };
         let subject = subjects::batch::event(&event.batch_id, kind.as_str());
-        let published = match encode(&event, Format::MessagePack) {
+        let format = self.config.orchestrators.events_format();
+        let published = match encode(&event, format) {
             Ok(payload) => self
                 .config
                 .orchestrators
                 .jetstream()
-                .publish(subject, payload.into())
+                .publish_with_headers(
+                    subject,
+                    atelier_transport::headers::with_format(format),
+                    payload.into(),
+                )
                 .await
                 .map(|_| ())
                 .map_err(|error| error.to_string()),

@@ -15,6 +15,8 @@
 //! `atelier.store.*` verbs (see `store_service`) are the same handle behind NATS for clients
 //! and for workers.
 
+use std::sync::Arc;
+
 use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::job::JobSubmit;
 use atelier_messages::store::{
@@ -30,7 +32,7 @@ use atelier_messages::{ErrorBody, ErrorCode};
 use atelier_transport::BlobBucket;
 use atelier_transport::blobs::blob_of_bytes;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use crate::JobDefaults;
 use crate::error::CoordinatorError;
@@ -47,11 +49,14 @@ pub struct DraftStoreConfig {
     pub workbenches: Workbenches,
     /// The blob bucket large files travel through (`None`: inline files only).
     pub bucket: Option<BlobBucket>,
+    /// Told after every change (the workshop events' publisher waits on it).
+    pub changed: Arc<Notify>,
 }
 
 /// The actor's state, built in `pre_start`.
 pub struct DraftStoreState {
     workbenches: Workbenches,
+    changed: Arc<Notify>,
 }
 
 /// The actor's messages.
@@ -75,6 +80,7 @@ impl Actor for DraftStore {
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(DraftStoreState {
             workbenches: config.workbenches,
+            changed: config.changed,
         })
     }
 
@@ -89,6 +95,7 @@ impl Actor for DraftStore {
                 let workbenches = state.workbenches.clone();
                 // The change reports its own result; a panic in it is already logged by Tokio.
                 let _ = tokio::task::spawn_blocking(move || change(&workbenches)).await;
+                state.changed.notify_one();
             }
         }
         Ok(())

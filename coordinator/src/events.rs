@@ -26,16 +26,18 @@ pub struct EventSink {
 
 impl EventSink {
     /// Starts the publishing task for `job_id`; it ends when every sink clone is dropped.
+    /// Events are encoded in `format`, which each message also states in `Content-Type`.
     pub fn start(
         jetstream: async_nats::jetstream::Context,
         job_id: &str,
+        format: Format,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (sender, mut receiver) = mpsc::unbounded_channel::<JobEvent>();
         let pending = Arc::new(AtomicUsize::new(0));
         let published = Arc::clone(&pending);
         let task = tokio::spawn(async move {
             while let Some(event) = receiver.recv().await {
-                publish(&jetstream, &event).await;
+                publish(&jetstream, &event, format).await;
                 published.fetch_sub(1, Ordering::Relaxed);
             }
         });
@@ -72,9 +74,9 @@ impl EventSink {
 /// Tries to publish an event for this long across NATS outages before giving up on it.
 const PUBLISH_PATIENCE: Duration = Duration::from_secs(60);
 
-async fn publish(jetstream: &async_nats::jetstream::Context, event: &JobEvent) {
+async fn publish(jetstream: &async_nats::jetstream::Context, event: &JobEvent, format: Format) {
     let subject = subjects::event(&event.job_id, event.kind.subject_token());
-    let Ok(payload) = encode(event, Format::MessagePack) else {
+    let Ok(payload) = encode(event, format) else {
         tracing::warn!(%subject, "event could not be encoded");
         return;
     };
@@ -82,7 +84,7 @@ async fn publish(jetstream: &async_nats::jetstream::Context, event: &JobEvent) {
     let deadline = Instant::now() + PUBLISH_PATIENCE;
     let mut delay = Duration::from_millis(100);
     loop {
-        match try_publish(jetstream, &subject, event, payload.clone()).await {
+        match try_publish(jetstream, &subject, event, format, payload.clone()).await {
             Ok(()) => return,
             Err(error) if Instant::now() < deadline => {
                 tracing::debug!(%subject, %error, "event publish failed; retrying");
@@ -101,9 +103,10 @@ async fn try_publish(
     jetstream: &async_nats::jetstream::Context,
     subject: &str,
     event: &JobEvent,
+    format: Format,
     payload: bytes::Bytes,
 ) -> Result<(), String> {
-    let mut headers = async_nats::HeaderMap::new();
+    let mut headers = atelier_transport::headers::with_format(format);
     // A run's end is published at least once; the stream's duplicate window keeps one copy,
     // and a resumed job's next run announces its own.
     if let EventKind::JobFinished { run, .. } = &event.kind {

@@ -23,7 +23,7 @@ use crate::jobs::JobRecord;
 use crate::orchestrator::Orchestrators;
 use crate::workbench::Accepted;
 
-/// Creates (or updates) the JOBS, EVENTS and batch events streams.
+/// Creates (or updates) the JOBS, EVENTS, workshop events and batch events streams.
 pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorError> {
     let nats = |error: String| CoordinatorError::Nats(error);
     js.get_or_create_stream(stream::Config {
@@ -44,6 +44,19 @@ pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorEr
         // The window in which a re-announced `finished` event (same run) is dropped.
         duplicate_window: Duration::from_secs(600),
         max_bytes: 1 << 30,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| nats(e.to_string()))?;
+    js.get_or_create_stream(stream::Config {
+        name: subjects::workshop::EVENTS_STREAM.to_string(),
+        subjects: vec![subjects::workshop::EVENTS_ALL.to_string()],
+        retention: stream::RetentionPolicy::Limits,
+        max_age: Duration::from_secs(7 * 24 * 3600),
+        // The window in which an event published again after a crash is dropped.
+        duplicate_window: Duration::from_secs(600),
+        max_bytes: 256 << 20,
         storage: stream::StorageType::File,
         ..Default::default()
     })
@@ -161,7 +174,11 @@ async fn accept(
 /// Tells the submitter of a refused job why, as the job's `job_finished` event (de-duplicated,
 /// so a redelivered refusal announces once).
 async fn announce_refusal(orchestrators: &Orchestrators, record: &JobRecord) {
-    let (events, publisher) = EventSink::start(orchestrators.jetstream().clone(), &record.job_id);
+    let (events, publisher) = EventSink::start(
+        orchestrators.jetstream().clone(),
+        &record.job_id,
+        orchestrators.events_format(),
+    );
     events.emit(EventKind::JobFinished {
         state: record.state,
         error: record.error.clone(),

@@ -28,6 +28,7 @@
 //! - [`templates`]: `{{variables}}` in workflows and batch messages, target globs.
 //! - [`intake`]: streams and the JetStream job consumer.
 //! - [`events`]: ordered event publishing into the EVENTS stream.
+//! - `workshop_events`: the workshop events' outbox published into its stream.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
 //!
 //! Imports flow one way: `intake`, `control` → `orchestrator` (→ `outcome`) → `host` → `draft_store`,
@@ -54,6 +55,7 @@ pub mod storage;
 mod store_service;
 pub mod templates;
 pub mod workbench;
+mod workshop_events;
 mod workshop_service;
 
 use std::path::PathBuf;
@@ -93,6 +95,8 @@ pub struct CoordinatorConfig {
     pub checkpoints_kept: u64,
     /// How old a draft is before history, chat and the dashboard point it out.
     pub stale_draft_after: Duration,
+    /// The format of the event streams' messages (each also says it in `Content-Type`).
+    pub events_format: atelier_messages::Format,
 }
 
 impl CoordinatorConfig {
@@ -144,12 +148,20 @@ pub async fn start_coordinator(
     intake::ensure_streams(&jetstream).await?;
 
     let bucket = atelier_transport::BlobBucket::ensure(&client).await?;
+    let changed = std::sync::Arc::new(tokio::sync::Notify::new());
+    let workshop_events = workshop_events::spawn(
+        jetstream.clone(),
+        storage.clone(),
+        changed.clone(),
+        config.events_format,
+    );
     let (store, store_join) = DraftStoreHandle::spawn(DraftStoreConfig {
         workbenches: Workbenches::new(storage, blobs)
             .with_checkpoints_kept(config.checkpoints_kept)
             .with_stale_draft_after(config.stale_draft_after)
             .with_table_cache(config.table_cache_dir()),
         bucket: Some(bucket),
+        changed,
     })
     .await?;
     let orchestrators = Orchestrators::new(OrchestratorTemplate {
@@ -161,6 +173,7 @@ pub async fn start_coordinator(
         budgets: config.budgets,
         slots: std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_running_jobs.max(1))),
         finished: tokio::sync::broadcast::channel(FINISHED_BACKLOG).0,
+        events_format: config.events_format,
     });
     let control = control::Control {
         coordinator_id: config.coordinator_id.clone(),
@@ -178,6 +191,7 @@ pub async fn start_coordinator(
         submitting: Default::default(),
     };
     let mut tasks = vec![
+        workshop_events,
         store_service::serve(client.clone(), store.clone()).await?,
         control::serve(client.clone(), control).await?,
         workshop_service::serve(client.clone(), workshop).await?,

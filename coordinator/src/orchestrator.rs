@@ -46,6 +46,8 @@ pub struct OrchestratorTemplate {
     pub slots: Arc<Semaphore>,
     /// The id of every job whose end was recorded here (batches follow their children).
     pub finished: tokio::sync::broadcast::Sender<String>,
+    /// The format of the event streams' messages.
+    pub events_format: atelier_messages::Format,
 }
 
 /// Configuration of one orchestrator.
@@ -161,7 +163,11 @@ async fn run_job(
         limit_secs: started.time_limit_secs,
         started_at_ms: started.started_at_ms,
     };
-    let (events, publisher) = EventSink::start(template.jetstream.clone(), &record.job_id);
+    let (events, publisher) = EventSink::start(
+        template.jetstream.clone(),
+        &record.job_id,
+        template.events_format,
+    );
     if record.state == JobState::Queued {
         events.emit(EventKind::JobAccepted);
     }
@@ -342,6 +348,11 @@ impl Orchestrators {
 
     pub fn jetstream(&self) -> &async_nats::jetstream::Context {
         &self.template.jetstream
+    }
+
+    /// The format of the event streams' messages.
+    pub fn events_format(&self) -> atelier_messages::Format {
+        self.template.events_format
     }
 
     /// The ids of jobs as their ends are recorded, from now on.

@@ -25,6 +25,9 @@ pub(crate) mod trees {
     pub const WORKSHOP: &str = "workshop";
     pub const BATCHES: &str = "batches";
     pub const BATCH_TARGETS: &str = "batch_targets";
+    /// Workshop events not yet in their stream, by a growing id, written with the change they
+    /// tell of (see `workshop_events`).
+    pub const WORKSHOP_OUTBOX: &str = "workshop_outbox";
 }
 
 /// The coordinator's durable state.

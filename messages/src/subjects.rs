@@ -119,10 +119,30 @@ pub mod workshop {
         CONTEXT_LIST,
         CONTEXT_REMOVE,
     ];
-    /// Wildcard the workshop service subscribes to.
+    /// Wildcard the workshop service subscribes to (one token: events are not matched).
     pub const WILDCARD: &str = "atelier.workshop.*";
     /// Queue group shared by coordinators answering workshop requests.
     pub const QUEUE: &str = "atelier-workshop";
+    /// The JetStream stream holding workshop events.
+    pub const EVENTS_STREAM: &str = "ATELIER_WORKSHOP_EVENTS";
+    /// Wildcard over every workshop event.
+    pub const EVENTS_ALL: &str = "atelier.workshop.evt.>";
+
+    /// A workbench name as one subject token: `.` (allowed in names, a separator in subjects)
+    /// is written `~` (never in a name).
+    pub fn token(workbench: &str) -> String {
+        workbench.replace('.', "~")
+    }
+
+    /// The subject of one event of one workbench: `atelier.workshop.evt.<workbench>.<kind>`.
+    pub fn event(workbench: &str, kind: &str) -> String {
+        format!("atelier.workshop.evt.{}.{kind}", token(workbench))
+    }
+
+    /// Every event of one workbench.
+    pub fn workbench_events(workbench: &str) -> String {
+        format!("atelier.workshop.evt.{}.>", token(workbench))
+    }
 }
 
 /// Batch verbs (request/reply, served by coordinators).

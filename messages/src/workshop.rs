@@ -97,6 +97,92 @@ pub enum SystemEvent {
     DraftDiscarded,
 }
 
+/// A change to a workbench, pushed to the JetStream stream `ATELIER_WORKSHOP_EVENTS` on
+/// `atelier.workshop.evt.<workbench>.<kind>` ([`crate::subjects::workshop::event`]) once the
+/// change is durable, so clients follow a workbench without asking for its history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkshopEvent {
+    pub v: u16,
+    pub workbench: String,
+    pub at_ms: u64,
+    pub kind: WorkshopEventKind,
+    /// The message added: every kind but `draft_revision_created` and `context_changed`.
+    #[serde(default)]
+    pub message: Option<ConversationMessage>,
+    /// `draft_revision_created`: the draft as recorded with a message.
+    #[serde(default)]
+    pub revision: Option<RevisionCreated>,
+    /// `context_changed`: the context item added, replaced or removed.
+    #[serde(default)]
+    pub context: Option<ContextChange>,
+}
+
+/// What a workshop event tells (the last token of its subject).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkshopEventKind {
+    /// A user message, an answer, or a system event without a kind of its own (a checkpoint
+    /// created, a job that ended without an answer).
+    MessageAdded,
+    /// The draft revision recorded with a message (every message records one).
+    DraftRevisionCreated,
+    Rewound,
+    Regenerated,
+    ModelChanged,
+    Published,
+    Discarded,
+    CheckpointRestored,
+    ContextChanged,
+}
+
+impl WorkshopEventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MessageAdded => "message_added",
+            Self::DraftRevisionCreated => "draft_revision_created",
+            Self::Rewound => "rewound",
+            Self::Regenerated => "regenerated",
+            Self::ModelChanged => "model_changed",
+            Self::Published => "published",
+            Self::Discarded => "discarded",
+            Self::CheckpointRestored => "checkpoint_restored",
+            Self::ContextChanged => "context_changed",
+        }
+    }
+
+    /// The kind of the event telling that `message` was added.
+    pub fn of(message: &ConversationMessage) -> Self {
+        match &message.event {
+            Some(SystemEvent::Rewound { .. }) => Self::Rewound,
+            Some(SystemEvent::Regenerated { .. }) => Self::Regenerated,
+            Some(SystemEvent::ModelSwitched { .. }) => Self::ModelChanged,
+            Some(SystemEvent::DraftPublished { .. }) => Self::Published,
+            Some(SystemEvent::DraftDiscarded) => Self::Discarded,
+            Some(SystemEvent::CheckpointRestored { .. }) => Self::CheckpointRestored,
+            Some(SystemEvent::CheckpointCreated { .. } | SystemEvent::JobEnded { .. }) | None => {
+                Self::MessageAdded
+            }
+        }
+    }
+}
+
+/// The draft revision recorded with a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevisionCreated {
+    pub message_id: String,
+    /// A draft exists at that message.
+    pub has_draft: bool,
+    /// Files in the draft then (0 without one).
+    pub files: u64,
+}
+
+/// A context item added, replaced or removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextChange {
+    pub name: String,
+    pub removed: bool,
+}
+
 /// One message of a workbench's conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversationMessage {

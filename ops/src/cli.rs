@@ -192,6 +192,9 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print one Atelier message (MessagePack or JSON, on stdin) as JSON: what `nats` shows
+    /// of a MessagePack event stream through `--translate 'atelier decode'`.
+    Decode,
     /// Run the demo: start everything, run a job on a sample workbench, show the draft diff.
     Demo {
         /// Keep the system running after the demo (Ctrl-C to stop).

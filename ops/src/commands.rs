@@ -139,7 +139,8 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
         | Command::Dashboard
         | Command::Worker { .. }
         | Command::Pool { .. }
-        | Command::Demo { .. } => {}
+        | Command::Demo { .. }
+        | Command::Decode => {}
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -75,6 +75,9 @@ pub struct Settings {
     pub replay_dir: Option<PathBuf>,
     /// How many checkpoints each workbench keeps (older ones are pruned; default 50).
     pub checkpoints_kept: u64,
+    /// The format of the event streams' messages: `msgpack` (default) or `json` (readable
+    /// with any NATS client as it is); every message says its own in `Content-Type`.
+    pub events_format: EventsFormat,
     /// How old a draft is before `history`, `chat` and the dashboard point it out (seconds;
     /// default 24 h).
     pub stale_draft_secs: u64,
@@ -125,12 +128,31 @@ impl Default for Settings {
             checkpoints_kept: atelier_coordinator::workbench::DEFAULT_CHECKPOINTS_KEPT,
             office_tool_timeout_ms: atelier_workers::DEFAULT_OFFICE_TIMEOUT_MS,
             stale_draft_secs: atelier_coordinator::workbench::DEFAULT_STALE_DRAFT_SECS,
+            events_format: EventsFormat::default(),
             job_time_limit_secs: atelier_coordinator::defaults::DEFAULT_JOB_TIME_LIMIT_SECS,
             max_job_time_limit_secs: atelier_coordinator::defaults::MAX_JOB_TIME_LIMIT_SECS,
             job_max_model_turns: Budgets::default().max_model_turns,
             job_max_tool_calls: Budgets::default().max_tool_calls,
             job_max_tokens: Budgets::default().max_tokens,
             tool_crash_attempts: Budgets::default().tool_crash_attempts,
+        }
+    }
+}
+
+/// The format of the event streams' messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventsFormat {
+    #[default]
+    Msgpack,
+    Json,
+}
+
+impl EventsFormat {
+    pub fn format(self) -> atelier_messages::Format {
+        match self {
+            Self::Msgpack => atelier_messages::Format::MessagePack,
+            Self::Json => atelier_messages::Format::Json,
         }
     }
 }

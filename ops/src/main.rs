@@ -97,6 +97,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Coordinator => coordinator(&settings).await,
         Command::Worker { pool, supervised } => worker(&settings, &pool, supervised).await,
         Command::Demo { keep } => demo::run(&settings, keep).await,
+        Command::Decode => output::decode_stdin(),
         command => {
             let client = Client {
                 nats: system::connect(

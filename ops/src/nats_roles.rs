@@ -148,6 +148,7 @@ impl Role {
                     "$SRV.>",
                 ]);
                 publish.extend(stream_reader(subjects::EVENTS_STREAM));
+                publish.extend(stream_reader(subjects::workshop::EVENTS_STREAM));
                 publish.extend(stream_reader(subjects::batch::EVENTS_STREAM));
                 publish.extend(blob_bucket());
                 Rights {

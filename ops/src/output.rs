@@ -5,6 +5,26 @@ use atelier_messages::review::{Change, Changes, ContentDiff, Review, UnitOp};
 use atelier_messages::store::{DraftOrigin, Listing, View};
 
 /// Pretty JSON on stdout.
+/// `atelier decode`: the message on stdin (JSON when it starts like JSON, else MessagePack)
+/// printed as one line of JSON.
+pub fn decode_stdin() -> anyhow::Result<std::process::ExitCode> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin().read_to_end(&mut bytes)?;
+    let json_like = bytes
+        .iter()
+        .find(|byte| !byte.is_ascii_whitespace())
+        .is_some_and(|first| matches!(first, b'{' | b'['));
+    let format = match json_like {
+        true => atelier_messages::Format::Json,
+        false => atelier_messages::Format::MessagePack,
+    };
+    let value: serde_json::Value =
+        atelier_messages::decode(&bytes, format).map_err(crate::client::coded)?;
+    println!("{}", serde_json::to_string(&value)?);
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())

@@ -90,6 +90,7 @@ pub async fn coordinator(
         max_running_jobs: settings.max_running_jobs,
         checkpoints_kept: settings.checkpoints_kept,
         stale_draft_after: std::time::Duration::from_secs(settings.stale_draft_secs),
+        events_format: settings.events_format.format(),
     };
     start_coordinator(client, config)
         .await

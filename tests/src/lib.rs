@@ -796,16 +796,38 @@ pub async fn call_tool(
     Ok(Ok(output))
 }
 
-/// Every event stored in the EVENTS stream on `subject` (e.g. one kind of one job's events),
+/// Every job event stored in the EVENTS stream on `subject` (a wildcard is fine), oldest first,
 /// read until the stream has nothing more for half a second.
 pub async fn stored_events(
     client: &async_nats::Client,
     subject: String,
 ) -> anyhow::Result<Vec<atelier_messages::job::JobEvent>> {
-    use atelier_messages::{Format, decode, subjects};
+    let stored =
+        stored_messages(client, atelier_messages::subjects::EVENTS_STREAM, subject).await?;
+    Ok(stored.into_iter().map(|message| message.payload).collect())
+}
+
+/// A message read back from a stream.
+#[derive(Debug)]
+pub struct Stored<T> {
+    pub subject: String,
+    /// Its `Content-Type` header.
+    pub content_type: Option<String>,
+    pub payload: T,
+}
+
+/// Every message stored in `stream` on `subject` (a wildcard is fine), oldest first, decoded in
+/// the format it states, read until the stream has nothing more for half a second.
+pub async fn stored_messages<T: DeserializeOwned>(
+    client: &async_nats::Client,
+    stream: &str,
+    subject: String,
+) -> anyhow::Result<Vec<Stored<T>>> {
+    use atelier_messages::decode;
+    use atelier_transport::headers::format_of;
     use futures::StreamExt;
     let consumer = async_nats::jetstream::new(client.clone())
-        .get_stream(subjects::EVENTS_STREAM)
+        .get_stream(stream)
         .await?
         .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
             filter_subject: subject,
@@ -813,13 +835,23 @@ pub async fn stored_events(
         })
         .await?;
     let mut messages = consumer.messages().await?;
-    let mut events = Vec::new();
+    let mut stored = Vec::new();
     while let Ok(Some(message)) =
         tokio::time::timeout(Duration::from_millis(500), messages.next()).await
     {
-        let event =
-            decode(&message?.payload, Format::MessagePack).map_err(|e| anyhow::anyhow!("{e}"))?;
-        events.push(event);
+        let message = message?;
+        let payload = decode(&message.payload, format_of(message.headers.as_ref()))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let content_type = message
+            .headers
+            .as_ref()
+            .and_then(|headers| headers.get("Content-Type"))
+            .map(|value| value.as_str().to_string());
+        stored.push(Stored {
+            subject: message.subject.to_string(),
+            content_type,
+            payload,
+        });
     }
-    Ok(events)
+    Ok(stored)
 }

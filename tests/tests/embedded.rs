@@ -396,3 +396,165 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
     })?;
     Ok(())
 }
+
+/// Runs `atelier` against `up` and fails with its output unless it succeeds.
+fn ok(up: &Up, args: &[&str]) -> anyhow::Result<String> {
+    let output = up.cli(args)?;
+    anyhow::ensure!(
+        output.status.success(),
+        "`atelier {}` failed:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+#[test]
+fn a_nats_js_client_reads_the_events_as_json_when_the_operator_says_so() -> anyhow::Result<()> {
+    let browser = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    anyhow::ensure!(
+        browser.join("node_modules/nats").exists(),
+        "nats.js is missing: `npm ci --prefix tests/browser`"
+    );
+    let up = Up::start_with(&[], &[("ATELIER_EVENTS_FORMAT", "json")])?;
+    ok(&up, &["wb", "create", "q3"])?;
+    let args = r#"{"path": "notes.md", "content": "North leads.\n"}"#;
+    let job = ok(&up, &["run", "q3", "write_text_file", "--args", args])?;
+    let job = job.trim().to_string();
+    ok(&up, &["watch", &job])?;
+    let situation = up.workdir().join("situation.txt");
+    std::fs::write(&situation, "Board review.\n")?;
+    ok(
+        &up,
+        &[
+            "context",
+            "add",
+            "q3",
+            "--situation",
+            &situation.to_string_lossy(),
+        ],
+    )?;
+
+    // Read as docs/protocol.md says, by a client this project did not write.
+    let streams = format!(
+        "ATELIER_WORKSHOP_EVENTS=atelier.workshop.evt.q3.>,ATELIER_EVENTS=atelier.evt.{job}.>"
+    );
+    let read = || -> anyhow::Result<Vec<serde_json::Value>> {
+        let output = Command::new("node")
+            .arg(browser.join("events.mjs"))
+            .env("NATS_URL", up.url(Role::Client)?.trim())
+            .env("STREAMS", &streams)
+            .output()
+            .context("node is missing")?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        anyhow::ensure!(
+            stdout.lines().any(|line| line == "DONE"),
+            "nats.js did not read the streams:\n{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect())
+    };
+    let mut messages = Vec::new();
+    wait_until(Duration::from_secs(20), || {
+        messages = read().unwrap_or_default();
+        messages
+            .iter()
+            .any(|m| m["data"]["kind"] == "context_changed")
+    })
+    .with_context(|| format!("{messages:#?}"))?;
+    for message in &messages {
+        assert_eq!(message["contentType"], "application/json", "{message}");
+        assert!(message["data"].is_object(), "readable as it is: {message}");
+    }
+    let workshop: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["stream"] == "ATELIER_WORKSHOP_EVENTS")
+        .filter_map(|m| m["data"]["kind"].as_str())
+        .collect();
+    assert_eq!(
+        workshop,
+        [
+            "message_added",
+            "draft_revision_created",
+            "message_added",
+            "draft_revision_created",
+            "context_changed"
+        ]
+    );
+    let finished = messages
+        .iter()
+        .find(|m| m["data"]["kind"]["type"] == "job_finished")
+        .context("the job's end is in its stream")?;
+    assert_eq!(finished["data"]["kind"]["state"], "succeeded", "{finished}");
+    assert_eq!(finished["data"]["job_id"], job.as_str());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn msgpack_events_say_so_and_atelier_decode_prints_them_as_json() -> anyhow::Result<()> {
+    use futures::StreamExt;
+    use std::io::Write;
+    let up = Up::start()?;
+    ok(&up, &["wb", "create", "q3"])?;
+    let situation = up.workdir().join("situation.txt");
+    std::fs::write(&situation, "Board review.\n")?;
+    ok(
+        &up,
+        &[
+            "context",
+            "add",
+            "q3",
+            "--situation",
+            &situation.to_string_lossy(),
+        ],
+    )?;
+    let client = up.connect_as(Role::Client).await?;
+    let consumer = async_nats::jetstream::new(client)
+        .get_stream("ATELIER_WORKSHOP_EVENTS")
+        .await?
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+            filter_subject: "atelier.workshop.evt.q3.context_changed".into(),
+            ..Default::default()
+        })
+        .await?;
+    let mut messages = consumer.messages().await?;
+    let message = tokio::time::timeout(Duration::from_secs(20), messages.next())
+        .await?
+        .context("no event")??;
+    let content_type = message.headers.as_ref().and_then(|h| h.get("Content-Type"));
+    assert_eq!(
+        content_type.map(|v| v.as_str()),
+        Some("application/msgpack")
+    );
+    // What `nats ... --translate 'atelier decode'` shows of it.
+    let mut decode = Command::new(atelier_bin())
+        .arg("decode")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    decode
+        .stdin
+        .take()
+        .context("no stdin")?
+        .write_all(&message.payload)?;
+    let output = decode.wait_with_output()?;
+    assert!(output.status.success());
+    let event: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    assert_eq!(
+        (
+            &event["kind"],
+            &event["workbench"],
+            &event["context"]["name"]
+        ),
+        (
+            &serde_json::json!("context_changed"),
+            &serde_json::json!("q3"),
+            &serde_json::json!("situation")
+        )
+    );
+    Ok(())
+}

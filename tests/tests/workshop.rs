@@ -8,10 +8,12 @@ use anyhow::Context;
 use atelier_messages::job::{JobState, JobSubmit, JobView};
 use atelier_messages::review::{Change, ContentDiff, Review};
 use atelier_messages::store::Listing;
-use atelier_messages::workshop::{CheckpointInfo, CheckpointReason, ConversationMessage, Role};
-use atelier_messages::{ErrorCode, PROTOCOL_VERSION};
+use atelier_messages::workshop::{
+    CheckpointInfo, CheckpointReason, ConversationMessage, Role, WorkshopEvent, WorkshopEventKind,
+};
+use atelier_messages::{ErrorCode, PROTOCOL_VERSION, subjects};
 use atelier_tests::scripted::{Script, ScriptedModel};
-use atelier_tests::{Cluster, wait_until};
+use atelier_tests::{Cluster, Stored, stored_messages, wait_until};
 use serde_json::json;
 use sha2::Digest;
 
@@ -291,6 +293,89 @@ async fn one_job_at_a_time_and_rewind_then_regenerate_across_a_sigkill() -> anyh
     ])?;
     let ids: Vec<_> = history(&cluster, "q3")?.into_iter().map(|m| m.id).collect();
     assert_eq!(ids, ["m1", "m6", "m7"]);
+
+    // A model switch and a context change, then everything the workbench went through is in
+    // its event stream, once each and in order, across both SIGKILLs.
+    cluster.cli_ok(&["wb", "set-model", "q3", &spec])?;
+    let situation = cluster.dir.path().join("situation.txt");
+    std::fs::write(&situation, "Quarterly board review.\n")?;
+    cluster.cli_ok(&[
+        "context",
+        "add",
+        "q3",
+        "--situation",
+        &situation.to_string_lossy(),
+    ])?;
+    assert_workshop_events(&cluster).await
+}
+
+/// The workshop events of q3 after the rewind-and-regenerate story above.
+async fn assert_workshop_events(cluster: &Cluster) -> anyhow::Result<()> {
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let events: Vec<Stored<WorkshopEvent>> = loop {
+        let events: Vec<Stored<WorkshopEvent>> = stored_messages(
+            &client,
+            subjects::workshop::EVENTS_STREAM,
+            subjects::workshop::workbench_events("q3"),
+        )
+        .await?;
+        let complete = events
+            .last()
+            .is_some_and(|last| last.payload.kind == WorkshopEventKind::ContextChanged);
+        if complete || std::time::Instant::now() > deadline {
+            break events;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let told: Vec<(&str, Option<&str>)> = events
+        .iter()
+        .filter(|event| event.payload.kind != WorkshopEventKind::DraftRevisionCreated)
+        .map(|event| {
+            let message = event.payload.message.as_ref().map(|m| m.id.as_str());
+            (event.payload.kind.as_str(), message)
+        })
+        .collect();
+    assert_eq!(
+        told,
+        [
+            ("message_added", Some("m1")),
+            ("message_added", Some("m2")),
+            ("rewound", Some("m3")),
+            ("regenerated", Some("m4")),
+            ("message_added", Some("m5")),
+            ("regenerated", Some("m6")),
+            ("message_added", Some("m7")),
+            ("model_changed", Some("m8")),
+            ("context_changed", None),
+        ]
+    );
+    let revisions: Vec<(String, bool, u64)> = events
+        .iter()
+        .filter_map(|event| event.payload.revision.clone())
+        .map(|revision| (revision.message_id, revision.has_draft, revision.files))
+        .collect();
+    assert_eq!(revisions[1], ("m2".to_string(), true, 2), "{revisions:?}");
+    assert_eq!(revisions[2], ("m3".to_string(), false, 0), "{revisions:?}");
+    assert_eq!(
+        revisions.len(),
+        8,
+        "one revision per message: {revisions:?}"
+    );
+    for event in &events {
+        assert_eq!(
+            event.subject,
+            subjects::workshop::event("q3", event.payload.kind.as_str())
+        );
+        assert_eq!(event.content_type.as_deref(), Some("application/msgpack"));
+    }
+    let context = events
+        .last()
+        .and_then(|event| event.payload.context.clone());
+    assert_eq!(
+        context.map(|c| (c.name, c.removed)),
+        Some(("situation".into(), false))
+    );
     Ok(())
 }
 

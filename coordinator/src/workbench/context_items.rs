@@ -1,13 +1,18 @@
 //! Context items of a workbench: its situation text and its skills, stored in the workshop
-//! tree (`<wb>\0ctx\0<name>`) and injected into every model call of its jobs. Items are bounded
+//! tree (`<wb>\0ctx\0<name>`, each change with its `context_changed` event) and injected into
+//! every model call of its jobs. Items are bounded
 //! when they are added, so they are always given in full.
 
 use atelier_messages::path::normalize;
-use atelier_messages::workshop::{ContextItem, ContextKind};
+use atelier_messages::workshop::{
+    ContextChange, ContextItem, ContextKind, WorkshopEvent, WorkshopEventKind,
+};
 use atelier_messages::{ErrorBody, ErrorCode};
 
+use super::tx::{event, put};
 use super::{Workbenches, key};
 use crate::error::CoordinatorError;
+use crate::storage::txn::abort;
 use crate::storage::{self, trees};
 
 /// The most text one context item may hold.
@@ -61,6 +66,16 @@ fn checked(mut item: ContextItem) -> Result<ContextItem, CoordinatorError> {
     Ok(item)
 }
 
+fn context_changed(workbench: &str, name: &str, removed: bool) -> WorkshopEvent {
+    WorkshopEvent {
+        context: Some(ContextChange {
+            name: name.to_string(),
+            removed,
+        }),
+        ..event(workbench, WorkshopEventKind::ContextChanged)
+    }
+}
+
 impl Workbenches {
     /// Adds a context item, replacing one of the same name.
     pub fn add_context_item(
@@ -77,9 +92,10 @@ impl Workbenches {
                 "workbench `{workbench}` has {MAX_ITEMS} context items; remove one first"
             )));
         }
-        self.storage
-            .tree(trees::WORKSHOP)?
-            .insert(item_key(workbench, &item.name), storage::encode(&item)?)?;
+        self.transact(|tx| {
+            put(tx.workshop, &item_key(workbench, &item.name), &item)?;
+            tx.emit(&context_changed(workbench, &item.name, false))
+        })?;
         self.storage.flush()?;
         Ok(item)
     }
@@ -98,17 +114,18 @@ impl Workbenches {
 
     pub fn remove_context_item(&self, workbench: &str, name: &str) -> Result<(), CoordinatorError> {
         self.record(workbench)?;
-        let removed = self
-            .storage
-            .tree(trees::WORKSHOP)?
-            .remove(item_key(workbench, name))?;
-        if removed.is_none() {
-            return Err(ErrorBody::new(
-                ErrorCode::NotFound,
-                format!("no context item `{name}` in `{workbench}`; list them with `atelier context ls {workbench}`"),
-            )
-            .into());
-        }
+        self.transact(|tx| {
+            if tx.workshop.remove(item_key(workbench, name))?.is_none() {
+                return Err(abort(
+                    ErrorBody::new(
+                        ErrorCode::NotFound,
+                        format!("no context item `{name}` in `{workbench}`; list them with `atelier context ls {workbench}`"),
+                    )
+                    .into(),
+                ));
+            }
+            tx.emit(&context_changed(workbench, name, true))
+        })?;
         self.storage.flush()
     }
 }

@@ -8,10 +8,10 @@ use atelier_messages::now_ms;
 use atelier_messages::store::DraftOrigin;
 use sled::transaction::TransactionalTree;
 
-use super::tx::{TxResult, put};
 use super::{Workbenches, key};
 use crate::error::CoordinatorError;
 use crate::jobs::JobRecord;
+use crate::storage::txn::{TxResult, put};
 use crate::storage::{self, trees};
 
 /// How old a draft is before history, chat and the dashboard point it out (24 h).

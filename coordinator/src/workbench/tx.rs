@@ -9,10 +9,13 @@
 //! - `<wb>\0ctx\0<name>`: context items;
 //! - `<wb>\0draft-origin`: when and by what the draft was started.
 
+use atelier_messages::PROTOCOL_VERSION;
 use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::now_ms;
 use atelier_messages::store::DraftOrigin;
-use atelier_messages::workshop::{ConversationMessage, Role, SystemEvent};
+use atelier_messages::workshop::{
+    ConversationMessage, RevisionCreated, Role, SystemEvent, WorkshopEvent, WorkshopEventKind,
+};
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
 use sled::transaction::TransactionalTree;
@@ -85,6 +88,7 @@ pub(crate) struct Tx<'a> {
     pub records: &'a TransactionalTree,
     pub workshop: &'a TransactionalTree,
     pub jobs: &'a TransactionalTree,
+    pub outbox: &'a TransactionalTree,
 }
 
 /// A message about to be appended.
@@ -108,7 +112,26 @@ impl NewMessage {
     }
 }
 
+/// An event of `kind` about `workbench`, now, telling nothing more yet.
+pub(crate) fn event(workbench: &str, kind: WorkshopEventKind) -> WorkshopEvent {
+    WorkshopEvent {
+        v: PROTOCOL_VERSION,
+        workbench: workbench.to_string(),
+        at_ms: now_ms(),
+        kind,
+        message: None,
+        revision: None,
+        context: None,
+    }
+}
+
 impl Tx<'_> {
+    /// Queues `event` for its stream, durable with the change it tells of.
+    pub fn emit(&self, event: &WorkshopEvent) -> TxResult<()> {
+        let id = self.outbox.generate_id()?;
+        put(self.outbox, &id.to_be_bytes(), event)
+    }
+
     pub fn draft(&self, workbench: &str) -> TxResult<Option<Manifest>> {
         get(self.manifests, &key(workbench, "draft"))
     }
@@ -188,6 +211,23 @@ impl Tx<'_> {
             draft: self.draft(workbench)?,
         };
         put(self.workshop, &revision_key(workbench, seq), &revision)?;
+        let told = WorkshopEvent {
+            message: Some(stored.clone()),
+            ..event(workbench, WorkshopEventKind::of(&stored))
+        };
+        self.emit(&told)?;
+        let recorded = RevisionCreated {
+            message_id: stored.id.clone(),
+            has_draft: revision.draft.is_some(),
+            files: revision
+                .draft
+                .as_ref()
+                .map_or(0, |draft| draft.len() as u64),
+        };
+        self.emit(&WorkshopEvent {
+            revision: Some(recorded),
+            ..event(workbench, WorkshopEventKind::DraftRevisionCreated)
+        })?;
         if seq > DRAFT_REVISIONS_KEPT {
             self.workshop
                 .remove(revision_key(workbench, seq - DRAFT_REVISIONS_KEPT))?;
@@ -240,13 +280,15 @@ impl Workbenches {
         let records = self.storage.tree(trees::WORKBENCHES)?;
         let workshop = self.storage.tree(trees::WORKSHOP)?;
         let jobs = self.storage.tree(trees::JOBS)?;
-        (&manifests, &records, &workshop, &jobs)
-            .transaction(|(manifests, records, workshop, jobs)| {
+        let outbox = self.storage.tree(trees::WORKSHOP_OUTBOX)?;
+        (&manifests, &records, &workshop, &jobs, &outbox)
+            .transaction(|(manifests, records, workshop, jobs, outbox)| {
                 work(&Tx {
                     manifests,
                     records,
                     workshop,
                     jobs,
+                    outbox,
                 })
             })
             .map_err(flatten)

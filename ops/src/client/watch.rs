@@ -6,7 +6,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use async_nats::jetstream::{self, consumer};
 use atelier_messages::job::{EventKind, JobEvent, JobOutcome, JobState};
-use atelier_messages::{ErrorBody, Format, decode, subjects};
+use atelier_messages::{ErrorBody, decode, subjects};
+use atelier_transport::headers::format_of;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -38,13 +39,14 @@ impl Client {
         let progress = Progress::new(output);
         while let Some(message) = messages.next().await {
             let message = message.context("event stream interrupted")?;
-            let event: JobEvent = match decode(&message.payload, Format::MessagePack) {
-                Ok(event) => event,
-                Err(error) => {
-                    tracing::warn!(%error, "skipping an undecodable event");
-                    continue;
-                }
-            };
+            let event: JobEvent =
+                match decode(&message.payload, format_of(message.headers.as_ref())) {
+                    Ok(event) => event,
+                    Err(error) => {
+                        tracing::warn!(%error, "skipping an undecodable event");
+                        continue;
+                    }
+                };
             progress.show(&event);
             if let EventKind::JobFinished { state, run, .. } = event.kind
                 && run >= current_run

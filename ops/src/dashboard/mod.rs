@@ -35,7 +35,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use async_nats::jetstream::{self, consumer};
 use atelier_messages::job::JobEvent;
-use atelier_messages::{Format, decode, subjects};
+use atelier_messages::{decode, subjects};
+use atelier_transport::headers::format_of;
 use futures::StreamExt;
 
 use crate::dashboard::live::Live;
@@ -264,7 +265,7 @@ async fn follow(state: &AppState) -> anyhow::Result<()> {
     while let Some(message) = messages.next().await {
         let message = message.context("events consumer failed")?;
         let sequence = message.info().map(|info| info.stream_sequence).unwrap_or(0);
-        match decode::<JobEvent>(&message.payload, Format::MessagePack) {
+        match decode::<JobEvent>(&message.payload, format_of(message.headers.as_ref())) {
             Ok(event) => state.live.apply(sequence, &event),
             Err(error) => tracing::debug!(%error, sequence, "skipping an undecodable event"),
         }
@@ -294,7 +295,9 @@ pub async fn job_events(nats: &async_nats::Client, job_id: &str) -> anyhow::Resu
     let read = async {
         while let Some(message) = messages.next().await {
             let message = message?;
-            if let Ok(event) = decode::<JobEvent>(&message.payload, Format::MessagePack) {
+            if let Ok(event) =
+                decode::<JobEvent>(&message.payload, format_of(message.headers.as_ref()))
+            {
                 events.push(event);
             }
             if message.info().map(|info| info.pending).unwrap_or(0) == 0 {
