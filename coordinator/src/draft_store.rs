@@ -38,7 +38,7 @@ use crate::JobDefaults;
 use crate::error::CoordinatorError;
 use crate::jobs::JobRecord;
 use crate::storage::blocking;
-use crate::workbench::{Accepted, AppliedCall, BlobSource, TurnEnd, Workbenches};
+use crate::workbench::{Accepted, AppliedCall, BlobSource, RewindDraft, TurnEnd, Workbenches};
 
 /// A change to run against the workbenches, serialized by the actor.
 type Change = Box<dyn FnOnce(&Workbenches) + Send>;
@@ -345,10 +345,15 @@ impl DraftStoreHandle {
         &self,
         workbench: String,
         message_id: String,
-        chat_only: bool,
+        how: RewindDraft,
     ) -> Result<Rewound, ErrorBody> {
-        self.change(move |wb| wb.rewind(&workbench, &message_id, chat_only))
+        self.change(move |wb| wb.rewind(&workbench, &message_id, how))
             .await
+    }
+
+    /// What a regenerate would discard (nothing changes).
+    pub async fn regenerate_preview(&self, request: Regenerate) -> Result<Regenerated, ErrorBody> {
+        self.read(move |wb| wb.regenerate_preview(&request)).await
     }
 
     /// Prepares a regenerate: the job to start and what it replaced.

@@ -48,8 +48,9 @@ pub(crate) async fn serve(
         })
         .route(|ws, request: Rewind| async move {
             let store = ws.orchestrators.store();
+            let how = crate::workbench::RewindDraft::of(&request);
             store
-                .rewind(request.workbench, request.message_id, request.chat_only)
+                .rewind(request.workbench, request.message_id, how)
                 .await
         })
         .route(|ws, request: Regenerate| async move { ws.regenerate(request).await })
@@ -117,6 +118,9 @@ impl Workshop {
 
     /// Records the regenerate (conversation, draft, queued job) durably, then starts the job.
     async fn regenerate(&self, request: Regenerate) -> Result<Regenerated, ErrorBody> {
+        if request.dry_run {
+            return self.orchestrators.store().regenerate_preview(request).await;
+        }
         let job_id = request
             .job_id
             .clone()

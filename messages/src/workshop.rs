@@ -249,8 +249,13 @@ pub struct Rewind {
     pub v: u16,
     pub workbench: String,
     pub message_id: String,
+    /// Rewind the conversation only; the draft stays as it is.
     #[serde(default)]
     pub chat_only: bool,
+    /// When the draft's state at the message is gone (`REVISION_PRUNED`), discard the draft
+    /// and rewind.
+    #[serde(default)]
+    pub discard_draft: bool,
 }
 
 /// Result of a rewind.
@@ -266,11 +271,18 @@ pub struct Rewound {
     pub event_id: String,
 }
 
-/// `atelier.workshop.regenerate`: a fresh answer to the last user message, as a new job.
+/// `atelier.workshop.regenerate`: a fresh answer to a user message (the last one unless
+/// `from_message_id` names another), as a new job; whatever followed it is discarded first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Regenerate {
     pub v: u16,
     pub workbench: String,
+    /// The user message to answer again (default: the last one).
+    #[serde(default)]
+    pub from_message_id: Option<String>,
+    /// Only say what would be discarded (`replaced`); change nothing, start no job.
+    #[serde(default)]
+    pub dry_run: bool,
     /// Job id (default: chosen by the coordinator).
     #[serde(default)]
     pub job_id: Option<String>,
@@ -284,9 +296,14 @@ pub struct Regenerate {
 /// Result of a regenerate: the job that answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Regenerated {
+    /// Empty for a dry run.
     pub job_id: String,
     pub from_message_id: String,
+    /// The messages discarded (would be, for a dry run).
     pub replaced: Vec<String>,
+    /// Nothing was changed: this is what a regenerate would discard.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// `atelier.workshop.set_model`: the workbench's default model (recorded in the conversation).

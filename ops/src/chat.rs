@@ -16,9 +16,9 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::client::{Client, Decision, Submission, WatchOutput};
 use crate::output::print_review;
-use crate::workshop::print_history;
+use crate::workshop::{discards, print_history};
 
-const HELP: &str = "type a message, or: /publish /discard /rewind ID /regenerate /model SPEC /diff /history /continue /help /quit; while a job runs: /approve /reject [REASON] /cancel";
+const HELP: &str = "type a message, or: /publish /discard /rewind ID /regenerate [ID] /model SPEC /diff /history /continue /help /quit; while a job runs: /approve /reject [REASON] /cancel";
 
 /// One session until `/quit` or the end of input.
 pub async fn run(client: &Client, workbench: &str) -> anyhow::Result<ExitCode> {
@@ -29,6 +29,7 @@ pub async fn run(client: &Client, workbench: &str) -> anyhow::Result<ExitCode> {
         client,
         workbench,
         continue_draft: false,
+        regenerating_from: None,
     };
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     // The job being followed, if any: its watch runs beside the input.
@@ -88,6 +89,8 @@ struct Session<'a> {
     client: &'a Client,
     workbench: &'a str,
     continue_draft: bool,
+    /// `/regenerate ID` told what it would discard; the same line again goes on.
+    regenerating_from: Option<String>,
 }
 
 impl Session<'_> {
@@ -98,6 +101,7 @@ impl Session<'_> {
             None => (line, ""),
         };
         let (client, workbench) = (self.client, self.workbench);
+        let regenerating_from = self.regenerating_from.take();
         match command {
             "/publish" => {
                 let published = client.publish(workbench).await?;
@@ -111,7 +115,7 @@ impl Session<'_> {
                 println!("discarded the draft");
             }
             "/rewind" => {
-                let rewound = client.rewind(workbench, argument, false).await?;
+                let rewound = client.rewind(workbench, argument, false, false).await?;
                 println!(
                     "rewound to {}; discarded {}",
                     rewound.head,
@@ -122,10 +126,23 @@ impl Session<'_> {
                 let request = Regenerate {
                     v: PROTOCOL_VERSION,
                     workbench: workbench.to_string(),
+                    from_message_id: (!argument.is_empty()).then(|| argument.to_string()),
+                    dry_run: false,
                     job_id: None,
                     model: None,
                     auto_approve: false,
                 };
+                let told = regenerating_from.as_deref() == Some(argument);
+                if !argument.is_empty() && !told {
+                    let preview = Regenerate {
+                        dry_run: true,
+                        ..request
+                    };
+                    println!("{}", discards(&client.regenerate(preview).await?));
+                    println!("type /regenerate {argument} again to go on");
+                    self.regenerating_from = Some(argument.to_string());
+                    return Ok(None);
+                }
                 return Ok(Some(client.regenerate(request).await?.job_id));
             }
             "/model" => {

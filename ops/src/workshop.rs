@@ -1,6 +1,7 @@
 //! Workshop commands: `history`, `rewind`, `regenerate`, `checkpoints`, `checkpoint`,
 //! `restore`, `gc` and `wb set-model`, over the `atelier.workshop.*` verbs.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use atelier_messages::PROTOCOL_VERSION;
@@ -30,14 +31,25 @@ pub enum WorkshopCommand {
         workbench: String,
         message_id: String,
         /// Rewind the conversation only; leave the draft as it is.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "discard_draft")]
         chat_only: bool,
+        /// When the draft's state at MESSAGE_ID is gone (REVISION_PRUNED: a publish, discard
+        /// or restore came after it), discard the draft and rewind.
+        #[arg(long)]
+        discard_draft: bool,
         #[arg(long)]
         json: bool,
     },
-    /// A fresh answer to the last user message (discards the answer after it, if any).
+    /// A fresh answer to the last user message (discards the answer after it, if any), or with
+    /// --from to an earlier one (discards everything after it, once you agree).
     Regenerate {
         workbench: String,
+        /// The user message to answer again; what follows it is shown, then discarded.
+        #[arg(long, value_name = "MESSAGE_ID")]
+        from: Option<String>,
+        /// Go on without asking (required with --from when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
         /// Model for this answer only.
         #[arg(long)]
         model: Option<String>,
@@ -109,12 +121,14 @@ impl Client {
         workbench: &str,
         message_id: &str,
         chat_only: bool,
+        discard_draft: bool,
     ) -> anyhow::Result<Rewound> {
         self.call(&Rewind {
             v: PROTOCOL_VERSION,
             workbench: workbench.into(),
             message_id: message_id.into(),
             chat_only,
+            discard_draft,
         })
         .await
     }
@@ -216,9 +230,12 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
             workbench,
             message_id,
             chat_only,
+            discard_draft,
             json,
         } => {
-            let rewound = client.rewind(&workbench, &message_id, chat_only).await?;
+            let rewound = client
+                .rewind(&workbench, &message_id, chat_only, discard_draft)
+                .await?;
             if json {
                 print_json(&rewound)?;
             } else {
@@ -236,6 +253,8 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
         }
         WorkshopCommand::Regenerate {
             workbench,
+            from,
+            yes,
             model,
             job_id,
             auto_approve,
@@ -245,10 +264,16 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
             let request = Regenerate {
                 v: PROTOCOL_VERSION,
                 workbench,
+                from_message_id: from,
+                dry_run: false,
                 job_id,
                 model,
                 auto_approve,
             };
+            if request.from_message_id.is_some() && !agreed(client, &request, yes).await? {
+                println!("nothing was changed");
+                return Ok(ExitCode::FAILURE);
+            }
             let regenerated = client.regenerate(request).await?;
             if wait {
                 if !json {
@@ -322,6 +347,43 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says what regenerating `request` would discard and whether to go on: `yes`, or the person
+/// at the terminal says so; without a terminal, `--yes` is required.
+async fn agreed(client: &Client, request: &Regenerate, yes: bool) -> anyhow::Result<bool> {
+    let preview = client
+        .regenerate(Regenerate {
+            dry_run: true,
+            ..request.clone()
+        })
+        .await?;
+    eprintln!("{}", discards(&preview));
+    if yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "VALIDATION_FAILED: regenerating from {} discards what follows it; pass --yes to go on",
+            preview.from_message_id
+        );
+    }
+    eprint!("go on? [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// `regenerating the answer to m3 discards m4, m5 and puts the draft back as it was at m3`.
+pub fn discards(preview: &Regenerated) -> String {
+    let from = &preview.from_message_id;
+    match preview.replaced.is_empty() {
+        true => format!("regenerating the answer to {from} discards no message"),
+        false => format!(
+            "regenerating the answer to {from} discards {} and puts the draft back as it was at {from}",
+            preview.replaced.join(", ")
+        ),
+    }
 }
 
 /// One line per message: id, role, text (system events in brackets).

@@ -1,7 +1,8 @@
 // Headless Chromium on the workbench page of a running `atelier dashboard` (started by
 // tests/tests/dashboard.rs, after one job wrote notes.md into the draft of WORKBENCH): reads the
 // conversation, the draft's start and content diff, rewinds to the first message (the draft goes),
-// regenerates (the answer and the draft come back), publishes, and restores checkpoint 1.
+// regenerates (the answer and the draft come back), regenerates from the first message (after
+// saying what goes), publishes, and restores checkpoint 1.
 // Prints `RESULT {json}` at the end; screenshots go to ARTIFACTS.
 import { join } from 'node:path';
 import { launch } from './launch.mjs';
@@ -40,6 +41,13 @@ try {
   result.afterRegenerate = await ids(page);
   result.answer = await page.$eval('#conversation li[data-role="assistant"] .text', el => el.textContent.trim());
   await shot('w3-regenerated');
+
+  // Regenerate from the first message: the page says first what goes.
+  await page.click('#conversation li[data-id="m1"] button.regenerate-from');
+  await page.waitForSelector('#conversation li[data-id="m7"][data-role="assistant"]', { timeout: 60000 });
+  result.regenerateDialog = result.lastDialog;
+  result.afterRegenerateFrom = await ids(page);
+  await page.waitForSelector('#draft-files li[data-path="notes.md"]', { timeout: 20000 });
 
   await page.click('#publish');
   await page.waitForSelector('#draft-empty', { timeout: 20000 });

@@ -1109,6 +1109,14 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
         result["afterRegenerate"],
         json!(["m1:user", "m4:system", "m5:assistant"])
     );
+    assert_eq!(
+        result["regenerateDialog"],
+        "Regenerating the answer to m1 will discard m4, m5 and put the draft back as it was at m1."
+    );
+    assert_eq!(
+        result["afterRegenerateFrom"],
+        json!(["m1:user", "m6:system", "m7:assistant"])
+    );
     // The model's words, then the draft's real changes.
     let answer = result["answer"].as_str().unwrap_or_default();
     assert!(answer.starts_with("notes.md is in the draft."), "{answer}");

@@ -421,7 +421,50 @@ fn the_journey(
     );
     let draft = system.json(&["wb", "ls", "q3", "--draft", "--json"])?;
     assert!(paths(&draft).contains(&"notes.md".to_string()));
+    // Regenerating from an earlier message says first what it discards, and without a
+    // terminal goes on only with --yes.
+    let unasked = system.cli(&["regenerate", "q3", "--from", &user_message])?;
+    let told = format!("regenerating the answer to {user_message} discards m");
+    assert!(
+        unasked.failed_with("VALIDATION_FAILED") && unasked.stderr.contains(&told),
+        "{unasked:?}"
+    );
+    let again = system.cli(&[
+        "regenerate",
+        "q3",
+        "--from",
+        &user_message,
+        "--yes",
+        "--wait",
+        "--model",
+        &spec,
+    ])?;
+    assert!(
+        again.success && again.stderr.contains(&told) && again.stdout.contains("succeeded"),
+        "{again:?}"
+    );
     system.ok(&["draft", "publish", "q3"])?;
+    // The draft's state at that message went with the publish: rewinding there discards the
+    // draft when asked to.
+    system.ok(&[
+        "run",
+        "q3",
+        "write_text_file",
+        "--args",
+        r#"{"path": "scratch.txt", "content": "x"}"#,
+        "--wait",
+    ])?;
+    let pruned = system.cli(&["rewind", "q3", &user_message])?;
+    assert!(
+        pruned.failed_with("REVISION_PRUNED") && pruned.stderr.contains("--discard-draft"),
+        "{pruned:?}"
+    );
+    system.ok(&["rewind", "q3", &user_message, "--discard-draft"])?;
+    assert!(
+        system
+            .cli(&["wb", "ls", "q3", "--draft"])?
+            .failed_with("NO_DRAFT")
+    );
 
     // Checkpoints: make one, restore the first published state.
     system.ok(&["checkpoint", "q3", "--note", "with notes"])?;

@@ -788,9 +788,13 @@ async fn a_chat_session_sends_streams_and_runs_its_commands() -> anyhow::Result<
         listed.iter().any(|l| l.contains("m2  user: Write notes")),
         "{listed:?}"
     );
-    // The regenerated answer writes notes.md over the published one: the session shows the
-    // call waiting for approval and takes the decision while the job runs.
-    chat.say("/regenerate")?;
+    // Regenerating from a message says first what goes; the same line again goes on. The
+    // regenerated answer writes notes.md over the published one: the session shows the call
+    // waiting for approval and takes the decision while the job runs.
+    chat.say("/regenerate m2")?;
+    chat.expect("regenerating the answer to m2 discards m3, m4")?;
+    chat.expect("type /regenerate m2 again to go on")?;
+    chat.say("/regenerate m2")?;
     let waiting = chat.expect("/approve or /reject")?;
     assert!(
         waiting

@@ -275,18 +275,20 @@ impl Workbenches {
         &self,
         workbench: &str,
         target_id: &str,
-        chat_only: bool,
+        how: RewindDraft,
     ) -> Result<Rewound, CoordinatorError> {
         self.record(workbench)?;
         let rewound = self.transact(|tx| {
             let mut state = tx.state(workbench)?;
             ensure_idle(&state, workbench)?;
             let seq = target_seq(tx, workbench, target_id)?;
-            if !chat_only {
-                let Some(revision) = tx.revision(workbench, seq)? else {
+            match (tx.revision(workbench, seq)?, how) {
+                (_, RewindDraft::Keep) => {}
+                (Some(revision), _) => tx.set_draft(workbench, revision.draft.as_ref())?,
+                (None, RewindDraft::DiscardWhenGone) => tx.set_draft(workbench, None)?,
+                (None, RewindDraft::Restore) => {
                     return Err(abort(pruned(workbench, target_id).into()));
-                };
-                tx.set_draft(workbench, revision.draft.as_ref())?;
+                }
             }
             let removed = tx.truncate_after(workbench, &mut state, seq)?;
             let event = SystemEvent::Rewound {
@@ -310,8 +312,65 @@ impl Workbenches {
         Ok(rewound)
     }
 
-    /// Starts a fresh answer to the last user message: later messages are discarded, the draft
-    /// goes back to its revision at that message, and a queued job is recorded, all at once.
+    /// The user message a regenerate answers: `from` (which must be one), else the last.
+    fn to_answer(
+        &self,
+        workbench: &str,
+        from: Option<&str>,
+    ) -> Result<ConversationMessage, CoordinatorError> {
+        self.record(workbench)?;
+        let messages = self.messages(workbench)?;
+        let Some(from) = from else {
+            let last = messages.into_iter().rev().find(|m| m.role == Role::User);
+            return last.ok_or_else(|| {
+                ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!("workbench `{workbench}` has no user message to answer; send one with `atelier submit`"),
+                )
+                .into()
+            });
+        };
+        let Some(message) = messages.into_iter().find(|m| m.id == from) else {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("no message `{from}` in workbench `{workbench}`; list them with `atelier history {workbench}`"),
+            )
+            .into());
+        };
+        if message.role != Role::User {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!("{from} is not a user message; regenerate answers a user message again (see `atelier history {workbench}`)"),
+            )
+            .into());
+        }
+        Ok(message)
+    }
+
+    /// What regenerating the answer to a user message would discard, changing nothing.
+    pub fn regenerate_preview(
+        &self,
+        request: &Regenerate,
+    ) -> Result<Regenerated, CoordinatorError> {
+        let workbench = request.workbench.as_str();
+        let user = self.to_answer(workbench, request.from_message_id.as_deref())?;
+        let after = parse_message_id(&user.id).unwrap_or_default();
+        let replaced = self
+            .messages(workbench)?
+            .into_iter()
+            .filter(|message| parse_message_id(&message.id).is_some_and(|seq| seq > after))
+            .map(|message| message.id)
+            .collect();
+        Ok(Regenerated {
+            job_id: String::new(),
+            from_message_id: user.id,
+            replaced,
+            dry_run: true,
+        })
+    }
+
+    /// Starts a fresh answer to a user message: later messages are discarded, the draft goes
+    /// back to its revision at that message, and a queued job is recorded, all at once.
     pub fn regenerate(
         &self,
         request: &Regenerate,
@@ -319,18 +378,7 @@ impl Workbenches {
         defaults: &JobDefaults,
     ) -> Result<(JobRecord, Regenerated), CoordinatorError> {
         let workbench = request.workbench.as_str();
-        self.record(workbench)?;
-        let user = self
-            .messages(workbench)?
-            .into_iter()
-            .rev()
-            .find(|message| message.role == Role::User)
-            .ok_or_else(|| {
-                CoordinatorError::from(ErrorBody::new(
-                    ErrorCode::NotFound,
-                    format!("workbench `{workbench}` has no user message to answer; send one with `atelier submit`"),
-                ))
-            })?;
+        let user = self.to_answer(workbench, request.from_message_id.as_deref())?;
         let result = self.transact(|tx| {
             if get::<JobRecord>(tx.jobs, job_id.as_bytes())?.is_some() {
                 return Err(abort(
@@ -401,6 +449,7 @@ impl Workbenches {
                     job_id: job_id.to_string(),
                     from_message_id: user.id.clone(),
                     replaced,
+                    dry_run: false,
                 },
             ))
         })?;
@@ -453,9 +502,30 @@ fn pruned(workbench: &str, message_id: &str) -> ErrorBody {
     ErrorBody::new(
         ErrorCode::RevisionPruned,
         format!(
-            "the draft state at {message_id} in `{workbench}` is gone (a publish, discard or restore came after it); rewind the conversation only with --chat-only"
+            "the draft state at {message_id} in `{workbench}` is gone (a publish, discard or restore came after it); rewind the conversation only with --chat-only, or discard the draft and rewind with --discard-draft"
         ),
     )
+}
+
+/// What a rewind does to the draft.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewindDraft {
+    /// Back to its state at the message (`REVISION_PRUNED` when that is gone).
+    Restore,
+    /// Back to its state at the message, or discarded when that is gone.
+    DiscardWhenGone,
+    /// Left as it is (`--chat-only`).
+    Keep,
+}
+
+impl RewindDraft {
+    pub fn of(request: &atelier_messages::workshop::Rewind) -> Self {
+        match (request.chat_only, request.discard_draft) {
+            (true, _) => Self::Keep,
+            (false, true) => Self::DiscardWhenGone,
+            (false, false) => Self::Restore,
+        }
+    }
 }
 
 /// The number of an existing message, or `NOT_FOUND`.

@@ -17,7 +17,7 @@ mod draft_origin;
 mod tx;
 
 pub use checkpoints::DEFAULT_CHECKPOINTS_KEPT;
-pub use conversation::{Accepted, TurnEnd};
+pub use conversation::{Accepted, RewindDraft, TurnEnd};
 pub use draft_origin::DEFAULT_STALE_DRAFT_SECS;
 pub use tx::DRAFT_REVISIONS_KEPT;
 

@@ -2,6 +2,7 @@
 //! time, revisions, rewind), and refusals with their codes.
 use super::*;
 use crate::{JobDefaults, TimeLimits};
+use atelier_messages::workshop::Regenerate;
 
 fn fixture() -> (tempfile::TempDir, Workbenches) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -373,7 +374,7 @@ fn rewind_restores_revisions_until_a_publish_forgets_them() {
     answered(&wb, "j2");
     // m3 is j2's message: the draft then held a.md only.
     let rewound = wb
-        .rewind("q3", "m3", false)
+        .rewind("q3", "m3", RewindDraft::Restore)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(rewound.removed, ["m4"]);
     let paths: Vec<_> = wb
@@ -385,16 +386,25 @@ fn rewind_restores_revisions_until_a_publish_forgets_them() {
         .collect();
     assert_eq!(paths, ["a.md"]);
     wb.publish("q3").unwrap_or_else(|e| panic!("{e}"));
+    write(&wb, "q3", "c3", vec![file("c.md", "3")], &[]).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        code(wb.rewind("q3", "m2", false)),
+        code(wb.rewind("q3", "m2", RewindDraft::Restore)),
         Some(ErrorCode::RevisionPruned)
     );
     let chat_only = wb
-        .rewind("q3", "m2", true)
+        .rewind("q3", "m2", RewindDraft::Keep)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert!(!chat_only.has_draft);
+    assert!(chat_only.has_draft, "the draft stays as it is");
+    // Its state at m1 is gone: discard the draft and rewind.
+    let discarded = wb
+        .rewind("q3", "m1", RewindDraft::DiscardWhenGone)
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        code(wb.rewind("q3", "m999", true)),
+        (discarded.head.as_str(), discarded.has_draft),
+        ("m1", false)
+    );
+    assert_eq!(
+        code(wb.rewind("q3", "m999", RewindDraft::Keep)),
         Some(ErrorCode::NotFound)
     );
     assert_eq!(
@@ -442,4 +452,60 @@ fn a_draft_knows_when_and_by_which_message_it_was_started() {
     write(&wb, "q3", "c3", vec![file("c.txt", "three")], &[]).unwrap_or_else(|e| panic!("{e}"));
     let direct = wb.info("q3").unwrap_or_else(|e| panic!("{e}")).draft;
     assert!(direct.is_some_and(|o| o.job_id.is_none() && o.message_id.is_none()));
+}
+
+#[test]
+fn regenerate_answers_any_earlier_user_message_after_saying_what_goes() {
+    let (_dir, wb) = fixture();
+    wb.create("q3").unwrap_or_else(|e| panic!("{e}"));
+    for (job, path) in [("j1", "a.md"), ("j2", "b.md")] {
+        wb.accept_message(&submit(job, None, true), &JobDefaults::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        write(&wb, "q3", job, vec![file(path, job)], &[]).unwrap_or_else(|e| panic!("{e}"));
+        answered(&wb, job);
+    }
+    let request = |from: &str| Regenerate {
+        v: 1,
+        workbench: "q3".into(),
+        from_message_id: Some(from.into()),
+        dry_run: true,
+        job_id: None,
+        model: None,
+        auto_approve: false,
+    };
+    let preview = wb
+        .regenerate_preview(&request("m1"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(preview.replaced, ["m2", "m3", "m4"]);
+    assert!(preview.dry_run);
+    assert_eq!(
+        wb.messages("q3").map(|m| m.len()).ok(),
+        Some(4),
+        "nothing changed"
+    );
+    assert_eq!(
+        code(wb.regenerate_preview(&request("m2"))),
+        Some(ErrorCode::ValidationFailed)
+    );
+    assert_eq!(
+        code(wb.regenerate_preview(&request("m9"))),
+        Some(ErrorCode::NotFound)
+    );
+    let (record, regenerated) = wb
+        .regenerate(&request("m1"), "j3", &JobDefaults::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(regenerated.replaced, ["m2", "m3", "m4"]);
+    assert_eq!(record.message, "message of j1");
+    let ids: Vec<_> = wb
+        .messages("q3")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(ids, ["m1", "m5"]);
+    // The draft is back as it was when m1 was asked: none yet.
+    assert_eq!(
+        code(wb.list_files("q3", View::Draft)),
+        Some(ErrorCode::NoDraft)
+    );
 }

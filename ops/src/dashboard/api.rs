@@ -78,6 +78,10 @@ pub fn router(state: Shared) -> Router {
             post(workshop::regenerate),
         )
         .route(
+            "/api/workbenches/{name}/regenerate/{message}",
+            post(workshop::regenerate_from),
+        )
+        .route(
             "/api/workbenches/{name}/restore/{checkpoint}",
             post(workshop::restore),
         )

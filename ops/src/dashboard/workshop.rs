@@ -51,19 +51,33 @@ pub async fn rewind(
         workbench: name,
         message_id: message,
         chat_only: false,
+        discard_draft: false,
     };
     answer(call(&state, &request).await)
 }
 
 pub async fn regenerate(State(state): State<Shared>, Path(name): Path<String>) -> Response {
-    let request = Regenerate {
+    answer(call(&state, &regenerate_request(name, None)).await)
+}
+
+/// Regenerates the answer to one user message (the page has said what goes).
+pub async fn regenerate_from(
+    State(state): State<Shared>,
+    Path((name, message)): Path<(String, String)>,
+) -> Response {
+    answer(call(&state, &regenerate_request(name, Some(message))).await)
+}
+
+fn regenerate_request(workbench: String, from_message_id: Option<String>) -> Regenerate {
+    Regenerate {
         v: PROTOCOL_VERSION,
-        workbench: name,
+        workbench,
+        from_message_id,
+        dry_run: false,
         job_id: None,
         model: None,
         auto_approve: false,
-    };
-    answer(call(&state, &request).await)
+    }
 }
 
 pub async fn restore(

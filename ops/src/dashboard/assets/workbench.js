@@ -1,5 +1,6 @@
 // The workbench page (#/workbenches/NAME): the conversation with "Rewind to here" on every
-// message and Regenerate, the checkpoints with Restore, and the draft's content review with
+// message, "Regenerate from here" on every user message (saying first what it discards) and
+// Regenerate, the checkpoints with Restore, and the draft's content review with
 // Publish and Discard. Loaded before app.js, whose router and helpers it uses.
 
 function workbenchPage(name) {
@@ -47,6 +48,15 @@ function renderWorkbench(base, history, checkpoints, diff) {
   root.querySelectorAll('button.restore').forEach(button =>
     bindAction(button, `${base}/restore/${encodeURIComponent(button.dataset.id)}`, `Restored checkpoint ${button.dataset.id}`,
       'Make this checkpoint the published state? The current one is checkpointed first.'));
+  const later = id => history.messages.map(m => m.id).filter(other => Number(other.slice(1)) > Number(id.slice(1)));
+  root.querySelectorAll('button.regenerate-from').forEach(button => {
+    const id = button.dataset.id;
+    const gone = later(id);
+    const text = gone.length
+      ? `Regenerating the answer to ${id} will discard ${gone.join(', ')} and put the draft back as it was at ${id}.`
+      : `Regenerate the answer to ${id}?`;
+    bindAction(button, `${base}/regenerate/${encodeURIComponent(id)}`, `Regenerating the answer to ${id}`, text);
+  });
   bindAction(document.getElementById('regenerate'), `${base}/regenerate`, 'Regenerating the answer');
   bindAction(document.getElementById('publish'), `${base}/publish`, 'Published the draft');
   bindAction(document.getElementById('discard'), `${base}/discard`, 'Discarded the draft', 'Throw the draft away?');
@@ -57,6 +67,7 @@ function messageItem(message, busy) {
     <span class="mono small muted">${esc(message.id)}</span> <b>${esc(message.role)}</b>
     <span class="small muted">${time(message.at_ms)}</span>
     <button class="rewind link small" data-id="${esc(message.id)}" ${busy ? 'disabled' : ''}>Rewind to here</button>
+    ${message.role === 'user' ? `<button class="regenerate-from link small" data-id="${esc(message.id)}" ${busy ? 'disabled' : ''}>Regenerate from here</button>` : ''}
     <div class="text">${message.role === 'assistant' ? markdown(message.text) : esc(message.text)}</div></li>`;
 }
 
