@@ -25,6 +25,7 @@
 //! - [`plan`]: parsing and rendering the plan checklist (items, their targets, amendments).
 //! - [`request`]: whether a request asks for an artefact or only an answer.
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
+//! - [`compress`]: a model-made summary of older conversation (`summarize_history`).
 //! - [`error`]: the crate error type, [`AgentError`].
 //! - `captured` (tests only): replies captured from a real model, read by the parsers, judges
 //!   and providers (`tests/fixtures/qwen0.5b/`).
@@ -32,6 +33,7 @@
 pub mod answer;
 pub mod anthropic;
 pub mod catalog;
+pub mod compress;
 pub mod degenerate;
 pub mod error;
 pub mod http;

@@ -206,6 +206,11 @@ pub struct ModelProfile {
     /// `anthropic` profiles.
     #[serde(default)]
     pub reasoning_effort: Option<ReasoningEffort>,
+    /// Older conversation is summarized by the model (one extra call when it grows; the
+    /// summary is kept in the conversation) instead of cut to one line per message. Off by
+    /// default: for models that can afford it.
+    #[serde(default)]
+    pub summarize_history: bool,
 }
 
 impl std::fmt::Debug for ModelProfile {
@@ -223,6 +228,7 @@ impl std::fmt::Debug for ModelProfile {
             .field("context_tokens", &self.context_tokens)
             .field("prompt", &self.prompt)
             .field("reasoning_effort", &self.reasoning_effort)
+            .field("summarize_history", &self.summarize_history)
             .finish_non_exhaustive()
     }
 }
@@ -458,6 +464,18 @@ pub fn check(spec: &str, settings: &ProviderSettings) -> Result<ModelSpec, Agent
         }
     }
     Ok(parsed)
+}
+
+/// Whether the model `spec` names summarizes older conversation (its profile's
+/// `summarize_history`; never for a spec that names no profile).
+pub fn summarizes_history(spec: &str, settings: &ProviderSettings) -> bool {
+    match ModelSpec::parse(spec) {
+        Ok(ModelSpec::Profile { name }) => settings
+            .profiles
+            .get(&name)
+            .is_some_and(|profile| profile.summarize_history),
+        _ => false,
+    }
 }
 
 /// Builds the provider a model spec names (see [`ModelSpec`]).
@@ -703,6 +721,7 @@ mod tests {
             context_tokens: None,
             prompt: PromptStyle::Full,
             reasoning_effort: None,
+            summarize_history: false,
         }
     }
 

@@ -14,10 +14,12 @@
 //!   [`RECENT_MESSAGES`] messages go verbatim (each cut at [`MESSAGE_CHARS`]) while they fit in
 //!   three quarters of it; older messages are summarized as one line each (role, id and the start
 //!   of the text, [`SUMMARY_LINE_CHARS`]), newest first, in the rest; the oldest that do not fit
-//!   are counted.
+//!   are counted. With a model that summarizes (see `compression`), the older messages are
+//!   the model's summary instead, kept in the conversation and carried first.
 
 use std::time::Duration;
 
+use atelier_agents::provider::ModelProvider;
 use atelier_agents::rpi::{FileMapText, PriorMessage, SkillText, WorkbenchContext};
 use atelier_messages::store::{ManifestEntry, View};
 use atelier_messages::tool::{Pool, ToolName, ToolOutput, ToolRequest};
@@ -51,6 +53,16 @@ pub const SUMMARY_LINE_CHARS: usize = 200;
 pub struct Conversation {
     pub earlier: Vec<String>,
     pub recent: Vec<PriorMessage>,
+    /// The messages not given verbatim, oldest first (what a model summary would cover).
+    pub older: Vec<PriorMessage>,
+}
+
+fn prior(message: &ConversationMessage, limit: usize) -> PriorMessage {
+    PriorMessage {
+        id: message.id.clone(),
+        role: message.role.as_str().to_string(),
+        text: cut(&message.text, limit),
+    }
 }
 
 /// `text` cut at `limit` characters (on a character boundary), marked when cut.
@@ -75,26 +87,30 @@ fn one_line(message: &ConversationMessage) -> String {
     )
 }
 
-/// Selects and summarizes `messages` (oldest first) within the conversation budget.
-pub fn conversation(messages: &[ConversationMessage]) -> Conversation {
+/// Selects and summarizes `messages` (oldest first, after what `summary` covers) within the
+/// conversation budget; the model's `summary`, if any, comes first.
+pub fn conversation(
+    messages: &[ConversationMessage],
+    summary: Option<&ConversationMessage>,
+) -> Conversation {
     let recent_budget = CONVERSATION_BUDGET_CHARS * 3 / 4;
     let mut used = 0;
     let mut recent = Vec::new();
     let mut older_end = messages.len();
     for message in messages.iter().rev().take(RECENT_MESSAGES) {
-        let text = cut(&message.text, MESSAGE_CHARS);
-        if used + text.len() > recent_budget {
+        let shown = prior(message, MESSAGE_CHARS);
+        if used + shown.text.len() > recent_budget {
             break;
         }
-        used += text.len();
+        used += shown.text.len();
         older_end -= 1;
-        recent.push(PriorMessage {
-            id: message.id.clone(),
-            role: message.role.as_str().to_string(),
-            text,
-        });
+        recent.push(shown);
     }
     recent.reverse();
+    let older = messages[..older_end]
+        .iter()
+        .map(|message| prior(message, MESSAGE_CHARS))
+        .collect();
     let mut earlier = Vec::new();
     let mut omitted = 0;
     for message in messages[..older_end].iter().rev() {
@@ -110,15 +126,65 @@ pub fn conversation(messages: &[ConversationMessage]) -> Conversation {
     if omitted > 0 {
         earlier.insert(0, format!("({omitted} older message(s) omitted)"));
     }
-    Conversation { earlier, recent }
+    if let Some(summary) = summary {
+        earlier.insert(
+            0,
+            cut(&crate::compression::summary_line(summary), MESSAGE_CHARS),
+        );
+    }
+    Conversation {
+        earlier,
+        recent,
+        older,
+    }
+}
+
+/// The conversation before `record`'s message; its older part summarized by `summarizer`
+/// when there is one and enough to summarize.
+async fn earlier_conversation(
+    store: &DraftStoreHandle,
+    record: &JobRecord,
+    summarizer: Option<&dyn ModelProvider>,
+) -> Result<Conversation, ErrorBody> {
+    let messages = store
+        .messages_before(record.workbench.clone(), record.message_id.clone())
+        .await?;
+    let (summary, messages) = crate::compression::split(messages);
+    let built = conversation(&messages, summary.as_ref());
+    let Some(provider) = summarizer else {
+        return Ok(built);
+    };
+    if built.older.len() < crate::compression::COMPRESS_AT {
+        return Ok(built);
+    }
+    let compressed = crate::compression::compress(
+        store,
+        provider,
+        &record.workbench,
+        summary.as_ref(),
+        &built.older,
+    )
+    .await;
+    match compressed {
+        Ok(recorded) => {
+            let covered = built.older.len();
+            Ok(conversation(&messages[covered..], Some(&recorded)))
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the model could not summarize the older conversation; it is cut to one line per message");
+            Ok(built)
+        }
+    }
 }
 
 /// The context of `record`'s model calls: maps of the files it sees, the workbench's context
-/// items, and the conversation before its message.
+/// items, and the conversation before its message (its older part summarized by
+/// `summarizer`, when the model's profile asks for that).
 pub async fn build(
     client: &async_nats::Client,
     store: &DraftStoreHandle,
     record: &JobRecord,
+    summarizer: Option<&dyn ModelProvider>,
 ) -> Result<WorkbenchContext, ErrorBody> {
     let workbench = record.workbench.clone();
     let files = store
@@ -127,10 +193,9 @@ pub async fn build(
         .files;
     let (maps, maps_note) = maps(client, record, &files).await;
     let items = store.context_items(workbench.clone()).await?;
-    let messages = store
-        .messages_before(workbench, record.message_id.clone())
-        .await?;
-    let Conversation { earlier, recent } = conversation(&messages);
+    let Conversation {
+        earlier, recent, ..
+    } = earlier_conversation(store, record, summarizer).await?;
     let (situation, skills) = context_items(items);
     Ok(WorkbenchContext {
         maps,
@@ -320,8 +385,8 @@ mod tests {
     #[test]
     fn a_short_conversation_is_given_verbatim() {
         let messages = vec![message(1, "Count rows"), message(2, "There are 5 rows.")];
-        let built = conversation(&messages);
-        assert!(built.earlier.is_empty());
+        let built = conversation(&messages, None);
+        assert!(built.earlier.is_empty() && built.older.is_empty());
         let texts: Vec<_> = built.recent.iter().map(|m| m.text.as_str()).collect();
         assert_eq!(texts, ["Count rows", "There are 5 rows."]);
         assert_eq!(built.recent[1].role, "assistant");
@@ -331,7 +396,8 @@ mod tests {
     fn older_messages_are_summarized_and_the_whole_stays_in_budget() {
         let long = "word ".repeat(2_000);
         let messages: Vec<_> = (1..=300).map(|seq| message(seq, &long)).collect();
-        let built = conversation(&messages);
+        let built = conversation(&messages, None);
+        assert_eq!(built.older.len(), 298);
         let recent_ids: Vec<_> = built.recent.iter().map(|m| m.id.as_str()).collect();
         // Two cut messages (4,000 characters and a mark each) fit in three quarters of 16,000.
         assert_eq!(recent_ids, ["m299", "m300"]);

@@ -436,6 +436,18 @@ impl DraftStoreHandle {
     }
 
     /// The conversation before `message_id`.
+    /// Keeps the model's summary of the conversation (see `compression`).
+    pub async fn record_summary(
+        &self,
+        workbench: String,
+        through: String,
+        summarized: Vec<String>,
+        summary: String,
+    ) -> Result<ConversationMessage, ErrorBody> {
+        self.change(move |wb| wb.record_summary(&workbench, &through, summarized, &summary))
+            .await
+    }
+
     pub async fn messages_before(
         &self,
         workbench: String,

@@ -17,7 +17,8 @@
 //!   which starts them and reaches them by job id.
 //! - [`host`]: what a running job sees: tool calls, files, journal, signals.
 //! - `outcome`: what a succeeded job changed, from its files at its start and at its end.
-//! - [`context`]: what a job's model calls carry besides the manifest (conversation, budgets).
+//! - [`context`]: what a job's model calls carry besides the manifest (conversation, budgets);
+//!   `compression`: the model's summary of older conversation, kept in it.
 //! - [`defaults`]: what a submission leaves out (model, time limit) and a run's deadline.
 //! - [`review`]: the draft's content review, with the office pool's file diffs.
 //! - [`control`]: the `atelier.ctl.*` verbs.
@@ -38,6 +39,7 @@ pub mod batch_runner;
 mod batch_service;
 pub mod batches;
 pub mod blobs;
+mod compression;
 pub mod context;
 mod control;
 pub mod defaults;

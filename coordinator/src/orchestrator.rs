@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use atelier_agents::provider::ModelProvider;
 use atelier_agents::rpi::{self, Budgets, JobInput, RpiState};
-use atelier_agents::spec::{ProviderSettings, provider_from_spec};
+use atelier_agents::spec::{ProviderSettings, provider_from_spec, summarizes_history};
 use atelier_messages::job::{EventKind, JobOutcome, JobState};
 use atelier_messages::{ErrorBody, ErrorCode};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
@@ -288,11 +288,13 @@ async fn run(
     let provider: Arc<dyn ModelProvider> =
         provider_from_spec(&record.model, &template.provider_settings)
             .map_err(|error| error.to_body())?;
+    let summarizer =
+        summarizes_history(&record.model, &template.provider_settings).then_some(provider.as_ref());
     let input = JobInput {
         job_id: record.job_id.clone(),
         workbench: record.workbench.clone(),
         message: record.message.clone(),
-        context: context::build(&template.client, &template.store, record).await?,
+        context: context::build(&template.client, &template.store, record, summarizer).await?,
     };
     rpi::run(&input, rpi_state, provider.as_ref(), host, template.budgets)
         .await

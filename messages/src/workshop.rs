@@ -95,6 +95,14 @@ pub enum SystemEvent {
         checkpoint_id: String,
     },
     DraftDiscarded,
+    /// The message's text is the model's summary of the conversation through
+    /// `through_message_id` (`summarized`: the messages it covers beyond an earlier summary);
+    /// later jobs carry it instead of them.
+    ContextCompressed {
+        through_message_id: String,
+        #[serde(default)]
+        summarized: Vec<String>,
+    },
 }
 
 /// A change to a workbench, pushed to the JetStream stream `ATELIER_WORKSHOP_EVENTS` on
@@ -133,6 +141,8 @@ pub enum WorkshopEventKind {
     Discarded,
     CheckpointRestored,
     ContextChanged,
+    /// The model summarized older conversation (the `message` holds the summary).
+    ContextCompressed,
 }
 
 impl WorkshopEventKind {
@@ -147,6 +157,7 @@ impl WorkshopEventKind {
             Self::Discarded => "discarded",
             Self::CheckpointRestored => "checkpoint_restored",
             Self::ContextChanged => "context_changed",
+            Self::ContextCompressed => "context_compressed",
         }
     }
 
@@ -159,6 +170,7 @@ impl WorkshopEventKind {
             Some(SystemEvent::DraftPublished { .. }) => Self::Published,
             Some(SystemEvent::DraftDiscarded) => Self::Discarded,
             Some(SystemEvent::CheckpointRestored { .. }) => Self::CheckpointRestored,
+            Some(SystemEvent::ContextCompressed { .. }) => Self::ContextCompressed,
             Some(SystemEvent::CheckpointCreated { .. } | SystemEvent::JobEnded { .. }) | None => {
                 Self::MessageAdded
             }

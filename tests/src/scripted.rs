@@ -49,6 +49,9 @@ pub struct Script {
     pub implement: BTreeMap<String, Vec<Turn>>,
     #[serde(default)]
     pub summary: Vec<Turn>,
+    /// Answers to requests that summarize older conversation (`summarize_history`).
+    #[serde(default)]
+    pub compress: Vec<Turn>,
 }
 
 /// One logged request.
@@ -177,6 +180,10 @@ impl Drop for ScriptedModel {
 /// Reads (phase, item) from the system prompt the RPI driver writes.
 fn phase_of(body: &Value) -> (String, Option<u32>) {
     let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    // The heading of the request that summarizes older conversation (agents' `compress`).
+    if system.starts_with("## Conversation summary") {
+        return ("compress".into(), None);
+    }
     if system.contains("Research phase") {
         return ("research".into(), None);
     }
@@ -230,6 +237,7 @@ async fn complete(
             .get(&item.unwrap_or(0).to_string())
             .cloned()
             .unwrap_or_default(),
+        "compress" => shared.script.compress.clone(),
         _ => shared.script.summary.clone(),
     };
     let answer = turns.get(turn).cloned().unwrap_or_else(|| Turn {

@@ -827,3 +827,81 @@ fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_that_summarizes_keeps_a_summary_of_older_messages_in_the_conversation()
+-> anyhow::Result<()> {
+    let mut script = notes_script(0);
+    script.compress = serde_json::from_value(json!([
+        {"content": "The model was chosen again and again; nothing was written yet."}
+    ]))?;
+    let model = ScriptedModel::start(script).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.restart_coordinator_with_config(
+        &model.profile_toml("big", "summarize_history = true"),
+        &[],
+    )?;
+    cluster.workbench_with_launch_plan("q3", "plan.csv")?;
+    // m1…m10: ten model switches, of which the eight most recent are given verbatim.
+    for _ in 0..10 {
+        cluster.cli_ok(&["wb", "set-model", "q3", "big"])?;
+    }
+    let first = cluster.run_job("q3", "Write notes", "big", &[])?;
+    assert_succeeded(&first, &cluster);
+    let compressions = |model: &ScriptedModel| -> Vec<String> {
+        model
+            .requests()
+            .iter()
+            .filter(|request| request.phase == "compress")
+            .map(|request| request.body["messages"][1]["content"].to_string())
+            .collect()
+    };
+    let asked = compressions(&model);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].contains("[m1 system]") && asked[0].contains("[m2 system]"));
+    assert!(!asked[0].contains("[m3 system]"), "{}", asked[0]);
+    let research = research_prompts(&model);
+    assert!(
+        research[0].contains(
+            "Summary of the conversation through m2: The model was chosen again and again"
+        ),
+        "{}",
+        research[0]
+    );
+    // The summary is kept in the conversation, after the message whose job made it.
+    let messages = history(&cluster, "q3")?;
+    assert_eq!(
+        roles_and_ids(&messages[10..]),
+        vec![
+            ("m11".to_string(), Role::User),
+            ("m12".to_string(), Role::System),
+            ("m13".to_string(), Role::Assistant),
+        ]
+    );
+    // The next job summarizes only what grew since, from that summary.
+    let second = cluster.run_job(
+        "q3",
+        "Write notes again",
+        "big",
+        &["--continue-draft", "--approve", "destructive=auto"],
+    )?;
+    assert_succeeded(&second, &cluster);
+    let asked = compressions(&model);
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[1].contains("Summary so far:") && asked[1].contains("[m3 system]"));
+    assert!(!asked[1].contains("[m1 system]"), "{}", asked[1]);
+    // Clients following the workbench hear of it.
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let events: Vec<Stored<WorkshopEvent>> = stored_messages(
+        &client,
+        subjects::workshop::EVENTS_STREAM,
+        subjects::workshop::event("q3", "context_compressed"),
+    )
+    .await?;
+    let summaries: Vec<_> = events
+        .iter()
+        .filter_map(|event| event.payload.message.as_ref().map(|m| m.id.as_str()))
+        .collect();
+    assert_eq!(summaries, ["m12", "m15"]);
+    Ok(())
+}

@@ -484,6 +484,27 @@ impl Workbenches {
     }
 
     /// The messages before `message_id` (all of them when it is none or unknown).
+    /// Keeps the model's summary of the conversation through `through` as a system message.
+    pub fn record_summary(
+        &self,
+        workbench: &str,
+        through: &str,
+        summarized: Vec<String>,
+        summary: &str,
+    ) -> Result<ConversationMessage, CoordinatorError> {
+        self.record(workbench)?;
+        let recorded = self.transact(|tx| {
+            let mut state = tx.state(workbench)?;
+            let event = SystemEvent::ContextCompressed {
+                through_message_id: through.to_string(),
+                summarized: summarized.clone(),
+            };
+            tx.append(workbench, &mut state, NewMessage::system(event, summary))
+        })?;
+        self.storage.flush()?;
+        Ok(recorded)
+    }
+
     pub fn messages_before(
         &self,
         workbench: &str,
