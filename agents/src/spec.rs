@@ -5,7 +5,8 @@
 //!   `openai-compat` or `anthropic`);
 //! - `openai:MODEL`: the OpenAI API (or `openai_base_url`);
 //! - `anthropic:MODEL`: the Anthropic Messages API (or `anthropic_base_url`);
-//! - `openai-compat:BASE_URL#MODEL`: any server speaking Chat Completions;
+//! - `openai-compat:BASE_URL#MODEL`: any server speaking Chat Completions, in `auto` tool mode
+//!   (`openai-compat+MODE:BASE_URL#MODEL` for `native`, `text` or `constrained`);
 //! - `replay:FILE`: a scripted provider.
 //!
 //! A spec comes from whoever submits a job, so it is checked against the operator's settings
@@ -45,12 +46,29 @@ pub enum ModelSpec {
     OpenAi { model: String },
     /// `anthropic:MODEL`: the Anthropic API (at `anthropic_base_url` when set).
     Anthropic { model: String },
-    /// `openai-compat:BASE_URL#MODEL`: a server speaking the Chat Completions dialect.
-    OpenAiCompat { base_url: String, model: String },
+    /// `openai-compat:BASE_URL#MODEL`: a server speaking the Chat Completions dialect, in
+    /// `auto` tool mode (native calls, and calls written as text); `openai-compat+MODE:…`
+    /// names another mode (`native`, `text`, `auto`, `constrained`).
+    OpenAiCompat {
+        base_url: String,
+        model: String,
+        tool_mode: ToolMode,
+    },
     /// `replay:FILE`: a scripted provider.
     Replay { path: PathBuf },
     /// `NAME`: a profile from the operator's `[models.NAME]` settings.
     Profile { name: String },
+}
+
+/// A tool mode by its name in a spec.
+fn parse_tool_mode(name: &str) -> Option<ToolMode> {
+    match name {
+        "native" => Some(ToolMode::Native),
+        "text" => Some(ToolMode::Text),
+        "auto" => Some(ToolMode::Auto),
+        "constrained" => Some(ToolMode::Constrained),
+        _ => None,
+    }
 }
 
 /// True for a profile name: 1–64 characters of `A-Z a-z 0-9 - _ .`.
@@ -80,6 +98,17 @@ impl ModelSpec {
                  `openai-compat:BASE_URL#MODEL` or `replay:FILE`",
             ));
         };
+        let (scheme, mode) = match scheme.split_once('+') {
+            Some(("openai-compat", mode)) => (
+                "openai-compat",
+                Some(parse_tool_mode(mode).ok_or_else(|| {
+                    invalid(
+                        "the tool mode after `openai-compat+` is native, text, auto or constrained",
+                    )
+                })?),
+            ),
+            _ => (scheme, None),
+        };
         match scheme {
             "openai" if rest.is_empty() => Err(invalid("missing model name after `openai:`")),
             "openai" => Ok(ModelSpec::OpenAi {
@@ -99,6 +128,7 @@ impl ModelSpec {
                 Ok(ModelSpec::OpenAiCompat {
                     base_url: base_url.to_string(),
                     model: model.to_string(),
+                    tool_mode: mode.unwrap_or(ToolMode::Auto),
                 })
             }
             "replay" => Ok(ModelSpec::Replay {
@@ -507,11 +537,18 @@ pub fn provider_from_spec(
                 settings.anthropic_options(),
             )?)
         }
-        ModelSpec::OpenAiCompat { base_url, model } => Arc::new(OpenAiProvider::new(
+        ModelSpec::OpenAiCompat {
+            base_url,
+            model,
+            tool_mode,
+        } => Arc::new(OpenAiProvider::new(
             Flavor::Compatible,
             &base_url,
             &model,
-            settings.keyless_options(),
+            ClientOptions {
+                tool_mode,
+                ..settings.keyless_options()
+            },
         )?),
         ModelSpec::Profile { name } => profile_provider(settings.profile(spec, &name)?, settings)?,
         ModelSpec::Replay { path } => {
@@ -580,8 +617,21 @@ mod tests {
             ModelSpec::parse("openai-compat:http://localhost:8000/v1#qwen:7b").expect("compat"),
             ModelSpec::OpenAiCompat {
                 base_url: "http://localhost:8000/v1".into(),
-                model: "qwen:7b".into()
+                model: "qwen:7b".into(),
+                tool_mode: ToolMode::Auto,
             }
+        );
+        assert_eq!(
+            ModelSpec::parse("openai-compat+text:http://localhost:8000/v1#qwen").expect("mode"),
+            ModelSpec::OpenAiCompat {
+                base_url: "http://localhost:8000/v1".into(),
+                model: "qwen".into(),
+                tool_mode: ToolMode::Text,
+            }
+        );
+        assert!(
+            invalid_reason("openai-compat+json:http://localhost:8000/v1#qwen")
+                .contains("native, text, auto or constrained")
         );
         assert_eq!(
             ModelSpec::parse("anthropic:claude-sonnet-4-5").expect("anthropic"),

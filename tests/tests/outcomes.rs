@@ -363,6 +363,53 @@ async fn the_penguins_job_runs_on_a_model_that_answers_only_with_seed_json_in_te
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ad_hoc_local_model_writing_its_calls_as_text_works_without_a_profile()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(seed_json_script()?).await?;
+    let cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    let csv = cluster.dir.path().join("penguins.csv");
+    std::fs::write(&csv, penguins_csv())?;
+    cluster.cli_ok(&["wb", "add", "w", &csv.to_string_lossy()])?;
+    // `openai-compat:URL#MODEL` alone: auto mode offers native tools and reads text calls.
+    let view = cluster.run_job(
+        "w",
+        "Write the number of rows in penguins.csv into a text file count.txt",
+        &model.model_spec(),
+        &[],
+    )?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    let written = cluster.cli_ok(&["wb", "cat", "w", "count.txt", "--draft"])?;
+    assert_eq!(written.stdout, "344\n");
+    assert!(
+        model
+            .requests()
+            .iter()
+            .any(|request| request.body.get("tools").is_some()),
+        "auto mode offers the tools natively too"
+    );
+    // The mode in the spec: text mode offers none natively.
+    let text = ScriptedModel::start(seed_json_script()?).await?;
+    let spec = text
+        .model_spec()
+        .replacen("openai-compat:", "openai-compat+text:", 1);
+    cluster.cli_ok(&["draft", "discard", "w"])?;
+    let view = cluster.run_job(
+        "w",
+        "Write the number of rows in penguins.csv into a text file count.txt",
+        &spec,
+        &[],
+    )?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert!(
+        text.requests()
+            .iter()
+            .all(|request| request.body.get("tools").is_none())
+    );
+    Ok(())
+}
+
 /// Notes with long, partly multi-byte text cells: 60 rows of about 450 characters each.
 fn long_notes_csv() -> String {
     let mut csv = String::from("id,note\n");
