@@ -192,6 +192,14 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the workbenches to an MCP client (Claude Desktop and Code, Cursor, VS Code, …) on
+    /// stdio: the tools, `list_workbenches`, `draft_diff`, `submit_job`, and the files as
+    /// resources; writes land in drafts (docs/mcp.md).
+    Mcp {
+        /// Serve this workbench only (its tools take no `workbench` argument).
+        #[arg(long)]
+        workbench: Option<String>,
+    },
     /// Print one Atelier message (MessagePack or JSON, on stdin) as JSON: what `nats` shows
     /// of a MessagePack event stream through `--translate 'atelier decode'`.
     Decode,

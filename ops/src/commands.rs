@@ -134,6 +134,9 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             }
         }
         Command::Job { id, json } => show_job(&client.job(&id).await?, json)?,
+        Command::Mcp { workbench } => {
+            return crate::mcp::serve_stdio(client.nats.clone(), workbench).await;
+        }
         Command::Up { .. }
         | Command::Coordinator
         | Command::Dashboard

@@ -13,6 +13,7 @@
 //!   `nats_connect`: reaching NATS with a process's credentials.
 //! - `dashboard`, `metrics`, `telemetry`: the ops dashboard, `/metrics`, tracing and OTLP.
 //! - `demo`: the README's demo job; `eval`: scoring a directory of tasks (`atelier eval`).
+//! - `mcp`: `atelier mcp`, the workbenches for MCP clients (the official SDK, `rmcp`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod autoscale;
@@ -27,6 +28,7 @@ mod dashboard;
 mod demo;
 mod embedded;
 mod eval;
+mod mcp;
 mod metrics;
 mod nats_connect;
 mod nats_roles;

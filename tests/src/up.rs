@@ -107,6 +107,19 @@ impl Up {
         self.cli_with_env(args, &[])
     }
 
+    /// Runs the CLI and fails with its output unless it succeeds; its stdout.
+    pub fn cli_ok(&self, args: &[&str]) -> anyhow::Result<String> {
+        let output = self.cli(args)?;
+        anyhow::ensure!(
+            output.status.success(),
+            "`atelier {}` failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
     pub fn cli_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Output> {
         Ok(Command::new(atelier_bin())
             .args(args)

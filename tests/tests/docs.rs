@@ -29,10 +29,11 @@ const WITH_A_TEST: [&str; 6] = [
 
 /// The documents without a block that runs: every block is either not a shell block or tagged
 /// `no-run` with its reason.
-const DESCRIBING: [&str; 6] = [
+const DESCRIBING: [&str; 7] = [
     "docs/architecture.md",
     "docs/benchmarks.md",
     "docs/guarantees.md",
+    "docs/mcp.md",
     "docs/protocol.md",
     "docs/replay.md",
     "docs/tools.md",

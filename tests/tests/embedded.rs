@@ -397,17 +397,13 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
     Ok(())
 }
 
-/// Runs `atelier` against `up` and fails with its output unless it succeeds.
-fn ok(up: &Up, args: &[&str]) -> anyhow::Result<String> {
-    let output = up.cli(args)?;
-    anyhow::ensure!(
-        output.status.success(),
-        "`atelier {}` failed:\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+/// Gives q3 a situation (a `context_changed` workshop event).
+fn add_situation(up: &Up) -> anyhow::Result<()> {
+    let situation = up.workdir().join("situation.txt");
+    std::fs::write(&situation, "Board review.\n")?;
+    let situation = situation.to_string_lossy();
+    up.cli_ok(&["context", "add", "q3", "--situation", &situation])?;
+    Ok(())
 }
 
 #[test]
@@ -418,23 +414,12 @@ fn a_nats_js_client_reads_the_events_as_json_when_the_operator_says_so() -> anyh
         "nats.js is missing: `npm ci --prefix tests/browser`"
     );
     let up = Up::start_with(&[], &[("ATELIER_EVENTS_FORMAT", "json")])?;
-    ok(&up, &["wb", "create", "q3"])?;
+    up.cli_ok(&["wb", "create", "q3"])?;
     let args = r#"{"path": "notes.md", "content": "North leads.\n"}"#;
-    let job = ok(&up, &["run", "q3", "write_text_file", "--args", args])?;
+    let job = up.cli_ok(&["run", "q3", "write_text_file", "--args", args])?;
     let job = job.trim().to_string();
-    ok(&up, &["watch", &job])?;
-    let situation = up.workdir().join("situation.txt");
-    std::fs::write(&situation, "Board review.\n")?;
-    ok(
-        &up,
-        &[
-            "context",
-            "add",
-            "q3",
-            "--situation",
-            &situation.to_string_lossy(),
-        ],
-    )?;
+    up.cli_ok(&["watch", &job])?;
+    add_situation(&up)?;
 
     // Read as docs/protocol.md says, by a client this project did not write.
     let streams = format!(
@@ -499,19 +484,8 @@ async fn msgpack_events_say_so_and_atelier_decode_prints_them_as_json() -> anyho
     use futures::StreamExt;
     use std::io::Write;
     let up = Up::start()?;
-    ok(&up, &["wb", "create", "q3"])?;
-    let situation = up.workdir().join("situation.txt");
-    std::fs::write(&situation, "Board review.\n")?;
-    ok(
-        &up,
-        &[
-            "context",
-            "add",
-            "q3",
-            "--situation",
-            &situation.to_string_lossy(),
-        ],
-    )?;
+    up.cli_ok(&["wb", "create", "q3"])?;
+    add_situation(&up)?;
     let client = up.connect_as(Role::Client).await?;
     let consumer = async_nats::jetstream::new(client)
         .get_stream("ATELIER_WORKSHOP_EVENTS")

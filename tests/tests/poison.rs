@@ -6,25 +6,14 @@ use std::time::{Duration, Instant};
 use atelier_tests::up::Up;
 use serde_json::Value;
 
-fn ok(up: &Up, args: &[&str]) -> anyhow::Result<String> {
-    let out = up.cli(args)?;
-    anyhow::ensure!(
-        out.status.success(),
-        "`atelier {}`: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).to_string())
-}
-
 #[test]
 fn a_call_every_worker_dies_on_fails_with_tool_crashed_and_up_stays_up() -> anyhow::Result<()> {
     // Every worker process SIGKILLs itself on its first write call, after computing it: each
     // one the supervisor starts dies holding the call.
     let up = Up::start_with(&[], &[("ATELIER_FAILPOINTS", "worker_before_reply")])?;
     std::fs::write(up.workdir().join("notes.txt"), "hello\n")?;
-    ok(&up, &["wb", "create", "w"])?;
-    ok(&up, &["wb", "add", "w", "notes.txt"])?;
+    up.cli_ok(&["wb", "create", "w"])?;
+    up.cli_ok(&["wb", "add", "w", "notes.txt"])?;
 
     let started = Instant::now();
     let run = up.cli(&[
@@ -55,9 +44,9 @@ fn a_call_every_worker_dies_on_fails_with_tool_crashed_and_up_stays_up() -> anyh
     );
 
     // The coordinator never restarted: the same process answers, the journal holds the count.
-    let jobs: Value = serde_json::from_str(&ok(&up, &["jobs", "--json"])?)?;
+    let jobs: Value = serde_json::from_str(&up.cli_ok(&["jobs", "--json"])?)?;
     assert_eq!(jobs.as_array().map(Vec::len), Some(1), "{jobs}");
-    let listing = ok(&up, &["wb", "ls", "w", "--json"])?;
+    let listing = up.cli_ok(&["wb", "ls", "w", "--json"])?;
     assert!(listing.contains("notes.txt"), "{listing}");
     assert!(
         up.cli(&["wb", "ls", "w", "--draft"])?.status.code() != Some(0),
@@ -84,8 +73,8 @@ fn a_crafted_workbook_fails_its_call_with_a_code_and_everything_else_goes_on() -
     sheet.write_string(1_048_575, 16_383, "last")?;
     workbook.save(&crafted)?;
     std::fs::write(up.workdir().join("notes.txt"), "hello\n")?;
-    ok(&up, &["wb", "create", "w"])?;
-    ok(&up, &["wb", "add", "w", "crafted.xlsx", "notes.txt"])?;
+    up.cli_ok(&["wb", "create", "w"])?;
+    up.cli_ok(&["wb", "add", "w", "crafted.xlsx", "notes.txt"])?;
 
     let started = Instant::now();
     let run = up.cli(&[
@@ -105,17 +94,14 @@ fn a_crafted_workbook_fails_its_call_with_a_code_and_everything_else_goes_on() -
         started.elapsed()
     );
     // The same process serves the next call, and no worker died.
-    let read = ok(
-        &up,
-        &[
-            "run",
-            "w",
-            "read_file",
-            "--args",
-            r#"{"path":"notes.txt"}"#,
-            "--wait",
-        ],
-    )?;
+    let read = up.cli_ok(&[
+        "run",
+        "w",
+        "read_file",
+        "--args",
+        r#"{"path":"notes.txt"}"#,
+        "--wait",
+    ])?;
     assert!(read.contains("hello"), "{read}");
     assert!(!up.log().contains("exited on its own"), "{}", up.log());
     Ok(())

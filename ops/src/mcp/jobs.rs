@@ -1,0 +1,200 @@
+//! The MCP calls that run as jobs: a writing tool (a one-step workflow, as `atelier run`) and
+//! `submit_job` (a message for Atelier's own agent). Each job's id comes from the session and
+//! the MCP request id, so a request sent again finds its job instead of starting another; the
+//! call waits for the job's end, telling the client of its progress (and of an approval it
+//! waits for) when the client asked for progress.
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use atelier_agents::catalog::ToolSpec;
+use atelier_messages::job::{GetJob, JobState, JobSubmit, JobView};
+use atelier_messages::workflow::Workflow;
+use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, now_ms, subjects};
+use rmcp::RoleServer;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::service::RequestContext;
+use serde_json::{Value, json};
+
+use super::{AtelierMcp, invalid, to_value};
+
+/// How often a waiting call looks at its job.
+const POLL: Duration = Duration::from_millis(200);
+
+/// A writing tool as a one-step job on the workbench's draft.
+pub(super) async fn write(
+    server: &AtelierMcp,
+    spec: &ToolSpec,
+    workbench: &str,
+    args: Value,
+    context: &RequestContext<RoleServer>,
+) -> Result<Value, ErrorBody> {
+    let workflow = Workflow::single(spec.name.as_str(), args);
+    workflow.validate()?;
+    let submit = JobSubmit {
+        message: workflow.describe(),
+        workflow: Some(workflow),
+        continue_draft: true,
+        ..job(server, workbench, context)
+    };
+    let view = run(server, submit, context).await?;
+    Ok(json!({
+        "job_id": view.job_id,
+        "state": view.state,
+        "outcome": view.outcome,
+        "summary": view.summary,
+    }))
+}
+
+/// `submit_job`: a message for Atelier's agent; its summary and outcome.
+pub(super) async fn submit_job(
+    server: &AtelierMcp,
+    workbench: &str,
+    args: &Value,
+    context: &RequestContext<RoleServer>,
+) -> Result<Value, ErrorBody> {
+    let Some(message) = args.get("message").and_then(Value::as_str) else {
+        return Err(invalid("submit_job needs `message`, the task"));
+    };
+    let submit = JobSubmit {
+        message: message.to_string(),
+        model: args
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        continue_draft: args
+            .get("continue_draft")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        ..job(server, workbench, context)
+    };
+    let view = run(server, submit, context).await?;
+    to_value(&view)
+}
+
+/// A submission for this call, to be completed.
+fn job(server: &AtelierMcp, workbench: &str, context: &RequestContext<RoleServer>) -> JobSubmit {
+    JobSubmit {
+        v: PROTOCOL_VERSION,
+        job_id: server.call_id(context),
+        workbench: workbench.to_string(),
+        message: String::new(),
+        model: None,
+        submitted_at_ms: now_ms(),
+        auto_approve: false,
+        continue_draft: false,
+        approvals: None,
+        workflow: None,
+        batch_id: None,
+        time_limit_secs: None,
+    }
+}
+
+/// Submits (once per id) and waits for the job's end; a job that did not succeed is its error.
+async fn run(
+    server: &AtelierMcp,
+    submit: JobSubmit,
+    context: &RequestContext<RoleServer>,
+) -> Result<JobView, ErrorBody> {
+    submit.validate()?;
+    publish(server, &submit).await?;
+    let view = wait(server, &submit.job_id, context).await?;
+    if view.state == JobState::Succeeded {
+        return Ok(view);
+    }
+    Err(view.error.unwrap_or_else(|| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("job {} ended {}", view.job_id, view.state),
+        )
+    }))
+}
+
+async fn publish(server: &AtelierMcp, submit: &JobSubmit) -> Result<(), ErrorBody> {
+    let unavailable = |error: String| {
+        ErrorBody::new(
+            ErrorCode::ToolWorkerUnavailable,
+            format!("the job could not be submitted ({error}); is a coordinator running?"),
+        )
+    };
+    let payload = encode(submit, Format::MessagePack)?;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", submit.job_id.as_str());
+    jetstream::new(server.nats.clone())
+        .publish_with_headers(subjects::JOB_SUBMIT, headers, payload.into())
+        .await
+        .map_err(|error| unavailable(error.to_string()))?
+        .await
+        .map_err(|error| unavailable(error.to_string()))?;
+    Ok(())
+}
+
+/// The job once it ended, telling the client what it does meanwhile.
+async fn wait(
+    server: &AtelierMcp,
+    job_id: &str,
+    context: &RequestContext<RoleServer>,
+) -> Result<JobView, ErrorBody> {
+    let mut told = String::new();
+    loop {
+        if context.ct.is_cancelled() {
+            return Err(ErrorBody::new(
+                ErrorCode::UserCanceled,
+                format!(
+                    "the client cancelled the call; job {job_id} goes on (`atelier cancel {job_id}` stops it)"
+                ),
+            ));
+        }
+        let view = match server
+            .ask(&GetJob {
+                v: PROTOCOL_VERSION,
+                job_id: job_id.to_string(),
+            })
+            .await
+        {
+            // Not recorded yet: the coordinator takes it from the queue.
+            Err(error) if error.code == ErrorCode::NotFound => None,
+            other => Some(other?),
+        };
+        if let Some(view) = view {
+            if view.state.is_terminal() {
+                return Ok(view);
+            }
+            let now = progress_of(&view);
+            if now != told {
+                notify(context, &view, &now).await;
+                told = now;
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// What a running job is doing, in a line.
+fn progress_of(view: &JobView) -> String {
+    if view.state == JobState::AwaitingApproval {
+        return format!(
+            "job {} waits for approval: `atelier approve {}` (or --reject)",
+            view.job_id, view.job_id
+        );
+    }
+    format!(
+        "job {}: {}, {} of {} item(s) done",
+        view.job_id,
+        view.phase,
+        view.items_done(),
+        view.items.len()
+    )
+}
+
+async fn notify(context: &RequestContext<RoleServer>, view: &JobView, message: &str) {
+    let Some(token) = context.meta.get_progress_token() else {
+        return;
+    };
+    let progress = ProgressNotificationParam::new(token, view.items_done() as f64)
+        .with_total(view.items.len().max(1) as f64)
+        .with_message(message.to_string());
+    if let Err(error) = context.peer.notify_progress(progress).await {
+        tracing::debug!(%error, "progress not sent");
+    }
+}

@@ -1,0 +1,341 @@
+//! `atelier mcp` on `atelier up`, driven by the official MCP SDK's client (rmcp) the way an MCP
+//! host starts it (a child process on stdio) and by raw JSON-RPC: the catalog's tools with a
+//! workbench argument, reads over the current files, writes that land in the draft once per
+//! request id, resources, a whole job with progress, and Atelier's codes for bad input.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use atelier_tests::scripted::ScriptedModel;
+use atelier_tests::up::Up;
+use atelier_tests::{atelier_bin, fixtures};
+use rmcp::model::{
+    CallToolRequestParams, ProgressNotificationParam, ReadResourceRequestParams, ResourceContents,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
+use serde_json::{Map, Value, json};
+
+/// An MCP host that keeps the progress messages it is sent.
+#[derive(Clone, Default)]
+struct Host {
+    progress: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Host {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(mut progress) = self.progress.lock() {
+            progress.push(params.message.unwrap_or_default());
+        }
+    }
+}
+
+fn command(up: &Up, args: &[&str]) -> tokio::process::Command {
+    tokio::process::Command::new(atelier_bin()).configure(|command| {
+        command
+            .arg("mcp")
+            .args(args)
+            .args(["--data", &up.data().to_string_lossy()])
+            .env_remove("ATELIER_NATS_URL")
+            .current_dir(up.workdir());
+    })
+}
+
+async fn connect(
+    up: &Up,
+    args: &[&str],
+    host: Host,
+) -> anyhow::Result<RunningService<RoleClient, Host>> {
+    Ok(host
+        .serve(TokioChildProcess::new(command(up, args))?)
+        .await?)
+}
+
+fn arguments(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+async fn call(
+    client: &RunningService<RoleClient, Host>,
+    tool: &str,
+    args: Value,
+) -> Result<Value, ServiceError> {
+    let request = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments(args));
+    let result = client.call_tool(request).await?;
+    Ok(result.structured_content.unwrap_or_default())
+}
+
+/// Atelier's code of a refused call.
+fn code(refused: Result<Value, ServiceError>) -> Option<String> {
+    match refused {
+        Err(ServiceError::McpError(error)) => error
+            .data
+            .and_then(|data| data["code"].as_str().map(str::to_string)),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_host_reads_writes_into_the_draft_and_gets_codes_for_bad_input() -> anyhow::Result<()>
+{
+    let up = Up::start()?;
+    std::fs::write(
+        up.workdir().join("sales.csv"),
+        "region,revenue\nNorth,120\nSouth,80\nWest,95\n",
+    )?;
+    let invoice = fixtures().join("keenbench/synthetic/invoice_template.docx");
+    up.cli_ok(&["wb", "create", "q3"])?;
+    up.cli_ok(&["wb", "add", "q3", "sales.csv", &invoice.to_string_lossy()])?;
+    let client = connect(&up, &[], Host::default()).await?;
+
+    // The catalog's tools, with a workbench argument and hints from their classes.
+    let tools = client.list_all_tools().await?;
+    let tool = |name: &str| tools.iter().find(|tool| tool.name == name).cloned();
+    let read = tool("read_file").context("read_file is offered")?;
+    assert_eq!(read.input_schema["required"][0], "workbench");
+    assert_eq!(
+        read.annotations.as_ref().and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+    let delete = tool("delete_file").context("delete_file is offered")?;
+    assert_eq!(
+        delete.annotations.as_ref().and_then(|a| a.destructive_hint),
+        Some(true)
+    );
+    for own in ["list_workbenches", "draft_diff", "submit_job"] {
+        assert!(tool(own).is_some(), "{own}");
+    }
+    assert!(
+        tool("recall_tool_result").is_none(),
+        "the agent's own tools are not offered"
+    );
+
+    // Reads.
+    let listed = call(&client, "list_workbenches", json!({})).await?;
+    assert_eq!(listed["workbenches"][0]["name"], "q3", "{listed}");
+    let total = call(
+        &client,
+        "table_query",
+        json!({"workbench": "q3", "path": "sales.csv", "query": "SELECT SUM(revenue) AS total FROM data"}),
+    )
+    .await?;
+    assert_eq!(total["rows"][0][0], 295, "{total}");
+
+    // A write lands in the draft, never in the published files.
+    let written = call(
+        &client,
+        "write_text_file",
+        json!({"workbench": "q3", "path": "notes.md", "content": "North leads.\n"}),
+    )
+    .await?;
+    assert_eq!(written["state"], "succeeded", "{written}");
+    assert_eq!(
+        up.cli_ok(&["wb", "cat", "q3", "notes.md", "--draft"])?,
+        "North leads.\n"
+    );
+    assert!(!up.cli_ok(&["wb", "ls", "q3"])?.contains("notes.md"));
+    let review = call(&client, "draft_diff", json!({"workbench": "q3"})).await?;
+    assert_eq!(review["added"], json!(["notes.md"]), "{review}");
+
+    // Bad input: Atelier's codes, nothing written outside the draft.
+    let unknown_workbench = call(
+        &client,
+        "read_file",
+        json!({"workbench": "nope", "path": "a.txt"}),
+    )
+    .await;
+    assert_eq!(code(unknown_workbench).as_deref(), Some("NOT_FOUND"));
+    let traversal = call(
+        &client,
+        "write_text_file",
+        json!({"workbench": "q3", "path": "../../escape.txt", "content": "x"}),
+    )
+    .await;
+    assert_eq!(code(traversal).as_deref(), Some("SANDBOX_VIOLATION"));
+    assert!(!up.workdir().join("escape.txt").exists());
+    let unknown_tool = call(&client, "format_disk", json!({"workbench": "q3"})).await;
+    assert_eq!(code(unknown_tool).as_deref(), Some("VALIDATION_FAILED"));
+    let no_query = call(
+        &client,
+        "table_query",
+        json!({"workbench": "q3", "path": "sales.csv"}),
+    )
+    .await;
+    assert_eq!(code(no_query).as_deref(), Some("VALIDATION_FAILED"));
+    let unnamed = call(&client, "read_file", json!({"path": "sales.csv"})).await;
+    assert_eq!(code(unnamed).as_deref(), Some("VALIDATION_FAILED"));
+
+    // Resources: published and draft files.
+    let resources = client.list_all_resources().await?;
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert!(uris.contains(&"atelier://q3/sales.csv"), "{uris:?}");
+    assert!(
+        uris.contains(&"atelier://q3/notes.md?view=draft"),
+        "{uris:?}"
+    );
+    let text = |uri: &str| ReadResourceRequestParams::new(uri.to_string());
+    let sales = client.read_resource(text("atelier://q3/sales.csv")).await?;
+    match &sales.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => {
+            assert!(text.starts_with("region,revenue\nNorth,120"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let docx = client
+        .read_resource(text("atelier://q3/invoice_template.docx"))
+        .await?;
+    match &docx.contents[0] {
+        ResourceContents::BlobResourceContents { blob, .. } => {
+            let bytes = data_encoding::BASE64.decode(blob.as_bytes())?;
+            assert_eq!(&bytes[..2], b"PK");
+        }
+        other => panic!("{other:?}"),
+    }
+    let missing = client
+        .read_resource(text("atelier://q3/missing.txt"))
+        .await
+        .map(|_| Value::Null);
+    assert_eq!(code(missing).as_deref(), Some("NOT_FOUND"));
+    client.cancel().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bound_server_runs_a_whole_job_with_progress() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(serde_json::from_value(json!({
+        "research": [{"content": "sales.csv has three regions.", "delay_ms": 600}],
+        "plan": [{"content": "- [ ] 1. Notes — write notes.md"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": "North leads.\n"}}]},
+            {"content": "Written."}
+        ]},
+        "summary": [{"content": "notes.md is in the draft."}]
+    }))?)
+    .await?;
+    let up = Up::start()?;
+    std::fs::write(
+        up.workdir().join("sales.csv"),
+        "region,revenue\nNorth,120\n",
+    )?;
+    up.cli_ok(&["wb", "create", "q3"])?;
+    up.cli_ok(&["wb", "add", "q3", "sales.csv"])?;
+    let host = Host::default();
+    let client = connect(&up, &["--workbench", "q3"], host.clone()).await?;
+    let tools = client.list_all_tools().await?;
+    let read = tools
+        .iter()
+        .find(|tool| tool.name == "read_file")
+        .context("read_file")?;
+    assert!(
+        read.input_schema["properties"].get("workbench").is_none(),
+        "bound: no workbench argument"
+    );
+    let job = call(
+        &client,
+        "submit_job",
+        json!({"message": "Write notes on sales", "model": model.model_spec()}),
+    )
+    .await?;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["outcome"]["files"], json!(["notes.md"]), "{job}");
+    let told = host.progress.lock().map(|p| p.clone()).unwrap_or_default();
+    assert!(
+        told.iter().any(|line| line.contains("research")),
+        "{told:?}"
+    );
+    // A draft now waits: another job is refused with the code, until it may continue it.
+    let refused = call(
+        &client,
+        "submit_job",
+        json!({"message": "Again", "model": model.model_spec()}),
+    )
+    .await;
+    assert_eq!(code(refused).as_deref(), Some("DRAFT_EXISTS"));
+    client.cancel().await?;
+    Ok(())
+}
+
+/// Sends one JSON-RPC message on a line.
+fn send(stdin: &mut impl Write, message: &Value) -> anyhow::Result<()> {
+    writeln!(stdin, "{message}")?;
+    stdin.flush()?;
+    Ok(())
+}
+
+/// Reads lines until the answer to request `id`.
+fn answer(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    id: u64,
+) -> anyhow::Result<Value> {
+    for line in lines {
+        let message: Value = serde_json::from_str(&line?)?;
+        if message["id"] == id {
+            return Ok(message);
+        }
+    }
+    anyhow::bail!("no answer to request {id}")
+}
+
+#[test]
+fn a_request_sent_again_writes_once() -> anyhow::Result<()> {
+    let up = Up::start()?;
+    up.cli_ok(&["wb", "create", "q3"])?;
+    let mut server = Command::new(atelier_bin())
+        .args([
+            "mcp",
+            "--workbench",
+            "q3",
+            "--data",
+            &up.data().to_string_lossy(),
+        ])
+        .env_remove("ATELIER_NATS_URL")
+        .current_dir(up.workdir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = server.stdin.take().context("stdin")?;
+    let mut lines = BufReader::new(server.stdout.take().context("stdout")?).lines();
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+    )?;
+    let initialized = answer(&mut lines, 1)?;
+    assert_eq!(
+        initialized["result"]["serverInfo"]["name"], "atelier",
+        "{initialized}"
+    );
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )?;
+    let write = |content: &str| {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "write_text_file", "arguments": {"path": "log.txt", "content": content}}})
+    };
+    send(&mut stdin, &write("first\n"))?;
+    let first = answer(&mut lines, 7)?;
+    // The same request id again, even with other arguments: the same job, nothing more written.
+    send(&mut stdin, &write("second\n"))?;
+    let again = answer(&mut lines, 7)?;
+    let job = |message: &Value| message["result"]["structuredContent"]["job_id"].clone();
+    assert_eq!(job(&first), job(&again), "{first} {again}");
+    assert_eq!(
+        up.cli_ok(&["wb", "cat", "q3", "log.txt", "--draft"])?,
+        "first\n"
+    );
+    drop(stdin);
+    let _ = server.wait();
+    Ok(())
+}
