@@ -559,6 +559,8 @@ fn the_journey(
             "write_text_file",
             "--args",
             &write_args,
+            "--time-limit",
+            "600",
             "--wait",
             "--json",
         ])?
@@ -570,6 +572,26 @@ fn the_journey(
     system.ok(&["batch", "publish", &writes_id])?;
     let hello = system.ok(&["wb", "cat", "b2", "hello.txt"])?;
     assert_eq!(hello.stdout, "hello b2\n");
+    // Each target's job got the batch's time limit; more than the operator allows is refused.
+    let jobs = system.json(&["jobs", "--json"])?;
+    let child = jobs
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|job| job["workbench"] == "b2"))
+        .context("b2's job is listed")?;
+    assert_eq!(child["time_limit_secs"], 600, "{child}");
+    let too_long = system.cli(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "b1",
+        "--tool",
+        "list_files",
+        "--args",
+        "{}",
+        "--time-limit",
+        "99999999",
+    ])?;
+    assert!(too_long.failed_with("VALIDATION_FAILED"), "{too_long:?}");
 
     // Cancel a slow job, then resume it to its end.
     let slow = system
