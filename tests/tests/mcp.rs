@@ -339,3 +339,76 @@ fn a_request_sent_again_writes_once() -> anyhow::Result<()> {
     let _ = server.wait();
     Ok(())
 }
+
+/// One JSON-RPC message to `/mcp` over streamable HTTP: the status, the session id the server
+/// gave, and the answer (from the SSE stream's `data:` lines, or a JSON body).
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    auth: (Option<&str>, Option<&str>),
+    message: Value,
+) -> anyhow::Result<(reqwest::StatusCode, Option<String>, Option<Value>)> {
+    let (token, session) = auth;
+    let mut request = http
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(message.to_string());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(session) = session {
+        request = request
+            .header("Mcp-Session-Id", session)
+            .header("MCP-Protocol-Version", "2025-06-18");
+    }
+    let response = request.send().await?;
+    let status = response.status();
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string);
+    let text = response.text().await?;
+    let answer = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message.get("id").is_some())
+        .or_else(|| serde_json::from_str(&text).ok());
+    Ok((status, session, answer))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dashboard_serves_mcp_over_http_behind_its_token() -> anyhow::Result<()> {
+    let up = Up::start_with(&[], &[("ATELIER_DASHBOARD_TOKEN", "s3cret-token")])?;
+    up.cli_ok(&["wb", "create", "q3"])?;
+    let url = format!("http://{}/mcp", up.dashboard_addr()?);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "http", "version": "1"}}});
+    let (status, _, refused) = post(&http, &url, (None, None), initialize.clone()).await?;
+    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        refused.map(|body| body["error"]["code"].clone()),
+        Some(json!("UNAUTHORIZED"))
+    );
+    let token = Some("s3cret-token");
+    let (status, session, answer) = post(&http, &url, (token, None), initialize).await?;
+    assert!(status.is_success(), "{status}");
+    assert_eq!(
+        answer.context("an answer")?["result"]["serverInfo"]["name"],
+        "atelier"
+    );
+    let session = session.context("a session id")?;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post(&http, &url, (token, Some(&session)), initialized).await?;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "list_workbenches", "arguments": {}}});
+    let (status, _, answer) = post(&http, &url, (token, Some(&session)), call).await?;
+    assert!(status.is_success(), "{status}");
+    let listed = &answer.context("an answer")?["result"]["structuredContent"];
+    assert_eq!(listed["workbenches"][0]["name"], "q3", "{listed}");
+    Ok(())
+}

@@ -95,6 +95,7 @@ pub fn router(state: Shared) -> Router {
         .route("/api/throughput", get(throughput))
         .route("/api/live", get(live))
         .route("/metrics", get(metrics_text))
+        .nest_service("/mcp", crate::mcp::http_service(state.nats.clone()))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             auth::guard,

@@ -100,7 +100,7 @@ pub async fn guard(State(state): State<Arc<AppState>>, request: Request, next: N
         && !by_bearer
         && !cookie(headers).is_some_and(|given| same_secret(given, token))
     {
-        return if path.starts_with("/api/") || path == "/metrics" {
+        return if path.starts_with("/api/") || path == "/metrics" || path.starts_with("/mcp") {
             api_error(
                 StatusCode::UNAUTHORIZED,
                 "UNAUTHORIZED",

@@ -15,6 +15,8 @@
 //!   `atelier://WORKBENCH/PATH?view=draft`.
 //! - **Errors**: MCP errors whose `data.code` is Atelier's stable code (`NOT_FOUND`,
 //!   `SANDBOX_VIOLATION`, `VALIDATION_FAILED`, …).
+//! - The same server answers streamable HTTP at the dashboard's `/mcp` ([`http_service`]),
+//!   behind the dashboard's host check and token.
 //!
 //! stdout carries only the protocol; logs go to stderr.
 
@@ -37,6 +39,8 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
@@ -57,6 +61,25 @@ pub async fn serve_stdio(
     let service = server.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The same server over streamable HTTP (one per MCP session), for the dashboard's `/mcp`.
+/// The dashboard's guard checks the `Host`, `Origin` and token in front of it.
+pub fn http_service(
+    nats: async_nats::Client,
+) -> StreamableHttpService<AtelierMcp, LocalSessionManager> {
+    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+    StreamableHttpService::new(
+        move || {
+            Ok(AtelierMcp {
+                nats: nats.clone(),
+                bound: None,
+                session: uuid::Uuid::now_v7().simple().to_string(),
+            })
+        },
+        LocalSessionManager::default().into(),
+        config,
+    )
 }
 
 /// One MCP session's server.
