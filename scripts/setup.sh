@@ -66,8 +66,8 @@ if [ "${1:-}" = "--tests" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
   repo=$(cd "$(dirname "$0")/.." && pwd)
-  if [ ! -d "$repo/tests/browser/node_modules/playwright-core" ] || [ ! -d "$repo/tests/browser/node_modules/nats" ]; then
-    log "installing the test clients' node modules (playwright-core, nats)"
+  if [ ! -d "$repo/tests/browser/node_modules/playwright-core" ] || [ ! -d "$repo/tests/browser/node_modules/nats" ] || [ ! -d "$repo/tests/browser/node_modules/openai" ]; then
+    log "installing the test clients' node modules (playwright-core, nats, openai)"
     npm ci --silent --no-audit --no-fund --prefix "$repo/tests/browser" >/dev/null
   fi
   # The Kubernetes manifests' schema check (deploy/kubernetes/check.py): Kubernetes' schemas,

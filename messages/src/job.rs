@@ -73,6 +73,25 @@ pub fn validate_time_limit(secs: Option<u64>) -> Result<(), ErrorBody> {
 }
 
 impl JobSubmit {
+    /// A submission of `message` on `workbench` with every option at its default (the
+    /// workbench's model, its approval policy, no draft continued, the operator's time limit).
+    pub fn new(job_id: String, workbench: String, message: String) -> Self {
+        Self {
+            v: crate::PROTOCOL_VERSION,
+            job_id,
+            workbench,
+            message,
+            model: None,
+            submitted_at_ms: crate::now_ms(),
+            auto_approve: false,
+            continue_draft: false,
+            approvals: None,
+            workflow: None,
+            batch_id: None,
+            time_limit_secs: None,
+        }
+    }
+
     /// Checks the submission's own fields (the CLI before it publishes, the coordinator before
     /// it records): an id of 1–64 characters of `A-Z a-z 0-9 - _`, and a message.
     pub fn validate(&self) -> Result<(), ErrorBody> {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use async_nats::jetstream;
 use atelier_messages::approval::{ActionClass, ApprovalMode, ApprovalPolicy};
 use atelier_messages::job::{
@@ -15,7 +15,7 @@ use atelier_messages::store::{
     ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals, View, WorkbenchInfo,
 };
 use atelier_messages::verb::Verb;
-use atelier_messages::{ErrorBody, Format, PROTOCOL_VERSION, encode, now_ms, subjects};
+use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, now_ms, subjects};
 use atelier_transport::Policy;
 
 mod transfer;
@@ -45,6 +45,29 @@ pub struct Submission<'a> {
 /// A connected client.
 pub struct Client {
     pub nats: async_nats::Client,
+}
+
+/// Publishes a checked submission to the JOBS stream, de-duplicated by its job id (a job id
+/// published again within the stream's window, or already recorded, starts nothing more).
+pub async fn publish_job(nats: &async_nats::Client, submit: &JobSubmit) -> Result<(), ErrorBody> {
+    submit.validate()?;
+    let unavailable = |reason: String| {
+        ErrorBody::new(
+            ErrorCode::ToolWorkerUnavailable,
+            format!("the job could not be submitted ({reason}); is a coordinator running?"),
+        )
+    };
+    let payload = encode(submit, Format::MessagePack)?;
+    atelier_messages::limits::check_depth(&payload, Format::MessagePack)?;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", submit.job_id.as_str());
+    jetstream::new(nats.clone())
+        .publish_with_headers(subjects::JOB_SUBMIT, headers, payload.into())
+        .await
+        .map_err(|error| unavailable(error.to_string()))?
+        .await
+        .map_err(|error| unavailable(error.to_string()))?;
+    Ok(())
 }
 
 pub(crate) fn coded(error: ErrorBody) -> anyhow::Error {
@@ -146,17 +169,7 @@ impl Client {
             batch_id: None,
             time_limit_secs: submission.time_limit_secs,
         };
-        submit.validate().map_err(coded)?;
-        let payload = encode(&submit, Format::MessagePack).map_err(coded)?;
-        atelier_messages::limits::check_depth(&payload, Format::MessagePack).map_err(coded)?;
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", job_id.as_str());
-        let js = jetstream::new(self.nats.clone());
-        js.publish_with_headers(subjects::JOB_SUBMIT, headers, payload.into())
-            .await
-            .context("cannot submit the job (is `atelier up` or a coordinator running?)")?
-            .await
-            .context("JetStream did not confirm the submission")?;
+        publish_job(&self.nats, &submit).await.map_err(coded)?;
         Ok(job_id)
     }
 

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::dashboard::auth::{self, api_error};
 use crate::dashboard::live::{Current, JobTrace};
 use crate::dashboard::requests::{Shared, answer, call};
-use crate::dashboard::{AppState, batches, job_events, workers, workshop};
+use crate::dashboard::{AppState, batches, job_events, openai, workers, workshop};
 use crate::metrics::{self, Registry};
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -96,6 +96,8 @@ pub fn router(state: Shared) -> Router {
         .route("/api/live", get(live))
         .route("/metrics", get(metrics_text))
         .nest_service("/mcp", crate::mcp::http_service(state.nats.clone()))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/chat/completions", post(openai::chat_completions))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             auth::guard,

@@ -100,7 +100,10 @@ pub async fn guard(State(state): State<Arc<AppState>>, request: Request, next: N
         && !by_bearer
         && !cookie(headers).is_some_and(|given| same_secret(given, token))
     {
-        return if path.starts_with("/api/") || path == "/metrics" || path.starts_with("/mcp") {
+        let machine = ["/api/", "/mcp", "/v1/"]
+            .iter()
+            .any(|prefix| path.starts_with(prefix));
+        return if machine || path == "/metrics" {
             api_error(
                 StatusCode::UNAUTHORIZED,
                 "UNAUTHORIZED",

@@ -17,12 +17,15 @@
 //!   discard) over `atelier.batch.*`.
 //! - [`workshop`]: the workbench page's API (conversation, checkpoints, rewind, regenerate,
 //!   restore) over `atelier.workshop.*`.
+//! - `openai`: the OpenAI-compatible endpoint (`/v1/models`, `/v1/chat/completions`); `/mcp`
+//!   is the MCP server of `crate::mcp` over streamable HTTP.
 
 pub mod api;
 pub mod auth;
 pub mod batches;
 mod http;
 pub mod live;
+mod openai;
 mod requests;
 pub mod workers;
 pub mod workshop;

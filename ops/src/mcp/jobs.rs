@@ -6,11 +6,10 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream;
 use atelier_agents::catalog::ToolSpec;
 use atelier_messages::job::{GetJob, JobState, JobSubmit, JobView};
 use atelier_messages::workflow::Workflow;
-use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, now_ms, subjects};
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use rmcp::RoleServer;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
@@ -74,20 +73,11 @@ pub(super) async fn submit_job(
 
 /// A submission for this call, to be completed.
 fn job(server: &AtelierMcp, workbench: &str, context: &RequestContext<RoleServer>) -> JobSubmit {
-    JobSubmit {
-        v: PROTOCOL_VERSION,
-        job_id: server.call_id(context),
-        workbench: workbench.to_string(),
-        message: String::new(),
-        model: None,
-        submitted_at_ms: now_ms(),
-        auto_approve: false,
-        continue_draft: false,
-        approvals: None,
-        workflow: None,
-        batch_id: None,
-        time_limit_secs: None,
-    }
+    JobSubmit::new(
+        server.call_id(context),
+        workbench.to_string(),
+        String::new(),
+    )
 }
 
 /// Submits (once per id) and waits for the job's end; a job that did not succeed is its error.
@@ -96,8 +86,7 @@ async fn run(
     submit: JobSubmit,
     context: &RequestContext<RoleServer>,
 ) -> Result<JobView, ErrorBody> {
-    submit.validate()?;
-    publish(server, &submit).await?;
+    crate::client::publish_job(&server.nats, &submit).await?;
     let view = wait(server, &submit.job_id, context).await?;
     if view.state == JobState::Succeeded {
         return Ok(view);
@@ -108,25 +97,6 @@ async fn run(
             format!("job {} ended {}", view.job_id, view.state),
         )
     }))
-}
-
-async fn publish(server: &AtelierMcp, submit: &JobSubmit) -> Result<(), ErrorBody> {
-    let unavailable = |error: String| {
-        ErrorBody::new(
-            ErrorCode::ToolWorkerUnavailable,
-            format!("the job could not be submitted ({error}); is a coordinator running?"),
-        )
-    };
-    let payload = encode(submit, Format::MessagePack)?;
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert("Nats-Msg-Id", submit.job_id.as_str());
-    jetstream::new(server.nats.clone())
-        .publish_with_headers(subjects::JOB_SUBMIT, headers, payload.into())
-        .await
-        .map_err(|error| unavailable(error.to_string()))?
-        .await
-        .map_err(|error| unavailable(error.to_string()))?;
-    Ok(())
 }
 
 /// The job once it ended, telling the client what it does meanwhile.

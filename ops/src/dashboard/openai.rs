@@ -1,0 +1,286 @@
+//! An OpenAI-compatible endpoint on the dashboard's address, for chat front-ends and OpenAI SDKs
+//! (Open WebUI, LibreChat, `openai` clients): `GET /v1/models` lists the workbenches as models;
+//! `POST /v1/chat/completions` with `model` naming a workbench runs the last user message as a
+//! job there (the workbench's own model, conversation and draft rules) and answers with the
+//! job's summary and draft changes — streamed as `chat.completion.chunk`s with `stream: true`.
+//! A refusal is an OpenAI-shaped error carrying Atelier's code (`DRAFT_EXISTS`,
+//! `WORKBENCH_BUSY`, …). The dashboard token, when set, is the bearer key.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer};
+use atelier_messages::job::{EventKind, GetJob, JobEvent, JobState, JobSubmit, JobView, Phase};
+use atelier_messages::store::ListWorkbenches;
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, decode, now_ms, subjects};
+use atelier_transport::headers::format_of;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::dashboard::requests::Shared;
+
+/// How often a non-streamed answer looks at its job.
+const POLL: Duration = Duration::from_millis(200);
+
+/// An OpenAI-shaped error with Atelier's code.
+fn error(body: &ErrorBody) -> Response {
+    let status = match body.code {
+        ErrorCode::DraftExists | ErrorCode::WorkbenchBusy => StatusCode::CONFLICT,
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::ValidationFailed | ErrorCode::ModelNotAllowed => StatusCode::BAD_REQUEST,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    let shaped = json!({"error": {
+        "message": body.message, "type": "atelier_error", "code": body.code.as_str(), "param": null
+    }});
+    (status, Json(shaped)).into_response()
+}
+
+async fn ask<V: atelier_messages::verb::Verb>(
+    state: &Shared,
+    request: &V,
+) -> Result<V::Reply, ErrorBody> {
+    atelier_transport::request(
+        &state.nats,
+        request,
+        atelier_transport::Policy::once(Duration::from_secs(30)),
+    )
+    .await
+}
+
+/// `GET /v1/models`: the workbenches.
+pub async fn models(State(state): State<Shared>) -> Response {
+    match ask(
+        &state,
+        &ListWorkbenches {
+            v: PROTOCOL_VERSION,
+        },
+    )
+    .await
+    {
+        Ok(workbenches) => {
+            let data: Vec<Value> = workbenches
+                .iter()
+                .map(|wb| json!({"id": wb.name, "object": "model", "created": wb.created_at_ms / 1000, "owned_by": "atelier"}))
+                .collect();
+            Json(json!({"object": "list", "data": data})).into_response()
+        }
+        Err(body) => error(&body),
+    }
+}
+
+/// The part of a chat completion request this endpoint reads.
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    model: String,
+    messages: Vec<ChatMessage>,
+    #[serde(default)]
+    stream: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatMessage {
+    role: String,
+    #[serde(default)]
+    content: Value,
+}
+
+/// A message's text: a string, or the text parts of a list.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat_completions(
+    State(state): State<Shared>,
+    Json(request): Json<ChatRequest>,
+) -> Response {
+    let Some(message) = request.messages.iter().rev().find(|m| m.role == "user") else {
+        return error(&ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            "the request has no user message",
+        ));
+    };
+    let job_id = uuid::Uuid::now_v7().simple().to_string();
+    let submit = JobSubmit::new(
+        job_id.clone(),
+        request.model.clone(),
+        text_of(&message.content),
+    );
+    if let Err(body) = crate::client::publish_job(&state.nats, &submit).await {
+        return error(&body);
+    }
+    if request.stream {
+        return stream(state, job_id, request.model).await;
+    }
+    match finished(&state, &job_id).await {
+        Ok(view) => Json(completion(&view)).into_response(),
+        Err(body) => error(&body),
+    }
+}
+
+/// The job once it ended; its error when it did not succeed.
+async fn finished(state: &Shared, job_id: &str) -> Result<JobView, ErrorBody> {
+    loop {
+        match ask(
+            state,
+            &GetJob {
+                v: PROTOCOL_VERSION,
+                job_id: job_id.to_string(),
+            },
+        )
+        .await
+        {
+            Ok(view) if view.state.is_terminal() => return succeeded(view),
+            Ok(_) => {}
+            Err(body) if body.code == ErrorCode::NotFound => {}
+            Err(body) => return Err(body),
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn succeeded(view: JobView) -> Result<JobView, ErrorBody> {
+    if view.state == JobState::Succeeded {
+        return Ok(view);
+    }
+    Err(view.error.unwrap_or_else(|| {
+        ErrorBody::new(ErrorCode::Internal, format!("the job ended {}", view.state))
+    }))
+}
+
+fn completion(view: &JobView) -> Value {
+    json!({
+        "id": format!("chatcmpl-{}", view.job_id),
+        "object": "chat.completion",
+        "created": view.created_at_ms / 1000,
+        "model": view.workbench,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": view.summary.clone().unwrap_or_default()}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": view.prompt_tokens, "completion_tokens": view.completion_tokens, "total_tokens": view.prompt_tokens + view.completion_tokens},
+        "atelier": {"job_id": view.job_id, "state": view.state, "outcome": view.outcome},
+    })
+}
+
+fn chunk(job_id: &str, model: &str, delta: Value, finish: Option<&str>) -> Event {
+    let data = json!({
+        "id": format!("chatcmpl-{job_id}"), "object": "chat.completion.chunk", "created": now_ms() / 1000,
+        "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    });
+    Event::default().data(data.to_string())
+}
+
+/// A streamed answer's progress: the job's events, what was sent, whether the summary is on.
+struct Follow {
+    events: std::pin::Pin<Box<dyn futures::Stream<Item = JobEvent> + Send>>,
+    state: Shared,
+    job_id: String,
+    model: String,
+    sent: String,
+    summarizing: bool,
+}
+
+impl Follow {
+    /// The next chunks: a piece of the summary as the model writes it, or, once the job ended,
+    /// the rest of its answer (the draft changes), the stop and `[DONE]` (or an error event).
+    async fn next(mut self) -> Option<(Vec<Event>, Option<Follow>)> {
+        while let Some(event) = self.events.next().await {
+            match event.kind {
+                EventKind::PhaseStarted { phase } => self.summarizing = phase == Phase::Summary,
+                EventKind::AssistantDelta { text } if self.summarizing => {
+                    self.sent.push_str(&text);
+                    let piece = chunk(&self.job_id, &self.model, json!({"content": text}), None);
+                    return Some((vec![piece], Some(self)));
+                }
+                EventKind::JobFinished { .. } => break,
+                _ => {}
+            }
+        }
+        let end = match finished(&self.state, &self.job_id).await {
+            Ok(view) => {
+                let answer = view.summary.unwrap_or_default();
+                let rest = answer.strip_prefix(self.sent.as_str()).unwrap_or(&answer);
+                vec![
+                    chunk(&self.job_id, &self.model, json!({"content": rest}), None),
+                    chunk(&self.job_id, &self.model, json!({}), Some("stop")),
+                    Event::default().data("[DONE]"),
+                ]
+            }
+            Err(body) => {
+                let shaped = json!({"error": {"message": body.message, "type": "atelier_error", "code": body.code.as_str()}});
+                vec![Event::default().data(shaped.to_string())]
+            }
+        };
+        Some((end, None))
+    }
+}
+
+/// The answer as `chat.completion.chunk` events while the job runs.
+async fn stream(state: Shared, job_id: String, model: String) -> Response {
+    let events = match job_events(&state, &job_id).await {
+        Ok(events) => events,
+        Err(body) => return error(&body),
+    };
+    let first = chunk(
+        &job_id,
+        &model,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    );
+    let follow = Follow {
+        events: Box::pin(events),
+        state,
+        job_id,
+        model,
+        sent: String::new(),
+        summarizing: false,
+    };
+    let chunks =
+        futures::stream::unfold(Some(follow), |follow| async move { follow?.next().await })
+            .flat_map(|events| futures::stream::iter(events.into_iter().map(Ok::<_, Infallible>)));
+    let all = futures::stream::once(async { Ok::<_, Infallible>(first) }).chain(chunks);
+    Sse::new(all)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(10)))
+        .into_response()
+}
+
+/// The job's events from its start, decoded.
+async fn job_events(
+    state: &Shared,
+    job_id: &str,
+) -> Result<impl futures::Stream<Item = JobEvent> + Send + use<>, ErrorBody> {
+    let unavailable =
+        |e: String| ErrorBody::new(ErrorCode::Internal, format!("cannot follow the job: {e}"));
+    let consumer = jetstream::new(state.nats.clone())
+        .get_stream(subjects::EVENTS_STREAM)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: subjects::job_events(job_id),
+            deliver_policy: consumer::DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    let messages = consumer
+        .messages()
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    Ok(messages.filter_map(|message| async move {
+        let message = message.ok()?;
+        decode::<JobEvent>(&message.payload, format_of(message.headers.as_ref())).ok()
+    }))
+}

@@ -1,0 +1,96 @@
+//! The dashboard's OpenAI-compatible endpoint on `atelier up`, driven by the official OpenAI SDK
+//! for Node (`tests/browser/openai.mjs`): the workbenches as models, a completion that is a job
+//! on the workbench (its own model, conversation and draft), `DRAFT_EXISTS` as an OpenAI error
+//! with the code, and a streamed answer.
+
+use std::process::Command;
+
+use anyhow::Context;
+use atelier_tests::scripted::ScriptedModel;
+use atelier_tests::up::Up;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "compat-token";
+
+/// Runs the SDK script at `step`; its result.
+fn sdk(up: &Up, step: &str) -> anyhow::Result<Value> {
+    let browser = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    anyhow::ensure!(
+        browser.join("node_modules/openai").exists(),
+        "the OpenAI SDK is missing: `npm ci --prefix tests/browser`"
+    );
+    let output = Command::new("node")
+        .arg(browser.join("openai.mjs"))
+        .env("BASE_URL", format!("http://{}/v1", up.dashboard_addr()?))
+        .env("TOKEN", TOKEN)
+        .env("WORKBENCH", "q3")
+        .env("STEP", step)
+        .output()
+        .context("node is missing")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("RESULT "))
+        .with_context(|| format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)))?;
+    Ok(serde_json::from_str(result)?)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_sdk_runs_jobs_on_workbenches_as_models() -> anyhow::Result<()> {
+    let model = ScriptedModel::start(serde_json::from_value(json!({
+        "research": [{"content": "The plan has five milestones."}],
+        "plan": [{"content": "- [ ] 1. Notes — write notes.md"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": "# Notes\n"}}]},
+            {"content": "Written."}
+        ]},
+        "summary": [{"content": "notes.md is in the draft."}]
+    }))?)
+    .await?;
+    let up = Up::start_with(&[], &[("ATELIER_DASHBOARD_TOKEN", TOKEN)])?;
+    up.cli_ok(&["wb", "create", "q3"])?;
+    up.cli_ok(&["wb", "set-model", "q3", &model.model_spec()])?;
+
+    let answered = sdk(&up, "answer")?;
+    assert_eq!(answered.get("error"), None, "{answered}");
+    assert_eq!(answered["models"], json!(["q3"]));
+    let answer = answered["answer"].as_str().unwrap_or_default();
+    assert!(
+        answer.starts_with("notes.md is in the draft.") && answer.contains("added: notes.md"),
+        "{answer}"
+    );
+    assert_eq!(answered["finish"], "stop");
+    assert_eq!(
+        answered["conflict"],
+        json!({"status": 409, "code": "DRAFT_EXISTS"})
+    );
+    assert_eq!(
+        up.cli_ok(&["wb", "cat", "q3", "notes.md", "--draft"])?,
+        "# Notes\n"
+    );
+
+    up.cli_ok(&["draft", "discard", "q3"])?;
+    let streamed = sdk(&up, "stream")?;
+    assert_eq!(streamed.get("error"), None, "{streamed}");
+    let text = streamed["streamed"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("notes.md is in the draft.") && text.contains("added: notes.md"),
+        "{streamed}"
+    );
+    assert!(streamed["chunks"].as_u64() >= Some(3), "{streamed}");
+    // Without the key: the SDK's request is refused.
+    let refused = reqwest_status(&up).await?;
+    assert_eq!(refused, 401);
+    Ok(())
+}
+
+async fn reqwest_status(up: &Up) -> anyhow::Result<u16> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let url = format!("http://{}/v1/models", up.dashboard_addr()?);
+    Ok(reqwest::Client::new()
+        .get(url)
+        .send()
+        .await?
+        .status()
+        .as_u16())
+}
