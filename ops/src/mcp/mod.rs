@@ -207,16 +207,18 @@ impl AtelierMcp {
     }
 
     /// An id for this call, unique per session and MCP request (the same request sent again
-    /// gets the same id).
+    /// gets the same id): a short numeric or alphanumeric request id as it is, any other
+    /// (punctuation, length) by its hash, so two ids never meet.
     fn call_id(&self, context: &RequestContext<RoleServer>) -> String {
-        let request: String = context
-            .id
-            .to_string()
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .take(24)
-            .collect();
-        format!("mcp-{}-{request}", self.session)
+        use std::hash::{Hash, Hasher};
+        let request = context.id.to_string();
+        let plain = request.len() <= 20 && request.chars().all(|c| c.is_ascii_alphanumeric());
+        if plain {
+            return format!("mcp-{}-{request}", self.session);
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        request.hash(&mut hasher);
+        format!("mcp-{}-_{:016x}", self.session, hasher.finish())
     }
 
     async fn run(
