@@ -36,44 +36,48 @@ pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorEr
     })
     .await
     .map_err(|e| nats(e.to_string()))?;
+    // The window in which a re-announced `finished` event (same run) is dropped.
+    let events = event_stream(subjects::EVENTS_STREAM, subjects::EVENTS_ALL, 1 << 30);
     js.get_or_create_stream(stream::Config {
-        name: subjects::EVENTS_STREAM.to_string(),
-        subjects: vec![subjects::EVENTS_ALL.to_string()],
-        retention: stream::RetentionPolicy::Limits,
-        max_age: Duration::from_secs(7 * 24 * 3600),
-        // The window in which a re-announced `finished` event (same run) is dropped.
         duplicate_window: Duration::from_secs(600),
-        max_bytes: 1 << 30,
-        storage: stream::StorageType::File,
-        ..Default::default()
+        ..events
     })
     .await
     .map_err(|e| nats(e.to_string()))?;
+    // The window in which a workshop event published again after a crash is dropped.
+    let workshop = event_stream(
+        subjects::workshop::EVENTS_STREAM,
+        subjects::workshop::EVENTS_ALL,
+        256 << 20,
+    );
     js.get_or_create_stream(stream::Config {
-        name: subjects::workshop::EVENTS_STREAM.to_string(),
-        subjects: vec![subjects::workshop::EVENTS_ALL.to_string()],
-        retention: stream::RetentionPolicy::Limits,
-        max_age: Duration::from_secs(7 * 24 * 3600),
-        // The window in which an event published again after a crash is dropped.
         duplicate_window: Duration::from_secs(600),
-        max_bytes: 256 << 20,
-        storage: stream::StorageType::File,
-        ..Default::default()
+        ..workshop
     })
     .await
     .map_err(|e| nats(e.to_string()))?;
-    js.get_or_create_stream(stream::Config {
-        name: subjects::batch::EVENTS_STREAM.to_string(),
-        subjects: vec![subjects::batch::EVENTS_ALL.to_string()],
-        retention: stream::RetentionPolicy::Limits,
-        max_age: Duration::from_secs(7 * 24 * 3600),
-        max_bytes: 256 << 20,
-        storage: stream::StorageType::File,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| nats(e.to_string()))?;
+    let batches = event_stream(
+        subjects::batch::EVENTS_STREAM,
+        subjects::batch::EVENTS_ALL,
+        256 << 20,
+    );
+    js.get_or_create_stream(batches)
+        .await
+        .map_err(|e| nats(e.to_string()))?;
     Ok(())
+}
+
+/// An event stream kept for seven days, up to `max_bytes`, on disk.
+fn event_stream(name: &str, subjects: &str, max_bytes: i64) -> stream::Config {
+    stream::Config {
+        name: name.to_string(),
+        subjects: vec![subjects.to_string()],
+        retention: stream::RetentionPolicy::Limits,
+        max_age: Duration::from_secs(7 * 24 * 3600),
+        max_bytes,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    }
 }
 
 /// Consumes submitted jobs; re-attaches to the stream after NATS outages.

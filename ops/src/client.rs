@@ -15,7 +15,7 @@ use atelier_messages::store::{
     ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals, View, WorkbenchInfo,
 };
 use atelier_messages::verb::Verb;
-use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, now_ms, subjects};
+use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, subjects};
 use atelier_transport::Policy;
 
 mod transfer;
@@ -156,18 +156,17 @@ impl Client {
             .job_id
             .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
         let submit = JobSubmit {
-            v: PROTOCOL_VERSION,
-            job_id: job_id.clone(),
-            workbench: submission.workbench.into(),
-            message: submission.message.into(),
             model: submission.model,
-            submitted_at_ms: now_ms(),
             auto_approve: submission.auto_approve,
             continue_draft: submission.continue_draft,
             approvals: submission.approvals,
             workflow: submission.workflow,
-            batch_id: None,
             time_limit_secs: submission.time_limit_secs,
+            ..JobSubmit::new(
+                job_id.clone(),
+                submission.workbench.into(),
+                submission.message.into(),
+            )
         };
         publish_job(&self.nats, &submit).await.map_err(coded)?;
         Ok(job_id)

@@ -301,6 +301,15 @@ fn penguins_csv() -> String {
     csv
 }
 
+/// Workbench `w` holding penguins.csv.
+fn penguins_workbench(cluster: &Cluster) -> anyhow::Result<()> {
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    let csv = cluster.dir.path().join("penguins.csv");
+    std::fs::write(&csv, penguins_csv())?;
+    cluster.cli_ok(&["wb", "add", "w", &csv.to_string_lossy()])?;
+    Ok(())
+}
+
 /// The model's every answer is seed-format JSON in plain text: no native tool calls at all.
 fn seed_json_script() -> anyhow::Result<Script> {
     let call = |tool: &str, parameters: Value| json!({"content": json!({"tool": tool, "parameters": parameters, "terminate": false}).to_string()});
@@ -329,10 +338,7 @@ async fn the_penguins_job_runs_on_a_model_that_answers_only_with_seed_json_in_te
         &model.profile_toml("small", "tool_mode = \"text\""),
         &[],
     )?;
-    cluster.cli_ok(&["wb", "create", "w"])?;
-    let csv = cluster.dir.path().join("penguins.csv");
-    std::fs::write(&csv, penguins_csv())?;
-    cluster.cli_ok(&["wb", "add", "w", &csv.to_string_lossy()])?;
+    penguins_workbench(&cluster)?;
 
     let view = cluster.run_job(
         "w",
@@ -368,10 +374,7 @@ async fn an_ad_hoc_local_model_writing_its_calls_as_text_works_without_a_profile
 -> anyhow::Result<()> {
     let model = ScriptedModel::start(seed_json_script()?).await?;
     let cluster = Cluster::start()?;
-    cluster.cli_ok(&["wb", "create", "w"])?;
-    let csv = cluster.dir.path().join("penguins.csv");
-    std::fs::write(&csv, penguins_csv())?;
-    cluster.cli_ok(&["wb", "add", "w", &csv.to_string_lossy()])?;
+    penguins_workbench(&cluster)?;
     // `openai-compat:URL#MODEL` alone: auto mode offers native tools and reads text calls.
     let view = cluster.run_job(
         "w",

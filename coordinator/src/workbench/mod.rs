@@ -498,7 +498,12 @@ impl Workbenches {
             .iter()
             .map(|path| normalize(path))
             .collect::<Result<Vec<_>, _>>()?;
-        let origin = self.new_draft_origin(workbench)?;
+        // Only a write that creates the draft records where it came from (the DraftStore runs
+        // one change at a time, so the draft cannot appear in between).
+        let origin = match self.manifest(workbench, "draft")? {
+            Some(_) => None,
+            None => Some(self.new_draft_origin(workbench)?),
+        };
         let manifests = self.storage.tree(trees::MANIFESTS)?;
         let workshop = self.storage.tree(trees::WORKSHOP)?;
         let written = (&manifests, &applied, &workshop)
@@ -511,7 +516,9 @@ impl Workbenches {
                 let mut draft = match tx::get::<Manifest>(manifests, &key(workbench, "draft"))? {
                     Some(draft) => draft,
                     None => {
-                        draft_origin::begin(workshop, workbench, &origin)?;
+                        if let Some(origin) = &origin {
+                            draft_origin::begin(workshop, workbench, origin)?;
+                        }
                         tx::get::<Manifest>(manifests, &key(workbench, "published"))?
                             .unwrap_or_default()
                     }

@@ -113,20 +113,49 @@ fn worker_tools() -> Vec<ToolSpec> {
         .collect()
 }
 
-/// The tools Atelier adds to the catalog's: (name, description, properties, required, read only).
-const OWN_TOOLS: [(&str, &str); 3] = [
-    (
-        "list_workbenches",
-        "List the workbenches: name, number of published files, whether a draft waits and since when.",
-    ),
-    (
-        "draft_diff",
-        "What the workbench's draft changes against its published files, file by file (added, modified, deleted) and inside each file (cells, paragraphs, slides, lines).",
-    ),
-    (
-        "submit_job",
-        "Hand a whole task to Atelier's own agent on a workbench: it researches, plans and carries it out in the draft (never published). Reports progress and answers with its summary and the files it changed.",
-    ),
+/// A tool Atelier adds to the catalog's.
+struct OwnTool {
+    name: &'static str,
+    description: &'static str,
+    /// Its arguments' properties and the required ones (besides `workbench`).
+    properties: fn() -> Value,
+    required: &'static [&'static str],
+    /// About one workbench (it takes `workbench` unless the session is bound).
+    per_workbench: bool,
+    read_only: bool,
+}
+
+const OWN_TOOLS: [OwnTool; 3] = [
+    OwnTool {
+        name: "list_workbenches",
+        description: "List the workbenches: name, number of published files, whether a draft waits and since when.",
+        properties: || json!({}),
+        required: &[],
+        per_workbench: false,
+        read_only: true,
+    },
+    OwnTool {
+        name: "draft_diff",
+        description: "What the workbench's draft changes against its published files, file by file (added, modified, deleted) and inside each file (cells, paragraphs, slides, lines).",
+        properties: || json!({}),
+        required: &[],
+        per_workbench: true,
+        read_only: true,
+    },
+    OwnTool {
+        name: "submit_job",
+        description: "Hand a whole task to Atelier's own agent on a workbench: it researches, plans and carries it out in the draft (never published). Reports progress and answers with its summary and the files it changed.",
+        properties: || {
+            json!({
+                "message": {"type": "string", "description": "The task, as to a colleague."},
+                "model": {"type": "string", "description": "Model spec or profile (default: the workbench's)."},
+                "continue_draft": {"type": "boolean", "description": "Work on the draft that waits (else a draft refuses the task)."}
+            })
+        },
+        required: &["message"],
+        per_workbench: true,
+        read_only: false,
+    },
 ];
 
 impl AtelierMcp {
@@ -166,27 +195,17 @@ impl AtelierMcp {
                 .with_annotations(annotations)
             })
             .collect();
-        for (name, description) in OWN_TOOLS {
-            let schema = match name {
-                "list_workbenches" => json!({"type": "object", "properties": {}}),
-                "submit_job" => json!({"type": "object", "properties": {
-                    "message": {"type": "string", "description": "The task, as to a colleague."},
-                    "model": {"type": "string", "description": "Model spec or profile (default: the workbench's)."},
-                    "continue_draft": {"type": "boolean", "description": "Work on the draft that waits (else a draft refuses the task)."}
-                }, "required": ["message"]}),
-                _ => json!({"type": "object", "properties": {}}),
-            };
-            let schema = match name {
-                "list_workbenches" => match schema {
-                    Value::Object(map) => map,
-                    _ => Map::new(),
-                },
-                _ => self.with_workbench(schema),
+        for own in &OWN_TOOLS {
+            let schema = json!({"type": "object", "properties": (own.properties)(), "required": own.required});
+            let schema = match (own.per_workbench, schema) {
+                (true, schema) => self.with_workbench(schema),
+                (false, Value::Object(map)) => map,
+                (false, _) => Map::new(),
             };
             let annotations = ToolAnnotations::new()
-                .read_only(name != "submit_job")
+                .read_only(own.read_only)
                 .destructive(false);
-            tools.push(Tool::new(name, description, schema).with_annotations(annotations));
+            tools.push(Tool::new(own.name, own.description, schema).with_annotations(annotations));
         }
         tools
     }
