@@ -26,15 +26,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::AgentError;
 use crate::anthropic::{self, AnthropicProvider};
-use crate::http::ReasoningEffort;
 use crate::openai::{self, ClientOptions, Flavor, OpenAiProvider, RetryPolicy};
-use crate::provider::{ModelProvider, PromptStyle};
+use crate::provider::ModelProvider;
 use crate::replay::ReplayProvider;
 use crate::text_tools::ToolMode;
 
+mod profile;
+pub use profile::{ModelProfile, ProfileKind};
+
 const DEFAULT_MAX_RETRIES: u32 = 3;
 /// The environment variable an Anthropic key falls back to (for the default base URL only).
-const ANTHROPIC_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
+pub(crate) const ANTHROPIC_KEY_VARIABLE: &str = "ANTHROPIC_API_KEY";
 /// `max_tokens` of an `openai-compat` profile that sets none: small local models can otherwise
 /// generate until the context is full.
 pub const DEFAULT_COMPAT_MAX_TOKENS: u32 = 4096;
@@ -141,164 +143,6 @@ impl ModelSpec {
     }
 }
 
-/// Which protocol a profile's server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProfileKind {
-    /// The OpenAI API (base URL default `https://api.openai.com/v1`; a key is required).
-    #[serde(rename = "openai")]
-    OpenAi,
-    /// A server speaking the Chat Completions dialect (llama.cpp, vLLM, Ollama, …).
-    #[serde(rename = "openai-compat")]
-    OpenAiCompat,
-    /// The Anthropic Messages API (base URL default `https://api.anthropic.com`; a key is
-    /// required: `api_key`, `api_key_env`, else `ANTHROPIC_API_KEY` for the default base URL).
-    Anthropic,
-}
-
-/// A model the operator configured under `[models.NAME]`: where it is served, with which key,
-/// its limits, and how it is offered tools. Its key is only ever sent to its `base_url` (and
-/// never printed by `Debug`).
-///
-/// ```toml
-/// [models.local]
-/// kind = "openai-compat"
-/// base_url = "http://127.0.0.1:8080/v1"
-/// model = "qwen2.5-coder-0.5b-instruct"
-/// max_tokens = 1024          # per turn; openai-compat and anthropic default 4096,
-///                            # openai: the server's
-/// tool_mode = "text"         # native (default), text, auto or constrained
-/// idle_timeout_secs = 60     # longest silence of a streaming answer
-/// strict_tools = false       # openai / openai-compat: strict JSON schemas (default off)
-/// context_tokens = 16384     # the model's window (default: asked of the server)
-/// prompt = "compact"         # full (default) or compact, for small models
-/// reasoning_effort = "low"   # openai / openai-compat reasoning models: minimal, low,
-///                            # medium or high (default: the server's)
-/// ```
-#[derive(Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelProfile {
-    pub kind: ProfileKind,
-    /// The server (required for `openai-compat`).
-    #[serde(default)]
-    pub base_url: Option<String>,
-    /// The model name the server knows.
-    pub model: String,
-    /// The key, written in the settings.
-    #[serde(default)]
-    pub api_key: Option<String>,
-    /// The environment variable holding the key (read when the provider is built).
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// The most tokens one model turn may generate (sent as `max_tokens`). When unset,
-    /// `openai-compat` profiles send [`DEFAULT_COMPAT_MAX_TOKENS`], `anthropic` profiles
-    /// [`anthropic::DEFAULT_MAX_TOKENS`] (the API requires a value) and `openai` profiles none
-    /// (the server's default).
-    #[serde(default)]
-    pub max_tokens: Option<u32>,
-    /// How the model is offered tools (see [`ToolMode`]): `native` (default: `tools` in the
-    /// request), `text` (the catalog in the system message, calls read from the reply text),
-    /// `auto` (native, plus calls written as text), `constrained` (text plus a JSON-schema
-    /// `response_format`, for servers with guided decoding).
-    #[serde(default)]
-    pub tool_mode: ToolMode,
-    /// The longest silence, in seconds, while waiting for an answer to start or between its
-    /// streamed chunks (default: `idle_timeout_secs` of the settings, else 60). A long answer
-    /// that keeps streaming is never cut; a silent one fails as `PROVIDER_UNAVAILABLE` and is
-    /// retried.
-    #[serde(default)]
-    pub idle_timeout_secs: Option<u64>,
-    /// An optional ceiling, in seconds, on one whole HTTP exchange (default: none; the idle
-    /// timeout is what stops a stuck server).
-    #[serde(default)]
-    pub request_timeout_secs: Option<u64>,
-    /// Retries on 429/5xx/connection errors (default: `max_retries`, else 3).
-    #[serde(default)]
-    pub max_retries: Option<u32>,
-    /// `openai` and `openai-compat` only: send native tools with `"strict": true` and their
-    /// schemas normalized for strict mode (`additionalProperties: false`, every property
-    /// required, optional ones nullable). Default off: OpenAI's recent models support it, many
-    /// compatible servers and older models reject it. Refused on `anthropic` profiles.
-    #[serde(default)]
-    pub strict_tools: bool,
-    /// The model's context window in tokens. Unset: asked of an `openai-compat` server
-    /// (llama.cpp `/props`, Ollama `/api/show`), else unknown. Each request is kept under it
-    /// less the reply's reserve, dropping in a documented order (docs/models.md); what cannot
-    /// fit fails with `CONTEXT_OVERFLOW`.
-    #[serde(default)]
-    pub context_tokens: Option<u32>,
-    /// `full` (default) or `compact`: for small models, only the tools the phase and the
-    /// workbench's file kinds need, with their first sentences and bare schemas.
-    #[serde(default)]
-    pub prompt: PromptStyle,
-    /// `openai` and `openai-compat` only: the `reasoning_effort` sent with every request
-    /// (`minimal`, `low`, `medium`, `high`), for reasoning models. Unset: not sent. Refused on
-    /// `anthropic` profiles.
-    #[serde(default)]
-    pub reasoning_effort: Option<ReasoningEffort>,
-    /// Older conversation is summarized by the model (one extra call when it grows; the
-    /// summary is kept in the conversation) instead of cut to one line per message. Off by
-    /// default: for models that can afford it.
-    #[serde(default)]
-    pub summarize_history: bool,
-}
-
-impl std::fmt::Debug for ModelProfile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelProfile")
-            .field("kind", &self.kind)
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("api_key_env", &self.api_key_env)
-            .field("max_tokens", &self.max_tokens)
-            .field("tool_mode", &self.tool_mode)
-            .field("idle_timeout_secs", &self.idle_timeout_secs)
-            .field("strict_tools", &self.strict_tools)
-            .field("context_tokens", &self.context_tokens)
-            .field("prompt", &self.prompt)
-            .field("reasoning_effort", &self.reasoning_effort)
-            .field("summarize_history", &self.summarize_history)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ModelProfile {
-    /// Its key: `api_key`, else the variable `api_key_env` names, else (for an `anthropic`
-    /// profile on the default base URL only) `ANTHROPIC_API_KEY`.
-    fn key(&self) -> Option<String> {
-        self.api_key
-            .clone()
-            .or_else(|| {
-                self.api_key_env
-                    .as_deref()
-                    .and_then(|name| std::env::var(name).ok())
-            })
-            .or_else(|| {
-                self.uses_default_anthropic_url()
-                    .then(|| std::env::var(ANTHROPIC_KEY_VARIABLE).ok())
-                    .flatten()
-            })
-    }
-
-    /// True for an `anthropic` profile that talks to the Anthropic API itself.
-    fn uses_default_anthropic_url(&self) -> bool {
-        self.kind == ProfileKind::Anthropic
-            && self.base_url().map(|url| url.trim_end_matches('/'))
-                == Some(anthropic::DEFAULT_BASE_URL)
-    }
-
-    /// Its server: `base_url`, else the OpenAI API for `kind = "openai"`.
-    fn base_url(&self) -> Option<&str> {
-        match (self.base_url.as_deref(), self.kind) {
-            (Some(url), _) => Some(url),
-            (None, ProfileKind::OpenAi) => Some(openai::DEFAULT_BASE_URL),
-            (None, ProfileKind::Anthropic) => Some(anthropic::DEFAULT_BASE_URL),
-            (None, ProfileKind::OpenAiCompat) => None,
-        }
-    }
-}
-
 /// Settings the providers read (API keys never appear in logs or job views).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ProviderSettings {
@@ -399,6 +243,14 @@ impl ProviderSettings {
             reasoning_effort: profile.reasoning_effort,
             ..defaults
         }
+    }
+
+    /// The profiles a message may name: each configured one that [`check`] accepts, by name.
+    pub fn usable_profiles(&self) -> impl Iterator<Item = (&str, &ModelProfile)> {
+        self.profiles
+            .iter()
+            .filter(|(name, _)| check(name, self).is_ok())
+            .map(|(name, profile)| (name.as_str(), profile))
     }
 
     /// The profile `name`, or why there is none.
@@ -590,6 +442,8 @@ mod tests {
     use atelier_messages::ErrorCode;
 
     use super::*;
+    use crate::http::ReasoningEffort;
+    use crate::provider::PromptStyle;
 
     /// The reason of an [`AgentError::InvalidSpec`], or a panic.
     fn invalid_reason(spec: &str) -> String {
@@ -799,6 +653,12 @@ mod tests {
         let code = |spec: &str| check(spec, &settings).err().map(|e| e.code());
         assert_eq!(code("nope"), Some(ErrorCode::ModelNotAllowed));
         assert_eq!(code("broken"), Some(ErrorCode::ProviderNotConfigured));
+        // The ones to offer leave the broken one out.
+        let usable: Vec<(&str, &str)> = settings
+            .usable_profiles()
+            .map(|(name, profile)| (name, profile.kind.as_str()))
+            .collect();
+        assert_eq!(usable, [("cloud", "openai"), ("local", "openai-compat")]);
         let unknown = check("nope", &settings).expect_err("unknown");
         assert!(
             unknown

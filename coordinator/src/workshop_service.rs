@@ -1,5 +1,5 @@
 //! The Workshop behind NATS: `atelier.workshop.*` verbs (history, check, rewind, regenerate,
-//! set_model, checkpoints, checkpoint, restore, gc, review, context items), answered through the DraftStore handle;
+//! models, set_model, checkpoints, checkpoint, restore, gc, review, context items), answered through the DraftStore handle;
 //! a regenerate's job is started here once it is recorded.
 
 use atelier_messages::review::ReviewDraft;
@@ -7,8 +7,8 @@ use atelier_messages::store::Done;
 use atelier_messages::subjects::workshop;
 use atelier_messages::workshop::{AddContextItem, ListContextItems, RemoveContextItem};
 use atelier_messages::workshop::{
-    CheckMessage, CollectGarbage, CreateCheckpoint, GetHistory, ListCheckpoints, Regenerate,
-    Regenerated, RestoreCheckpoint, Rewind, SetModel,
+    CheckMessage, CollectGarbage, CreateCheckpoint, GetHistory, ListCheckpoints, ListModels,
+    ModelChoice, ModelChoices, Regenerate, Regenerated, RestoreCheckpoint, Rewind, SetModel,
 };
 use atelier_messages::{ErrorBody, ErrorCode};
 use atelier_transport::Router;
@@ -54,6 +54,7 @@ pub(crate) async fn serve(
                 .await
         })
         .route(|ws, request: Regenerate| async move { ws.regenerate(request).await })
+        .route(|ws, _: ListModels| async move { Ok::<_, ErrorBody>(ws.model_choices()) })
         .route(|ws, request: SetModel| async move {
             ws.check_model(&request.model)?;
             let store = ws.orchestrators.store();
@@ -114,6 +115,24 @@ impl Workshop {
         atelier_agents::spec::check(model, self.orchestrators.provider_settings())
             .map(|_| ())
             .map_err(|error| error.to_body())
+    }
+
+    /// The operator's usable profiles and the default model.
+    fn model_choices(&self) -> ModelChoices {
+        let profiles = self
+            .orchestrators
+            .provider_settings()
+            .usable_profiles()
+            .map(|(name, profile)| ModelChoice {
+                name: name.to_string(),
+                kind: profile.kind.as_str().to_string(),
+                model: profile.model.clone(),
+            })
+            .collect();
+        ModelChoices {
+            default_model: self.defaults.model.clone(),
+            profiles,
+        }
     }
 
     /// Records the regenerate (conversation, draft, queued job) durably, then starts the job.

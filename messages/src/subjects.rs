@@ -103,8 +103,9 @@ pub mod workshop {
     pub const CONTEXT_ADD: &str = "atelier.workshop.context_add";
     pub const CONTEXT_LIST: &str = "atelier.workshop.context_list";
     pub const CONTEXT_REMOVE: &str = "atelier.workshop.context_remove";
+    pub const MODELS: &str = "atelier.workshop.models";
     /// Every workshop verb, for bad-input tests.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 14] = [
         HISTORY,
         CHECK,
         REWIND,
@@ -118,6 +119,7 @@ pub mod workshop {
         CONTEXT_ADD,
         CONTEXT_LIST,
         CONTEXT_REMOVE,
+        MODELS,
     ];
     /// Wildcard the workshop service subscribes to (one token: events are not matched).
     pub const WILDCARD: &str = "atelier.workshop.*";

@@ -33,8 +33,8 @@ use crate::subjects::{batch, ctl, review, store, workshop};
 use crate::workshop::{AddContextItem, ContextItem, ListContextItems, RemoveContextItem};
 use crate::workshop::{
     CheckMessage, CheckpointInfo, CollectGarbage, Collected, CreateCheckpoint, GetHistory, History,
-    ListCheckpoints, ModelSet, Regenerate, Regenerated, RestoreCheckpoint, Restored, Rewind,
-    Rewound, SetModel,
+    ListCheckpoints, ListModels, ModelChoices, ModelSet, Regenerate, Regenerated,
+    RestoreCheckpoint, Restored, Rewind, Rewound, SetModel,
 };
 
 /// A request/reply verb: the request type, its subject and its reply type.
@@ -76,6 +76,7 @@ verbs! {
     GetStats => CoordinatorStats, ctl::STATS;
     GetHistory => History, workshop::HISTORY;
     CheckMessage => Done, workshop::CHECK;
+    ListModels => ModelChoices, workshop::MODELS;
     Rewind => Rewound, workshop::REWIND;
     Regenerate => Regenerated, workshop::REGENERATE;
     SetModel => ModelSet, workshop::SET_MODEL;

@@ -335,6 +335,36 @@ pub struct ModelSet {
     pub event_id: String,
 }
 
+/// `atelier.workshop.models`: the models a message may name (`submit --model`, the dashboard's
+/// composer): the operator's profiles that can run, and the default of messages naming none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListModels {
+    pub v: u16,
+}
+
+/// The models a message may name. Other specs (`openai:MODEL`, `openai-compat:URL#MODEL`) are
+/// allowed as the operator's settings say; these are the ones to offer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ModelChoices {
+    /// The model of messages that name none on a workbench without its own (`wb set-model`).
+    #[serde(default)]
+    pub default_model: Option<String>,
+    /// The operator's profiles (`[models.NAME]`), by name; a misconfigured one is left out.
+    #[serde(default)]
+    pub profiles: Vec<ModelChoice>,
+}
+
+/// One profile a message may name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelChoice {
+    /// What a message names (`--model NAME`).
+    pub name: String,
+    /// `openai`, `openai-compat` or `anthropic`.
+    pub kind: String,
+    /// The model the server knows.
+    pub model: String,
+}
+
 /// `atelier.workshop.checkpoints`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ListCheckpoints {

@@ -1,5 +1,5 @@
 //! Workshop commands: `history`, `rewind`, `regenerate`, `checkpoints`, `checkpoint`,
-//! `restore`, `gc` and `wb set-model`, over the `atelier.workshop.*` verbs.
+//! `restore`, `models`, `gc` and `wb set-model`, over the `atelier.workshop.*` verbs.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -9,8 +9,8 @@ use atelier_messages::review::{Review, ReviewDraft};
 use atelier_messages::store::Done;
 use atelier_messages::workshop::{
     CheckMessage, CheckpointInfo, CollectGarbage, Collected, ConversationMessage, CreateCheckpoint,
-    GetHistory, History, ListCheckpoints, ModelSet, Regenerate, Regenerated, RestoreCheckpoint,
-    Restored, Rewind, Rewound, SetModel,
+    GetHistory, History, ListCheckpoints, ListModels, ModelChoices, ModelSet, Regenerate,
+    Regenerated, RestoreCheckpoint, Restored, Rewind, Rewound, SetModel,
 };
 use clap::Subcommand;
 
@@ -84,6 +84,11 @@ pub enum WorkshopCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The models a message may name: the operator's profiles and the default.
+    Models {
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove blobs that no manifest, checkpoint or draft revision references.
     Gc {
         #[arg(long)]
@@ -92,6 +97,13 @@ pub enum WorkshopCommand {
 }
 
 impl Client {
+    pub async fn models(&self) -> anyhow::Result<ModelChoices> {
+        self.call(&ListModels {
+            v: PROTOCOL_VERSION,
+        })
+        .await
+    }
+
     pub async fn history(&self, workbench: &str) -> anyhow::Result<History> {
         self.call(&GetHistory {
             v: PROTOCOL_VERSION,
@@ -331,6 +343,14 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
                 );
             }
         }
+        WorkshopCommand::Models { json } => {
+            let choices = client.models().await?;
+            if json {
+                print_json(&choices)?;
+            } else {
+                print_models(&choices);
+            }
+        }
         WorkshopCommand::Gc { json } => {
             let collected = client.collect_garbage().await?;
             if json {
@@ -438,5 +458,20 @@ fn print_checkpoints(checkpoints: &[CheckpointInfo]) {
             checkpoint.reason.as_str(),
             checkpoint.note.as_deref().unwrap_or("")
         );
+    }
+}
+
+fn print_models(choices: &ModelChoices) {
+    match &choices.default_model {
+        Some(model) => println!("default: {model}"),
+        None => {
+            println!("default: none (set default_model in atelier.toml, or --model per message)")
+        }
+    }
+    if choices.profiles.is_empty() {
+        println!("no model profiles ([models.NAME] in atelier.toml)");
+    }
+    for profile in &choices.profiles {
+        println!("{}\t{}\t{}", profile.name, profile.kind, profile.model);
     }
 }

@@ -14,6 +14,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::post;
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -30,6 +31,10 @@ pub struct Turn {
     /// Delay before answering, to leave room for a crash.
     #[serde(default)]
     pub delay_ms: u64,
+    /// Delay before each streamed chunk (a word of the content, half a call), so that a client
+    /// sees the answer grow.
+    #[serde(default)]
+    pub chunk_delay_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -248,11 +253,17 @@ async fn complete(
     if answer.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(answer.delay_ms)).await;
     }
-    (
-        [(header::CONTENT_TYPE, "text/event-stream")],
-        sse_body(&answer, &format!("{phase}-{}-{turn}", item.unwrap_or(0))),
-    )
-        .into_response()
+    let events = sse_events(&answer, &format!("{phase}-{}-{turn}", item.unwrap_or(0)));
+    let body = if answer.chunk_delay_ms == 0 {
+        axum::body::Body::from(events.concat())
+    } else {
+        let delay = Duration::from_millis(answer.chunk_delay_ms);
+        axum::body::Body::from_stream(futures::stream::iter(events).then(move |event| async move {
+            tokio::time::sleep(delay).await;
+            Ok::<_, std::convert::Infallible>(event)
+        }))
+    };
+    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
 }
 
 /// The call id of the last receipt among the request's tool results.
@@ -283,7 +294,8 @@ fn with_receipt_call_id(mut turn: Turn, body: &Value) -> Turn {
     turn
 }
 
-fn sse_body(turn: &Turn, id: &str) -> String {
+/// The turn as Chat Completions stream events (`data: …` blocks), `[DONE]` last.
+fn sse_events(turn: &Turn, id: &str) -> Vec<String> {
     let mut events = Vec::new();
     for word in turn.content.split_inclusive(' ') {
         events.push(json!({"choices": [{"index": 0, "delta": {"content": word}}]}));
@@ -304,11 +316,11 @@ fn sse_body(turn: &Turn, id: &str) -> String {
     };
     events.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}));
     events.push(json!({"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 20}}));
-    let mut out = String::new();
-    for event in events {
-        out.push_str(&format!("data: {event}\n\n"));
-    }
-    out.push_str("data: [DONE]\n\n");
+    let mut out: Vec<String> = events
+        .into_iter()
+        .map(|event| format!("data: {event}\n\n"))
+        .collect();
+    out.push("data: [DONE]\n\n".to_string());
     out
 }
 

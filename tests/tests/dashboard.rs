@@ -3,8 +3,7 @@
 //! the browser test) headless Chromium driven by `tests/browser/dashboard.test.mjs`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use atelier_messages::job::{JobEvent, JobOutcome, JobState, JobView};
 use atelier_messages::store::DraftDiff;
+use atelier_tests::browser::{self, PageScript, browser_dir, browser_setup, run_browser_script};
 use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
 use atelier_tests::{Cluster, NatsServer, atelier_bin, launch_plan_csv, simple_docx, wait_until};
 use serde_json::{Value, json};
@@ -862,108 +862,9 @@ async fn one_job_is_one_trace_and_it_includes_the_workers_tool_call_span() -> an
 
 // ---- the browser ----------------------------------------------------------------------------
 
-fn browser_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("browser")
-}
-
-/// Chromium and the Node test's dependencies, or why they are missing.
-fn browser_setup() -> anyhow::Result<PathBuf> {
-    let chromium = std::env::var_os("CHROMIUM_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    ensure!(
-        chromium.exists(),
-        "{} is missing: `apt-get install -y chromium chromium-driver` (or set CHROMIUM_PATH); \
-         ATELIER_SKIP_BROWSER_TEST=1 skips this test",
-        chromium.display()
-    );
-    ensure!(
-        browser_dir().join("node_modules/playwright-core").exists(),
-        "playwright-core is missing: `npm ci --prefix tests/browser` \
-         (ATELIER_SKIP_BROWSER_TEST=1 skips this test)"
-    );
-    Ok(chromium)
-}
-
-/// Runs a browser script with `env` until it prints `RESULT {json}` (150 s at most), handing
-/// every other line of its output to `on_line`; returns the result.
-fn run_browser_script(
-    script: &str,
-    env: &[(&str, &str)],
-    cluster: &Cluster,
-    mut on_line: impl FnMut(&str) -> anyhow::Result<()>,
-) -> anyhow::Result<Value> {
-    let mut node = Command::new("node")
-        .arg(browser_dir().join(script))
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("node is missing")?;
-    let stdout = node.stdout.take().context("no stdout")?;
-    let (lines, receive) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
-    let mut result = None;
-    let deadline = Instant::now() + Duration::from_secs(150);
-    while result.is_none() && Instant::now() < deadline {
-        let Ok(line) = receive.recv_timeout(Duration::from_millis(200)) else {
-            if node.try_wait()?.is_some() {
-                break;
-            }
-            continue;
-        };
-        match line.strip_prefix("RESULT ") {
-            Some(json) => result = Some(serde_json::from_str::<Value>(json)?),
-            None => on_line(&line)?,
-        }
-    }
-    let _ = node.kill();
-    let output = node.wait_with_output()?;
-    result.with_context(|| {
-        format!(
-            "the browser test {script} did not finish: {}\n{}",
-            String::from_utf8_lossy(&output.stderr),
-            cluster.logs()
-        )
-    })
-}
-
-/// A browser script on one page of a running dashboard, with a fresh artifacts folder.
-struct PageScript<'a> {
-    script: &'a str,
-    artifacts: &'a str,
-    chromium: &'a Path,
-    dashboard: &'a DashboardProcess,
-    /// What the page is about, as an environment variable (e.g. `WORKBENCH`).
-    subject: (&'a str, &'a str),
-}
-
-impl PageScript<'_> {
-    /// Runs the script to its result; also returns the artifacts folder.
-    fn run(&self, cluster: &Cluster) -> anyhow::Result<(Value, PathBuf)> {
-        let artifacts = browser_dir().join(self.artifacts);
-        let _ = std::fs::remove_dir_all(&artifacts);
-        std::fs::create_dir_all(&artifacts)?;
-        let chromium_path = self.chromium.to_string_lossy().to_string();
-        let artifacts_path = artifacts.to_string_lossy().to_string();
-        let env = [
-            ("DASHBOARD_URL", self.dashboard.url.as_str()),
-            self.subject,
-            ("CHROMIUM_PATH", chromium_path.as_str()),
-            ("ARTIFACTS", artifacts_path.as_str()),
-        ];
-        let result = run_browser_script(self.script, &env, cluster, |_| Ok(()))?;
-        Ok((result, artifacts))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> anyhow::Result<()> {
-    if std::env::var_os("ATELIER_SKIP_BROWSER_TEST").is_some() {
+    if browser::skipped() {
         return Ok(());
     }
     let chromium = browser_setup()?;
@@ -984,7 +885,7 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
         ("CHROMIUM_PATH", chromium_path.as_str()),
         ("ARTIFACTS", artifacts_path.as_str()),
     ];
-    let result = run_browser_script("dashboard.test.mjs", &env, &cluster, |line| {
+    let result = run_browser_script("dashboard.test.mjs", &env, &|| cluster.logs(), |line| {
         if line == "READY" {
             // The page is open: submit now, so the browser sees the job start and finish.
             cluster.cli_ok(&[
@@ -1041,17 +942,17 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
     );
     let published = cluster.cli_ok(&["wb", "ls", "q3", "--json"])?.stdout;
     assert!(published.contains("summary.xlsx"));
-    for shot in [
-        "1-running",
-        "2-succeeded",
-        "3-job",
-        "4-published",
-        "5-workers",
-        "6-throughput",
-    ] {
-        let size = std::fs::metadata(artifacts.join(format!("{shot}.png")))?.len();
-        assert!(size > 1000, "screenshot {shot} is empty");
-    }
+    browser::assert_screenshots(
+        &artifacts,
+        &[
+            "1-running",
+            "2-succeeded",
+            "3-job",
+            "4-published",
+            "5-workers",
+            "6-throughput",
+        ],
+    )?;
     Ok(())
 }
 
@@ -1072,7 +973,7 @@ fn notes_script() -> atelier_tests::scripted::Script {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restores()
 -> anyhow::Result<()> {
-    if std::env::var_os("ATELIER_SKIP_BROWSER_TEST").is_some() {
+    if browser::skipped() {
         return Ok(());
     }
     let chromium = browser_setup()?;
@@ -1086,10 +987,10 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
         script: "workbench.test.mjs",
         artifacts: "artifacts-workbench",
         chromium: &chromium,
-        dashboard: &dashboard,
+        url: &dashboard.url,
         subject: ("WORKBENCH", "q3"),
     };
-    let (result, artifacts) = page.run(&cluster)?;
+    let (result, artifacts) = page.run(&|| cluster.logs())?;
 
     assert_eq!(result.get("error"), None, "{result}");
     assert_eq!(result["before"], json!(["m1:user", "m2:assistant"]));
@@ -1137,22 +1038,22 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
         published.contains("plan.csv") && !published.contains("notes.md"),
         "{published}"
     );
-    for shot in [
-        "w1-conversation",
-        "w2-rewound",
-        "w3-regenerated",
-        "w4-restored",
-    ] {
-        let size = std::fs::metadata(artifacts.join(format!("{shot}.png")))?.len();
-        assert!(size > 1000, "screenshot {shot} is empty");
-    }
+    browser::assert_screenshots(
+        &artifacts,
+        &[
+            "w1-conversation",
+            "w2-rewound",
+            "w3-regenerated",
+            "w4-restored",
+        ],
+    )?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and_publishes()
 -> anyhow::Result<()> {
-    if std::env::var_os("ATELIER_SKIP_BROWSER_TEST").is_some() {
+    if browser::skipped() {
         return Ok(());
     }
     let chromium = browser_setup()?;
@@ -1185,10 +1086,10 @@ async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and
         script: "batches.test.mjs",
         artifacts: "artifacts-batches",
         chromium: &chromium,
-        dashboard: &dashboard,
+        url: &dashboard.url,
         subject: ("BATCH", "ui-batch"),
     };
-    let (result, artifacts) = page.run(&cluster)?;
+    let (result, artifacts) = page.run(&|| cluster.logs())?;
     assert_eq!(result.get("error"), None, "{result}");
     assert_eq!(result["listState"], "completed_with_failures");
     assert_eq!(result["listProgress"], "6 / 6");
@@ -1219,9 +1120,6 @@ async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and
             .json()?;
         assert!(!diff.has_draft, "ui-{n} still has a draft");
     }
-    for shot in ["b1-list", "b2-batch", "b3-retried"] {
-        let size = std::fs::metadata(artifacts.join(format!("{shot}.png")))?.len();
-        assert!(size > 1000, "screenshot {shot} is empty");
-    }
+    browser::assert_screenshots(&artifacts, &["b1-list", "b2-batch", "b3-retried"])?;
     Ok(())
 }

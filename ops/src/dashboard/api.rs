@@ -65,6 +65,8 @@ pub fn router(state: Shared) -> Router {
         .route("/api/workbenches/{name}/publish", post(publish))
         .route("/api/workbenches/{name}/discard", post(discard))
         .route("/api/workbenches/{name}/history", get(workshop::history))
+        .route("/api/workbenches/{name}/messages", post(workshop::send))
+        .route("/api/models", get(workshop::models))
         .route(
             "/api/workbenches/{name}/checkpoints",
             get(workshop::checkpoints),

@@ -23,10 +23,12 @@ const NATS_TIMEOUT: Duration = Duration::from_secs(15);
 pub(super) type Shared = Arc<AppState>;
 
 /// A coordinator error as HTTP: the stable code decides the status.
-fn coded(error: ErrorBody) -> Response {
+pub(super) fn coded(error: ErrorBody) -> Response {
     let status = match error.code {
         ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::ValidationFailed
+        | ErrorCode::ModelNotAllowed
+        | ErrorCode::ProviderNotConfigured
         | ErrorCode::SandboxViolation
         | ErrorCode::UnsupportedVersion => StatusCode::BAD_REQUEST,
         ErrorCode::NoDraft

@@ -1,16 +1,20 @@
-//! The workbench page's JSON API: the conversation, the checkpoints, and the rewind,
-//! regenerate and restore actions, each one `atelier.workshop.*` verb.
+//! The workbench page's JSON API: the conversation, the checkpoints, the models a message may
+//! name, the composer's send, and the rewind, regenerate and restore actions, each one
+//! `atelier.workshop.*` verb (a sent message is a job submitted as `atelier submit` does).
 
-use atelier_messages::PROTOCOL_VERSION;
+use atelier_messages::job::JobSubmit;
 use atelier_messages::verb::Verb;
 use atelier_messages::workshop::{
-    GetHistory, ListCheckpoints, Regenerate, RestoreCheckpoint, Rewind,
+    CheckMessage, GetHistory, ListCheckpoints, ListModels, Regenerate, RestoreCheckpoint, Rewind,
 };
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use axum::Json;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 
-use super::requests::{Shared, answer, call};
+use super::requests::{Shared, answer, call, coded};
 
 /// The verb's reply as JSON, or the error response.
 async fn read<V: Verb>(state: &Shared, request: V) -> Response {
@@ -29,6 +33,75 @@ pub async fn history(State(state): State<Shared>, Path(name): Path<String>) -> R
         },
     )
     .await
+}
+
+pub async fn models(State(state): State<Shared>) -> Response {
+    read(
+        &state,
+        ListModels {
+            v: PROTOCOL_VERSION,
+        },
+    )
+    .await
+}
+
+/// A message from the composer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compose {
+    message: String,
+    /// A model among the allowed ones (default: the workbench's).
+    #[serde(default)]
+    model: Option<String>,
+    /// Keep working on the workbench's draft.
+    #[serde(default)]
+    continue_draft: bool,
+    /// Run destructive calls without asking.
+    #[serde(default)]
+    auto_approve: bool,
+}
+
+/// Sends a message as a job: checked first as `atelier submit` checks it (`DRAFT_EXISTS`,
+/// `WORKBENCH_BUSY`, `MODEL_NOT_ALLOWED` come back at once), then submitted; its job id.
+pub async fn send(
+    State(state): State<Shared>,
+    Path(name): Path<String>,
+    compose: Result<Json<Compose>, JsonRejection>,
+) -> Response {
+    let compose = match compose {
+        Ok(Json(compose)) => compose,
+        Err(rejection) => {
+            return coded(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "the message must be JSON {{\"message\": TEXT, \"model\": NAME?, \
+                     \"continue_draft\": BOOL?, \"auto_approve\": BOOL?}}: {rejection}"
+                ),
+            ));
+        }
+    };
+    let model = compose.model.filter(|model| !model.is_empty());
+    let check = CheckMessage {
+        v: PROTOCOL_VERSION,
+        workbench: name.clone(),
+        continue_draft: compose.continue_draft,
+        model: model.clone(),
+    };
+    if let Err(response) = call(&state, &check).await {
+        return response;
+    }
+    let job_id = uuid::Uuid::now_v7().simple().to_string();
+    let submit = JobSubmit {
+        model,
+        continue_draft: compose.continue_draft,
+        auto_approve: compose.auto_approve,
+        ..JobSubmit::new(job_id.clone(), name, compose.message)
+    };
+    let submitted = crate::client::publish_job(&state.nats, &submit)
+        .await
+        .map(|()| serde_json::json!({"job_id": job_id}))
+        .map_err(coded);
+    answer(submitted)
 }
 
 pub async fn checkpoints(State(state): State<Shared>, Path(name): Path<String>) -> Response {

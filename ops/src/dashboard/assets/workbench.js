@@ -1,19 +1,163 @@
 // The workbench page (#/workbenches/NAME): the conversation with "Rewind to here" on every
 // message, "Regenerate from here" on every user message (saying first what it discards) and
-// Regenerate, the checkpoints with Restore, and the draft's content review with
-// Publish and Discard. Loaded before app.js, whose router and helpers it uses.
+// Regenerate; the composer, which sends a message (with a model among the allowed ones) and
+// follows its run live (phases, tool calls, the streamed answer, approvals inline); the draft's
+// content review with Publish and Discard; the checkpoints with Restore. Loaded before app.js,
+// whose router and helpers it uses.
+
+// The run the composer follows: the job last sent from this page, or the one running.
+const composer = { workbench: null, job: null, answer: '' };
 
 function workbenchPage(name) {
   const base = `/api/workbenches/${encodeURIComponent(name)}`;
-  const html = `<div id="workbench" data-workbench="${esc(name)}"><div class="empty">Loading ${esc(name)}…</div></div>`;
+  if (composer.workbench !== name) Object.assign(composer, { workbench: name, job: null, answer: '' });
+  const html = `<div id="workbench" data-workbench="${esc(name)}">
+    <div id="workbench-head"><div class="empty">Loading ${esc(name)}…</div></div>
+    <div class="grid cols-2">
+      <div><div id="workbench-conversation"></div><div id="run-box"></div>${composerForm()}</div>
+      <div id="workbench-state"></div>
+    </div></div>`;
   const refresh = async () => {
     const [history, checkpoints, diff] = await Promise.all([
       api(`${base}/history`), api(`${base}/checkpoints`), api(`${base}/diff`).catch(() => null)]);
     renderWorkbench(base, history, checkpoints, diff);
+    await refreshRun(history);
   };
-  mount(html, refresh, event => { if (event.kind.type !== 'assistant_delta') schedule(300); }, () => schedule(0))
-    .catch(showError);
+  const onEvent = event => {
+    if (event.kind.type !== 'assistant_delta') { schedule(300); return; }
+    if (event.job_id === composer.job) { composer.answer += event.kind.text; showAnswer(); }
+  };
+  mount(html, refresh, onEvent, () => schedule(0)).catch(showError);
+  wireComposer(base);
+  loadModels();
 }
+
+// ---- the composer ------------------------------------------------------------------------------
+
+function composerForm() {
+  return `<form class="card" id="composer"><h2>New message</h2>
+    <textarea id="composer-text" rows="3" placeholder="What should the agent do? (Ctrl+Enter sends)" aria-label="message"></textarea>
+    <div class="actions">
+      <label class="small">model <select id="composer-model" aria-label="model"><option value="">the workbench's</option></select></label>
+      <label class="small" id="composer-continue-label" hidden><input type="checkbox" id="composer-continue"> keep working on the draft</label>
+      <label class="small"><input type="checkbox" id="composer-auto"> run destructive calls without asking</label>
+      <span class="grow"></span>
+      <button class="primary" id="composer-send" type="submit">Send</button>
+    </div>
+    <div class="small error" id="composer-error" hidden></div></form>`;
+}
+
+/** The models a message may name: the operator's profiles (the default stays the first option). */
+async function loadModels() {
+  const choices = await api('/api/models').catch(() => null);
+  const select = document.getElementById('composer-model');
+  if (!choices || !select) return;
+  select.dataset.default = choices.default_model || '';
+  select.insertAdjacentHTML('beforeend', choices.profiles.map(p =>
+    `<option value="${esc(p.name)}">${esc(p.name)} · ${esc(p.kind)} ${esc(p.model)}</option>`).join(''));
+}
+
+function wireComposer(base) {
+  const form = document.getElementById('composer');
+  const text = document.getElementById('composer-text');
+  text.addEventListener('keydown', event => { if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) form.requestSubmit(); });
+  form.addEventListener('submit', async event => {
+    event.preventDefault();
+    const message = text.value.trim();
+    if (!message) { composerError('Write a message first.'); return; }
+    const send = document.getElementById('composer-send');
+    send.disabled = true;
+    const body = {
+      message,
+      model: document.getElementById('composer-model').value || null,
+      continue_draft: document.getElementById('composer-continue').checked,
+      auto_approve: document.getElementById('composer-auto').checked,
+    };
+    try {
+      const sent = await api(`${base}/messages`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      Object.assign(composer, { job: sent.ok.job_id, answer: '' });
+      text.value = '';
+      composerError('');
+      toast(`Sent: job ${shortId(sent.ok.job_id)}`);
+    } catch (error) {
+      composerError(error.message, error.code);
+      send.disabled = false;
+    }
+    schedule(0);
+  });
+}
+
+/** Shows (or with '' hides) why the message was not sent; for the page's own cases, what to do here. */
+function composerError(text, code) {
+  const box = document.getElementById('composer-error');
+  if (!box) return;
+  const here = {
+    DRAFT_EXISTS: 'DRAFT_EXISTS: the workbench has a draft. Publish or discard it, or tick "keep working on the draft".',
+    WORKBENCH_BUSY: 'WORKBENCH_BUSY: a job is answering on this workbench. Wait for it, or cancel it.',
+  };
+  box.textContent = here[code] || text;
+  box.dataset.code = code || '';
+  box.hidden = !text;
+}
+
+/** The composer's state from the conversation: busy while a job runs, the draft option when one exists. */
+function updateComposer(history) {
+  const send = document.getElementById('composer-send');
+  if (!send) return;
+  send.disabled = Boolean(history.running_job);
+  document.getElementById('composer-continue-label').hidden = !history.has_draft;
+  const select = document.getElementById('composer-model');
+  const current = history.model || select.dataset.default;
+  select.options[0].textContent = current ? `the workbench's (${current})` : "the workbench's";
+}
+
+// ---- the live run ------------------------------------------------------------------------------
+
+async function refreshRun(history) {
+  if (history.running_job) composer.job = history.running_job;
+  const box = document.getElementById('run-box');
+  if (!box) return;
+  if (!composer.job) { box.innerHTML = ''; return; }
+  const page = await api(`/api/jobs/${encodeURIComponent(composer.job)}`).catch(() => null);
+  if (!page) { box.innerHTML = `<div class="card small muted" id="run">Job ${esc(shortId(composer.job))} is queued…</div>`; return; }
+  const { job, trace } = page;
+  composer.answer = job.summary || trace.summary || '';
+  box.innerHTML = runCard(job, trace);
+  showAnswer();
+  const path = `/api/jobs/${encodeURIComponent(job.job_id)}`;
+  const call = job.pending_approval ? job.pending_approval.call_id : undefined;
+  bindAction(document.getElementById('approve'), `${path}/approve`, 'Approved', null, { call_id: call });
+  bindAction(document.getElementById('reject'), `${path}/reject`, 'Rejected', null, { reason: 'rejected in the dashboard', call_id: call });
+  bindAction(document.getElementById('run-cancel'), `${path}/cancel`, 'Cancel requested', 'Cancel this job at its next step?');
+}
+
+function runCard(job, trace) {
+  const terminal = ['succeeded', 'failed', 'cancelled'].includes(job.state);
+  const phases = trace.phases.map(p => `<li data-phase="${esc(p.phase)}" data-done="${p.ended_ms ? 'yes' : 'no'}">${esc(p.phase)}${p.ended_ms ? ' ✓' : '…'}</li>`).join('');
+  const calls = trace.log.filter(entry => entry.kind === 'call').map(call =>
+    `<li data-tool="${esc(call.tool)}" data-status="${esc(call.status)}"><span class="mono">${esc(call.tool)}</span>${call.path ? ` <span class="mono small">${esc(call.path)}</span>` : ''}
+      ${badge(call.status)} <span class="small muted">${call.elapsed_ms != null ? esc(duration(call.elapsed_ms)) : '…'}</span>
+      ${call.error ? `<span class="small error">${esc(call.error.code)}</span>` : ''}</li>`).join('');
+  const now = trace.current && trace.current.tool ? ` · <span class="mono">${esc(trace.current.tool)}</span>` : '';
+  return `<div class="card" id="run" data-job-id="${esc(job.job_id)}" data-state="${esc(job.state)}">
+    <h2>Run <a class="mono small" href="#/jobs/${encodeURIComponent(job.job_id)}">${esc(shortId(job.job_id))}</a> ${badge(job.state)}
+      <span class="small muted">${esc(job.phase)}${now}</span></h2>
+    <ol class="phases" id="run-phases">${phases || '<li class="muted">queued</li>'}</ol>
+    ${calls ? `<ul class="run-tools" id="run-tools">${calls}</ul>` : ''}
+    ${approvalBox(job)}
+    <div class="markdown" id="run-answer"></div>
+    ${job.error ? `<div class="error" id="run-error"><b>${esc(job.error.code)}</b> ${esc(job.error.message)}</div>` : ''}
+    ${job.outcome ? `<div class="small" id="run-outcome" data-kind="${esc(job.outcome.kind)}">${esc(outcomeText(job.outcome))}</div>` : ''}
+    ${terminal ? '' : '<div class="actions"><button id="run-cancel" class="danger">Cancel</button></div>'}</div>`;
+}
+
+/** The answer as streamed so far. */
+function showAnswer() {
+  const box = document.getElementById('run-answer');
+  if (box) box.innerHTML = markdown(composer.answer);
+}
+
+// ---- the conversation, draft and checkpoints ---------------------------------------------------
 
 // When and by what the draft was started; an old one is pointed out.
 function draftOrigin(origin) {
@@ -29,19 +173,20 @@ function draftOrigin(origin) {
 }
 
 function renderWorkbench(base, history, checkpoints, diff) {
-  const root = document.getElementById('workbench');
-  if (!root) return;
+  const head = document.getElementById('workbench-head');
+  if (!head) return;
   const busy = history.running_job;
-  root.innerHTML = `
-    <div class="toolbar"><h1 class="grow">${esc(history.workbench)}</h1>
+  head.innerHTML = `<div class="toolbar"><h1 class="grow">${esc(history.workbench)}</h1>
       <span class="small muted">model <span class="mono">${esc(history.model || 'coordinator default')}</span></span>
-      <button id="regenerate" ${busy ? 'disabled' : ''}>Regenerate</button></div>
-    ${busy ? `<div class="card small" id="running">Job <a class="mono" href="#/jobs/${encodeURIComponent(busy)}">${esc(shortId(busy))}</a> is answering…</div>` : ''}
-    <div class="card"><h2>Conversation</h2><ol id="conversation" class="conversation">${history.messages.map(m => messageItem(m, busy)).join('')
-      || '<li class="muted">No messages yet: <code>atelier submit</code> or <code>atelier chat</code>.</li>'}</ol></div>
+      <button id="regenerate" ${busy ? 'disabled' : ''}>Regenerate</button></div>`;
+  document.getElementById('workbench-conversation').innerHTML = `<div class="card"><h2>Conversation</h2><ol id="conversation" class="conversation">${history.messages.map(m => messageItem(m, busy)).join('')
+      || '<li class="muted">No messages yet: write one below.</li>'}</ol></div>`;
+  document.getElementById('workbench-state').innerHTML = `
+    <div class="card" id="draft"><h2>Draft</h2>${draftOrigin(history.draft)}${draftBox(diff)}</div>
     <div class="card"><h2>Checkpoints</h2><ul id="checkpoints">${checkpoints.map(c => checkpointItem(c, history.has_draft)).join('')
-      || '<li class="muted">No checkpoints yet (publishing makes one).</li>'}</ul></div>
-    <div class="card" id="draft"><h2>Draft</h2>${draftOrigin(history.draft)}${draftBox(diff)}</div>`;
+      || '<li class="muted">No checkpoints yet (publishing makes one).</li>'}</ul></div>`;
+  updateComposer(history);
+  const root = document.getElementById('workbench');
   const rewindText = 'Rewinding will discard all messages after this point and revert draft changes made after this point.';
   root.querySelectorAll('button.rewind').forEach(button =>
     bindAction(button, `${base}/rewind/${encodeURIComponent(button.dataset.id)}`, `Rewound to ${button.dataset.id}`, rewindText));
