@@ -66,9 +66,18 @@ if [ "${1:-}" = "--tests" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
   repo=$(cd "$(dirname "$0")/.." && pwd)
-  if [ ! -d "$repo/tests/browser/node_modules/playwright-core" ] || [ ! -d "$repo/tests/browser/node_modules/nats" ] || [ ! -d "$repo/tests/browser/node_modules/openai" ]; then
-    log "installing the test clients' node modules (playwright-core, nats, openai)"
+  if ! cmp -s "$repo/tests/browser/package-lock.json" "$repo/tests/browser/node_modules/.package-lock.json.installed"; then
+    log "installing the test clients' node modules (playwright-core, nats, openai, the MCP Inspector)"
     npm ci --silent --no-audit --no-fund --prefix "$repo/tests/browser" >/dev/null
+    cp "$repo/tests/browser/package-lock.json" "$repo/tests/browser/node_modules/.package-lock.json.installed"
+  fi
+  # The official MCP and OpenAI SDKs for Python (tests/python), in a virtualenv of their own.
+  venv="$repo/tests/python/.venv"
+  if ! cmp -s "$repo/tests/python/requirements.txt" "$venv/requirements.installed"; then
+    log "installing the Python test clients (mcp, openai from PyPI) into tests/python/.venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$repo/tests/python/requirements.txt"
+    cp "$repo/tests/python/requirements.txt" "$venv/requirements.installed"
   fi
   # The Kubernetes manifests' schema check (deploy/kubernetes/check.py): Kubernetes' schemas,
   # offline, with jsonschema and PyYAML.

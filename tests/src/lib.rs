@@ -10,11 +10,13 @@
 //! - [`nats_request`]: raw request/reply for protocol-level tests.
 //! - [`nats_jwt`]: an operator-mode trust chain (operator, accounts, user JWTs and `.creds`).
 //! - [`browser`]: headless Chromium on the dashboard (`tests/browser` scripts).
+//! - [`python`]: the official MCP and OpenAI Python SDKs as test clients.
 //! - [`up`]: `atelier up` as the README runs it, with its roles, for user-journey tests.
 
 pub mod browser;
 pub mod docs_runner;
 pub mod nats_jwt;
+pub mod python;
 pub mod scripted;
 pub mod up;
 

@@ -1,5 +1,5 @@
-//! The dashboard's OpenAI-compatible endpoint on `atelier up`, driven by the official OpenAI SDK
-//! for Node (`tests/browser/openai.mjs`): the workbenches as models, a completion that is a job
+//! The dashboard's OpenAI-compatible endpoint on `atelier up`, driven by the official OpenAI SDKs
+//! for Node (`tests/browser/openai.mjs`) and Python (`tests/python/openai_client.py`): the workbenches as models, a completion that is a job
 //! on the workbench (its own model, conversation and draft), `DRAFT_EXISTS` as an OpenAI error
 //! with the code, and a streamed answer.
 
@@ -81,6 +81,41 @@ async fn the_openai_sdk_runs_jobs_on_workbenches_as_models() -> anyhow::Result<(
     // Without the key: the SDK's request is refused.
     let refused = reqwest_status(&up).await?;
     assert_eq!(refused, 401);
+
+    // The official Python SDK, the same two ways.
+    up.cli_ok(&["draft", "discard", "q3"])?;
+    let python = |step: &str| -> anyhow::Result<Value> {
+        let base_url = format!("http://{}/v1", up.dashboard_addr()?);
+        let env = [
+            ("BASE_URL", base_url.as_str()),
+            ("TOKEN", TOKEN),
+            ("WORKBENCH", "q3"),
+            ("STEP", step),
+        ];
+        atelier_tests::python::run("openai_client.py", &env)
+    };
+    let answered = python("answer")?;
+    assert_eq!(answered["models"], json!(["q3"]), "{answered}");
+    let answer = answered["answer"].as_str().unwrap_or_default();
+    assert!(
+        answer.starts_with("notes.md is in the draft.") && answer.contains("added: notes.md"),
+        "{answered}"
+    );
+    assert_eq!(answered["finish"], "stop");
+    assert!(answered["usage"].as_u64() > Some(0), "{answered}");
+    assert_eq!(
+        answered["conflict"],
+        json!({"status": 409, "code": "DRAFT_EXISTS"})
+    );
+    up.cli_ok(&["draft", "discard", "q3"])?;
+    let streamed = python("stream")?;
+    let text = streamed["streamed"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("notes.md is in the draft.") && text.contains("added: notes.md"),
+        "{streamed}"
+    );
+    assert_eq!(streamed["finish"], "stop", "{streamed}");
+    assert!(streamed["chunks"].as_u64() >= Some(3), "{streamed}");
     Ok(())
 }
 

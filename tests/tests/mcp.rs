@@ -1,7 +1,8 @@
-//! `atelier mcp` on `atelier up`, driven by the official MCP SDK's client (rmcp) the way an MCP
-//! host starts it (a child process on stdio) and by raw JSON-RPC: the catalog's tools with a
-//! workbench argument, reads over the current files, writes that land in the draft once per
-//! request id, resources, a whole job with progress, and Atelier's codes for bad input.
+//! `atelier mcp` on `atelier up`, driven by the official MCP SDKs' clients (rmcp for Rust, `mcp`
+//! for Python on stdio and over the dashboard's HTTP) the way an MCP host starts it (a child
+//! process on stdio) and by raw JSON-RPC: the catalog's tools with a workbench argument, reads
+//! over the current files, writes that land in the draft once per request id, resources, a whole
+//! job with progress, and Atelier's codes for bad input.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -410,5 +411,180 @@ async fn the_dashboard_serves_mcp_over_http_behind_its_token() -> anyhow::Result
     assert!(status.is_success(), "{status}");
     let listed = &answer.context("an answer")?["result"]["structuredContent"];
     assert_eq!(listed["workbenches"][0]["name"], "q3", "{listed}");
+    Ok(())
+}
+
+/// What `tests/python/mcp_client.py` (the official MCP Python SDK) must see on either transport.
+fn assert_python_host(result: &Value) {
+    assert_eq!(
+        result["has_tools"],
+        json!([
+            "draft_diff",
+            "read_file",
+            "submit_job",
+            "table_query",
+            "write_text_file"
+        ]),
+        "{result}"
+    );
+    assert_eq!(result["read_only_hint"], true, "{result}");
+    assert_eq!(result["destructive_hint"], true, "{result}");
+    assert_eq!(result["total"], 295, "{result}");
+    assert_eq!(result["write_state"], "succeeded", "{result}");
+    assert_eq!(result["draft_added"], json!(["py-notes.md"]), "{result}");
+    let resources = result["resources"].as_array().cloned().unwrap_or_default();
+    assert!(
+        resources.contains(&json!("atelier://q3/sales.csv"))
+            && resources.contains(&json!("atelier://q3/py-notes.md?view=draft")),
+        "{result}"
+    );
+    assert_eq!(result["sales_head"], "region,revenue", "{result}");
+    assert_eq!(result["traversal"], "SANDBOX_VIOLATION", "{result}");
+    assert_eq!(result["unknown_workbench"], "NOT_FOUND", "{result}");
+}
+
+/// `up` with workbench q3 holding sales.csv.
+fn sales_workbench(up: &Up) -> anyhow::Result<()> {
+    std::fs::write(
+        up.workdir().join("sales.csv"),
+        "region,revenue\nNorth,120\nSouth,80\nWest,95\n",
+    )?;
+    up.cli_ok(&["wb", "create", "q3"])?;
+    up.cli_ok(&["wb", "add", "q3", "sales.csv"])?;
+    Ok(())
+}
+
+#[test]
+fn the_official_python_sdk_drives_the_server_on_stdio_and_over_http() -> anyhow::Result<()> {
+    let up = Up::start_with(&[], &[("ATELIER_DASHBOARD_TOKEN", "py-token")])?;
+    sales_workbench(&up)?;
+    let bin = atelier_bin().to_string_lossy().to_string();
+    let data = up.data().to_string_lossy().to_string();
+    let workdir = up.workdir().to_string_lossy().to_string();
+    let stdio = atelier_tests::python::run(
+        "mcp_client.py",
+        &[
+            ("ATELIER_BIN", &bin),
+            ("ATELIER_DATA", &data),
+            ("WORKDIR", &workdir),
+        ],
+    )?;
+    assert_python_host(&stdio);
+    assert_eq!(
+        up.cli_ok(&["wb", "cat", "q3", "py-notes.md", "--draft"])?,
+        "From Python.\n"
+    );
+    assert!(!up.cli_ok(&["wb", "ls", "q3"])?.contains("py-notes.md"));
+    assert!(!up.workdir().join("escape.txt").exists());
+
+    // The same host over streamable HTTP, with the dashboard's token; the draft starts afresh.
+    up.cli_ok(&["draft", "discard", "q3"])?;
+    let url = format!("http://{}/mcp", up.dashboard_addr()?);
+    let http = atelier_tests::python::run(
+        "mcp_client.py",
+        &[("MCP_URL", &url), ("MCP_TOKEN", "py-token")],
+    )?;
+    assert_python_host(&http);
+    Ok(())
+}
+
+/// `mcp-inspector --cli` (npm `@modelcontextprotocol/inspector`) starting `atelier mcp` as its
+/// stdio server, with `args` after the server command; its exit status, stdout and stderr.
+fn inspector(up: &Up, args: &[&str]) -> anyhow::Result<(bool, Value, String)> {
+    let bin = atelier_tests::browser::browser_dir().join("node_modules/.bin/mcp-inspector");
+    anyhow::ensure!(
+        bin.exists(),
+        "the MCP Inspector is missing: `bash scripts/setup.sh --tests` (npm ci in tests/browser)"
+    );
+    let output = Command::new(bin)
+        .args(["--cli", "--cwd", &up.workdir().to_string_lossy()])
+        .arg(atelier_bin())
+        .args(["mcp", "--data", &up.data().to_string_lossy()])
+        .args(args)
+        .env_remove("ATELIER_NATS_URL")
+        .output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let parsed = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    Ok((output.status.success(), parsed, stderr))
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_queries_writes_and_is_refused_a_traversal() -> anyhow::Result<()> {
+    let up = Up::start()?;
+    sales_workbench(&up)?;
+
+    let (ok, listed, stderr) = inspector(&up, &["--method", "tools/list"])?;
+    assert!(ok, "{stderr}");
+    let tools = listed["tools"].as_array().cloned().unwrap_or_default();
+    let query = tools.iter().find(|tool| tool["name"] == "table_query");
+    let query = query.context("table_query is listed")?;
+    assert_eq!(query["annotations"]["readOnlyHint"], true, "{query}");
+    assert_eq!(query["inputSchema"]["required"][0], "workbench", "{query}");
+
+    let sum = "query=SELECT SUM(revenue) AS total FROM data";
+    let call = ["--method", "tools/call", "--tool-name"];
+    let (ok, total, stderr) = inspector(
+        &up,
+        &[
+            &call[..],
+            &[
+                "table_query",
+                "--tool-arg",
+                "workbench=q3",
+                "path=sales.csv",
+                sum,
+            ],
+        ]
+        .concat(),
+    )?;
+    assert!(ok, "{stderr}");
+    assert_eq!(total["structuredContent"]["rows"][0][0], 295, "{total}");
+
+    let write = ["write_text_file", "--tool-arg", "workbench=q3"];
+    let (ok, written, stderr) = inspector(
+        &up,
+        &[&call[..], &write, &["path=inspector.md", "content=hello"]].concat(),
+    )?;
+    assert!(ok, "{stderr}");
+    assert_eq!(written["structuredContent"]["state"], "succeeded");
+    assert_eq!(
+        up.cli_ok(&["wb", "cat", "q3", "inspector.md", "--draft"])?,
+        "hello"
+    );
+    assert!(!up.cli_ok(&["wb", "ls", "q3"])?.contains("inspector.md"));
+
+    let (ok, _, stderr) = inspector(
+        &up,
+        &[&call[..], &write, &["path=../../escape.txt", "content=x"]].concat(),
+    )?;
+    assert!(!ok, "the traversal is refused");
+    // The Inspector prints the message only: it names the code.
+    let shown = stderr
+        .lines()
+        .find_map(|line| serde_json::from_str::<Value>(line).ok())
+        .context("the Inspector's error line")?;
+    let message = shown["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("SANDBOX_VIOLATION: ") && message.contains("leaves the workbench"),
+        "{stderr}"
+    );
+    assert!(!up.workdir().join("escape.txt").exists());
+    assert!(
+        !up.workdir()
+            .parent()
+            .is_some_and(|dir| dir.join("escape.txt").exists())
+    );
+
+    let (ok, resources, stderr) = inspector(&up, &["--method", "resources/list"])?;
+    assert!(ok, "{stderr}");
+    let uris: Vec<&str> = resources["resources"]
+        .as_array()
+        .map(|list| list.iter().filter_map(|r| r["uri"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        uris.contains(&"atelier://q3/inspector.md?view=draft"),
+        "{uris:?}"
+    );
     Ok(())
 }

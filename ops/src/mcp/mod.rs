@@ -92,12 +92,14 @@ pub struct AtelierMcp {
     session: String,
 }
 
-/// An MCP error carrying Atelier's code in `data.code`.
+/// An MCP error carrying Atelier's code in `data.code`, and at the head of the message for hosts
+/// that show only the message (`SANDBOX_VIOLATION: path …`).
 fn mcp_error(error: ErrorBody) -> McpError {
     let data = Some(json!({ "code": error.code.as_str() }));
+    let message = format!("{}: {}", error.code, error.message);
     match error.code {
-        ErrorCode::Internal => McpError::internal_error(error.message, data),
-        _ => McpError::invalid_params(error.message, data),
+        ErrorCode::Internal => McpError::internal_error(message, data),
+        _ => McpError::invalid_params(message, data),
     }
 }
 
