@@ -20,6 +20,8 @@
 //! - [`context`]: what a job's model calls carry besides the manifest (conversation, budgets);
 //!   `compression`: the model's summary of older conversation, kept in it.
 //! - [`defaults`]: what a submission leaves out (model, time limit) and a run's deadline.
+//! - [`replication`]: shard leases, the fenced changelog, shard stores and their snapshots
+//!   (docs/adr/0014; not yet the path of the coordinator's own writes).
 //! - [`review`]: the draft's content review, with the office pool's file diffs.
 //! - [`control`]: the `atelier.ctl.*` verbs.
 //! - `workshop_service`: the `atelier.workshop.*` verbs (conversation, rewind, regenerate,
@@ -52,6 +54,7 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod orchestrator;
 mod outcome;
+pub mod replication;
 pub mod review;
 pub mod storage;
 mod store_service;

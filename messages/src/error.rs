@@ -76,11 +76,18 @@ pub enum ErrorCode {
     /// `job_time_limit_secs`); it ended within seconds of it, the draft holding what it wrote
     /// until then. `atelier resume` continues it with the limit again.
     JobTimeLimit,
+    /// A shard's owner was deposed: another coordinator holds the shard at a later epoch, so this
+    /// one's write was refused (docs/adr/0014). Nothing was applied; the new owner serves it.
+    ShardFenced,
+    /// No coordinator owns the workbench's shard right now (a hand-over is under way); retry.
+    ShardUnavailable,
+    /// A shard snapshot's content does not match its digest; it is not restored.
+    SnapshotCorrupt,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 37] = [
+    pub const ALL: [ErrorCode; 40] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -118,6 +125,9 @@ impl ErrorCode {
         ErrorCode::ContextOverflow,
         ErrorCode::DiskFull,
         ErrorCode::JobTimeLimit,
+        ErrorCode::ShardFenced,
+        ErrorCode::ShardUnavailable,
+        ErrorCode::SnapshotCorrupt,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -160,6 +170,9 @@ impl ErrorCode {
             ErrorCode::ContextOverflow => "CONTEXT_OVERFLOW",
             ErrorCode::DiskFull => "DISK_FULL",
             ErrorCode::JobTimeLimit => "JOB_TIME_LIMIT",
+            ErrorCode::ShardFenced => "SHARD_FENCED",
+            ErrorCode::ShardUnavailable => "SHARD_UNAVAILABLE",
+            ErrorCode::SnapshotCorrupt => "SNAPSHOT_CORRUPT",
         }
     }
 }

@@ -21,6 +21,7 @@
 //! - [`journal`]: the keys job steps are journaled under.
 //! - [`workshop`]: conversations, rewind/regenerate, models, checkpoints.
 //! - [`review`]: content diffs of a draft's files.
+//! - [`shard`]: which shard a workbench is in, shard leases and changelog entries.
 //! - [`workflow`]: tool calls run without a model (`atelier run`).
 //! - [`batch`]: one action over many targets, its views, verbs and events.
 //! - [`limits`]: nesting and size limits every entry point applies.
@@ -35,6 +36,7 @@ pub mod limits;
 pub mod outcome;
 pub mod path;
 pub mod review;
+pub mod shard;
 pub mod store;
 pub mod subjects;
 pub mod tool;

@@ -197,3 +197,25 @@ pub fn tool(pool: &str) -> String {
 pub fn tool_queue(pool: &str) -> String {
     format!("atelier-tool-{pool}")
 }
+
+/// Shard ownership and changelogs (docs/adr/0014).
+pub mod shard {
+    /// The KV bucket of shard leases (key `shard-N`).
+    pub const LEASES_BUCKET: &str = "atelier-shard-leases";
+    /// The JetStream stream of every shard's changelog.
+    pub const LOG_STREAM: &str = "ATELIER_SHARDLOG";
+    /// Wildcard over every shard's changelog.
+    pub const LOG_ALL: &str = "atelier.shardlog.*";
+    /// The object store bucket of shard snapshots (object `shard-N`).
+    pub const SNAPSHOTS_BUCKET: &str = "atelier-shard-snapshots";
+
+    /// The changelog subject of `shard`.
+    pub fn log(shard: u32) -> String {
+        format!("atelier.shardlog.{shard}")
+    }
+
+    /// The lease key (and snapshot name) of `shard`.
+    pub fn key(shard: u32) -> String {
+        format!("shard-{shard}")
+    }
+}

@@ -8,6 +8,7 @@
 //! - [`Cluster`]: nats-server + coordinator + workers in one temp dir, plus CLI helpers.
 //! - [`scripted`]: the scripted OpenAI-protocol server.
 //! - [`nats_request`]: raw request/reply for protocol-level tests.
+//! - [`nats_cluster`]: three clustered nats-servers (JetStream R3) for fail-over tests.
 //! - [`nats_jwt`]: an operator-mode trust chain (operator, accounts, user JWTs and `.creds`).
 //! - [`browser`]: headless Chromium on the dashboard (`tests/browser` scripts).
 //! - [`python`]: the official MCP and OpenAI Python SDKs as test clients.
@@ -15,6 +16,7 @@
 
 pub mod browser;
 pub mod docs_runner;
+pub mod nats_cluster;
 pub mod nats_jwt;
 pub mod python;
 pub mod scripted;
@@ -59,7 +61,7 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())

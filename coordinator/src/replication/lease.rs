@@ -1,0 +1,146 @@
+//! Shard leases: one owner per shard at a time. A lease is a key of the leases bucket, created
+//! only if absent; its creating revision is the owner's epoch, kept by every renewal. Renewals
+//! are compare-and-set on the last revision, so an owner that lost its lease (it expired while
+//! the owner was paused, and another created it anew) learns so at its next renewal. The
+//! bucket's `max_age` is the lease's life: each renewal is a new revision, living that long.
+
+use async_nats::jetstream::{self, kv};
+use atelier_messages::shard::ShardLease;
+use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode, now_ms};
+
+use super::{ReplicationSettings, nats_error};
+use crate::error::CoordinatorError;
+use atelier_messages::subjects::shard;
+
+/// A shard this coordinator holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub shard: u32,
+    pub epoch: u64,
+    /// The bucket revision of the last renewal.
+    revision: u64,
+}
+
+/// The leases bucket, as one coordinator sees it.
+#[derive(Clone)]
+pub struct Leases {
+    kv: kv::Store,
+    owner: String,
+}
+
+/// Who holds a shard, as the bucket says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub owner: String,
+    pub epoch: u64,
+}
+
+impl Leases {
+    /// Opens the bucket (creating it with `settings`) for `owner`, this coordinator's id.
+    pub async fn open(
+        jetstream: &jetstream::Context,
+        settings: &ReplicationSettings,
+        owner: &str,
+    ) -> Result<Self, CoordinatorError> {
+        let kv = jetstream
+            .create_key_value(kv::Config {
+                bucket: shard::LEASES_BUCKET.to_string(),
+                description: "Atelier shard leases: one owner per shard".to_string(),
+                history: 1,
+                max_age: settings.lease_ttl,
+                storage: settings.storage(),
+                num_replicas: settings.replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| nats_error("the shard leases bucket")(error.to_string()))?;
+        Ok(Self {
+            kv,
+            owner: owner.to_string(),
+        })
+    }
+
+    fn value(&self, epoch: u64) -> Result<bytes::Bytes, CoordinatorError> {
+        let lease = ShardLease {
+            v: PROTOCOL_VERSION,
+            owner: self.owner.clone(),
+            epoch,
+            acquired_at_ms: now_ms(),
+        };
+        Ok(encode(&lease, Format::MessagePack)?.into())
+    }
+
+    /// Takes `shard` if no one holds it; `None` when someone does.
+    pub async fn acquire(&self, shard: u32) -> Result<Option<Lease>, CoordinatorError> {
+        // The epoch is the revision the create gets, so the first value cannot name it: 0 reads
+        // as "this revision".
+        match self.kv.create(shard::key(shard), self.value(0)?).await {
+            Ok(revision) => Ok(Some(Lease {
+                shard,
+                epoch: revision,
+                revision,
+            })),
+            Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+            Err(error) => Err(nats_error("acquiring a shard lease")(error.to_string())),
+        }
+    }
+
+    /// Extends `lease`; `SHARD_FENCED` when it was lost (expired and taken, or released).
+    pub async fn renew(&self, lease: &mut Lease) -> Result<(), CoordinatorError> {
+        let value = self.value(lease.epoch)?;
+        match self
+            .kv
+            .update(shard::key(lease.shard), value, lease.revision)
+            .await
+        {
+            Ok(revision) => {
+                lease.revision = revision;
+                Ok(())
+            }
+            Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                Err(lost(lease))
+            }
+            Err(error) => Err(nats_error("renewing a shard lease")(error.to_string())),
+        }
+    }
+
+    /// Gives `lease` up at once (a clean hand-over), unless it was already lost.
+    pub async fn release(&self, lease: Lease) -> Result<(), CoordinatorError> {
+        self.kv
+            .delete_expect_revision(shard::key(lease.shard), Some(lease.revision))
+            .await
+            .map_err(|error| nats_error("releasing a shard lease")(error.to_string()))
+    }
+
+    /// Who holds `shard` now, if anyone.
+    pub async fn holder(&self, shard: u32) -> Result<Option<Holder>, CoordinatorError> {
+        let entry = self
+            .kv
+            .entry(shard::key(shard))
+            .await
+            .map_err(|error| nats_error("reading a shard lease")(error.to_string()))?;
+        let Some(entry) = entry.filter(|entry| entry.operation == kv::Operation::Put) else {
+            return Ok(None);
+        };
+        let lease: ShardLease = decode(&entry.value, Format::MessagePack)?;
+        let epoch = if lease.epoch == 0 {
+            entry.revision
+        } else {
+            lease.epoch
+        };
+        Ok(Some(Holder {
+            owner: lease.owner,
+            epoch,
+        }))
+    }
+}
+
+fn lost(lease: &Lease) -> CoordinatorError {
+    CoordinatorError::Rejected(ErrorBody::new(
+        ErrorCode::ShardFenced,
+        format!(
+            "the lease of shard {} (epoch {}) was lost: another coordinator holds the shard now",
+            lease.shard, lease.epoch
+        ),
+    ))
+}

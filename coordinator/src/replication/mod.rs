@@ -1,0 +1,86 @@
+//! Shard ownership and the replicated changelog (docs/adr/0014): the pieces with which a
+//! coordinator holds a shard, makes each of its writes survive the host, and hands it over.
+//!
+//! - [`lease`]: one owner per shard, by a lease in a KV bucket; the revision that created the
+//!   lease is the owner's epoch.
+//! - [`changelog`]: the shard's subject in one JetStream stream. An owner appends with the
+//!   subject's last sequence as a precondition, so nothing can be appended behind its back; a new
+//!   owner replays what is there and appends a `Fence` of its epoch, after which a deposed
+//!   owner's append is refused (`SHARD_FENCED`). Replay refuses entries of another shard or of a
+//!   superseded epoch.
+//! - [`replica`]: a shard's sled store, applying entries together with the position they bring
+//!   it to, and snapshots of it in the object store, checked by digest when restored.
+
+pub mod changelog;
+pub mod lease;
+pub mod replica;
+
+use std::time::Duration;
+
+use async_nats::jetstream::stream::StorageType;
+use atelier_messages::shard::Mutation;
+use serde::{Deserialize, Serialize};
+
+/// Trees of the replication itself (and sled's own), never written by an entry.
+pub const RESERVED_TREE_PREFIX: &str = "__";
+
+/// An entry as replay hands it to the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// A new owner's epoch starts here.
+    Fence {
+        epoch: u64,
+    },
+    Mutations(Vec<Mutation>),
+    /// A refused entry: nothing to apply, only the position moves past it.
+    Skip,
+}
+
+/// How far a store has applied its shard's changelog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// The stream sequence of the last entry applied (0: none).
+    pub seq: u64,
+    /// The epoch of the last fence applied.
+    pub epoch: u64,
+}
+
+impl Position {
+    /// The position after applying `checked` at `seq`.
+    pub fn after(self, seq: u64, checked: &Checked) -> Self {
+        let epoch = match checked {
+            Checked::Fence { epoch } => *epoch,
+            _ => self.epoch,
+        };
+        Self { seq, epoch }
+    }
+}
+
+/// How shards are held and replicated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicationSettings {
+    /// How long a lease lasts without renewal: an owner that stops renewing (killed, paused,
+    /// cut off) loses its shards this long after its last renewal.
+    pub lease_ttl: Duration,
+    /// Copies of the changelog, leases and snapshots (3 in a cluster of three or more servers).
+    pub replicas: usize,
+}
+
+impl Default for ReplicationSettings {
+    fn default() -> Self {
+        Self {
+            lease_ttl: Duration::from_secs(6),
+            replicas: 1,
+        }
+    }
+}
+
+impl ReplicationSettings {
+    pub(crate) fn storage(&self) -> StorageType {
+        StorageType::File
+    }
+}
+
+fn nats_error(context: &str) -> impl FnOnce(String) -> crate::error::CoordinatorError + '_ {
+    move |error| crate::error::CoordinatorError::Nats(format!("{context}: {error}"))
+}

@@ -1,0 +1,229 @@
+//! A shard's store: a sled database the changelog's entries are applied to, each together with
+//! the position it brings the store to (one transaction), so a crash leaves a consistent prefix
+//! and replay resumes after it. Snapshots of the whole store go to the object store and bound
+//! the replay of a new owner; one whose content does not match its digest is
+//! `SNAPSHOT_CORRUPT` and is not restored.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use async_nats::jetstream::{self, object_store};
+use atelier_messages::subjects::shard;
+use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sled::Transactional;
+use tokio::io::AsyncReadExt;
+
+use super::{Checked, Position, RESERVED_TREE_PREFIX, ReplicationSettings, nats_error};
+use crate::error::CoordinatorError;
+
+/// The tree holding the store's position.
+const META_TREE: &str = "__replication";
+const POSITION_KEY: &[u8] = b"position";
+/// The object metadata key holding a snapshot's sha256 (lower-case hex).
+const DIGEST_KEY: &str = "atelier-sha256";
+
+/// A shard's sled store.
+#[derive(Clone)]
+pub struct Replica {
+    db: sled::Db,
+    meta: sled::Tree,
+}
+
+/// A whole store at a position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub v: u16,
+    pub shard: u32,
+    pub position: Position,
+    /// Each tree's entries, by tree name.
+    pub trees: BTreeMap<String, Vec<(serde_bytes::ByteBuf, serde_bytes::ByteBuf)>>,
+}
+
+impl Replica {
+    pub fn open(path: &Path) -> Result<Self, CoordinatorError> {
+        let db = sled::Config::new().path(path).open()?;
+        let meta = db.open_tree(META_TREE)?;
+        Ok(Self { db, meta })
+    }
+
+    pub fn position(&self) -> Result<Position, CoordinatorError> {
+        Ok(match self.meta.get(POSITION_KEY)? {
+            Some(bytes) => crate::storage::decode(&bytes)?,
+            None => Position::default(),
+        })
+    }
+
+    /// Applies `checked` at `seq`, unless the store is already past it.
+    pub fn apply(&self, seq: u64, checked: &Checked) -> Result<(), CoordinatorError> {
+        let position = self.position()?;
+        if seq <= position.seq {
+            return Ok(());
+        }
+        let next = crate::storage::encode(&position.after(seq, checked))?;
+        let Checked::Mutations(mutations) = checked else {
+            self.meta.insert(POSITION_KEY, next)?;
+            return Ok(());
+        };
+        let names: Vec<&str> = {
+            let mut names: Vec<&str> = mutations.iter().map(|m| m.tree.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        };
+        let mut trees = vec![self.meta.clone()];
+        for name in &names {
+            trees.push(self.db.open_tree(name)?);
+        }
+        trees
+            .as_slice()
+            .transaction(|trees| {
+                for mutation in mutations {
+                    let index = 1 + names.binary_search(&mutation.tree.as_str()).unwrap_or(0);
+                    match &mutation.value {
+                        Some(value) => {
+                            trees[index].insert(mutation.key.as_slice(), value.as_slice())?
+                        }
+                        None => trees[index].remove(mutation.key.as_slice())?,
+                    };
+                }
+                trees[0].insert(POSITION_KEY, next.as_slice())?;
+                Ok(())
+            })
+            .map_err(|error: sled::transaction::TransactionError<()>| {
+                CoordinatorError::Transaction(format!("{error:?}"))
+            })
+    }
+
+    /// One tree's value under `key`.
+    pub fn get(&self, tree: &str, key: &[u8]) -> Result<Option<Vec<u8>>, CoordinatorError> {
+        Ok(self
+            .db
+            .open_tree(tree)?
+            .get(key)?
+            .map(|value| value.to_vec()))
+    }
+
+    /// The whole store (but its own bookkeeping) at its position.
+    pub fn export(&self, shard: u32) -> Result<Snapshot, CoordinatorError> {
+        let mut trees = BTreeMap::new();
+        for name in self.db.tree_names() {
+            let name = String::from_utf8_lossy(&name).to_string();
+            if name.starts_with(RESERVED_TREE_PREFIX) {
+                continue;
+            }
+            let tree = self.db.open_tree(&name)?;
+            let entries = tree
+                .iter()
+                .map(|entry| {
+                    let (key, value) = entry?;
+                    Ok((
+                        serde_bytes::ByteBuf::from(key.to_vec()),
+                        serde_bytes::ByteBuf::from(value.to_vec()),
+                    ))
+                })
+                .collect::<Result<Vec<_>, sled::Error>>()?;
+            trees.insert(name, entries);
+        }
+        Ok(Snapshot {
+            v: PROTOCOL_VERSION,
+            shard,
+            position: self.position()?,
+            trees,
+        })
+    }
+
+    /// A new store at `path` holding `snapshot`.
+    pub fn import(path: &Path, snapshot: &Snapshot) -> Result<Self, CoordinatorError> {
+        let replica = Self::open(path)?;
+        for (name, entries) in &snapshot.trees {
+            let tree = replica.db.open_tree(name)?;
+            let mut batch = sled::Batch::default();
+            for (key, value) in entries {
+                batch.insert(key.as_slice(), value.as_slice());
+            }
+            tree.apply_batch(batch)?;
+        }
+        replica
+            .meta
+            .insert(POSITION_KEY, crate::storage::encode(&snapshot.position)?)?;
+        replica.db.flush()?;
+        Ok(replica)
+    }
+}
+
+/// Shard snapshots in the object store (object `shard-N`), each with its content's sha256.
+#[derive(Clone)]
+pub struct Snapshots {
+    store: object_store::ObjectStore,
+}
+
+impl Snapshots {
+    pub async fn open(
+        jetstream: &jetstream::Context,
+        settings: &ReplicationSettings,
+    ) -> Result<Self, CoordinatorError> {
+        let store = jetstream
+            .create_object_store(object_store::Config {
+                bucket: shard::SNAPSHOTS_BUCKET.to_string(),
+                description: Some("Atelier shard snapshots (docs/adr/0014)".to_string()),
+                storage: settings.storage(),
+                num_replicas: settings.replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| nats_error("the snapshots bucket")(error.to_string()))?;
+        Ok(Self { store })
+    }
+
+    /// Stores `snapshot` as its shard's latest.
+    pub async fn put(&self, snapshot: &Snapshot) -> Result<(), CoordinatorError> {
+        let bytes = encode(snapshot, Format::MessagePack)?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        let meta = object_store::ObjectMetadata {
+            name: shard::key(snapshot.shard),
+            metadata: [(DIGEST_KEY.to_string(), digest)].into(),
+            ..Default::default()
+        };
+        self.store
+            .put(meta, &mut bytes.as_slice())
+            .await
+            .map_err(|error| nats_error("storing a snapshot")(error.to_string()))?;
+        Ok(())
+    }
+
+    /// `shard`'s latest snapshot, if any; `SNAPSHOT_CORRUPT` when its content does not match
+    /// its digest or is not a snapshot of that shard.
+    pub async fn get(&self, shard: u32) -> Result<Option<Snapshot>, CoordinatorError> {
+        let mut object = match self.store.get(shard::key(shard)).await {
+            Ok(object) => object,
+            Err(error) if error.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(nats_error("reading a snapshot")(error.to_string())),
+        };
+        let expected = object.info.metadata.get(DIGEST_KEY).cloned();
+        let mut bytes = Vec::new();
+        object
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|error| corrupt(shard, &error.to_string()))?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        if expected.as_deref() != Some(digest.as_str()) {
+            return Err(corrupt(shard, "its content does not match its digest"));
+        }
+        let snapshot: Snapshot =
+            decode(&bytes, Format::MessagePack).map_err(|error| corrupt(shard, &error.message))?;
+        if snapshot.shard != shard {
+            return Err(corrupt(shard, "it is another shard's"));
+        }
+        Ok(Some(snapshot))
+    }
+}
+
+fn corrupt(shard: u32, why: &str) -> CoordinatorError {
+    tracing::error!(shard, why, "refused a shard snapshot");
+    CoordinatorError::Rejected(ErrorBody::new(
+        ErrorCode::SnapshotCorrupt,
+        format!("the snapshot of shard {shard} is not restored: {why}"),
+    ))
+}

@@ -1,0 +1,148 @@
+//! Shards: the parts a deployment's state is split into, their owners' leases and the changelog
+//! each owner appends to (docs/adr/0014).
+//!
+//! A workbench belongs to shard [`shard_of`]`(name, count)`: FNV-1a (32 bits: offset basis
+//! 2166136261, prime 16777619) over the name's UTF-8 bytes, modulo the deployment's shard count.
+//! Any client in any language computes the same shard; the count is fixed when the deployment is
+//! created, since changing it would move workbenches between shards.
+//!
+//! ```
+//! use atelier_messages::shard::shard_of;
+//! assert_eq!(shard_of("q3", 16), 13); // 0x9e4c94bd % 16
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ErrorBody, ErrorCode};
+
+/// Shards of a deployment that sets none.
+pub const DEFAULT_SHARD_COUNT: u32 = 16;
+/// The most shards a deployment may have.
+pub const MAX_SHARD_COUNT: u32 = 1024;
+
+/// FNV-1a, 32 bits.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(2_166_136_261_u32, |hash, byte| {
+        (hash ^ u32::from(*byte)).wrapping_mul(16_777_619)
+    })
+}
+
+/// The shard of `workbench` among `count` (a count of 0 is taken as 1).
+pub fn shard_of(workbench: &str, count: u32) -> u32 {
+    fnv1a(workbench.as_bytes()) % count.max(1)
+}
+
+/// Refuses a shard count outside `1..=MAX_SHARD_COUNT`.
+pub fn validate_count(count: u32) -> Result<(), ErrorBody> {
+    if (1..=MAX_SHARD_COUNT).contains(&count) {
+        return Ok(());
+    }
+    Err(ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!("a deployment has 1 to {MAX_SHARD_COUNT} shards, not {count}"),
+    ))
+}
+
+/// The value of a shard's lease in the leases bucket (key `shard-N`). The epoch is the bucket
+/// revision that created the lease; renewals keep it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardLease {
+    pub v: u16,
+    /// The coordinator holding the shard.
+    pub owner: String,
+    pub epoch: u64,
+    pub acquired_at_ms: u64,
+}
+
+/// One write to a tree of a shard's store: a value, or its removal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mutation {
+    pub tree: String,
+    #[serde(with = "serde_bytes")]
+    pub key: Vec<u8>,
+    /// `None` removes the key.
+    #[serde(default, with = "serde_bytes")]
+    pub value: Option<Vec<u8>>,
+}
+
+/// What a changelog entry carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EntryKind {
+    /// A new owner took the shard over at `epoch`: entries of earlier epochs after this one are
+    /// refused.
+    Fence,
+    /// Writes applied together.
+    Mutations { mutations: Vec<Mutation> },
+}
+
+/// One entry of a shard's changelog (`atelier.shardlog.<shard>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangelogEntry {
+    pub v: u16,
+    pub shard: u32,
+    /// The epoch of the owner that appended it.
+    pub epoch: u64,
+    pub kind: EntryKind,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Format, decode, encode};
+
+    #[test]
+    fn the_shard_function_is_fnv1a_modulo_the_count() {
+        // Reference values of 32-bit FNV-1a.
+        assert_eq!(fnv1a(b""), 0x811c_9dc5);
+        assert_eq!(fnv1a(b"a"), 0xe40c_292c);
+        assert_eq!(fnv1a(b"foobar"), 0xbf9c_f968);
+        assert_eq!(shard_of("foobar", 16), 0xbf9c_f968 % 16);
+        assert_eq!(shard_of("anything", 1), 0);
+        assert_eq!(shard_of("anything", 0), 0);
+        let spread: std::collections::BTreeSet<u32> =
+            (0..200).map(|n| shard_of(&format!("wb-{n}"), 16)).collect();
+        assert_eq!(spread.len(), 16, "200 names reach every one of 16 shards");
+    }
+
+    #[test]
+    fn counts_outside_the_bounds_are_refused() {
+        assert!(validate_count(1).is_ok());
+        assert!(validate_count(MAX_SHARD_COUNT).is_ok());
+        for bad in [0, MAX_SHARD_COUNT + 1] {
+            let refused = validate_count(bad).expect_err("refused");
+            assert_eq!(refused.code, ErrorCode::ValidationFailed);
+        }
+    }
+
+    #[test]
+    fn entries_round_trip_with_keys_and_values_as_binary() {
+        let entry = ChangelogEntry {
+            v: crate::PROTOCOL_VERSION,
+            shard: 3,
+            epoch: 41,
+            kind: EntryKind::Mutations {
+                mutations: vec![
+                    Mutation {
+                        tree: "jobs".into(),
+                        key: b"j1".to_vec(),
+                        value: Some(vec![0, 255, 7]),
+                    },
+                    Mutation {
+                        tree: "jobs".into(),
+                        key: b"j0".to_vec(),
+                        value: None,
+                    },
+                ],
+            },
+        };
+        for format in [Format::MessagePack, Format::Json] {
+            let bytes = encode(&entry, format).expect("encode");
+            let back: ChangelogEntry = decode(&bytes, format).expect("decode");
+            assert_eq!(back, entry);
+        }
+        let packed = encode(&entry, Format::MessagePack).expect("encode");
+        // `bin 8` of three bytes: the value is binary, not an array of numbers.
+        assert!(packed.windows(5).any(|w| w == [0xc4, 3, 0, 255, 7]));
+    }
+}
