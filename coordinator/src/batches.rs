@@ -16,7 +16,6 @@ use atelier_messages::batch::{
 use atelier_messages::job::JobOutcome;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
-use sled::Transactional;
 
 use crate::error::CoordinatorError;
 use crate::storage::txn::{TxResult, abort, flatten, get, put};
@@ -144,11 +143,11 @@ impl Batches {
         Self { storage }
     }
 
-    fn batches(&self) -> Result<sled::Tree, CoordinatorError> {
+    fn batches(&self) -> Result<storage::Tree, CoordinatorError> {
         self.storage.tree(trees::BATCHES)
     }
 
-    fn targets(&self) -> Result<sled::Tree, CoordinatorError> {
+    fn targets(&self) -> Result<storage::Tree, CoordinatorError> {
         self.storage.tree(trees::BATCH_TARGETS)
     }
 
@@ -174,7 +173,7 @@ impl Batches {
             return Ok(existing);
         }
         let tree = self.targets()?;
-        let mut writes = sled::Batch::default();
+        let mut writes = storage::Batch::default();
         // Targets of a creation a crash cut short (its record was never written) go first.
         for leftover in tree.scan_prefix(target_prefix(&submit.batch_id)).keys() {
             writes.remove(leftover?);
@@ -346,33 +345,34 @@ impl Batches {
         let batches = self.batches()?;
         let targets = self.targets()?;
         let key = target_key(batch_id, index);
-        let result = (&batches, &targets).transaction(|(batches, targets)| -> TxResult<_> {
-            let mut batch: BatchRecord = get(batches, batch_id.as_bytes())?
-                .ok_or_else(|| abort(not_found(batch_id).into()))?;
-            let mut target: TargetRecord = get(targets, &key)?.ok_or_else(|| {
-                abort(
-                    ErrorBody::new(
-                        ErrorCode::NotFound,
-                        format!("batch `{batch_id}` has no target {index}"),
+        let result =
+            storage::transaction([&batches, &targets], |[batches, targets]| -> TxResult<_> {
+                let mut batch: BatchRecord = get(&batches, batch_id.as_bytes())?
+                    .ok_or_else(|| abort(not_found(batch_id).into()))?;
+                let mut target: TargetRecord = get(&targets, &key)?.ok_or_else(|| {
+                    abort(
+                        ErrorBody::new(
+                            ErrorCode::NotFound,
+                            format!("batch `{batch_id}` has no target {index}"),
+                        )
+                        .into(),
                     )
-                    .into(),
-                )
-            })?;
-            let before = target.state;
-            let Some(after) = change(&mut target) else {
-                return Ok((batch, target));
-            };
-            target.state = after;
-            batch.counts.shift(before, after);
-            let succeeded_now = after == TargetState::Succeeded && before != after;
-            if succeeded_now && let Some(outcome) = &target.outcome {
-                batch.counts.count_outcome(outcome);
-            }
-            batch.updated_at_ms = now_ms();
-            put(targets, &key, &target)?;
-            put(batches, batch_id.as_bytes(), &batch)?;
-            Ok((batch, target))
-        });
+                })?;
+                let before = target.state;
+                let Some(after) = change(&mut target) else {
+                    return Ok((batch, target));
+                };
+                target.state = after;
+                batch.counts.shift(before, after);
+                let succeeded_now = after == TargetState::Succeeded && before != after;
+                if succeeded_now && let Some(outcome) = &target.outcome {
+                    batch.counts.count_outcome(outcome);
+                }
+                batch.updated_at_ms = now_ms();
+                put(&targets, &key, &target)?;
+                put(&batches, batch_id.as_bytes(), &batch)?;
+                Ok((batch, target))
+            });
         let changed = result.map_err(flatten)?;
         self.storage.flush()?;
         Ok(changed)

@@ -1,7 +1,12 @@
 //! The sled database: one place that opens it, names its trees and encodes records.
 //!
 //! Records are JSON (readable with any sled tool); every mutation that must survive a crash is
-//! followed by [`Storage::flush`] (an fsync) before the caller acknowledges it.
+//! followed by [`Storage::flush`] before the caller acknowledges it: an fsync, or, for a
+//! replicated store, the commit of every recorded write to its changelog (`tree`).
+
+mod tree;
+
+pub use tree::{Batch, Log, Sink, Tree, TxTree, transaction};
 
 use std::path::Path;
 
@@ -30,10 +35,23 @@ pub(crate) mod trees {
     pub const WORKSHOP_OUTBOX: &str = "workshop_outbox";
 }
 
+/// A tree's entries, key and value, in key order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The coordinator's durable state.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Storage {
     db: sled::Db,
+    /// The record of writes, when the store is replicated.
+    log: Option<Log>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage")
+            .field("replicated", &self.log.is_some())
+            .finish()
+    }
 }
 
 impl Storage {
@@ -42,17 +60,52 @@ impl Storage {
             .path(path)
             .mode(sled::Mode::HighThroughput)
             .open()?;
-        Ok(Self { db })
+        Ok(Self { db, log: None })
     }
 
-    pub(crate) fn tree(&self, name: &str) -> Result<sled::Tree, CoordinatorError> {
-        Ok(self.db.open_tree(name)?)
+    /// A store whose writes are recorded and committed to `log` (its changelog) on flush.
+    pub fn open_replicated(path: &Path, log: Log) -> Result<Self, CoordinatorError> {
+        Ok(Self {
+            log: Some(log),
+            ..Self::open(path)?
+        })
     }
 
-    /// Makes every write so far durable (fsync).
+    pub(crate) fn tree(&self, name: &str) -> Result<Tree, CoordinatorError> {
+        Ok(Tree::new(self.db.open_tree(name)?, name, self.log.clone()))
+    }
+
+    /// Makes every write so far durable: an fsync, or the commit of the recorded writes.
     pub fn flush(&self) -> Result<(), CoordinatorError> {
-        self.db.flush()?;
-        Ok(())
+        match &self.log {
+            Some(log) => log.commit(),
+            None => {
+                self.db.flush()?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Every tree's name and entries (tests compare stores with it).
+    pub fn dump(&self) -> Result<Vec<(String, Entries)>, CoordinatorError> {
+        let mut trees = Vec::new();
+        for name in self.db.tree_names() {
+            let name = String::from_utf8_lossy(&name).to_string();
+            if name.starts_with("__") {
+                continue;
+            }
+            let entries = self
+                .db
+                .open_tree(&name)?
+                .iter()
+                .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
+                .collect::<Result<Vec<_>, sled::Error>>()?;
+            if !entries.is_empty() {
+                trees.push((name, entries));
+            }
+        }
+        trees.sort();
+        Ok(trees)
     }
 
     /// Bytes on disk.
@@ -73,7 +126,7 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Coordinator
 /// record (written by an older version, or damaged) is logged and left for inspection, and never
 /// stops a listing or a start-up.
 pub(crate) fn readable<T: DeserializeOwned>(
-    tree: &sled::Tree,
+    tree: &Tree,
 ) -> Result<(Vec<T>, Vec<String>), CoordinatorError> {
     let mut records = Vec::new();
     let mut unreadable = Vec::new();
@@ -83,7 +136,7 @@ pub(crate) fn readable<T: DeserializeOwned>(
             Ok(record) => records.push(record),
             Err(error) => {
                 let key = String::from_utf8_lossy(&key).to_string();
-                tracing::error!(tree = %String::from_utf8_lossy(&tree.name()), %key, %error, "skipping a stored record that cannot be read");
+                tracing::error!(tree = %tree.name(), %key, %error, "skipping a stored record that cannot be read");
                 unreadable.push(key);
             }
         }
@@ -92,7 +145,7 @@ pub(crate) fn readable<T: DeserializeOwned>(
 }
 
 pub(crate) fn get<T: DeserializeOwned>(
-    tree: &sled::Tree,
+    tree: &Tree,
     key: &[u8],
 ) -> Result<Option<T>, CoordinatorError> {
     tree.get(key)?.map(|bytes| decode(&bytes)).transpose()
@@ -115,7 +168,7 @@ impl Storage {
             let mut record: T = decode(&current)?;
             change(&mut record)?;
             let swapped = tree.compare_and_swap(key, Some(current), Some(encode(&record)?))?;
-            if swapped.is_ok() {
+            if swapped {
                 self.flush()?;
                 return Ok(record);
             }
@@ -127,7 +180,9 @@ impl Storage {
 pub(crate) mod txn {
     use serde::Serialize;
     use serde::de::DeserializeOwned;
-    use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+    use sled::transaction::{ConflictableTransactionError, TransactionError};
+
+    use super::TxTree;
 
     use crate::error::CoordinatorError;
 
@@ -147,20 +202,13 @@ pub(crate) mod txn {
         }
     }
 
-    pub(crate) fn get<T: DeserializeOwned>(
-        tree: &TransactionalTree,
-        key: &[u8],
-    ) -> TxResult<Option<T>> {
+    pub(crate) fn get<T: DeserializeOwned>(tree: &TxTree<'_>, key: &[u8]) -> TxResult<Option<T>> {
         tree.get(key)?
             .map(|bytes| super::decode(&bytes).map_err(abort))
             .transpose()
     }
 
-    pub(crate) fn put<T: Serialize>(
-        tree: &TransactionalTree,
-        key: &[u8],
-        value: &T,
-    ) -> TxResult<()> {
+    pub(crate) fn put<T: Serialize>(tree: &TxTree<'_>, key: &[u8], value: &T) -> TxResult<()> {
         tree.insert(key, super::encode(value).map_err(abort)?)?;
         Ok(())
     }

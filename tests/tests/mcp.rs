@@ -588,3 +588,59 @@ fn the_mcp_inspector_cli_lists_queries_writes_and_is_refused_a_traversal() -> an
     );
     Ok(())
 }
+
+/// Waits for the one job awaiting approval, checks what it waits on, and decides it with the
+/// CLI as a person would (`atelier approve [--reject]`); its id.
+fn decide_pending(up: &Up, tool: &str, reject: bool) -> anyhow::Result<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let listed = up.cli_ok(&["jobs", "--state", "awaiting_approval", "--json"])?;
+        let jobs: Vec<atelier_messages::job::JobView> = serde_json::from_str(&listed)?;
+        if let Some(job) = jobs.first() {
+            let pending = job.pending_approval.as_ref().context("a pending call")?;
+            anyhow::ensure!(pending.tool == tool, "{pending:?}");
+            let mut args = vec!["approve", job.job_id.as_str()];
+            if reject {
+                args.extend(["--reject", "--reason", "keep the sales"]);
+            }
+            up.cli_ok(&args)?;
+            return Ok(job.job_id.clone());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no call waited for approval"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_destructive_call_waits_for_a_persons_decision() -> anyhow::Result<()> {
+    let up = Up::start()?;
+    sales_workbench(&up)?;
+    let client = connect(&up, &["--workbench", "q3"], Host::default()).await?;
+    let delete = json!({"path": "sales.csv"});
+
+    // Rejected: the host gets Atelier's code, and the file stays.
+    let (rejected, decided) = tokio::join!(call(&client, "delete_file", delete.clone()), async {
+        tokio::task::block_in_place(|| decide_pending(&up, "delete_file", true))
+    });
+    decided?;
+    assert_eq!(code(rejected).as_deref(), Some("APPROVAL_REJECTED"));
+    let untouched = call(&client, "draft_diff", json!({})).await?;
+    assert_eq!(untouched["has_draft"], false, "{untouched}");
+
+    // Approved: the deletion lands in the draft only.
+    let (deleted, decided) = tokio::join!(call(&client, "delete_file", delete), async {
+        tokio::task::block_in_place(|| decide_pending(&up, "delete_file", false))
+    });
+    let job_id = decided?;
+    let deleted = deleted?;
+    assert_eq!(deleted["state"], "succeeded", "{deleted}");
+    assert_eq!(deleted["job_id"], job_id.as_str());
+    let review = call(&client, "draft_diff", json!({})).await?;
+    assert_eq!(review["deleted"], json!(["sales.csv"]), "{review}");
+    assert!(up.cli_ok(&["wb", "ls", "q3"])?.contains("sales.csv"));
+    client.cancel().await?;
+    Ok(())
+}

@@ -6,13 +6,12 @@ use std::time::Duration;
 
 use atelier_messages::now_ms;
 use atelier_messages::store::DraftOrigin;
-use sled::transaction::TransactionalTree;
 
 use super::{Workbenches, key};
 use crate::error::CoordinatorError;
 use crate::jobs::JobRecord;
 use crate::storage::txn::{TxResult, put};
-use crate::storage::{self, trees};
+use crate::storage::{self, TxTree, trees};
 
 /// How old a draft is before history, chat and the dashboard point it out (24 h).
 pub const DEFAULT_STALE_DRAFT_SECS: u64 = 24 * 3600;
@@ -22,16 +21,12 @@ fn origin_key(workbench: &str) -> Vec<u8> {
 }
 
 /// Records the origin of a draft being created (inside the transaction that creates it).
-pub(crate) fn begin(
-    workshop: &TransactionalTree,
-    workbench: &str,
-    origin: &DraftOrigin,
-) -> TxResult<()> {
+pub(crate) fn begin(workshop: &TxTree<'_>, workbench: &str, origin: &DraftOrigin) -> TxResult<()> {
     put(workshop, &origin_key(workbench), origin)
 }
 
 /// Forgets the origin of a draft that is gone.
-pub(crate) fn end(workshop: &TransactionalTree, workbench: &str) -> TxResult<()> {
+pub(crate) fn end(workshop: &TxTree<'_>, workbench: &str) -> TxResult<()> {
     workshop.remove(origin_key(workbench))?;
     Ok(())
 }

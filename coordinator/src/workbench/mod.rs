@@ -31,7 +31,6 @@ use atelier_messages::store::{
 use atelier_messages::tool::DraftChanges;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
-use sled::Transactional;
 
 use crate::blobs::BlobDir;
 use crate::error::CoordinatorError;
@@ -187,7 +186,7 @@ impl Workbenches {
             None as Option<&[u8]>,
             Some(storage::encode(&record)?),
         )?;
-        if inserted.is_err() {
+        if !inserted {
             return Err(ErrorBody::new(
                 ErrorCode::ValidationFailed,
                 format!("workbench `{name}` already exists"),
@@ -258,17 +257,16 @@ impl Workbenches {
         }
         let entries = self.store_files(files)?;
         let manifests = self.storage.tree(trees::MANIFESTS)?;
-        manifests
-            .transaction(|tree| {
-                let mut published =
-                    tx::get::<Manifest>(tree, &key(workbench, "published"))?.unwrap_or_default();
-                for entry in &entries {
-                    published.insert(entry.path.clone(), entry.clone());
-                }
-                refuse_clashes(&published, &entries).map_err(abort)?;
-                tx::put(tree, &key(workbench, "published"), &published)
-            })
-            .map_err(flatten)?;
+        storage::transaction([&manifests], |[tree]| {
+            let mut published =
+                tx::get::<Manifest>(&tree, &key(workbench, "published"))?.unwrap_or_default();
+            for entry in &entries {
+                published.insert(entry.path.clone(), entry.clone());
+            }
+            refuse_clashes(&published, &entries).map_err(abort)?;
+            tx::put(&tree, &key(workbench, "published"), &published)
+        })
+        .map_err(flatten)?;
         self.storage.flush()?;
         self.list_files(workbench, View::Published)
     }
@@ -506,20 +504,21 @@ impl Workbenches {
         };
         let manifests = self.storage.tree(trees::MANIFESTS)?;
         let workshop = self.storage.tree(trees::WORKSHOP)?;
-        let written = (&manifests, &applied, &workshop)
-            .transaction(|(manifests, applied, workshop)| {
+        let written = storage::transaction(
+            [&manifests, &applied, &workshop],
+            |[manifests, applied, workshop]| {
                 if let Some(bytes) = applied.get(&applied_key)? {
                     let mut previous: AppliedCall = storage::decode(&bytes).map_err(abort)?;
                     previous.written.replayed = true;
                     return Ok(previous.written);
                 }
-                let mut draft = match tx::get::<Manifest>(manifests, &key(workbench, "draft"))? {
+                let mut draft = match tx::get::<Manifest>(&manifests, &key(workbench, "draft"))? {
                     Some(draft) => draft,
                     None => {
                         if let Some(origin) = &origin {
-                            draft_origin::begin(workshop, workbench, origin)?;
+                            draft_origin::begin(&workshop, workbench, origin)?;
                         }
-                        tx::get::<Manifest>(manifests, &key(workbench, "published"))?
+                        tx::get::<Manifest>(&manifests, &key(workbench, "published"))?
                             .unwrap_or_default()
                     }
                 };
@@ -538,7 +537,7 @@ impl Workbenches {
                     }
                 }
                 refuse_clashes(&draft, &entries).map_err(abort)?;
-                tx::put(manifests, &key(workbench, "draft"), &draft)?;
+                tx::put(&manifests, &key(workbench, "draft"), &draft)?;
                 let written = Written {
                     files: entries.clone(),
                     deleted: deleted.clone(),
@@ -548,10 +547,11 @@ impl Workbenches {
                     written: written.clone(),
                     output: output.clone(),
                 };
-                tx::put(applied, &applied_key, &record)?;
+                tx::put(&applied, &applied_key, &record)?;
                 Ok(written)
-            })
-            .map_err(flatten)?;
+            },
+        )
+        .map_err(flatten)?;
         failpoint::hit("store_before_flush");
         self.storage.flush()?;
         tracing::info!(

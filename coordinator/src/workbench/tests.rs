@@ -1,14 +1,80 @@
 //! Drafts, publish and checkpoints, idempotent writes, the workshop conversation (one job at a
 //! time, revisions, rewind), and refusals with their codes.
 use super::*;
+use crate::replication::Checked;
+use crate::replication::replica::Replica;
 use crate::{JobDefaults, TimeLimits};
+use atelier_messages::shard::Mutation;
 use atelier_messages::workshop::Regenerate;
 
-fn fixture() -> (tempfile::TempDir, Workbenches) {
+/// A replicated store whose changelog is applied to a mirror store as it commits: when a test
+/// ends, the mirror must hold exactly what the store holds (docs/adr/0014), so every workload
+/// below also checks that the recorded writes reproduce the store.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    storage: Storage,
+    mirror: Replica,
+}
+
+struct MirrorSink {
+    mirror: Replica,
+    seq: std::sync::atomic::AtomicU64,
+}
+
+impl crate::storage::Sink for MirrorSink {
+    fn commit(&self, mutations: Vec<Mutation>) -> Result<(), CoordinatorError> {
+        let seq = 1 + self.seq.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.mirror.apply(seq, &Checked::Mutations(mutations))
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        self.storage.flush().unwrap_or_else(|e| panic!("{e}"));
+        let mirrored: Vec<(String, crate::storage::Entries)> = self
+            .mirror
+            .export(0)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .trees
+            .into_iter()
+            .filter(|(_, entries)| !entries.is_empty())
+            .map(|(name, entries)| {
+                let entries = entries
+                    .into_iter()
+                    .map(|(key, value)| (key.into_vec(), value.into_vec()))
+                    .collect();
+                (name, entries)
+            })
+            .collect();
+        let stored = self.storage.dump().unwrap_or_else(|e| panic!("{e}"));
+        assert!(!stored.is_empty());
+        assert_eq!(
+            mirrored, stored,
+            "the changelog does not reproduce the store"
+        );
+    }
+}
+
+fn fixture() -> (Fixture, Workbenches) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let storage = Storage::open(&dir.path().join("db")).unwrap_or_else(|e| panic!("{e}"));
+    let mirror = Replica::open(&dir.path().join("mirror")).unwrap_or_else(|e| panic!("{e}"));
+    let sink = MirrorSink {
+        mirror: mirror.clone(),
+        seq: Default::default(),
+    };
+    let storage = Storage::open_replicated(&dir.path().join("db"), crate::storage::Log::new(sink))
+        .unwrap_or_else(|e| panic!("{e}"));
     let blobs = BlobDir::open(dir.path().join("blobs")).unwrap_or_else(|e| panic!("{e}"));
-    (dir, Workbenches::new(storage, blobs))
+    let workbenches = Workbenches::new(storage.clone(), blobs);
+    let fixture = Fixture {
+        _dir: dir,
+        storage,
+        mirror,
+    };
+    (fixture, workbenches)
 }
 
 fn file(path: &str, content: &str) -> FileContent {

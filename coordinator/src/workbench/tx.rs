@@ -17,13 +17,11 @@ use atelier_messages::workshop::{
     ConversationMessage, RevisionCreated, Role, SystemEvent, WorkshopEvent, WorkshopEventKind,
 };
 use serde::{Deserialize, Serialize};
-use sled::Transactional;
-use sled::transaction::TransactionalTree;
 
 use super::{Manifest, WorkbenchRecord, Workbenches, key};
 use crate::error::CoordinatorError;
-use crate::storage::trees;
 use crate::storage::txn::flatten;
+use crate::storage::{self, TxTree, trees};
 
 /// How many draft revisions a workbench keeps (the seed's default).
 pub const DRAFT_REVISIONS_KEPT: u64 = 200;
@@ -84,11 +82,11 @@ pub(crate) fn revision_key(workbench: &str, seq: u64) -> Vec<u8> {
 
 /// The trees of one transaction.
 pub(crate) struct Tx<'a> {
-    pub manifests: &'a TransactionalTree,
-    pub records: &'a TransactionalTree,
-    pub workshop: &'a TransactionalTree,
-    pub jobs: &'a TransactionalTree,
-    pub outbox: &'a TransactionalTree,
+    pub manifests: &'a TxTree<'a>,
+    pub records: &'a TxTree<'a>,
+    pub workshop: &'a TxTree<'a>,
+    pub jobs: &'a TxTree<'a>,
+    pub outbox: &'a TxTree<'a>,
 }
 
 /// A message about to be appended.
@@ -281,16 +279,18 @@ impl Workbenches {
         let workshop = self.storage.tree(trees::WORKSHOP)?;
         let jobs = self.storage.tree(trees::JOBS)?;
         let outbox = self.storage.tree(trees::WORKSHOP_OUTBOX)?;
-        (&manifests, &records, &workshop, &jobs, &outbox)
-            .transaction(|(manifests, records, workshop, jobs, outbox)| {
+        storage::transaction(
+            [&manifests, &records, &workshop, &jobs, &outbox],
+            |[manifests, records, workshop, jobs, outbox]| {
                 work(&Tx {
-                    manifests,
-                    records,
-                    workshop,
-                    jobs,
-                    outbox,
+                    manifests: &manifests,
+                    records: &records,
+                    workshop: &workshop,
+                    jobs: &jobs,
+                    outbox: &outbox,
                 })
-            })
-            .map_err(flatten)
+            },
+        )
+        .map_err(flatten)
     }
 }
