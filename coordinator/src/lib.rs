@@ -102,6 +102,10 @@ pub struct CoordinatorConfig {
     pub stale_draft_after: Duration,
     /// The format of the event streams' messages (each also says it in `Content-Type`).
     pub events_format: atelier_messages::Format,
+    /// Hold the store by lease and commit every write to its changelog on JetStream, so that
+    /// another coordinator can take it over (docs/adr/0014); `None`: the store is this data
+    /// directory's alone.
+    pub replication: Option<replication::ReplicationSettings>,
 }
 
 impl CoordinatorConfig {
@@ -121,11 +125,24 @@ pub struct CoordinatorHandle {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     store: DraftStoreHandle,
     store_join: tokio::task::JoinHandle<()>,
+    ownership: Option<replication::ownership::Ownership>,
 }
 
 impl CoordinatorHandle {
+    /// Waits until this coordinator lost its replicated store's lease (never for a store of its
+    /// own): it must stop, since another coordinator serves the store now.
+    pub async fn lost(&self) {
+        match &self.ownership {
+            Some(ownership) => ownership.lost().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// Stops serving (running jobs stop with the process; they resume at the next start).
     pub async fn shutdown(self) {
+        if let Some(ownership) = &self.ownership {
+            ownership.stop();
+        }
         for task in &self.tasks {
             task.abort();
         }
@@ -140,16 +157,11 @@ pub async fn start_coordinator(
     client: async_nats::Client,
     config: CoordinatorConfig,
 ) -> Result<CoordinatorHandle, CoordinatorError> {
-    let storage = {
-        let path = config.data_dir.join("db");
-        tokio::task::spawn_blocking(move || Storage::open(&path))
-            .await
-            .map_err(|join| CoordinatorError::Actor(join.to_string()))??
-    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let (storage, ownership) = open_storage(&jetstream, &config).await?;
     let blobs = BlobDir::open(config.blob_dir())?;
     let jobs = Jobs::new(storage.clone());
     let storage_for_batches = storage.clone();
-    let jetstream = async_nats::jetstream::new(client.clone());
     intake::ensure_streams(&jetstream).await?;
 
     let bucket = atelier_transport::BlobBucket::ensure(&client).await?;
@@ -239,7 +251,32 @@ pub async fn start_coordinator(
         tasks,
         store,
         store_join,
+        ownership,
     })
+}
+
+/// The store: this data directory's own, or the replicated one once this coordinator holds it
+/// (waiting as a standby until then).
+async fn open_storage(
+    jetstream: &async_nats::jetstream::Context,
+    config: &CoordinatorConfig,
+) -> Result<(Storage, Option<replication::ownership::Ownership>), CoordinatorError> {
+    let Some(settings) = config.replication else {
+        let path = config.data_dir.join("db");
+        let storage = tokio::task::spawn_blocking(move || Storage::open(&path))
+            .await
+            .map_err(|join| CoordinatorError::Actor(join.to_string()))??;
+        return Ok((storage, None));
+    };
+    let ownership = replication::ownership::take_store(
+        jetstream,
+        settings,
+        &config.coordinator_id,
+        &config.data_dir,
+    )
+    .await?;
+    let storage = Storage::replicated(ownership.db.clone(), ownership.log.clone());
+    Ok((storage, Some(ownership)))
 }
 
 /// Job ends a slow listener may fall behind by before it misses some (and looks them up).

@@ -65,10 +65,12 @@ impl Storage {
 
     /// A store whose writes are recorded and committed to `log` (its changelog) on flush.
     pub fn open_replicated(path: &Path, log: Log) -> Result<Self, CoordinatorError> {
-        Ok(Self {
-            log: Some(log),
-            ..Self::open(path)?
-        })
+        Ok(Self::replicated(Self::open(path)?.db, log))
+    }
+
+    /// The replicated store in `db`.
+    pub fn replicated(db: sled::Db, log: Log) -> Self {
+        Self { db, log: Some(log) }
     }
 
     pub(crate) fn tree(&self, name: &str) -> Result<Tree, CoordinatorError> {

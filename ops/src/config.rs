@@ -94,6 +94,15 @@ pub struct Settings {
     pub job_max_tokens: u64,
     /// Workers that may die holding one tool call before it fails with `TOOL_CRASHED`.
     pub tool_crash_attempts: u32,
+    /// Hold the coordinator's store by lease and commit every write to a changelog on
+    /// JetStream, so that a standby coordinator (same NATS, its own `--data`) takes over when
+    /// this one is lost (docs/adr/0014). Off by default.
+    pub replicated_store: bool,
+    /// How long the store's lease lasts without renewal (milliseconds; default 6000): a lost
+    /// coordinator's store is taken over this long after its last renewal.
+    pub store_lease_ms: u64,
+    /// Copies JetStream keeps of the changelog and the lease (3 in a cluster; default 1).
+    pub store_replicas: usize,
 }
 
 impl Default for Settings {
@@ -135,6 +144,9 @@ impl Default for Settings {
             job_max_tool_calls: Budgets::default().max_tool_calls,
             job_max_tokens: Budgets::default().max_tokens,
             tool_crash_attempts: Budgets::default().tool_crash_attempts,
+            replicated_store: false,
+            store_lease_ms: 6000,
+            store_replicas: 1,
         }
     }
 }
@@ -239,6 +251,15 @@ impl Settings {
             tool_crash_attempts: self.tool_crash_attempts,
             ..Budgets::default()
         }
+    }
+
+    /// How the coordinator's store is replicated, if it is.
+    pub fn replication(&self) -> Option<atelier_coordinator::replication::ReplicationSettings> {
+        self.replicated_store
+            .then(|| atelier_coordinator::replication::ReplicationSettings {
+                lease_ttl: std::time::Duration::from_millis(self.store_lease_ms.max(500)),
+                replicas: self.store_replicas.max(1),
+            })
     }
 
     /// The directory `replay:` model scripts are read from: `replay_dir`, else `replay/` in the

@@ -193,9 +193,21 @@ async fn coordinator(settings: &Settings) -> anyhow::Result<ExitCode> {
         .clone()
         .context("`atelier coordinator` needs --nats URL (or ATELIER_NATS_URL)")?;
     let nats = system::connect(&url, settings.nats_creds.as_deref(), Role::Coordinator).await?;
-    let handle = system::coordinator(nats, settings).await?;
-    system::shutdown_signal().await;
+    // With a replicated store, starting includes waiting as a standby for the store's lease.
+    let handle = tokio::select! {
+        handle = system::coordinator(nats, settings) => handle?,
+        () = system::shutdown_signal() => return Ok(ExitCode::SUCCESS),
+    };
+    let lost = tokio::select! {
+        () = system::shutdown_signal() => false,
+        () = handle.lost() => true,
+    };
     handle.shutdown().await;
+    if lost {
+        // Another coordinator serves the store now; a supervisor restarts this one as a standby.
+        eprintln!("error: this coordinator lost its store's lease; another one serves it now");
+        return Ok(ExitCode::from(75));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -461,6 +461,13 @@ async fn api_tells_what_the_cli_tells_metrics_move_and_it_survives_a_nats_restar
         async || Ok(dashboard.get("/api/status").await?["nats_reconnects"] == 1),
     )
     .await?;
+    // So does the coordinator (its subscriptions come back with its connection).
+    wait_until(Duration::from_secs(20), || {
+        cluster
+            .cli(&["jobs", "--json"])
+            .is_ok_and(|out| out.success)
+    })
+    .context("the coordinator did not come back after the NATS restart")?;
     // It writes summary.xlsx again, over the first job's: a destructive call, approved ahead.
     let second = cluster.cli(&[
         "submit",

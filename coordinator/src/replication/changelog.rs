@@ -271,6 +271,11 @@ impl ShardLog {
         }
     }
 
+    /// The epoch this owner appends with.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// Appends `mutations`; their sequence. `SHARD_FENCED` once another owner took over.
     pub async fn append(&mut self, mutations: Vec<Mutation>) -> Result<u64, CoordinatorError> {
         let entry = entry(self.shard, self.epoch, EntryKind::Mutations { mutations });

@@ -10,9 +10,12 @@
 //!   superseded epoch.
 //! - [`replica`]: a shard's sled store, applying entries together with the position they bring
 //!   it to, and snapshots of it in the object store, checked by digest when restored.
+//! - [`ownership`]: a coordinator holding its store by lease: standby until it holds it, then
+//!   rebuilt from the changelog and committing every write there.
 
 pub mod changelog;
 pub mod lease;
+pub mod ownership;
 pub mod replica;
 
 use std::time::Duration;

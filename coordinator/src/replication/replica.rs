@@ -43,9 +43,20 @@ pub struct Snapshot {
 
 impl Replica {
     pub fn open(path: &Path) -> Result<Self, CoordinatorError> {
-        let db = sled::Config::new().path(path).open()?;
+        Self::from_db(sled::Config::new().path(path).open()?)
+    }
+
+    /// The store in `db` (which the coordinator's own storage also writes).
+    pub fn from_db(db: sled::Db) -> Result<Self, CoordinatorError> {
         let meta = db.open_tree(META_TREE)?;
         Ok(Self { db, meta })
+    }
+
+    /// Notes that the store holds everything up to `position` (its owner's own commits).
+    pub fn set_position(&self, position: Position) -> Result<(), CoordinatorError> {
+        self.meta
+            .insert(POSITION_KEY, crate::storage::encode(&position)?)?;
+        Ok(())
     }
 
     pub fn position(&self) -> Result<Position, CoordinatorError> {

@@ -1,0 +1,256 @@
+//! Two coordinators with data directories of their own on one NATS, with a replicated store
+//! (docs/adr/0014): the first holds the store's lease and commits every write to its changelog,
+//! the second waits as a standby. SIGKILL the first in the middle of a job, after a draft write:
+//! the standby takes the store over from the changelog within the lease's life, resumes the job
+//! without repeating a committed step, and the write is applied once.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use atelier_messages::job::{JobState, JobView};
+use atelier_tests::scripted::ScriptedModel;
+use atelier_tests::{Cluster, Process, wait_until};
+use serde_json::json;
+
+const LEASE_MS: &str = "2000";
+
+fn replicated() -> [(&'static str, &'static str); 2] {
+    [
+        ("ATELIER_REPLICATED_STORE", "true"),
+        ("ATELIER_STORE_LEASE_MS", LEASE_MS),
+    ]
+}
+
+/// The log lines of `name` (a process of the cluster) that contain `needle`.
+fn lines(cluster: &Cluster, name: &str, needle: &str) -> usize {
+    std::fs::read_to_string(cluster.dir.path().join(format!("{name}.log")))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains(needle))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_step()
+-> anyhow::Result<()> {
+    // The item's second turn (after its write) answers slowly: the owner dies while it waits.
+    let model = ScriptedModel::start(serde_json::from_value(json!({
+        "research": [{"content": "notes.md holds one line."}],
+        "plan": [{"content": "- [ ] 1. Out — write out.md"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "out.md", "content": "# Out\n"}}]},
+            {"content": "Written.", "delay_ms": 4000}
+        ]},
+        "summary": [{"content": "out.md is in the draft."}]
+    }))?)
+    .await?;
+    let mut cluster = Cluster::start_with(&[])?;
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&replicated())?;
+    cluster.start_worker("tabular")?;
+    cluster.start_worker("office")?;
+    let standby_data = cluster.dir.path().join("data-b");
+    let standby_data = standby_data.to_string_lossy().to_string();
+    let mut standby = Process::spawn_with_env(
+        "coordinator-b",
+        &[
+            "coordinator",
+            "--nats",
+            &cluster.nats.url,
+            "--data",
+            &standby_data,
+        ],
+        cluster.dir.path(),
+        &replicated(),
+    )?;
+    wait_until(Duration::from_secs(20), || {
+        lines(
+            &cluster,
+            "coordinator-b",
+            "standby: another coordinator holds the store",
+        ) > 0
+    })?;
+
+    cluster.cli_ok(&["wb", "create", "q3"])?;
+    let notes = cluster.dir.path().join("notes.md");
+    std::fs::write(&notes, "# Notes\nOne line.\n")?;
+    cluster.cli_ok(&["wb", "add", "q3", &notes.to_string_lossy()])?;
+    cluster.cli_ok(&[
+        "submit",
+        "q3",
+        "Write out.md",
+        "--model",
+        &model.model_spec(),
+        "--job-id",
+        "failover-1",
+    ])?;
+    // The write is applied and journaled once the item's second turn is asked for.
+    wait_until(Duration::from_secs(60), || {
+        model.count("implement", Some(1), 1) > 0
+    })
+    .with_context(|| cluster.logs())?;
+    cluster.kill_coordinator();
+    let killed = Instant::now();
+
+    wait_until(Duration::from_secs(30), || {
+        lines(
+            &cluster,
+            "coordinator-b",
+            "took the store over from its changelog",
+        ) > 0
+    })
+    .with_context(|| cluster.logs())?;
+    let took_over = killed.elapsed();
+    assert!(
+        took_over < Duration::from_secs(8),
+        "taken over {took_over:?} after the kill (lease {LEASE_MS} ms)"
+    );
+    let view: JobView = loop {
+        let view: JobView = cluster.cli_ok(&["job", "failover-1", "--json"])?.json()?;
+        if view.state.is_terminal() || killed.elapsed() > Duration::from_secs(60) {
+            break view;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        view.state,
+        JobState::Succeeded,
+        "{:?}\n{}",
+        view.error,
+        cluster.logs()
+    );
+    // Committed steps were not asked for again; the turn in flight at the kill was.
+    assert_eq!(model.count("research", None, 0), 1);
+    assert_eq!(model.count("plan", None, 0), 1);
+    assert_eq!(model.count("implement", Some(1), 0), 1);
+    assert_eq!(model.count("implement", Some(1), 1), 2);
+    assert_eq!(
+        cluster
+            .cli_ok(&["wb", "cat", "q3", "out.md", "--draft"])?
+            .stdout,
+        "# Out\n"
+    );
+    let applied = lines(&cluster, "coordinator", "draft write")
+        + lines(&cluster, "coordinator-b", "draft write");
+    assert_eq!(applied, 1, "the write is applied once, by the first owner");
+    let published: String = cluster.cli_ok(&["wb", "cat", "q3", "notes.md"])?.stdout;
+    assert_eq!(published, "# Notes\nOne line.\n");
+
+    // The new owner serves everything: a workbench created now takes files at once.
+    cluster.cli_ok(&["wb", "create", "q4"])?;
+    cluster.cli_ok(&["wb", "add", "q4", &notes.to_string_lossy()])?;
+    standby.kill();
+    Ok(())
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to `process`.
+fn signal(process: &Process, signal: &str) -> anyhow::Result<()> {
+    let pid = process.pid().context("the process runs")?.to_string();
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid])
+        .status()?;
+    anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_owner_that_wakes_up_after_a_takeover_writes_nothing_and_stops()
+-> anyhow::Result<()> {
+    let model = ScriptedModel::start(serde_json::from_value(json!({
+        "research": [{"content": "Nothing to read."}],
+        "plan": [{"content": "- [ ] 1. Out — write out.md"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "out.md", "content": "# Out\n"}}]},
+            {"content": "Written.", "delay_ms": 500}
+        ]},
+        "summary": [{"content": "out.md is in the draft."}]
+    }))?)
+    .await?;
+    let mut cluster = Cluster::start_with(&[])?;
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&replicated())?;
+    cluster.start_worker("office")?;
+    cluster.start_worker("tabular")?;
+    let mut owner = cluster.coordinator.take().context("the owner runs")?;
+    let standby_data = cluster.dir.path().join("data-b");
+    let standby_data = standby_data.to_string_lossy().to_string();
+    let _standby = Process::spawn_with_env(
+        "coordinator-b",
+        &[
+            "coordinator",
+            "--nats",
+            &cluster.nats.url,
+            "--data",
+            &standby_data,
+        ],
+        cluster.dir.path(),
+        &replicated(),
+    )?;
+    cluster.cli_ok(&["wb", "create", "q3"])?;
+    cluster.cli_ok(&[
+        "submit",
+        "q3",
+        "Write out.md",
+        "--model",
+        &model.model_spec(),
+        "--job-id",
+        "paused-1",
+    ])?;
+    wait_until(Duration::from_secs(60), || {
+        model.count("implement", Some(1), 1) > 0
+    })
+    .with_context(|| cluster.logs())?;
+    // Paused with the model's answer on its way (it arrives while the owner sleeps): it neither
+    // renews nor commits.
+    signal(&owner, "STOP")?;
+    wait_until(Duration::from_secs(30), || {
+        lines(
+            &cluster,
+            "coordinator-b",
+            "took the store over from its changelog",
+        ) > 0
+    })
+    .with_context(|| cluster.logs())?;
+    signal(&owner, "CONT")?;
+    // Awake, it learns it lost the lease and stops; whatever it tries to commit is refused.
+    wait_until(Duration::from_secs(20), || {
+        lines(&cluster, "coordinator", "lost the store's lease") > 0
+    })
+    .with_context(|| cluster.logs())?;
+    assert!(
+        owner.wait_exit(Duration::from_secs(20)),
+        "the deposed owner exits"
+    );
+    let view: JobView = loop {
+        let view: JobView = cluster.cli_ok(&["job", "paused-1", "--json"])?.json()?;
+        if view.state.is_terminal() {
+            break view;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        view.state,
+        JobState::Succeeded,
+        "{:?}\n{}",
+        view.error,
+        cluster.logs()
+    );
+    let applied = lines(&cluster, "coordinator", "draft write")
+        + lines(&cluster, "coordinator-b", "draft write");
+    assert_eq!(applied, 1, "{}", cluster.logs());
+    assert_eq!(
+        cluster
+            .cli_ok(&["wb", "cat", "q3", "out.md", "--draft"])?
+            .stdout,
+        "# Out\n"
+    );
+    // The woken owner's late commit never reached the store: the job is succeeded once, with
+    // one summary in the conversation.
+    let history = cluster.cli_ok(&["history", "q3", "--json"])?.stdout;
+    assert_eq!(
+        history.matches("out.md is in the draft.").count(),
+        1,
+        "{history}"
+    );
+    Ok(())
+}
