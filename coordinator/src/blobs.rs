@@ -2,9 +2,17 @@
 //! ones are kept durable in sled by the caller and written here only as a cache
 //! ([`BlobDir::put_cached`]) for workers on this host. Garbage collection sweeps both the blobs
 //! and the table databases those workers cached by a blob's digest ([`sweep_tables`]).
+//!
+//! A replicated store (docs/adr/0014) also keeps each large blob in the JetStream bucket
+//! `atelier-blob-store` ([`BlobDir::with_remote`]): a coordinator that takes the store over
+//! brings a blob it lacks from there the first time it is read.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use atelier_messages::store::BlobRef;
+use atelier_transport::BlobBucket;
 
 use sha2::{Digest, Sha256};
 
@@ -14,6 +22,21 @@ use crate::error::{CoordinatorError, io_error};
 #[derive(Debug, Clone)]
 pub struct BlobDir {
     root: PathBuf,
+    /// The durable copy of a replicated store's blobs.
+    remote: Option<Remote>,
+}
+
+/// Blobs kept in a JetStream bucket, reached from blocking code.
+#[derive(Debug, Clone)]
+struct Remote {
+    bucket: Arc<BlobBucket>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Remote {
+    fn wait<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        tokio::task::block_in_place(|| self.runtime.block_on(work))
+    }
 }
 
 /// Lower-case hex sha256 of `bytes`.
@@ -32,7 +55,59 @@ pub fn is_digest(digest: &str) -> bool {
 impl BlobDir {
     pub fn open(root: PathBuf) -> Result<Self, CoordinatorError> {
         std::fs::create_dir_all(&root).map_err(io_error(&root))?;
-        Ok(Self { root })
+        Ok(Self { root, remote: None })
+    }
+
+    /// Also keeps every durable blob in `bucket`, and brings from it any blob that is not here
+    /// (called within the runtime that serves the bucket).
+    pub fn with_remote(self, bucket: BlobBucket) -> Self {
+        let remote = Remote {
+            bucket: Arc::new(bucket),
+            runtime: tokio::runtime::Handle::current(),
+        };
+        Self {
+            remote: Some(remote),
+            ..self
+        }
+    }
+
+    /// Puts the blob file at `path` into the durable copy, if there is one.
+    pub async fn replicate(&self, path: &Path, blob: &BlobRef) -> Result<(), CoordinatorError> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        remote.bucket.put_file(path, blob).await?;
+        Ok(())
+    }
+
+    /// Brings the blob `digest` from the durable copy when it is not here; whether it is here.
+    pub fn fetch(&self, digest: &str) -> Result<bool, CoordinatorError> {
+        let Some(path) = self.path_for(digest) else {
+            return Ok(false);
+        };
+        if path.exists() {
+            return Ok(true);
+        }
+        let Some(remote) = &self.remote else {
+            return Ok(false);
+        };
+        let Some(size) = remote.wait(remote.bucket.size_of(digest)) else {
+            return Ok(false);
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        }
+        let blob = BlobRef {
+            digest: digest.to_string(),
+            size,
+        };
+        remote.wait(remote.bucket.fetch_to(&blob, &path, true))?;
+        tracing::info!(
+            digest,
+            size,
+            "blob brought from the replicated store's bucket"
+        );
+        Ok(true)
     }
 
     fn path_of(&self, digest: &str) -> PathBuf {
@@ -57,9 +132,18 @@ impl BlobDir {
         self.write(bytes, false)
     }
 
-    /// Stores `bytes` (temp file, fsync, rename, fsync dir) and returns the digest.
+    /// Stores `bytes` (temp file, fsync, rename, fsync dir; and into the durable copy of a
+    /// replicated store) and returns the digest.
     pub fn put(&self, bytes: &[u8]) -> Result<String, CoordinatorError> {
-        self.write(bytes, true)
+        let digest = self.write(bytes, true)?;
+        if let Some(remote) = &self.remote {
+            let blob = BlobRef {
+                digest: digest.clone(),
+                size: bytes.len() as u64,
+            };
+            remote.wait(remote.bucket.put_bytes(bytes, &blob))?;
+        }
+        Ok(digest)
     }
 
     fn write(&self, bytes: &[u8], durable: bool) -> Result<String, CoordinatorError> {
@@ -88,6 +172,9 @@ impl BlobDir {
     /// Reads a blob; `None` when absent or the digest is malformed.
     pub fn get(&self, digest: &str) -> Result<Option<Vec<u8>>, CoordinatorError> {
         if !is_digest(digest) {
+            return Ok(None);
+        }
+        if !self.fetch(digest)? {
             return Ok(None);
         }
         let path = self.path_of(digest);

@@ -199,6 +199,7 @@ impl DraftStoreHandle {
                 ));
             };
             bucket.fetch_to(blob, &target, true).await?;
+            blobs.replicate(&target, blob).await?;
             tracing::info!(digest = %blob.digest, size = blob.size, "blob imported from the bucket");
         }
         Ok(())

@@ -159,7 +159,12 @@ pub async fn start_coordinator(
 ) -> Result<CoordinatorHandle, CoordinatorError> {
     let jetstream = async_nats::jetstream::new(client.clone());
     let (storage, ownership) = open_storage(&jetstream, &config).await?;
-    let blobs = BlobDir::open(config.blob_dir())?;
+    let blobs = match config.replication {
+        Some(settings) => BlobDir::open(config.blob_dir())?.with_remote(
+            atelier_transport::BlobBucket::ensure_durable(&client, settings.replicas).await?,
+        ),
+        None => BlobDir::open(config.blob_dir())?,
+    };
     let jobs = Jobs::new(storage.clone());
     let storage_for_batches = storage.clone();
     intake::ensure_streams(&jetstream).await?;

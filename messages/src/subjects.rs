@@ -37,6 +37,8 @@ pub mod inbox {
 /// The JetStream object store bucket large files travel through (chunked, digest-verified),
 /// each object named by its content's lower-case hex sha256.
 pub const BLOB_BUCKET: &str = "atelier-blobs";
+/// The object store bucket that keeps a replicated store's large blobs for good (docs/adr/0014).
+pub const BLOB_STORE_BUCKET: &str = "atelier-blob-store";
 
 /// Control-plane verbs (request/reply, served by coordinators).
 pub mod ctl {

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use atelier_messages::job::{JobState, JobView};
+use atelier_messages::subjects;
+use atelier_messages::workshop::{WorkshopEvent, WorkshopEventKind};
 use atelier_tests::scripted::ScriptedModel;
-use atelier_tests::{Cluster, Process, wait_until};
+use atelier_tests::{Cluster, Process, Stored, stored_messages, wait_until};
 use serde_json::json;
 
 const LEASE_MS: &str = "2000";
@@ -19,6 +21,17 @@ fn replicated() -> [(&'static str, &'static str); 2] {
         ("ATELIER_REPLICATED_STORE", "true"),
         ("ATELIER_STORE_LEASE_MS", LEASE_MS),
     ]
+}
+
+/// A CSV of about `bytes` bytes.
+fn csv(bytes: usize) -> String {
+    let mut out = String::from("id,value\n");
+    let mut n = 0;
+    while out.len() < bytes {
+        out.push_str(&format!("{n},{}\n", n * 7 % 1000));
+        n += 1;
+    }
+    out
 }
 
 /// The log lines of `name` (a process of the cluster) that contain `needle`.
@@ -75,6 +88,13 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
     let notes = cluster.dir.path().join("notes.md");
     std::fs::write(&notes, "# Notes\nOne line.\n")?;
     cluster.cli_ok(&["wb", "add", "q3", &notes.to_string_lossy()])?;
+    // Files beyond what sled keeps inline: one sent in the message, one through the bucket.
+    let (medium, large) = (csv(100 << 10), csv(400 << 10));
+    for (name, content) in [("medium.csv", &medium), ("large.csv", &large)] {
+        let path = cluster.dir.path().join(name);
+        std::fs::write(&path, content)?;
+        cluster.cli_ok(&["wb", "add", "q3", &path.to_string_lossy()])?;
+    }
     cluster.cli_ok(&[
         "submit",
         "q3",
@@ -135,6 +155,37 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
     assert_eq!(applied, 1, "the write is applied once, by the first owner");
     let published: String = cluster.cli_ok(&["wb", "cat", "q3", "notes.md"])?.stdout;
     assert_eq!(published, "# Notes\nOne line.\n");
+    // The new owner never had the large files on its disk: it brings them from the bucket.
+    for (name, content) in [("medium.csv", &medium), ("large.csv", &large)] {
+        let read = cluster.cli_ok(&["wb", "cat", "q3", name])?.stdout;
+        assert!(
+            read == *content,
+            "{name} read back differs ({} bytes)",
+            read.len()
+        );
+    }
+
+    // The conversation's events reached their stream from both owners: the new owner's ids go
+    // on from the old one's, so none is taken for a duplicate.
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let told = loop {
+        let events: Vec<Stored<WorkshopEvent>> = stored_messages(
+            &client,
+            subjects::workshop::EVENTS_STREAM,
+            subjects::workshop::workbench_events("q3"),
+        )
+        .await?;
+        let told: Vec<String> = events
+            .iter()
+            .filter(|event| event.payload.kind == WorkshopEventKind::MessageAdded)
+            .filter_map(|event| event.payload.message.as_ref().map(|m| m.id.clone()))
+            .collect();
+        if told.len() >= 2 || killed.elapsed() > Duration::from_secs(60) {
+            break told;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(told, ["m1", "m2"]);
 
     // The new owner serves everything: a workbench created now takes files at once.
     cluster.cli_ok(&["wb", "create", "q4"])?;

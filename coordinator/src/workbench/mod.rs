@@ -313,7 +313,8 @@ impl Workbenches {
         if let Some(bytes) = self.storage.tree(trees::BLOBS)?.get(digest.as_bytes())? {
             return Ok(BlobSource::Bytes(bytes.to_vec()));
         }
-        let path = self.blobs.path_for(digest).filter(|path| path.exists());
+        let here = self.blobs.fetch(digest)?;
+        let path = self.blobs.path_for(digest).filter(|_| here);
         let Some(path) = path else {
             return Err(ErrorBody::new(
                 ErrorCode::NotFound,

@@ -7,7 +7,9 @@
 //! - `<wb>\0rev\0<n>`: the draft revision at message `n` (the draft manifest, or none);
 //! - `<wb>\0ckpt\0<id>`: checkpoint metadata (the manifest is in the manifests tree);
 //! - `<wb>\0ctx\0<name>`: context items;
-//! - `<wb>\0draft-origin`: when and by what the draft was started.
+//! - `<wb>\0draft-origin`: when and by what the draft was started;
+//!
+//! and, for all workbenches, `\0next-event`: the next workshop event's outbox id.
 
 use atelier_messages::PROTOCOL_VERSION;
 use atelier_messages::approval::ApprovalPolicy;
@@ -22,6 +24,10 @@ use super::{Manifest, WorkbenchRecord, Workbenches, key};
 use crate::error::CoordinatorError;
 use crate::storage::txn::flatten;
 use crate::storage::{self, TxTree, trees};
+
+/// The workshop tree's key of the next outbox id: no workbench name is empty, so no
+/// workbench's key starts with `\0`.
+const NEXT_EVENT_KEY: &[u8] = b"\0next-event";
 
 /// How many draft revisions a workbench keeps (the seed's default).
 pub const DRAFT_REVISIONS_KEPT: u64 = 200;
@@ -124,9 +130,13 @@ pub(crate) fn event(workbench: &str, kind: WorkshopEventKind) -> WorkshopEvent {
 }
 
 impl Tx<'_> {
-    /// Queues `event` for its stream, durable with the change it tells of.
+    /// Queues `event` for its stream, durable with the change it tells of. Its id (the
+    /// outbox key, and the stream's de-duplication id) grows across coordinators taking a
+    /// replicated store over: the next one is kept in the store, not only in sled's generator.
     pub fn emit(&self, event: &WorkshopEvent) -> TxResult<()> {
-        let id = self.outbox.generate_id()?;
+        let stored: u64 = get(self.workshop, NEXT_EVENT_KEY)?.unwrap_or(0);
+        let id = stored.max(self.outbox.generate_id()?);
+        put(self.workshop, NEXT_EVENT_KEY, &(id + 1))?;
         put(self.outbox, &id.to_be_bytes(), event)
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::object_store::{self, ObjectStore};
 use atelier_messages::store::BlobRef;
-use atelier_messages::subjects::BLOB_BUCKET;
+use atelier_messages::subjects::{BLOB_BUCKET, BLOB_STORE_BUCKET};
 use atelier_messages::{ErrorBody, ErrorCode};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -43,6 +43,8 @@ const BUFFER_BYTES: usize = 256 * 1024;
 #[derive(Clone)]
 pub struct BlobBucket {
     store: ObjectStore,
+    /// The bucket's name, for messages.
+    name: &'static str,
     /// The server's `max_payload` when the bucket was opened (0: unknown).
     max_payload: usize,
 }
@@ -53,11 +55,11 @@ impl std::fmt::Debug for BlobBucket {
     }
 }
 
-fn unavailable(what: &str, error: impl std::fmt::Display) -> ErrorBody {
+fn unavailable(name: &str, what: &str, error: impl std::fmt::Display) -> ErrorBody {
     ErrorBody::new(
         ErrorCode::ToolWorkerUnavailable,
         format!(
-            "the blob bucket `{BLOB_BUCKET}` is unavailable ({what}): {error}; is JetStream enabled on the NATS server?"
+            "the blob bucket `{name}` is unavailable ({what}): {error}; is JetStream enabled on the NATS server?"
         ),
     )
 }
@@ -67,19 +69,66 @@ impl BlobBucket {
     pub async fn ensure(client: &async_nats::Client) -> Result<Self, ErrorBody> {
         let jetstream = async_nats::jetstream::new(client.clone());
         let max_payload = client.server_info().max_payload;
-        if let Ok(store) = jetstream.get_object_store(BLOB_BUCKET).await {
-            return Ok(Self { store, max_payload });
+        let name = BLOB_BUCKET;
+        if let Ok(store) = jetstream.get_object_store(name).await {
+            return Ok(Self {
+                store,
+                name,
+                max_payload,
+            });
         }
         let store = jetstream
             .create_object_store(object_store::Config {
-                bucket: BLOB_BUCKET.to_string(),
+                bucket: name.to_string(),
                 description: Some("Atelier blobs in transit, named by sha256".to_string()),
                 max_age: OBJECT_MAX_AGE,
                 ..Default::default()
             })
             .await
-            .map_err(|error| unavailable("create", error))?;
-        Ok(Self { store, max_payload })
+            .map_err(|error| unavailable(name, "create", error))?;
+        Ok(Self {
+            store,
+            name,
+            max_payload,
+        })
+    }
+
+    /// Opens (creating it when missing, with `replicas` copies) the bucket that keeps a
+    /// replicated store's large blobs for good: a coordinator that takes the store over reads
+    /// them from there.
+    pub async fn ensure_durable(
+        client: &async_nats::Client,
+        replicas: usize,
+    ) -> Result<Self, ErrorBody> {
+        let jetstream = async_nats::jetstream::new(client.clone());
+        let name = BLOB_STORE_BUCKET;
+        let store = match jetstream.get_object_store(name).await {
+            Ok(store) => store,
+            Err(_) => jetstream
+                .create_object_store(object_store::Config {
+                    bucket: name.to_string(),
+                    description: Some(
+                        "Atelier blobs of a replicated store, named by sha256".into(),
+                    ),
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|error| unavailable(name, "create", error))?,
+        };
+        Ok(Self {
+            store,
+            name,
+            max_payload: client.server_info().max_payload,
+        })
+    }
+
+    /// The size of the blob `digest` the bucket holds whole, if it does.
+    pub async fn size_of(&self, digest: &str) -> Option<u64> {
+        match self.store.info(digest).await {
+            Ok(info) if !info.deleted => Some(info.size as u64),
+            _ => None,
+        }
     }
 
     /// Opens the bucket the coordinator created.
@@ -88,9 +137,10 @@ impl BlobBucket {
         let store = jetstream
             .get_object_store(BLOB_BUCKET)
             .await
-            .map_err(|error| unavailable("open", error))?;
+            .map_err(|error| unavailable(BLOB_BUCKET, "open", error))?;
         Ok(Self {
             store,
+            name: BLOB_BUCKET,
             max_payload: client.server_info().max_payload,
         })
     }
@@ -159,7 +209,7 @@ impl BlobBucket {
             .store
             .put(meta, reader)
             .await
-            .map_err(|error| unavailable("upload", error))?;
+            .map_err(|error| unavailable(self.name, "upload", error))?;
         if info.size as u64 != blob.size {
             return Err(ErrorBody::new(
                 ErrorCode::FileReadFailed,
@@ -189,9 +239,9 @@ impl BlobBucket {
                 .map_err(|error| match error.kind() {
                     object_store::GetErrorKind::NotFound => ErrorBody::new(
                         ErrorCode::NotFound,
-                        format!("blob {} is not in the bucket `{BLOB_BUCKET}`", blob.digest),
+                        format!("blob {} is not in the bucket `{}`", blob.digest, self.name),
                     ),
-                    _ => unavailable("download", error),
+                    _ => unavailable(self.name, "download", error),
                 })?;
         let temp = temp_beside(target);
         let started = std::time::Instant::now();
