@@ -1,14 +1,95 @@
 //! Per-step cost of journaling (sled insert + flush, i.e. fsync) against the floor of the same
-//! disk: appending the same bytes to a plain file and `fdatasync`-ing it.
+//! disk: appending the same bytes to a plain file and `fdatasync`-ing it; then the same steps on
+//! a replicated store (each flush a commit to the changelog on a local nats-server with
+//! `sync_interval: always`), one writer at a time and eight at once (group commit).
 //!
-//! Run: `cargo bench -p atelier-coordinator --bench journal` (numbers in docs/benchmarks.md).
+//! Run: `cargo bench -p atelier-coordinator --bench journal` (numbers in docs/benchmarks.md;
+//! needs `nats-server` on the PATH).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use atelier_coordinator::jobs::Jobs;
+use atelier_coordinator::replication::ReplicationSettings;
+use atelier_coordinator::replication::ownership::{Ownership, take_store};
 use atelier_coordinator::storage::Storage;
+
+/// Writers of the concurrent runs, and steps each.
+const WRITERS: usize = 8;
+const EACH: usize = 250;
+
+/// A nats-server with JetStream that fsyncs every write, killed on drop.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn nats_server(dir: &Path) -> (Server, String) {
+    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let config = dir.join("nats.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "host: 127.0.0.1\nport: {port}\njetstream {{ store_dir: {:?}, sync_interval: always }}\n",
+            dir.join("js").display().to_string()
+        ),
+    )
+    .expect("config");
+    let child = Command::new("nats-server")
+        .arg("-c")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nats-server on the PATH (scripts/setup.sh)");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nats-server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Server(child), format!("nats://127.0.0.1:{port}"))
+}
+
+/// A store held by lease on `url`, its writes committed to the changelog.
+fn replicated(runtime: &tokio::runtime::Runtime, url: &str, dir: &Path) -> (Storage, Ownership) {
+    runtime.block_on(async {
+        let client = async_nats::connect(url).await.expect("nats");
+        let jetstream = async_nats::jetstream::new(client);
+        let ownership = take_store(&jetstream, ReplicationSettings::default(), "bench", dir)
+            .await
+            .expect("the store");
+        let storage = Storage::replicated(ownership.db.clone(), ownership.log.clone());
+        (storage, ownership)
+    })
+}
+
+/// Steps per second with `WRITERS` writers journaling `EACH` steps each at once.
+fn concurrent(storage: &Storage, entry: &serde_json::Value) -> f64 {
+    let jobs = Jobs::new(storage.clone());
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for writer in 0..WRITERS {
+            let jobs = jobs.clone();
+            scope.spawn(move || {
+                for step in 0..EACH {
+                    jobs.record(&format!("job-{writer}"), &format!("model/{step}"), entry)
+                        .expect("record");
+                }
+            });
+        }
+    });
+    (WRITERS * EACH) as f64 / started.elapsed().as_secs_f64()
+}
 
 const STEPS: usize = 2_000;
 
@@ -59,6 +140,22 @@ fn main() {
         plain.push(started.elapsed());
     }
 
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (_server, url) = nats_server(dir.path());
+    let (replicated_store, _ownership) = replicated(&runtime, &url, &dir.path().join("replicated"));
+    let replicated_jobs = Jobs::new(replicated_store.clone());
+    let mut changelog = Vec::with_capacity(STEPS);
+    for step in 0..STEPS {
+        let started = Instant::now();
+        replicated_jobs
+            .record("bench-job", &format!("model/implement/1/1/{step}"), &entry)
+            .expect("record");
+        changelog.push(started.elapsed());
+    }
+
     println!("{STEPS} steps of {} bytes each", bytes.len());
     let (journal_p50, journal_p99) = report("journal (sled + flush)", &mut journal);
     let (plain_p50, plain_p99) = report("baseline (append + fdatasync)", &mut plain);
@@ -66,5 +163,21 @@ fn main() {
         "ratio journal/baseline        p50 {:.2}x   p99 {:.2}x",
         journal_p50.as_secs_f64() / plain_p50.as_secs_f64(),
         journal_p99.as_secs_f64() / plain_p99.as_secs_f64()
+    );
+    let (changelog_p50, changelog_p99) = report("journal (changelog commit)", &mut changelog);
+    println!(
+        "ratio changelog/sled flush    p50 {:.2}x   p99 {:.2}x",
+        changelog_p50.as_secs_f64() / journal_p50.as_secs_f64(),
+        changelog_p99.as_secs_f64() / journal_p99.as_secs_f64()
+    );
+
+    let local = Storage::open(&dir.path().join("concurrent")).expect("sled");
+    let local_rate = concurrent(&local, &entry);
+    let replicated_rate = concurrent(&replicated_store, &entry);
+    println!("{WRITERS} writers x {EACH} steps at once:");
+    println!("  sled + flush per step        {local_rate:>8.0} steps/s");
+    println!(
+        "  changelog (group commit)     {replicated_rate:>8.0} steps/s   ratio {:.2}x",
+        replicated_rate / local_rate
     );
 }
