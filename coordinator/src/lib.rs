@@ -138,16 +138,17 @@ impl CoordinatorHandle {
         }
     }
 
-    /// Stops serving (running jobs stop with the process; they resume at the next start).
+    /// Stops serving (running jobs stop with the process; they resume at the next start, or on
+    /// the standby the replicated store's lease is then released to).
     pub async fn shutdown(self) {
-        if let Some(ownership) = &self.ownership {
-            ownership.stop();
-        }
         for task in &self.tasks {
             task.abort();
         }
         self.store.stop();
         let _ = self.store_join.await;
+        if let Some(ownership) = self.ownership {
+            ownership.release().await;
+        }
     }
 }
 

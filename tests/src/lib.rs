@@ -387,6 +387,24 @@ impl Cluster {
         self.start_coordinator_with_env(&env)
     }
 
+    /// Another coordinator on this cluster's NATS, named `name` (its log is `name.log`), with a
+    /// data directory of its own (`name/`), as on another host.
+    pub fn spawn_coordinator(&self, name: &str, env: &[(&str, &str)]) -> anyhow::Result<Process> {
+        let data = self.dir.path().join(name);
+        Process::spawn_with_env(
+            name,
+            &[
+                "coordinator",
+                "--nats",
+                &self.nats.url,
+                "--data",
+                &data.to_string_lossy(),
+            ],
+            self.dir.path(),
+            env,
+        )
+    }
+
     pub fn kill_coordinator(&mut self) {
         if let Some(mut process) = self.coordinator.take() {
             process.kill();

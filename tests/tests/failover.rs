@@ -43,39 +43,43 @@ fn lines(cluster: &Cluster, name: &str, needle: &str) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_step()
--> anyhow::Result<()> {
-    // The item's second turn (after its write) answers slowly: the owner dies while it waits.
-    let model = ScriptedModel::start(serde_json::from_value(json!({
-        "research": [{"content": "notes.md holds one line."}],
+/// Waits until the standby (`coordinator-b`) says it took the store over.
+fn wait_for_takeover(cluster: &Cluster) -> anyhow::Result<()> {
+    wait_until(Duration::from_secs(30), || {
+        lines(
+            cluster,
+            "coordinator-b",
+            "took the store over from its changelog",
+        ) > 0
+    })
+    .with_context(|| cluster.logs())
+}
+
+/// A job that writes out.md, then answers its item's second turn after `delay_ms`.
+fn write_out(delay_ms: u64) -> anyhow::Result<atelier_tests::scripted::Script> {
+    Ok(serde_json::from_value(json!({
+        "research": [{"content": "Nothing to read."}],
         "plan": [{"content": "- [ ] 1. Out — write out.md"}],
         "implement": {"1": [
             {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "out.md", "content": "# Out\n"}}]},
-            {"content": "Written.", "delay_ms": 4000}
+            {"content": "Written.", "delay_ms": delay_ms}
         ]},
         "summary": [{"content": "out.md is in the draft."}]
     }))?)
-    .await?;
+}
+
+/// Two replicated coordinators with `env` on one NATS: the first holds the store (it is
+/// `cluster.coordinator`), the second (`coordinator-b`, a data directory of its own) waits as the
+/// standby; with a worker per pool when `workers`.
+fn owner_and_standby(env: &[(&str, &str)], workers: bool) -> anyhow::Result<(Cluster, Process)> {
     let mut cluster = Cluster::start_with(&[])?;
     cluster.kill_coordinator();
-    cluster.start_coordinator_with_env(&replicated())?;
-    cluster.start_worker("tabular")?;
-    cluster.start_worker("office")?;
-    let standby_data = cluster.dir.path().join("data-b");
-    let standby_data = standby_data.to_string_lossy().to_string();
-    let mut standby = Process::spawn_with_env(
-        "coordinator-b",
-        &[
-            "coordinator",
-            "--nats",
-            &cluster.nats.url,
-            "--data",
-            &standby_data,
-        ],
-        cluster.dir.path(),
-        &replicated(),
-    )?;
+    cluster.start_coordinator_with_env(env)?;
+    if workers {
+        cluster.start_worker("tabular")?;
+        cluster.start_worker("office")?;
+    }
+    let standby = cluster.spawn_coordinator("coordinator-b", env)?;
     wait_until(Duration::from_secs(20), || {
         lines(
             &cluster,
@@ -83,6 +87,15 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
             "standby: another coordinator holds the store",
         ) > 0
     })?;
+    Ok((cluster, standby))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_step()
+-> anyhow::Result<()> {
+    // The item's second turn (after its write) answers slowly: the owner dies while it waits.
+    let model = ScriptedModel::start(write_out(4000)?).await?;
+    let (mut cluster, mut standby) = owner_and_standby(&replicated(), true)?;
 
     cluster.cli_ok(&["wb", "create", "q3"])?;
     let notes = cluster.dir.path().join("notes.md");
@@ -112,14 +125,7 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
     cluster.kill_coordinator();
     let killed = Instant::now();
 
-    wait_until(Duration::from_secs(30), || {
-        lines(
-            &cluster,
-            "coordinator-b",
-            "took the store over from its changelog",
-        ) > 0
-    })
-    .with_context(|| cluster.logs())?;
+    wait_for_takeover(&cluster)?;
     let took_over = killed.elapsed();
     assert!(
         took_over < Duration::from_secs(8),
@@ -207,36 +213,9 @@ fn signal(process: &Process, signal: &str) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_owner_that_wakes_up_after_a_takeover_writes_nothing_and_stops()
 -> anyhow::Result<()> {
-    let model = ScriptedModel::start(serde_json::from_value(json!({
-        "research": [{"content": "Nothing to read."}],
-        "plan": [{"content": "- [ ] 1. Out — write out.md"}],
-        "implement": {"1": [
-            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "out.md", "content": "# Out\n"}}]},
-            {"content": "Written.", "delay_ms": 500}
-        ]},
-        "summary": [{"content": "out.md is in the draft."}]
-    }))?)
-    .await?;
-    let mut cluster = Cluster::start_with(&[])?;
-    cluster.kill_coordinator();
-    cluster.start_coordinator_with_env(&replicated())?;
-    cluster.start_worker("office")?;
-    cluster.start_worker("tabular")?;
+    let model = ScriptedModel::start(write_out(500)?).await?;
+    let (mut cluster, _standby) = owner_and_standby(&replicated(), true)?;
     let mut owner = cluster.coordinator.take().context("the owner runs")?;
-    let standby_data = cluster.dir.path().join("data-b");
-    let standby_data = standby_data.to_string_lossy().to_string();
-    let _standby = Process::spawn_with_env(
-        "coordinator-b",
-        &[
-            "coordinator",
-            "--nats",
-            &cluster.nats.url,
-            "--data",
-            &standby_data,
-        ],
-        cluster.dir.path(),
-        &replicated(),
-    )?;
     cluster.cli_ok(&["wb", "create", "q3"])?;
     cluster.cli_ok(&[
         "submit",
@@ -254,14 +233,7 @@ async fn a_paused_owner_that_wakes_up_after_a_takeover_writes_nothing_and_stops(
     // Paused with the model's answer on its way (it arrives while the owner sleeps): it neither
     // renews nor commits.
     signal(&owner, "STOP")?;
-    wait_until(Duration::from_secs(30), || {
-        lines(
-            &cluster,
-            "coordinator-b",
-            "took the store over from its changelog",
-        ) > 0
-    })
-    .with_context(|| cluster.logs())?;
+    wait_for_takeover(&cluster)?;
     signal(&owner, "CONT")?;
     // Awake, it learns it lost the lease and stops; whatever it tries to commit is refused.
     wait_until(Duration::from_secs(20), || {
@@ -302,6 +274,41 @@ async fn a_paused_owner_that_wakes_up_after_a_takeover_writes_nothing_and_stops(
         history.matches("out.md is in the draft.").count(),
         1,
         "{history}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clean_stop_hands_the_store_over_at_once() -> anyhow::Result<()> {
+    // A long lease: only the release explains a quick takeover.
+    let env = [
+        ("ATELIER_REPLICATED_STORE", "true"),
+        ("ATELIER_STORE_LEASE_MS", "20000"),
+    ];
+    let (mut cluster, _standby) = owner_and_standby(&env, false)?;
+    let mut owner = cluster.coordinator.take().context("the owner runs")?;
+    cluster.cli_ok(&["wb", "create", "q3"])?;
+
+    signal(&owner, "TERM")?;
+    let stopped = Instant::now();
+    wait_for_takeover(&cluster)?;
+    let handed_over = stopped.elapsed();
+    assert!(
+        handed_over < Duration::from_secs(2),
+        "handed over {handed_over:?} after SIGTERM, with a 20 s lease"
+    );
+    assert!(owner.wait_exit(Duration::from_secs(10)));
+    assert_eq!(
+        lines(&cluster, "coordinator", "released the store's lease"),
+        1
+    );
+    // The new owner serves what the old one stored.
+    let notes = cluster.dir.path().join("notes.md");
+    std::fs::write(&notes, "# Notes\n")?;
+    cluster.cli_ok(&["wb", "add", "q3", &notes.to_string_lossy()])?;
+    assert_eq!(
+        cluster.cli_ok(&["wb", "cat", "q3", "notes.md"])?.stdout,
+        "# Notes\n"
     );
     Ok(())
 }

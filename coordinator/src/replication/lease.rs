@@ -112,6 +112,14 @@ impl Leases {
             .map_err(|error| nats_error("releasing a shard lease")(error.to_string()))
     }
 
+    /// Changes of `shard`'s lease from now on (renewed, released, taken).
+    pub async fn watch(&self, shard: u32) -> Result<kv::Watch, CoordinatorError> {
+        self.kv
+            .watch(shard::key(shard))
+            .await
+            .map_err(|error| nats_error("watching a shard lease")(error.to_string()))
+    }
+
     /// Who holds `shard` now, if anyone.
     pub async fn holder(&self, shard: u32) -> Result<Option<Holder>, CoordinatorError> {
         let entry = self

@@ -2,7 +2,9 @@
 //! it holds the lease, rebuilds its local sled from the changelog (its own copy may hold writes
 //! that were never committed), fences the changelog with its epoch, and from then on commits
 //! every write there ([`ChangelogSink`]); it renews the lease, and when the lease is lost it
-//! says so ([`Ownership::lost`]) and commits nothing more.
+//! says so ([`Ownership::lost`]) and commits nothing more. Stopping, it releases the lease
+//! ([`Ownership::release`]), which wakes a standby at once: a clean hand-over does not wait for
+//! the lease to run out.
 //!
 //! Today the whole store is one shard (shard 0); shards of their own per workbench are the next
 //! stage of docs/adr/0014.
@@ -12,7 +14,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use atelier_messages::shard::Mutation;
-use tokio::sync::watch;
+use futures::StreamExt;
+use tokio::sync::{oneshot, watch};
 
 use super::changelog::{Changelog, ShardLog};
 use super::lease::{Lease, Leases};
@@ -53,6 +56,7 @@ pub struct Ownership {
     /// Where the store's writes are committed.
     pub log: Log,
     lost: watch::Receiver<bool>,
+    release: oneshot::Sender<()>,
     renewal: tokio::task::JoinHandle<()>,
 }
 
@@ -63,9 +67,15 @@ impl Ownership {
         let _ = lost.wait_for(|lost| *lost).await;
     }
 
-    /// Stops renewing (a clean shutdown lets the lease run out, or another take it).
-    pub fn stop(&self) {
-        self.renewal.abort();
+    /// Gives the lease up (after serving stopped): a standby takes the store over at once.
+    pub async fn release(self) {
+        let _ = self.release.send(());
+        if tokio::time::timeout(RELEASE_PATIENCE, self.renewal)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the store's lease was not released in time; it runs out instead");
+        }
     }
 }
 
@@ -115,20 +125,27 @@ pub async fn take_store(
         runtime: tokio::runtime::Handle::current(),
     });
     let (lost_tx, lost) = watch::channel(false);
-    let renewal = tokio::spawn(renew(leases, lease, settings, lost_tx));
+    let (release, released) = oneshot::channel();
+    let renewal = tokio::spawn(renew(leases, lease, settings, lost_tx, released));
     Ok(Ownership {
         db,
         log,
         lost,
+        release,
         renewal,
     })
 }
 
-/// Takes the lease once it is free, telling who holds it meanwhile.
+/// How long a stopping owner waits for its lease's release.
+const RELEASE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Takes the lease once it is free, telling who holds it meanwhile. A release wakes this at
+/// once; a lease that runs out is seen at the next look, a third of its life later at most.
 async fn acquire(
     leases: &Leases,
     settings: &ReplicationSettings,
 ) -> Result<Lease, CoordinatorError> {
+    let mut changes = leases.watch(WHOLE_STORE).await?;
     let mut told = None;
     loop {
         if let Some(lease) = leases.acquire(WHOLE_STORE).await? {
@@ -139,21 +156,31 @@ async fn acquire(
             tracing::info!(holder = ?holder, "standby: another coordinator holds the store");
             told = holder;
         }
-        tokio::time::sleep(settings.lease_ttl / 3).await;
+        let _ = tokio::time::timeout(settings.lease_ttl / 3, changes.next()).await;
     }
 }
 
 /// Renews `lease` three times per its life; once it is lost (refused, or not renewed for a
-/// whole life), says so and stops.
+/// whole life), says so and stops; asked to release it, releases it and stops.
 async fn renew(
     leases: Leases,
     mut lease: Lease,
     settings: ReplicationSettings,
     lost: watch::Sender<bool>,
+    mut release: oneshot::Receiver<()>,
 ) {
     let mut renewed = Instant::now();
     loop {
-        tokio::time::sleep(settings.lease_ttl / 3).await;
+        tokio::select! {
+            _ = &mut release => {
+                match leases.release(lease).await {
+                    Ok(()) => tracing::info!("released the store's lease"),
+                    Err(error) => tracing::warn!(%error, "could not release the store's lease; it runs out instead"),
+                }
+                return;
+            }
+            () = tokio::time::sleep(settings.lease_ttl / 3) => {}
+        }
         match leases.renew(&mut lease).await {
             Ok(()) => renewed = Instant::now(),
             Err(error) if renewed.elapsed() < settings.lease_ttl && !is_fenced(&error) => {
