@@ -108,6 +108,20 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
         std::fs::write(&path, content)?;
         cluster.cli_ok(&["wb", "add", "q3", &path.to_string_lossy()])?;
     }
+    // Twelve files of 60 KiB in one addition: those sent inline kept in sled (and the
+    // changelog), the rest through the bucket.
+    let many = cluster.dir.path().join("many");
+    std::fs::create_dir_all(&many)?;
+    let small = csv(60 << 10);
+    let mut paths = Vec::new();
+    for n in 0..12 {
+        let path = many.join(format!("part-{n}.csv"));
+        std::fs::write(&path, format!("{n}\n{small}"))?;
+        paths.push(path.to_string_lossy().to_string());
+    }
+    let mut add = vec!["wb", "add", "q3"];
+    add.extend(paths.iter().map(String::as_str));
+    cluster.cli_ok(&add)?;
     cluster.cli_ok(&[
         "submit",
         "q3",
@@ -168,6 +182,23 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
             read == *content,
             "{name} read back differs ({} bytes)",
             read.len()
+        );
+    }
+    assert_eq!(
+        lines(
+            &cluster,
+            "coordinator-b",
+            "blob brought from the replicated store's bucket"
+        ),
+        2
+    );
+    for n in [0, 11] {
+        let read = cluster
+            .cli_ok(&["wb", "cat", "q3", &format!("part-{n}.csv")])?
+            .stdout;
+        assert!(
+            read == format!("{n}\n{small}"),
+            "part-{n}.csv read back differs"
         );
     }
 

@@ -59,6 +59,35 @@ impl Position {
     }
 }
 
+/// The most bytes of keys and values one changelog entry carries: half of a stock server's
+/// 1 MB `max_payload`.
+pub const ENTRY_BUDGET: usize = 512 << 10;
+
+/// Groups of writes, in order, packed into entries of at most `budget` bytes of tree names, keys
+/// and values each. A group (one write, batch or transaction) is never split, so each entry
+/// applies whole changes; a group larger than the budget makes an entry of its own.
+pub fn pack(groups: Vec<Vec<Mutation>>, budget: usize) -> Vec<Vec<Mutation>> {
+    let mut entries: Vec<Vec<Mutation>> = Vec::new();
+    let mut size = 0;
+    for group in groups {
+        let group_size: usize = group
+            .iter()
+            .map(|m| m.tree.len() + m.key.len() + m.value.as_ref().map_or(0, Vec::len))
+            .sum();
+        let full =
+            entries.last().is_some_and(|entry| !entry.is_empty()) && size + group_size > budget;
+        if entries.is_empty() || full {
+            entries.push(Vec::new());
+            size = 0;
+        }
+        size += group_size;
+        if let Some(entry) = entries.last_mut() {
+            entry.extend(group);
+        }
+    }
+    entries
+}
+
 /// How shards are held and replicated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplicationSettings {
@@ -86,4 +115,44 @@ impl ReplicationSettings {
 
 fn nats_error(context: &str) -> impl FnOnce(String) -> crate::error::CoordinatorError + '_ {
     move |error| crate::error::CoordinatorError::Nats(format!("{context}: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(sizes: &[usize]) -> Vec<Mutation> {
+        sizes
+            .iter()
+            .map(|size| Mutation {
+                tree: "t".into(),
+                key: vec![b'k'],
+                value: Some(vec![0; *size]),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn writes_are_packed_in_order_into_entries_under_the_budget_without_splitting_a_change() {
+        // Each mutation counts its tree (1) and key (1) besides the value.
+        let groups = vec![
+            group(&[48]),
+            group(&[48]),
+            group(&[98]),
+            group(&[10, 10]),
+            group(&[300]),
+        ];
+        let entries = pack(groups, 100);
+        let sizes: Vec<Vec<usize>> = entries
+            .iter()
+            .map(|entry| {
+                entry
+                    .iter()
+                    .map(|m| m.value.as_ref().map_or(0, Vec::len))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(sizes, vec![vec![48, 48], vec![98], vec![10, 10], vec![300]]);
+        assert!(pack(Vec::new(), 100).is_empty());
+    }
 }

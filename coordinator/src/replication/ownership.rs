@@ -36,16 +36,19 @@ struct ChangelogSink {
 }
 
 impl Sink for ChangelogSink {
-    fn commit(&self, mutations: Vec<Mutation>) -> Result<(), CoordinatorError> {
+    fn commit(&self, groups: Vec<Vec<Mutation>>) -> Result<(), CoordinatorError> {
         let mut log = self
             .log
             .lock()
             .map_err(|_| CoordinatorError::Corrupt("the changelog lock was poisoned".into()))?;
         let epoch = log.epoch();
-        // Commits come from blocking threads and, rarely, from the runtime's own: either way
-        // the append is waited for here.
-        let seq = tokio::task::block_in_place(|| self.runtime.block_on(log.append(mutations)))?;
-        self.replica.set_position(Position { seq, epoch })
+        for entry in super::pack(groups, super::ENTRY_BUDGET) {
+            // Commits come from blocking threads and, rarely, from the runtime's own: either way
+            // the append is waited for here.
+            let seq = tokio::task::block_in_place(|| self.runtime.block_on(log.append(entry)))?;
+            self.replica.set_position(Position { seq, epoch })?;
+        }
+        Ok(())
     }
 }
 

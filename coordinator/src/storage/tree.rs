@@ -16,16 +16,27 @@ use crate::error::CoordinatorError;
 
 /// Where committed mutations go (the shard's changelog).
 pub trait Sink: Send + Sync {
-    /// Makes `mutations` durable, in order; an error means they may not be.
-    fn commit(&self, mutations: Vec<Mutation>) -> Result<(), CoordinatorError>;
+    /// Makes `groups` durable, in order, each group whole (one write, one batch or one
+    /// transaction); an error means they may not be.
+    fn commit(&self, groups: Vec<Vec<Mutation>>) -> Result<(), CoordinatorError>;
 }
 
-/// Mutations recorded and not yet committed.
+/// Mutations recorded and not yet committed, in groups that are applied whole.
 #[derive(Default)]
 struct Recorded {
-    mutations: Vec<Mutation>,
-    /// How many were ever recorded.
+    groups: Vec<Vec<Mutation>>,
+    /// How many mutations were ever recorded.
     count: u64,
+}
+
+impl Recorded {
+    fn push(&mut self, group: Vec<Mutation>) {
+        if group.is_empty() {
+            return;
+        }
+        self.count += group.len() as u64;
+        self.groups.push(group);
+    }
 }
 
 /// Group commit's state.
@@ -97,7 +108,7 @@ impl Log {
             drop(committed);
             let (batch, upto) = {
                 let mut recorded = self.lock()?;
-                (std::mem::take(&mut recorded.mutations), recorded.count)
+                (std::mem::take(&mut recorded.groups), recorded.count)
             };
             let result = if batch.is_empty() {
                 Ok(())
@@ -134,8 +145,7 @@ impl Tree {
 
     fn record(recorded: Option<&mut Recorded>, mutation: impl FnOnce() -> Mutation) {
         if let Some(recorded) = recorded {
-            recorded.mutations.push(mutation());
-            recorded.count += 1;
+            recorded.push(vec![mutation()]);
         }
     }
 
@@ -235,13 +245,12 @@ impl Tree {
         }
         self.inner.apply_batch(writes)?;
         if let Some(recorded) = guard.as_deref_mut() {
-            for (key, value) in batch.writes {
-                Self::record(Some(recorded), || Mutation {
-                    tree: self.name.clone(),
-                    key,
-                    value,
-                });
-            }
+            let group = batch.writes.into_iter().map(|(key, value)| Mutation {
+                tree: self.name.clone(),
+                key,
+                value,
+            });
+            recorded.push(group.collect());
         }
         Ok(())
     }
@@ -344,10 +353,7 @@ pub fn transaction<const N: usize, T, E>(
         Ok(out)
     })?;
     if let Some(recorded) = guard.as_deref_mut() {
-        for mutation in committed.into_inner() {
-            recorded.mutations.push(mutation);
-            recorded.count += 1;
-        }
+        recorded.push(committed.into_inner());
     }
     Ok(result)
 }
@@ -367,14 +373,14 @@ mod tests {
     }
 
     impl Sink for Collecting {
-        fn commit(&self, mutations: Vec<Mutation>) -> Result<(), CoordinatorError> {
+        fn commit(&self, groups: Vec<Vec<Mutation>>) -> Result<(), CoordinatorError> {
             self.commits.fetch_add(1, Ordering::SeqCst);
             // Slow enough for writers to pile up behind the one committing.
             std::thread::sleep(std::time::Duration::from_millis(5));
             self.mutations
                 .lock()
                 .map_err(|_| poisoned())?
-                .extend(mutations);
+                .extend(groups.into_iter().flatten());
             Ok(())
         }
     }
@@ -424,7 +430,7 @@ mod tests {
     fn a_failed_commit_stops_every_later_acknowledgement() {
         struct Failing;
         impl Sink for Failing {
-            fn commit(&self, _: Vec<Mutation>) -> Result<(), CoordinatorError> {
+            fn commit(&self, _: Vec<Vec<Mutation>>) -> Result<(), CoordinatorError> {
                 Err(CoordinatorError::Nats(
                     "the changelog is unreachable".into(),
                 ))

@@ -22,8 +22,9 @@ struct MirrorSink {
 }
 
 impl crate::storage::Sink for MirrorSink {
-    fn commit(&self, mutations: Vec<Mutation>) -> Result<(), CoordinatorError> {
+    fn commit(&self, groups: Vec<Vec<Mutation>>) -> Result<(), CoordinatorError> {
         let seq = 1 + self.seq.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mutations = groups.into_iter().flatten().collect();
         self.mirror.apply(seq, &Checked::Mutations(mutations))
     }
 }
