@@ -35,8 +35,13 @@ pub(crate) mod trees {
     pub const WORKSHOP_OUTBOX: &str = "workshop_outbox";
 }
 
-/// A tree's entries, key and value, in key order.
-pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+/// Opens the sled database at `path` as every store of the coordinator is opened.
+pub fn open_db(path: &Path) -> Result<sled::Db, CoordinatorError> {
+    Ok(sled::Config::new()
+        .path(path)
+        .mode(sled::Mode::HighThroughput)
+        .open()?)
+}
 
 /// The coordinator's durable state.
 #[derive(Clone)]
@@ -56,24 +61,19 @@ impl std::fmt::Debug for Storage {
 
 impl Storage {
     pub fn open(path: &Path) -> Result<Self, CoordinatorError> {
-        let db = sled::Config::new()
-            .path(path)
-            .mode(sled::Mode::HighThroughput)
-            .open()?;
-        Ok(Self { db, log: None })
+        Ok(Self {
+            db: open_db(path)?,
+            log: None,
+        })
     }
 
-    /// A store whose writes are recorded and committed to `log` (its changelog) on flush.
-    pub fn open_replicated(path: &Path, log: Log) -> Result<Self, CoordinatorError> {
-        Ok(Self::replicated(Self::open(path)?.db, log))
-    }
-
-    /// The replicated store in `db`.
+    /// The replicated store in `db`: its writes are recorded and committed to `log` (its
+    /// changelog) on flush.
     pub fn replicated(db: sled::Db, log: Log) -> Self {
         Self { db, log: Some(log) }
     }
 
-    pub(crate) fn tree(&self, name: &str) -> Result<Tree, CoordinatorError> {
+    pub(crate) fn tree(&self, name: &'static str) -> Result<Tree, CoordinatorError> {
         Ok(Tree::new(self.db.open_tree(name)?, name, self.log.clone()))
     }
 
@@ -86,28 +86,6 @@ impl Storage {
                 Ok(())
             }
         }
-    }
-
-    /// Every tree's name and entries (tests compare stores with it).
-    pub fn dump(&self) -> Result<Vec<(String, Entries)>, CoordinatorError> {
-        let mut trees = Vec::new();
-        for name in self.db.tree_names() {
-            let name = String::from_utf8_lossy(&name).to_string();
-            if name.starts_with("__") {
-                continue;
-            }
-            let entries = self
-                .db
-                .open_tree(&name)?
-                .iter()
-                .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
-                .collect::<Result<Vec<_>, sled::Error>>()?;
-            if !entries.is_empty() {
-                trees.push((name, entries));
-            }
-        }
-        trees.sort();
-        Ok(trees)
     }
 
     /// Bytes on disk.
@@ -159,7 +137,7 @@ impl Storage {
     /// there is no record.
     pub(crate) fn update<T: Serialize + DeserializeOwned>(
         &self,
-        tree: &str,
+        tree: &'static str,
         key: &[u8],
         missing: impl Fn() -> ErrorBody,
         change: impl Fn(&mut T) -> Result<(), ErrorBody>,

@@ -11,7 +11,6 @@
 
 use std::time::{Duration, Instant};
 
-use atelier_messages::job::JobView;
 use atelier_tests::scripted::{Script, ScriptedModel};
 use atelier_tests::{Cluster, Process, wait_until};
 use serde_json::json;
@@ -73,15 +72,12 @@ async fn main() -> anyhow::Result<()> {
         let workbench = format!("trial-{trial}");
         cluster.cli_ok(&["wb", "create", &workbench])?;
         let job_id = format!("failover-{trial}");
-        cluster.cli_ok(&[
-            "submit",
+        cluster.submit_with(
             &workbench,
             "wait on the plan",
-            "--model",
             &model.model_spec(),
-            "--job-id",
-            &job_id,
-        ])?;
+            &["--job-id", &job_id],
+        )?;
         let asked = model.count("plan", None, 0);
         wait_until(Duration::from_secs(60), || {
             model.count("plan", None, 0) > asked
@@ -110,12 +106,7 @@ async fn main() -> anyhow::Result<()> {
         wait_until(Duration::from_secs(30), || {
             log_lines(&cluster, names[owner], waiting) > standby_before
         })?;
-        wait_until(Duration::from_secs(60), || {
-            cluster
-                .cli(&["job", &job_id, "--json"])
-                .and_then(|out| out.json::<JobView>())
-                .is_ok_and(|view| view.state.is_terminal())
-        })?;
+        cluster.wait_finished(&job_id, Duration::from_secs(60))?;
         owner = standby;
     }
     let mean = samples.iter().sum::<Duration>() / samples.len() as u32;

@@ -3,22 +3,14 @@
 // then fixed): from the batches list opens the batch, reads its counts and failed target,
 // follows the failed target's job link and comes back, retries (the batch ends succeeded) and
 // publishes. Prints `RESULT {json}` at the end; screenshots go to ARTIFACTS.
-import { join } from 'node:path';
-import { launch } from './launch.mjs';
+import { runPage } from './launch.mjs';
 
 const url = process.env.DASHBOARD_URL;
 const batch = process.env.BATCH;
-const artifacts = process.env.ARTIFACTS || '.';
 
-const { context, close } = await launch({ width: 1400, height: 1000 });
 const result = {};
 const counts = page => page.$eval('#batch-counts', el => ({ ...el.dataset }));
-try {
-  const page = context.pages()[0] ?? await context.newPage();
-  page.on('dialog', dialog => { result.lastDialog = dialog.message(); dialog.accept(); });
-  page.on('console', message => { if (message.type() === 'error') console.error('page:', message.text()); });
-  const shot = name => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
-
+await runPage({ width: 1400, height: 1000 }, result, async ({ page, shot }) => {
   await page.goto(`${url}/#/batches`);
   await page.waitForSelector(`#batches tr[data-id="${batch}"]`);
   result.listState = await page.$eval(`#batches tr[data-id="${batch}"]`, tr => tr.dataset.state);
@@ -50,10 +42,4 @@ try {
   await page.waitForFunction(() => /^(Published|error)/i.test(document.querySelector('#toast').textContent.trim()),
     null, { timeout: 20000 }).catch(() => {});
   result.toast = await page.$eval('#toast', el => el.textContent.trim());
-} catch (error) {
-  console.error(error);
-  result.error = String(error);
-} finally {
-  console.log(`RESULT ${JSON.stringify(result)}`);
-  await close();
-}
+});

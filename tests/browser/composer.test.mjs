@@ -4,22 +4,14 @@
 // the answer and the draft; a second message is refused with DRAFT_EXISTS (and what to do)
 // until the draft is published.
 // Prints `RESULT {json}` at the end; screenshots go to ARTIFACTS.
-import { join } from 'node:path';
-import { launch } from './launch.mjs';
+import { runPage } from './launch.mjs';
 
 const url = process.env.DASHBOARD_URL;
 const workbench = process.env.WORKBENCH;
-const artifacts = process.env.ARTIFACTS || '.';
 
-const { context, close } = await launch({ width: 1400, height: 1200 });
 const result = {};
 const text = (page, selector) => page.$eval(selector, el => el.textContent.replace(/\s+/g, ' ').trim());
-try {
-  const page = context.pages()[0] ?? await context.newPage();
-  page.on('dialog', dialog => dialog.accept());
-  page.on('console', message => { if (message.type() === 'error') console.error('page:', message.text()); });
-  const shot = name => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
-
+await runPage({ width: 1400, height: 1200 }, result, async ({ page, shot }) => {
   await page.goto(`${url}/#/workbenches/${workbench}`);
   await page.waitForSelector('#composer-model option[value="scripted"]', { state: 'attached' });
   result.models = await page.$$eval('#composer-model option', options => options.map(o => o.value));
@@ -71,10 +63,4 @@ try {
   await page.waitForSelector('#draft-empty', { timeout: 20000 });
   await page.waitForFunction(() => document.getElementById('composer-continue-label').hidden);
   await shot('c3-published');
-} catch (error) {
-  console.error(error);
-  result.error = String(error);
-} finally {
-  console.log(`RESULT ${JSON.stringify(result)}`);
-  await close();
-}
+});

@@ -3,21 +3,13 @@
 // from running to succeeded without a reload, opens its page, reads the plan, the tool I/O
 // log and the job's outcome, clicks Publish and waits for the draft to be gone. Prints `RESULT {json}` at the end;
 // screenshots go to ARTIFACTS.
-import { join } from 'node:path';
-import { launch } from './launch.mjs';
+import { runPage } from './launch.mjs';
 
 const url = process.env.DASHBOARD_URL;
 const jobId = process.env.JOB_ID;
-const artifacts = process.env.ARTIFACTS || '.';
 
-const { context, close } = await launch({ width: 1400, height: 1000 });
 const result = { sawRunning: false, sawSucceeded: false, reloaded: true };
-try {
-  const page = context.pages()[0] ?? await context.newPage();
-  page.on('dialog', dialog => dialog.accept());
-  page.on('console', message => { if (message.type() === 'error') console.error('page:', message.text()); });
-  const shot = name => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
-
+await runPage({ width: 1400, height: 1000 }, result, async ({ page, shot }) => {
   await page.goto(`${url}/#/jobs`);
   await page.waitForSelector('#jobs tbody');
   await page.waitForSelector('#live.on', { timeout: 15000 });
@@ -68,10 +60,4 @@ try {
   await page.waitForSelector('#jobs-chart rect');
   result.chartBars = await page.$$eval('#jobs-chart rect', rects => rects.length);
   await shot('6-throughput');
-} catch (error) {
-  console.error(error);
-  result.error = String(error);
-} finally {
-  console.log(`RESULT ${JSON.stringify(result)}`);
-  await close();
-}
+});

@@ -20,3 +20,27 @@ export async function launch(viewport) {
   };
   return { context, close };
 }
+
+/**
+ * Runs `test({ page, shot })` on a page of a fresh Chromium, then prints `RESULT {json}` of
+ * `result` (with `error` when the test threw) and closes the browser. Dialogs are accepted (the
+ * last one's text in `result.lastDialog`), the page's errors go to stderr, and `shot(name)` saves
+ * a full-page screenshot into ARTIFACTS.
+ */
+export async function runPage(viewport, result, test) {
+  const { context, close } = await launch(viewport);
+  try {
+    const page = context.pages()[0] ?? await context.newPage();
+    page.on('dialog', dialog => { result.lastDialog = dialog.message(); dialog.accept(); });
+    page.on('console', message => { if (message.type() === 'error') console.error('page:', message.text()); });
+    const artifacts = process.env.ARTIFACTS || '.';
+    const shot = name => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
+    await test({ page, shot });
+  } catch (error) {
+    console.error(error);
+    result.error = String(error);
+  } finally {
+    console.log(`RESULT ${JSON.stringify(result)}`);
+    await close();
+  }
+}

@@ -4,22 +4,14 @@
 // regenerates (the answer and the draft come back), regenerates from the first message (after
 // saying what goes), publishes, and restores checkpoint 1.
 // Prints `RESULT {json}` at the end; screenshots go to ARTIFACTS.
-import { join } from 'node:path';
-import { launch } from './launch.mjs';
+import { runPage } from './launch.mjs';
 
 const url = process.env.DASHBOARD_URL;
 const workbench = process.env.WORKBENCH;
-const artifacts = process.env.ARTIFACTS || '.';
 
-const { context, close } = await launch({ width: 1400, height: 1200 });
 const result = {};
 const ids = page => page.$$eval('#conversation li[data-id]', items => items.map(li => `${li.dataset.id}:${li.dataset.role}`));
-try {
-  const page = context.pages()[0] ?? await context.newPage();
-  page.on('dialog', dialog => { result.lastDialog = dialog.message(); dialog.accept(); });
-  page.on('console', message => { if (message.type() === 'error') console.error('page:', message.text()); });
-  const shot = name => page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
-
+await runPage({ width: 1400, height: 1200 }, result, async ({ page, shot }) => {
   // From the jobs list, the workbench link opens its page.
   await page.goto(`${url}/#/jobs`);
   await page.click(`a[href="#/workbenches/${workbench}"]`);
@@ -57,10 +49,4 @@ try {
   result.checkpoints = await page.$$eval('#checkpoints li[data-id]', items => items.map(li => `${li.dataset.id}:${li.dataset.reason}`));
   result.lastMessage = await page.$eval('#conversation li:last-child .text', el => el.textContent.trim());
   await shot('w4-restored');
-} catch (error) {
-  console.error(error);
-  result.error = String(error);
-} finally {
-  console.log(`RESULT ${JSON.stringify(result)}`);
-  await close();
-}
+});

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use atelier_messages::job::{JobState, JobView};
+use atelier_messages::job::JobState;
 use atelier_messages::subjects;
 use atelier_messages::workshop::{WorkshopEvent, WorkshopEventKind};
 use atelier_tests::scripted::ScriptedModel;
@@ -41,6 +41,25 @@ fn lines(cluster: &Cluster, name: &str, needle: &str) -> usize {
         .lines()
         .filter(|line| line.contains(needle))
         .count()
+}
+
+/// Submits `job_id` (writing out.md) and waits until its write is applied and journaled: the
+/// item's second turn is asked for.
+fn submit_and_wait_for_the_write(
+    cluster: &Cluster,
+    model: &ScriptedModel,
+    job_id: &str,
+) -> anyhow::Result<()> {
+    cluster.submit_with(
+        "q3",
+        "Write out.md",
+        &model.model_spec(),
+        &["--job-id", job_id],
+    )?;
+    wait_until(Duration::from_secs(60), || {
+        model.count("implement", Some(1), 1) > 0
+    })
+    .with_context(|| cluster.logs())
 }
 
 /// Waits until the standby (`coordinator-b`) says it took the store over.
@@ -122,20 +141,7 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
     let mut add = vec!["wb", "add", "q3"];
     add.extend(paths.iter().map(String::as_str));
     cluster.cli_ok(&add)?;
-    cluster.cli_ok(&[
-        "submit",
-        "q3",
-        "Write out.md",
-        "--model",
-        &model.model_spec(),
-        "--job-id",
-        "failover-1",
-    ])?;
-    // The write is applied and journaled once the item's second turn is asked for.
-    wait_until(Duration::from_secs(60), || {
-        model.count("implement", Some(1), 1) > 0
-    })
-    .with_context(|| cluster.logs())?;
+    submit_and_wait_for_the_write(&cluster, &model, "failover-1")?;
     cluster.kill_coordinator();
     let killed = Instant::now();
 
@@ -145,13 +151,7 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
         took_over < Duration::from_secs(8),
         "taken over {took_over:?} after the kill (lease {LEASE_MS} ms)"
     );
-    let view: JobView = loop {
-        let view: JobView = cluster.cli_ok(&["job", "failover-1", "--json"])?.json()?;
-        if view.state.is_terminal() || killed.elapsed() > Duration::from_secs(60) {
-            break view;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let view = cluster.wait_finished("failover-1", Duration::from_secs(60))?;
     assert_eq!(
         view.state,
         JobState::Succeeded,
@@ -248,19 +248,7 @@ async fn a_paused_owner_that_wakes_up_after_a_takeover_writes_nothing_and_stops(
     let (mut cluster, _standby) = owner_and_standby(&replicated(), true)?;
     let mut owner = cluster.coordinator.take().context("the owner runs")?;
     cluster.cli_ok(&["wb", "create", "q3"])?;
-    cluster.cli_ok(&[
-        "submit",
-        "q3",
-        "Write out.md",
-        "--model",
-        &model.model_spec(),
-        "--job-id",
-        "paused-1",
-    ])?;
-    wait_until(Duration::from_secs(60), || {
-        model.count("implement", Some(1), 1) > 0
-    })
-    .with_context(|| cluster.logs())?;
+    submit_and_wait_for_the_write(&cluster, &model, "paused-1")?;
     // Paused with the model's answer on its way (it arrives while the owner sleeps): it neither
     // renews nor commits.
     signal(&owner, "STOP")?;
@@ -275,13 +263,7 @@ async fn a_paused_owner_that_wakes_up_after_a_takeover_writes_nothing_and_stops(
         owner.wait_exit(Duration::from_secs(20)),
         "the deposed owner exits"
     );
-    let view: JobView = loop {
-        let view: JobView = cluster.cli_ok(&["job", "paused-1", "--json"])?.json()?;
-        if view.state.is_terminal() {
-            break view;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let view = cluster.wait_finished("paused-1", Duration::from_secs(60))?;
     assert_eq!(
         view.state,
         JobState::Succeeded,

@@ -98,7 +98,7 @@ pub async fn take_store(
         if path.exists() {
             std::fs::remove_dir_all(&path).map_err(crate::error::io_error(&path))?;
         }
-        Ok(sled::Config::new().path(&path).open()?)
+        crate::storage::open_db(&path)
     })
     .await
     .map_err(|join| CoordinatorError::Actor(join.to_string()))??;

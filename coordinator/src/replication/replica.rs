@@ -43,7 +43,7 @@ pub struct Snapshot {
 
 impl Replica {
     pub fn open(path: &Path) -> Result<Self, CoordinatorError> {
-        Self::from_db(sled::Config::new().path(path).open()?)
+        Self::from_db(crate::storage::open_db(path)?)
     }
 
     /// The store in `db` (which the coordinator's own storage also writes).

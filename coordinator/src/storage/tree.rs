@@ -130,17 +130,13 @@ impl Log {
 #[derive(Clone)]
 pub struct Tree {
     inner: sled::Tree,
-    name: String,
+    name: &'static str,
     log: Option<Log>,
 }
 
 impl Tree {
-    pub(super) fn new(inner: sled::Tree, name: &str, log: Option<Log>) -> Self {
-        Self {
-            inner,
-            name: name.to_string(),
-            log,
-        }
+    pub(super) fn new(inner: sled::Tree, name: &'static str, log: Option<Log>) -> Self {
+        Self { inner, name, log }
     }
 
     fn record(recorded: Option<&mut Recorded>, mutation: impl FnOnce() -> Mutation) {
@@ -151,7 +147,7 @@ impl Tree {
 
     fn mutation(&self, key: &[u8], value: Option<&[u8]>) -> Mutation {
         Mutation {
-            tree: self.name.clone(),
+            tree: self.name.to_string(),
             key: key.to_vec(),
             value: value.map(<[u8]>::to_vec),
         }
@@ -163,7 +159,7 @@ impl Tree {
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        self.name
     }
 
     pub fn get(&self, key: impl AsRef<[u8]>) -> sled::Result<Option<IVec>> {
@@ -246,7 +242,7 @@ impl Tree {
         self.inner.apply_batch(writes)?;
         if let Some(recorded) = guard.as_deref_mut() {
             let group = batch.writes.into_iter().map(|(key, value)| Mutation {
-                tree: self.name.clone(),
+                tree: self.name.to_string(),
                 key,
                 value,
             });
@@ -345,7 +341,7 @@ pub fn transaction<const N: usize, T, E>(
         let writes = RefCell::new(Vec::new());
         let wrapped: [TxTree<'_>; N] = std::array::from_fn(|index| TxTree {
             inner: &transactional[index],
-            name: trees[index].name.as_str(),
+            name: trees[index].name,
             writes: &writes,
         });
         let out = work(wrapped)?;
@@ -389,7 +385,8 @@ mod tests {
     fn concurrent_writers_share_commits_and_the_record_keeps_sleds_order() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let sink = Collecting::default();
-        let storage = Storage::open_replicated(&dir.path().join("db"), Log::new(sink.clone()))
+        let storage = crate::storage::open_db(&dir.path().join("db"))
+            .map(|db| Storage::replicated(db, Log::new(sink.clone())))
             .unwrap_or_else(|e| panic!("{e}"));
         let (writers, writes) = (8, 50);
         std::thread::scope(|scope| {
@@ -437,7 +434,8 @@ mod tests {
             }
         }
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let storage = Storage::open_replicated(&dir.path().join("db"), Log::new(Failing))
+        let storage = crate::storage::open_db(&dir.path().join("db"))
+            .map(|db| Storage::replicated(db, Log::new(Failing)))
             .unwrap_or_else(|e| panic!("{e}"));
         let tree = storage.tree("jobs").unwrap_or_else(|e| panic!("{e}"));
         tree.insert(b"a", vec![1]).unwrap_or_else(|e| panic!("{e}"));

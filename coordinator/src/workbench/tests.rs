@@ -13,6 +13,8 @@ use atelier_messages::workshop::Regenerate;
 struct Fixture {
     _dir: tempfile::TempDir,
     storage: Storage,
+    /// The store itself, read as a replica.
+    stored: Replica,
     mirror: Replica,
 }
 
@@ -29,31 +31,29 @@ impl crate::storage::Sink for MirrorSink {
     }
 }
 
+/// A replica's trees that hold something.
+fn held(replica: &Replica) -> std::collections::BTreeMap<String, Vec<Entry>> {
+    let snapshot = replica.export(0).unwrap_or_else(|e| panic!("{e}"));
+    snapshot
+        .trees
+        .into_iter()
+        .filter(|(_, entries)| !entries.is_empty())
+        .collect()
+}
+
+type Entry = (serde_bytes::ByteBuf, serde_bytes::ByteBuf);
+
 impl Drop for Fixture {
     fn drop(&mut self) {
         if std::thread::panicking() {
             return;
         }
         self.storage.flush().unwrap_or_else(|e| panic!("{e}"));
-        let mirrored: Vec<(String, crate::storage::Entries)> = self
-            .mirror
-            .export(0)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .trees
-            .into_iter()
-            .filter(|(_, entries)| !entries.is_empty())
-            .map(|(name, entries)| {
-                let entries = entries
-                    .into_iter()
-                    .map(|(key, value)| (key.into_vec(), value.into_vec()))
-                    .collect();
-                (name, entries)
-            })
-            .collect();
-        let stored = self.storage.dump().unwrap_or_else(|e| panic!("{e}"));
+        let stored = held(&self.stored);
         assert!(!stored.is_empty());
         assert_eq!(
-            mirrored, stored,
+            held(&self.mirror),
+            stored,
             "the changelog does not reproduce the store"
         );
     }
@@ -66,13 +66,15 @@ fn fixture() -> (Fixture, Workbenches) {
         mirror: mirror.clone(),
         seq: Default::default(),
     };
-    let storage = Storage::open_replicated(&dir.path().join("db"), crate::storage::Log::new(sink))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let db = crate::storage::open_db(&dir.path().join("db")).unwrap_or_else(|e| panic!("{e}"));
+    let stored = Replica::from_db(db.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let storage = Storage::replicated(db, crate::storage::Log::new(sink));
     let blobs = BlobDir::open(dir.path().join("blobs")).unwrap_or_else(|e| panic!("{e}"));
     let workbenches = Workbenches::new(storage.clone(), blobs);
     let fixture = Fixture {
         _dir: dir,
         storage,
+        stored,
         mirror,
     };
     (fixture, workbenches)

@@ -414,15 +414,21 @@ function bindAction(button, path, done, confirmText, body) {
   });
 }
 
+/** Approve and Reject of the call `job` waits on (the buttons of `approvalBox`). */
+function bindApproval(job) {
+  const path = `/api/jobs/${encodeURIComponent(job.job_id)}`;
+  const call = job.pending_approval ? job.pending_approval.call_id : undefined;
+  bindAction(document.getElementById('approve'), `${path}/approve`, 'Approved', null, { call_id: call });
+  bindAction(document.getElementById('reject'), `${path}/reject`, 'Rejected', null, { reason: 'rejected in the dashboard', call_id: call });
+}
+
 function wireJobActions(job) {
   const act = (id, path, done, confirmText, body) => bindAction(document.getElementById(id), path, done, confirmText, body);
   const jobPath = `/api/jobs/${encodeURIComponent(job.job_id)}`;
   const wbPath = `/api/workbenches/${encodeURIComponent(job.workbench)}`;
   act('cancel', `${jobPath}/cancel`, 'Cancel requested', 'Cancel this job at its next step?');
   act('resume', `${jobPath}/resume`, 'Resume requested');
-  const pendingCall = job.pending_approval ? job.pending_approval.call_id : undefined;
-  act('approve', `${jobPath}/approve`, 'Approved', null, { call_id: pendingCall });
-  act('reject', `${jobPath}/reject`, 'Rejected', null, { reason: 'rejected in the dashboard', call_id: pendingCall });
+  bindApproval(job);
   act('publish', `${wbPath}/publish`, `Published the draft of ${job.workbench}`);
   act('discard', `${wbPath}/discard`, `Discarded the draft of ${job.workbench}`, 'Throw the draft away?');
 }

@@ -124,10 +124,8 @@ async function refreshRun(history) {
   composer.answer = job.summary || trace.summary || '';
   box.innerHTML = runCard(job, trace);
   showAnswer();
+  bindApproval(job);
   const path = `/api/jobs/${encodeURIComponent(job.job_id)}`;
-  const call = job.pending_approval ? job.pending_approval.call_id : undefined;
-  bindAction(document.getElementById('approve'), `${path}/approve`, 'Approved', null, { call_id: call });
-  bindAction(document.getElementById('reject'), `${path}/reject`, 'Rejected', null, { reason: 'rejected in the dashboard', call_id: call });
   bindAction(document.getElementById('run-cancel'), `${path}/cancel`, 'Cancel requested', 'Cancel this job at its next step?');
 }
 
