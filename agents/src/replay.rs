@@ -217,6 +217,7 @@ mod tests {
             messages.push(ChatMessage::user("go on"));
         }
         ModelRequest {
+            after_failure: false,
             phase: phase.into(),
             item_index,
             messages,

@@ -119,6 +119,30 @@ pub fn asks_to_remove(request: &str) -> bool {
     words(&lower).any(|word| VERBS.contains(&word))
 }
 
+/// True when `request` uses the verb of the office operation `op` (`append` of
+/// `append_paragraph`, `replace` of `replace_text`), or a word meaning it: *fill* replaces
+/// text or sets cells, *add* appends, *write* sets cells, *change* and *update* replace or
+/// set. A small model offered every operation picks the first one, or the example's.
+pub fn names_operation(request: &str, op: &str) -> bool {
+    const MEANING: &[(&str, &[&str])] = &[
+        ("fill", &["replace", "set"]),
+        ("add", &["append", "add"]),
+        ("write", &["set"]),
+        ("change", &["replace", "set"]),
+        ("update", &["replace", "set"]),
+    ];
+    let Some((verb, _)) = op.split_once('_') else {
+        return false;
+    };
+    let lower = request.to_lowercase();
+    words(&lower).any(|word| {
+        word == verb
+            || MEANING
+                .iter()
+                .any(|(said, verbs)| *said == word && verbs.contains(&verb))
+    })
+}
+
 /// The file names `request` mentions that are not among `files`, in order, once each.
 pub fn missing_files<S: AsRef<str>>(request: &str, files: &[S]) -> Vec<String> {
     let mut missing: Vec<String> = Vec::new();
@@ -192,6 +216,19 @@ mod tests {
     use super::*;
 
     const FILES: &[&str] = &["penguins.csv", "launch_plan.csv", "docs/simple.docx"];
+
+    #[test]
+    fn a_request_names_the_operations_of_its_verbs() {
+        let append = "Append to simple.docx a paragraph \"Conclusion\"";
+        assert!(names_operation(append, "append_paragraph"));
+        assert!(!names_operation(append, "replace_text"));
+        let fill = "Fill invoice_template.docx: company Acme Ltd";
+        assert!(names_operation(fill, "replace_text"));
+        assert!(names_operation(fill, "set_cells"));
+        assert!(!names_operation(fill, "append_paragraph"));
+        assert!(names_operation("Add a slide", "add_slide"));
+        assert!(!names_operation("Summarize the notes.", "delete_paragraph"));
+    }
 
     fn why(request: &str) -> Option<String> {
         classify(request, FILES).artefact().map(str::to_string)

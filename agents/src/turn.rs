@@ -114,9 +114,10 @@ impl<'r> Turn<'r> {
         }
     }
 
-    /// True once the model has answered in this turn: the next request is a retry.
+    /// True once the model has answered in this turn (the next request is a retry), or when
+    /// the loop's last calls all failed.
     pub(crate) fn is_retry(&self) -> bool {
-        self.replies > 0
+        self.replies > 0 || self.request.after_failure
     }
 
     pub(crate) fn tool_choice(&self) -> ToolChoice {

@@ -83,6 +83,59 @@ fn decimals(text: &str) -> Option<usize> {
 /// Why `content` breaks one of `rules`, if it does; `shown` are the values the tools showed
 /// (two of them on one line are a list on one line).
 pub(super) fn broken(rules: &[FormRule], content: &str, shown: &[String]) -> Option<String> {
+    let why = broken_rule(rules, content, shown)?;
+    let lists = rules.iter().any(|rule| {
+        matches!(
+            rule,
+            FormRule::OnePerLine | FormRule::Distinct | FormRule::Alphabetical
+        )
+    });
+    if !lists {
+        return Some(why);
+    }
+    let listed = serde_json::Value::String(listed(rules, content, shown)).to_string();
+    Some(format!(
+        "{why}; in the form the request asks, the content is {listed}"
+    ))
+}
+
+/// `content`'s values as the list rules among `rules` want them: one per line (a list on one
+/// line split at its commas or semicolons, or at the shown values it holds), each once, in
+/// alphabetical order — the model's own values in the form the request states.
+fn listed(rules: &[FormRule], content: &str, shown: &[String]) -> String {
+    let text = content.trim();
+    let mut values: Vec<String> = if text.contains('\n') || !listed_on_one_line(text, shown) {
+        lines(text).into_iter().map(str::to_string).collect()
+    } else if separated(text) {
+        text.split([',', ';'])
+            .map(str::trim)
+            .filter(|part| !part.is_empty())
+            .map(str::to_string)
+            .collect()
+    } else {
+        let mut found: Vec<(usize, &String)> = shown
+            .iter()
+            .filter_map(|value| text.find(value.as_str()).map(|at| (at, value)))
+            .collect();
+        found.sort();
+        found.into_iter().map(|(_, value)| value.clone()).collect()
+    };
+    if rules.contains(&FormRule::Distinct) {
+        let mut seen = Vec::new();
+        values.retain(|value| {
+            let first = !seen.contains(value);
+            seen.push(value.clone());
+            first
+        });
+    }
+    if rules.contains(&FormRule::Alphabetical) {
+        values.sort_by_key(|value| value.to_lowercase());
+    }
+    values.join("\n")
+}
+
+/// Why `content` breaks one of `rules`, the first it breaks.
+fn broken_rule(rules: &[FormRule], content: &str, shown: &[String]) -> Option<String> {
     let text = content.trim();
     let numbers = grounding::numbers(text);
     rules.iter().find_map(|rule| match rule {
@@ -179,18 +232,22 @@ fn decimals_of(number: &str) -> usize {
 /// True when a single line holds several values: separated by commas or semicolons, or two
 /// of the values the tools showed.
 fn listed_on_one_line(line: &str, shown: &[String]) -> bool {
-    let separated = line
-        .split([',', ';'])
-        .filter(|part| !part.trim().is_empty())
-        .count()
-        >= 2
-        && grounding::numbers(line).len() <= 1;
-    separated
+    separated(line)
         || shown
             .iter()
             .filter(|value| value.chars().count() >= 2 && line.contains(value.as_str()))
             .count()
             >= 2
+}
+
+/// True when `line` holds several parts separated by commas or semicolons (not a number's
+/// thousands).
+fn separated(line: &str) -> bool {
+    line.split([',', ';'])
+        .filter(|part| !part.trim().is_empty())
+        .count()
+        >= 2
+        && grounding::numbers(line).len() <= 1
 }
 
 #[cfg(test)]
@@ -254,6 +311,28 @@ mod tests {
                 .is_some_and(|why| why.contains("lists them on one line"))
         );
         assert_eq!(broken(&listed, "Ethan Park", &values), None);
+        // The model is told its own values in the stated form, as the JSON text to write.
+        let owners = ["Luis Alvarez", "Priya Desai", "Mira Kwon", "Ethan Park"].map(String::from);
+        for written in [
+            "Luis Alvarez,Priya Desai,Mira Kwon,Ethan Park",
+            "Luis Alvarez Priya Desai Mira Kwon Ethan Park",
+            "Luis Alvarez\nPriya Desai\nMira Kwon\nEthan Park\nLuis Alvarez",
+        ] {
+            let why = broken(&listed, written, &owners);
+            assert!(
+                why.as_deref().is_some_and(|why| why.ends_with(
+                    r#"asks, the content is "Ethan Park\nLuis Alvarez\nMira Kwon\nPriya Desai""#
+                )),
+                "{written:?}: {why:?}"
+            );
+        }
+        // A form that is no list is not rewritten.
+        let why = broken_(&count, "5 rows");
+        assert!(
+            why.as_deref()
+                .is_some_and(|why| !why.contains("in the form the request asks")),
+            "{why:?}"
+        );
         assert_eq!(rules("round to 2 decimal places"), [FormRule::Decimals(2)]);
     }
 

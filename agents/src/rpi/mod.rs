@@ -19,10 +19,13 @@
 //! - `recall`: large results as receipts, and the slices `recall_tool_result` reads back.
 //! - `loop_detector`: counting repeated tool calls.
 //! - `grounding`: with a compact prompt, numbers written into text files must have been shown.
+//! - `filters`: with a compact prompt, the values a query filters on must have been shown.
+//! - `form`: the form a request gives the text it asks for (just the number, one per line).
 //! - `prompts`: the system prompts and the item-failed marker.
 //! - `workflow`: tool calls given by the user instead of a model ([`run_workflow`]).
 
 mod driver;
+mod filters;
 mod form;
 mod grounding;
 mod loop_detector;

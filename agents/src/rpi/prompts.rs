@@ -272,7 +272,7 @@ pub(super) fn implement(context: &ItemContext<'_>) -> String {
         .then(|| {
             item.targets
                 .first()
-                .and_then(|target| write_example(target))
+                .and_then(|target| write_example(target, context.request))
         })
         .flatten()
     {
@@ -303,13 +303,21 @@ pub(super) const EXAMPLE_PLACEHOLDERS: &[&str] = &[
     EXAMPLE_VALUE,
 ];
 
-/// A filled-in call that writes `target`, by its kind (none for kinds without a simple write).
-fn write_example(target: &str) -> Option<String> {
+/// A filled-in call that writes `target`, by its kind (none for kinds without a simple write);
+/// a document's edit is the operation `request` names: appending a paragraph, else replacing
+/// text.
+fn write_example(target: &str, request: &str) -> Option<String> {
+    let appends = crate::request::names_operation(request, "append_paragraph")
+        && !crate::request::names_operation(request, "replace_text");
     let (_, extension) = target.rsplit_once('.')?;
     let parameters = match extension.to_lowercase().as_str() {
         "txt" | "md" | "csv" | "tsv" | "json" | "html" | "xml" | "yaml" | "yml" => {
             format!(r#"{{"path": "{target}", "content": "{}"}}"#, EXAMPLE_TEXT)
         }
+        "docx" if appends => format!(
+            r#"{{"path": "{target}", "operations": [{{"op": "append_paragraph", "text": "{}"}}]}}"#,
+            EXAMPLE_TEXT
+        ),
         "docx" => format!(
             r#"{{"path": "{target}", "operations": [{{"op": "replace_text", "search": "{}", "replace": "{}"}}]}}"#,
             EXAMPLE_SEARCH, EXAMPLE_REPLACE

@@ -217,7 +217,6 @@ impl Driver<'_> {
         let mut writes_done: HashSet<(String, String)> = HashSet::new();
         let compact = self.compact();
         let mut successful_reads = 0;
-        let removes = crate::request::asks_to_remove(&self.job.message);
         // What a written number may come from: the request and the maps (as shown).
         let maps: Vec<String> = (self.job.context.maps.iter())
             .map(|map| prompts::compact_map(&map.map))
@@ -235,6 +234,8 @@ impl Driver<'_> {
         // A write was refused (made-up numbers, a copied row) since the last successful read:
         // the item reads again.
         let mut back_to_reading = false;
+        // Every call of the last turn failed or was refused, or its answer was refused.
+        let mut after_failure = false;
         for turn in 0..budget {
             let stage = Stage {
                 phase: scope.phase,
@@ -245,7 +246,7 @@ impl Driver<'_> {
                 refused: back_to_reading,
                 targets: &targets,
                 sources: &sources,
-                removes,
+                request: &self.job.message,
                 targets_written: changes.cover(&targets),
                 content_pattern: content_pattern.as_deref(),
             };
@@ -261,6 +262,7 @@ impl Driver<'_> {
                 tools: offered,
                 tool_choice: choice,
                 answer: answer.clone(),
+                after_failure,
             };
             let response = match self
                 .model_turn(state, scope, turn, &request, &|_: &str| {})
@@ -290,12 +292,14 @@ impl Driver<'_> {
                     Verdict::Refuse(reason) => return Ok(LoopEnd::Refused(reason)),
                     Verdict::Nudge(nudge) => {
                         nudges += 1;
+                        after_failure = true;
                         messages.push(ChatMessage::assistant(response.content, Vec::new()));
                         messages.push(ChatMessage::user(nudge));
                         continue;
                     }
                     Verdict::RefuseNoChange(told) => {
                         refusals += 1;
+                        after_failure = true;
                         messages.push(ChatMessage::assistant(response.content, Vec::new()));
                         messages.push(ChatMessage::user(told));
                         continue;
@@ -306,6 +310,7 @@ impl Driver<'_> {
                 response.content.clone(),
                 response.tool_calls.clone(),
             ));
+            after_failure = true;
             for (index, call) in response.tool_calls.iter().enumerate() {
                 let writes = tools
                     .iter()
@@ -353,6 +358,7 @@ impl Driver<'_> {
                     result.push_str(&changes::unchanged_note(&path));
                 }
                 successful_calls += u32::from(succeeded);
+                after_failure &= !succeeded;
                 rejected_calls += u32::from(rejected);
                 write_calls += u32::from(wrote);
                 successful_reads += u32::from(succeeded && !writes);

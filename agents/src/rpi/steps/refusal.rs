@@ -1,6 +1,6 @@
 //! Why a compact item's call is not run: the checks on what a small model writes, in order.
 //!
-//! A write to a file the turn did not offer, an example's placeholder copied or a new
+//! A write to a file the turn did not offer, a query filtering on values nothing showed, an example's placeholder copied or a new
 //! placeholder made up, a shown row copied whole, the task restated as the content, a form
 //! the request states broken, numbers nothing showed. The model is told why, as a failed
 //! tool's result; after a copied row or made-up numbers its next turns read again.
@@ -8,6 +8,7 @@
 use crate::catalog::ToolSpec;
 use crate::provider::ToolCall;
 
+use super::super::filters;
 use super::super::form::{self, FormRule};
 use super::super::grounding::{self, not_written};
 use super::stage;
@@ -45,6 +46,10 @@ pub(in crate::rpi) fn of(call: &ToolCall, shown: &Shown<'_>) -> Option<Refusal> 
     let copied = grounding::copied_placeholders(call);
     if !copied.is_empty() {
         return Some(told(grounding::placeholder_refusal(&copied)));
+    }
+    let filtered = filters::invented_filter_values(call, shown.facts, shown.results);
+    if !filtered.is_empty() {
+        return Some(told(filters::refusal(&filtered)));
     }
     let invented = grounding::invented_placeholders(call, shown.facts, shown.results);
     if !invented.is_empty() {

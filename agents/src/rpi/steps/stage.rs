@@ -25,8 +25,8 @@ pub(super) struct Stage<'a> {
     pub(super) sources: &'a [String],
     /// Its writes so far named every one of them.
     pub(super) targets_written: bool,
-    /// The request asks to delete, remove, rename or move something.
-    pub(super) removes: bool,
+    /// The user's request: what it asks to remove and which office operations it names.
+    pub(super) request: &'a str,
     /// The pattern the request's stated form gives a written text, if any.
     pub(super) content_pattern: Option<&'a str>,
 }
@@ -62,6 +62,7 @@ impl Stage<'_> {
             return (tools.to_vec(), any);
         }
         let reading = (self.reads == 0 && self.turn < COMPACT_READING_TURNS) || self.refused;
+        let removes = crate::request::asks_to_remove(self.request);
         let subset: Vec<ToolSpec> = tools
             .iter()
             .filter(|spec| spec.is_read_only() == reading)
@@ -69,8 +70,7 @@ impl Stage<'_> {
                 if reading {
                     reading_from(spec, self.sources)
                 } else {
-                    catalog::writes_any(spec, self.targets, self.removes)
-                        .then(|| writing_to(spec, self.targets, self.content_pattern))
+                    catalog::writes_any(spec, self.targets, removes).then(|| self.writing_to(spec))
                 }
             })
             .collect();
@@ -143,35 +143,72 @@ fn reading_from(spec: &ToolSpec, sources: &[String]) -> Option<ToolSpec> {
 /// The parameters naming the file a writing tool writes.
 const WRITTEN_PATH_PARAMETERS: &[&str] = &["path", "target_path"];
 
-/// `spec` with the file it writes bound to one of `targets` (an `enum` on `path`, or on
-/// `target_path` where the tool has one: `path` is then what it reads), and a text it writes
-/// (`content`) to `content_pattern`.
-fn writing_to(spec: &ToolSpec, targets: &[String], content_pattern: Option<&str>) -> ToolSpec {
-    let mut spec = spec.clone();
-    let Some(properties) = spec
-        .parameters
-        .get_mut("properties")
-        .and_then(Value::as_object_mut)
-    else {
-        return spec;
-    };
-    let key = WRITTEN_PATH_PARAMETERS
-        .iter()
-        .rev()
-        .find(|key| properties.contains_key(**key));
-    if let Some(key) = key {
-        properties.insert(
-            (*key).to_string(),
-            serde_json::json!({"type": "string", "enum": targets}),
-        );
+/// What a replacement text may hold on a small model's writing turn: letters, digits, spaces
+/// and punctuation, but no brace, angle bracket, dollar or square bracket, so no placeholder
+/// (`{{company}}`, `<new text>`, `${total}`) can be put back in place of the one it replaces.
+/// A positive class only, as [`super::super::form::pattern`] explains.
+pub(super) const REPLACEMENT_PATTERN: &str = "^[A-Za-z0-9À-ÿ .,:;!?%&@#'()/*+=_€£-]*$";
+
+impl Stage<'_> {
+    /// `spec` for a writing turn: the file it writes bound to one of the targets (an `enum` on
+    /// `path`, or on `target_path` where the tool has one: `path` is then what it reads), a
+    /// text it writes (`content`) to the request's form, its operations to those the request
+    /// names (all when it names none), and their replacement texts to [`REPLACEMENT_PATTERN`].
+    fn writing_to(&self, spec: &ToolSpec) -> ToolSpec {
+        let mut spec = spec.clone();
+        let Some(properties) = spec
+            .parameters
+            .get_mut("properties")
+            .and_then(Value::as_object_mut)
+        else {
+            return spec;
+        };
+        let key = WRITTEN_PATH_PARAMETERS
+            .iter()
+            .rev()
+            .find(|key| properties.contains_key(**key));
+        if let Some(key) = key {
+            properties.insert(
+                (*key).to_string(),
+                serde_json::json!({"type": "string", "enum": self.targets}),
+            );
+        }
+        if let (Some(pattern), true) = (self.content_pattern, properties.contains_key("content")) {
+            properties.insert(
+                "content".to_string(),
+                serde_json::json!({"type": "string", "pattern": pattern}),
+            );
+        }
+        if let Some(items) = properties
+            .get_mut("operations")
+            .and_then(|operations| operations.get_mut("items"))
+            .and_then(|items| items.get_mut("properties"))
+        {
+            narrow_operations(items, self.request);
+        }
+        spec
     }
-    if let (Some(pattern), true) = (content_pattern, properties.contains_key("content")) {
-        properties.insert(
-            "content".to_string(),
-            serde_json::json!({"type": "string", "pattern": pattern}),
-        );
+}
+
+/// An operation item's `properties` with `op` bound to the operations `request` names (when
+/// it names any) and `replace` to [`REPLACEMENT_PATTERN`].
+fn narrow_operations(properties: &mut Value, request: &str) {
+    if let Some(ops) = properties
+        .get_mut("op")
+        .and_then(|op| op.get_mut("enum"))
+        .and_then(Value::as_array_mut)
+    {
+        let named = |op: &Value| {
+            op.as_str()
+                .is_some_and(|op| crate::request::names_operation(request, op))
+        };
+        if ops.iter().any(named) {
+            ops.retain(named);
+        }
     }
-    spec
+    if let Some(replace) = properties.get_mut("replace").and_then(Value::as_object_mut) {
+        replace.insert("pattern".into(), REPLACEMENT_PATTERN.into());
+    }
 }
 
 #[cfg(test)]
@@ -190,7 +227,7 @@ mod tests {
             targets,
             sources: &[],
             targets_written: false,
-            removes: false,
+            request: "",
             content_pattern: None,
         }
     }
@@ -265,10 +302,42 @@ mod tests {
             ["docx_operations"]
         );
         let removing = Stage {
-            removes: true,
+            request: "Remove the draft notes",
             ..stage(&docx, 1, 0, 1)
         };
         assert!(names(&removing.tools(&tools)).contains(&"delete_file"));
+        // A document's operations are those the request names, replacements without
+        // placeholders.
+        let operations = |request| {
+            let offered = Stage {
+                request,
+                ..stage(&docx, 1, 0, 1)
+            }
+            .tools(&tools);
+            offered.0[0].parameters["properties"]["operations"]["items"]["properties"].clone()
+        };
+        let append = operations("Append to invoice.docx a paragraph \"Conclusion\"");
+        assert_eq!(
+            append["op"]["enum"],
+            serde_json::json!(["append_paragraph", "append_table", "append_table_row"])
+        );
+        let fill = operations("Fill invoice.docx: company Acme Ltd");
+        assert_eq!(
+            fill["op"]["enum"],
+            serde_json::json!(["replace_text", "set_table_cell"])
+        );
+        assert_eq!(fill["replace"]["pattern"], REPLACEMENT_PATTERN);
+        let pattern = regex::Regex::new(REPLACEMENT_PATTERN).expect("pattern");
+        assert!(pattern.is_match("Acme Ltd, 1,249.50 EUR (2026-03-01) Zoë & Søn 15%"));
+        for placeholder in ["{{company}}", "<new text>", "${total}", "[name]", "a\"b"] {
+            assert!(!pattern.is_match(placeholder), "{placeholder}");
+        }
+        assert_eq!(
+            operations("Summarize invoice.docx")["op"]["enum"]
+                .as_array()
+                .map(Vec::len),
+            Some(7)
+        );
         // Outside constrained decoding the engine holds a write to the bound path.
         let call = |path: &str| crate::provider::ToolCall {
             id: "call_t1".into(),
