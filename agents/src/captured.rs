@@ -124,7 +124,7 @@ mod tests {
             Reading::Answer("{\"count\": 591}".into())
         );
         let request = ModelRequest {
-            after_failure: false,
+            resample: false,
             phase: "research".into(),
             item_index: None,
             messages: vec![ChatMessage::system("Research."), ChatMessage::user("Count")],
@@ -271,7 +271,7 @@ mod tests {
 
     fn research_request() -> ModelRequest {
         ModelRequest {
-            after_failure: false,
+            resample: false,
             phase: "research".into(),
             item_index: None,
             messages: vec![

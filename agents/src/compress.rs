@@ -38,7 +38,7 @@ pub async fn summarize(
         ));
     }
     let request = ModelRequest {
-        after_failure: false,
+        resample: false,
         phase: "compress".into(),
         item_index: None,
         messages: vec![

@@ -217,7 +217,7 @@ mod tests {
             messages.push(ChatMessage::user("go on"));
         }
         ModelRequest {
-            after_failure: false,
+            resample: false,
             phase: phase.into(),
             item_index,
             messages,

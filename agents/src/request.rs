@@ -143,6 +143,28 @@ pub fn names_operation(request: &str, op: &str) -> bool {
     })
 }
 
+/// The texts `request` puts in double quotes (straight or curly), in order, once each: what a
+/// request such as `Append a paragraph "Conclusion"` asks to be written word for word.
+pub fn quoted_texts(request: &str) -> Vec<String> {
+    let mut texts: Vec<String> = Vec::new();
+    let mut rest = request;
+    while let Some(open) = rest.find(['"', '\u{201c}']) {
+        let after = &rest[open..];
+        let opener = after.chars().next().unwrap_or('"');
+        let after = &after[opener.len_utf8()..];
+        let Some(close) = after.find(['"', '\u{201d}']) else {
+            break;
+        };
+        let text = after[..close].trim();
+        if !text.is_empty() && !texts.iter().any(|seen| seen == text) {
+            texts.push(text.to_string());
+        }
+        let closer = after[close..].chars().next().map_or(1, char::len_utf8);
+        rest = &after[close + closer..];
+    }
+    texts
+}
+
 /// The file names `request` mentions that are not among `files`, in order, once each.
 pub fn missing_files<S: AsRef<str>>(request: &str, files: &[S]) -> Vec<String> {
     let mut missing: Vec<String> = Vec::new();
@@ -216,6 +238,24 @@ mod tests {
     use super::*;
 
     const FILES: &[&str] = &["penguins.csv", "launch_plan.csv", "docs/simple.docx"];
+
+    #[test]
+    fn a_request_quotes_the_texts_it_wants_written() {
+        let request = "Append to simple.docx a paragraph \"Conclusion\" followed by the paragraph \
+                       \"Revenue grew by 15% and three major releases shipped.\"";
+        assert_eq!(
+            quoted_texts(request),
+            [
+                "Conclusion",
+                "Revenue grew by 15% and three major releases shipped."
+            ]
+        );
+        assert_eq!(
+            quoted_texts("Add \u{201c}Summary\u{201d} and \"Summary\" and an open \" quote"),
+            ["Summary"]
+        );
+        assert!(quoted_texts("Fill invoice_template.docx: company Acme Ltd").is_empty());
+    }
 
     #[test]
     fn a_request_names_the_operations_of_its_verbs() {

@@ -115,9 +115,9 @@ impl<'r> Turn<'r> {
     }
 
     /// True once the model has answered in this turn (the next request is a retry), or when
-    /// the loop's last calls all failed.
+    /// the loop asks to resample ([`ModelRequest::resample`]).
     pub(crate) fn is_retry(&self) -> bool {
-        self.replies > 0 || self.request.after_failure
+        self.replies > 0 || self.request.resample
     }
 
     pub(crate) fn tool_choice(&self) -> ToolChoice {

@@ -199,7 +199,7 @@ async fn anthropic_sends_system_tools_tool_choice_and_merged_tool_results() {
     ];
     let tools = vec![tool("list_files"), tool("table_get_map")];
     let mut request = ModelRequest {
-        after_failure: false,
+        resample: false,
         phase: "research".into(),
         item_index: None,
         messages: vec![

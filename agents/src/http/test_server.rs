@@ -103,7 +103,7 @@ pub(crate) async fn run(
 pub(crate) fn simple_request() -> crate::provider::ModelRequest {
     use crate::provider::{ChatMessage, ModelRequest, ToolChoice};
     ModelRequest {
-        after_failure: false,
+        resample: false,
         phase: "research".into(),
         item_index: None,
         messages: vec![ChatMessage::system("Be brief."), ChatMessage::user("Hi")],

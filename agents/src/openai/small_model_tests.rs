@@ -80,7 +80,7 @@ fn provider(base: &str, mode: ToolMode, context_tokens: Option<u32>) -> OpenAiPr
 
 fn plan_request() -> ModelRequest {
     ModelRequest {
-        after_failure: false,
+        resample: false,
         phase: "plan".into(),
         item_index: None,
         messages: vec![
@@ -165,7 +165,7 @@ fn long_request(system_bytes: usize) -> ModelRequest {
         arguments: r#"{"path": "penguins.csv"}"#.into(),
     };
     ModelRequest {
-        after_failure: false,
+        resample: false,
         phase: "implement".into(),
         item_index: Some(1),
         messages: vec![
@@ -250,7 +250,7 @@ async fn an_item_result_in_constrained_mode_is_read_as_its_line() {
     let (base, _) = llama_cpp(16_384, move |_| reply(answer)).await;
     let provider = provider(&base, ToolMode::Constrained, None);
     let request = ModelRequest {
-        after_failure: false,
+        resample: false,
         phase: "implement".into(),
         answer: AnswerShape::ItemResult { no_change: false },
         ..plan_request()

@@ -99,11 +99,11 @@ async fn openai_streams_text_deltas_usage_and_finish_reason() {
     assert_eq!(body["top_p"], 1.0);
     assert!(body.get("reasoning_effort").is_none());
     // A turn after the loop's calls failed samples as a retry does.
-    let after_failure = ModelRequest {
-        after_failure: true,
+    let resample = ModelRequest {
+        resample: true,
         ..simple_request()
     };
-    let (result, _) = run(&provider, &after_failure).await;
+    let (result, _) = run(&provider, &resample).await;
     result.expect("completion");
     assert_eq!(received.body(1)["temperature"], 0.6);
     assert!(body.get("tools").is_none());
@@ -140,7 +140,7 @@ async fn openai_assembles_tool_calls_and_sends_the_openai_request_shape() {
         arguments: "{}".into(),
     };
     let request = ModelRequest {
-        after_failure: false,
+        resample: false,
         phase: "research".into(),
         item_index: None,
         messages: vec![
@@ -375,7 +375,7 @@ fn text_reply(content: &str, finish: &str, prompt_tokens: u64, completion_tokens
 
 fn tool_request(tool_choice: ToolChoice) -> ModelRequest {
     ModelRequest {
-        after_failure: false,
+        resample: false,
         phase: "research".into(),
         item_index: None,
         messages: vec![
@@ -707,7 +707,7 @@ fn call_stream(name: &str, arguments: &str) -> Response {
 fn strict_request() -> ModelRequest {
     let wanted = ["table_query", "xlsx_operations"];
     ModelRequest {
-        after_failure: false,
+        resample: false,
         phase: "implement".into(),
         item_index: Some(1),
         messages: vec![ChatMessage::system("Work."), ChatMessage::user("Count")],

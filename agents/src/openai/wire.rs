@@ -334,7 +334,7 @@ mod tests {
     #[test]
     fn openai_omits_temperature_for_reasoning_models() {
         let request = ModelRequest {
-            after_failure: false,
+            resample: false,
             phase: "research".into(),
             item_index: None,
             messages: vec![ChatMessage::user("Hi")],

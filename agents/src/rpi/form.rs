@@ -93,33 +93,24 @@ pub(super) fn broken(rules: &[FormRule], content: &str, shown: &[String]) -> Opt
     if !lists {
         return Some(why);
     }
-    let listed = serde_json::Value::String(listed(rules, content, shown)).to_string();
+    // Real line breaks: the message reaches the model inside a JSON text, where they read
+    // `\n` as the model is to write them (a quoted `"a\nb"` reached it as `a\\nb` and was
+    // copied so, a backslash and an `n` in the file).
     Some(format!(
-        "{why}; in the form the request asks, the content is {listed}"
+        "{why}; in the form the request asks, the content is these lines:\n{}",
+        listed(rules, content, shown)
     ))
 }
 
-/// `content`'s values as the list rules among `rules` want them: one per line (a list on one
-/// line split at its commas or semicolons, or at the shown values it holds), each once, in
-/// alphabetical order — the model's own values in the form the request states.
+/// `content`'s values as the list rules among `rules` want them: one per line (a line listing
+/// several split at the text `\n`, its commas or semicolons, or the shown values it holds),
+/// each once, in alphabetical order — the model's own values in the form the request states.
 fn listed(rules: &[FormRule], content: &str, shown: &[String]) -> String {
-    let text = content.trim();
-    let mut values: Vec<String> = if text.contains('\n') || !listed_on_one_line(text, shown) {
-        lines(text).into_iter().map(str::to_string).collect()
-    } else if separated(text) {
-        text.split([',', ';'])
-            .map(str::trim)
-            .filter(|part| !part.is_empty())
-            .map(str::to_string)
-            .collect()
-    } else {
-        let mut found: Vec<(usize, &String)> = shown
-            .iter()
-            .filter_map(|value| text.find(value.as_str()).map(|at| (at, value)))
-            .collect();
-        found.sort();
-        found.into_iter().map(|(_, value)| value.clone()).collect()
-    };
+    let mut values: Vec<String> = lines(content.trim())
+        .into_iter()
+        .flat_map(|line| line.split("\\n"))
+        .flat_map(|part| values_of(part.trim(), shown))
+        .collect();
     if rules.contains(&FormRule::Distinct) {
         let mut seen = Vec::new();
         values.retain(|value| {
@@ -132,6 +123,31 @@ fn listed(rules: &[FormRule], content: &str, shown: &[String]) -> String {
         values.sort_by_key(|value| value.to_lowercase());
     }
     values.join("\n")
+}
+
+/// The values one line lists: itself, unless it lists several (split at its commas or
+/// semicolons, else the shown values it holds, in its order).
+fn values_of(line: &str, shown: &[String]) -> Vec<String> {
+    if line.is_empty() {
+        return Vec::new();
+    }
+    if !listed_on_one_line(line, shown) {
+        return vec![line.to_string()];
+    }
+    if separated(line) {
+        return line
+            .split([',', ';'])
+            .map(str::trim)
+            .filter(|part| !part.is_empty())
+            .map(str::to_string)
+            .collect();
+    }
+    let mut found: Vec<(usize, &String)> = shown
+        .iter()
+        .filter_map(|value| line.find(value.as_str()).map(|at| (at, value)))
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, value)| value.clone()).collect()
 }
 
 /// Why `content` breaks one of `rules`, the first it breaks.
@@ -166,12 +182,16 @@ fn broken_rule(rules: &[FormRule], content: &str, shown: &[String]) -> Option<St
                  sort the lines"
             )
         }),
-        FormRule::OnePerLine if !text.contains('\n') && listed_on_one_line(text, shown) => {
-            Some(format!(
-                "the request asks for one per line, and the content lists them on one line \
-             ({text:?}); put each on its own line"
-            ))
-        }
+        FormRule::OnePerLine => lines(text)
+            .into_iter()
+            .find(|line| line.contains("\\n") || listed_on_one_line(line, shown))
+            .map(|line| {
+                format!(
+                    "the request asks for one per line, and a line lists several ({line:?}); \
+                     put each on its own line, with line breaks, not the text \\n"
+                )
+            })
+            .or_else(|| unshown_line(rules, text, shown)),
         _ => None,
     })
 }
@@ -196,6 +216,27 @@ pub(super) fn pattern(rules: &[FormRule]) -> Option<String> {
         return Some(format!("^{number}$"));
     }
     decimals.map(|_| format!("^([A-Za-z ]+: ?)?{number}( [A-Za-z]+)?$"))
+}
+
+/// For a list of values (the request asks for them distinct or sorted), the first line of
+/// `text` that holds none of the values the tools showed, when they showed any: a small model
+/// misspells a value it copies (`Mirira Kwon`).
+fn unshown_line(rules: &[FormRule], text: &str, shown: &[String]) -> Option<String> {
+    let lists_values = rules
+        .iter()
+        .any(|rule| matches!(rule, FormRule::Distinct | FormRule::Alphabetical));
+    if !lists_values || shown.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = shown.iter().map(|value| value.to_lowercase()).collect();
+    let line = lines(text).into_iter().find(|line| {
+        let line = line.to_lowercase();
+        !shown.iter().any(|value| line.contains(value.as_str()))
+    })?;
+    Some(format!(
+        "{line:?} is none of the values the tools showed; write each value as the result \
+         gives it"
+    ))
 }
 
 /// The lines of `text` that hold something, trimmed.
@@ -308,10 +349,10 @@ mod tests {
         let values = ["Luis Alvarez".to_string(), "Ethan Park".to_string()];
         assert!(
             broken(&listed, "Luis Alvarez Priya Desai Ethan Park", &values)
-                .is_some_and(|why| why.contains("lists them on one line"))
+                .is_some_and(|why| why.contains("a line lists several"))
         );
         assert_eq!(broken(&listed, "Ethan Park", &values), None);
-        // The model is told its own values in the stated form, as the JSON text to write.
+        // The model is told its own values in the stated form, on lines of their own.
         let owners = ["Luis Alvarez", "Priya Desai", "Mira Kwon", "Ethan Park"].map(String::from);
         for written in [
             "Luis Alvarez,Priya Desai,Mira Kwon,Ethan Park",
@@ -321,11 +362,45 @@ mod tests {
             let why = broken(&listed, written, &owners);
             assert!(
                 why.as_deref().is_some_and(|why| why.ends_with(
-                    r#"asks, the content is "Ethan Park\nLuis Alvarez\nMira Kwon\nPriya Desai""#
+                    "asks, the content is these lines:\nEthan Park\nLuis Alvarez\nMira Kwon\nPriya Desai"
                 )),
                 "{written:?}: {why:?}"
             );
         }
+        // As it wrote them in constrained mode: a value misspelled, two values joined by the
+        // text `\n` instead of a line break.
+        let owners_rules = rules("List the distinct owners, sorted alphabetically, one per line");
+        let misspelled = broken(
+            &owners_rules,
+            "Ethan Park\nLuis Alvarez\nMirira Kwon",
+            &owners,
+        );
+        assert!(
+            misspelled.as_deref().is_some_and(
+                |why| why.starts_with("\"Mirira Kwon\" is none of the values the tools showed")
+            ),
+            "{misspelled:?}"
+        );
+        let joined = broken(
+            &owners_rules,
+            "Ethan Park\nLuis Alvarez\nMira Kwon\\nPriya Desai",
+            &owners,
+        );
+        assert!(
+            joined
+                .as_deref()
+                .is_some_and(|why| why.contains("a line lists several")
+                    && why.ends_with("lines:\nEthan Park\nLuis Alvarez\nMira Kwon\nPriya Desai")),
+            "{joined:?}"
+        );
+        assert_eq!(
+            broken(
+                &owners_rules,
+                "Ethan Park (2)\nLuis Alvarez\nMira Kwon\nPriya Desai",
+                &owners
+            ),
+            None
+        );
         // A form that is no list is not rewritten.
         let why = broken_(&count, "5 rows");
         assert!(

@@ -527,7 +527,7 @@ impl Driver<'_> {
             .system_prompt(scope, move |manifest| prompts::summary(&plan_md, manifest))
             .await?;
         let request = ModelRequest {
-            after_failure: false,
+            resample: false,
             phase: "summary".into(),
             item_index: None,
             messages: vec![

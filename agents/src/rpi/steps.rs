@@ -234,8 +234,9 @@ impl Driver<'_> {
         // A write was refused (made-up numbers, a copied row) since the last successful read:
         // the item reads again.
         let mut back_to_reading = false;
-        // Every call of the last turn failed or was refused, or its answer was refused.
-        let mut after_failure = false;
+        // The last turn had a call that failed, was refused or repeated one, or its answer was
+        // refused.
+        let mut resample = false;
         for turn in 0..budget {
             let stage = Stage {
                 phase: scope.phase,
@@ -262,7 +263,7 @@ impl Driver<'_> {
                 tools: offered,
                 tool_choice: choice,
                 answer: answer.clone(),
-                after_failure,
+                resample,
             };
             let response = match self
                 .model_turn(state, scope, turn, &request, &|_: &str| {})
@@ -292,14 +293,14 @@ impl Driver<'_> {
                     Verdict::Refuse(reason) => return Ok(LoopEnd::Refused(reason)),
                     Verdict::Nudge(nudge) => {
                         nudges += 1;
-                        after_failure = true;
+                        resample = true;
                         messages.push(ChatMessage::assistant(response.content, Vec::new()));
                         messages.push(ChatMessage::user(nudge));
                         continue;
                     }
                     Verdict::RefuseNoChange(told) => {
                         refusals += 1;
-                        after_failure = true;
+                        resample = true;
                         messages.push(ChatMessage::assistant(response.content, Vec::new()));
                         messages.push(ChatMessage::user(told));
                         continue;
@@ -310,7 +311,7 @@ impl Driver<'_> {
                 response.content.clone(),
                 response.tool_calls.clone(),
             ));
-            after_failure = true;
+            resample = false;
             for (index, call) in response.tool_calls.iter().enumerate() {
                 let writes = tools
                     .iter()
@@ -327,6 +328,7 @@ impl Driver<'_> {
                     });
                 }
                 let repeats = detector.observe(call);
+                resample |= repeats >= 2;
                 if repeats >= self.budgets.loop_hard_stop {
                     return Ok(LoopEnd::LoopDetected(format!(
                         "{ITEM_LOOP}: `{}` was called {repeats} times with the same arguments",
@@ -343,6 +345,7 @@ impl Driver<'_> {
                 };
                 if let Some(refusal) = compact.then(|| refusal::of(call, &shown)).flatten() {
                     back_to_reading |= refusal.back_to_reading;
+                    resample = true;
                     messages.push(ChatMessage::tool_result(call.id.clone(), refusal.told));
                     continue;
                 }
@@ -358,7 +361,7 @@ impl Driver<'_> {
                     result.push_str(&changes::unchanged_note(&path));
                 }
                 successful_calls += u32::from(succeeded);
-                after_failure &= !succeeded;
+                resample |= !succeeded;
                 rejected_calls += u32::from(rejected);
                 write_calls += u32::from(wrote);
                 successful_reads += u32::from(succeeded && !writes);

@@ -191,7 +191,9 @@ impl Stage<'_> {
 }
 
 /// An operation item's `properties` with `op` bound to the operations `request` names (when
-/// it names any) and `replace` to [`REPLACEMENT_PATTERN`].
+/// it names any), `replace` to [`REPLACEMENT_PATTERN`], and a paragraph's `text` to the texts
+/// the request quotes, when it quotes any (a small model otherwise appends a sentence it read
+/// in the document).
 fn narrow_operations(properties: &mut Value, request: &str) {
     if let Some(ops) = properties
         .get_mut("op")
@@ -208,6 +210,13 @@ fn narrow_operations(properties: &mut Value, request: &str) {
     }
     if let Some(replace) = properties.get_mut("replace").and_then(Value::as_object_mut) {
         replace.insert("pattern".into(), REPLACEMENT_PATTERN.into());
+    }
+    let quoted = crate::request::quoted_texts(request);
+    if let (Some(text), false) = (
+        properties.get_mut("text").and_then(Value::as_object_mut),
+        quoted.is_empty(),
+    ) {
+        text.insert("enum".into(), quoted.into());
     }
 }
 
@@ -321,6 +330,7 @@ mod tests {
             append["op"]["enum"],
             serde_json::json!(["append_paragraph", "append_table", "append_table_row"])
         );
+        assert_eq!(append["text"]["enum"], serde_json::json!(["Conclusion"]));
         let fill = operations("Fill invoice.docx: company Acme Ltd");
         assert_eq!(
             fill["op"]["enum"],
