@@ -208,7 +208,7 @@ pub mod shard {
     pub const LOG_STREAM: &str = "ATELIER_SHARDLOG";
     /// Wildcard over every shard's changelog.
     pub const LOG_ALL: &str = "atelier.shardlog.*";
-    /// The object store bucket of shard snapshots (object `shard-N`).
+    /// The object store bucket of shard snapshots (objects [`snapshot`]).
     pub const SNAPSHOTS_BUCKET: &str = "atelier-shard-snapshots";
 
     /// The changelog subject of `shard`.
@@ -216,8 +216,19 @@ pub mod shard {
         format!("atelier.shardlog.{shard}")
     }
 
-    /// The lease key (and snapshot name) of `shard`.
+    /// The lease key of `shard`.
     pub fn key(shard: u32) -> String {
         format!("shard-{shard}")
+    }
+
+    /// The name of `shard`'s snapshot at changelog sequence `seq`: `shard-N.at-` and the
+    /// sequence in 20 digits, so names sort as positions do.
+    pub fn snapshot(shard: u32, seq: u64) -> String {
+        format!("{}{seq:020}", snapshot_prefix(shard))
+    }
+
+    /// What the names of `shard`'s snapshots start with.
+    pub fn snapshot_prefix(shard: u32) -> String {
+        format!("shard-{shard}.at-")
     }
 }

@@ -103,6 +103,9 @@ pub struct Settings {
     pub store_lease_ms: u64,
     /// Copies JetStream keeps of the changelog and the lease (3 in a cluster; default 1).
     pub store_replicas: usize,
+    /// Changelog entries between two snapshots of the store (default 10000): a take-over
+    /// replays at most about this many, and the changelog is trimmed up to each snapshot.
+    pub store_snapshot_entries: u64,
 }
 
 impl Default for Settings {
@@ -147,6 +150,7 @@ impl Default for Settings {
             replicated_store: false,
             store_lease_ms: 6000,
             store_replicas: 1,
+            store_snapshot_entries: 10_000,
         }
     }
 }
@@ -259,6 +263,7 @@ impl Settings {
             .then(|| atelier_coordinator::replication::ReplicationSettings {
                 lease_ttl: std::time::Duration::from_millis(self.store_lease_ms.max(500)),
                 replicas: self.store_replicas.max(1),
+                snapshot_entries: self.store_snapshot_entries.max(1),
             })
     }
 

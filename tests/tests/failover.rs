@@ -16,10 +16,13 @@ use serde_json::json;
 
 const LEASE_MS: &str = "2000";
 
-fn replicated() -> [(&'static str, &'static str); 2] {
+/// A replicated store, snapshotted every few entries so that take-overs restore a snapshot
+/// taken while the owner was writing and replay only the changelog after it.
+fn replicated() -> [(&'static str, &'static str); 3] {
     [
         ("ATELIER_REPLICATED_STORE", "true"),
         ("ATELIER_STORE_LEASE_MS", LEASE_MS),
+        ("ATELIER_STORE_SNAPSHOT_ENTRIES", "8"),
     ]
 }
 
@@ -41,6 +44,15 @@ fn lines(cluster: &Cluster, name: &str, needle: &str) -> usize {
         .lines()
         .filter(|line| line.contains(needle))
         .count()
+}
+
+/// The number `field=N` of the first log line of `name` that contains `needle`.
+fn logged_number(cluster: &Cluster, name: &str, needle: &str, field: &str) -> Option<u64> {
+    let log = std::fs::read_to_string(cluster.dir.path().join(format!("{name}.log"))).ok()?;
+    let line = log.lines().find(|line| line.contains(needle))?;
+    let (_, after) = line.split_once(&format!("{field}="))?;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// Submits `job_id` (writing out.md) and waits until its write is applied and journaled: the
@@ -68,7 +80,7 @@ fn wait_for_takeover(cluster: &Cluster) -> anyhow::Result<()> {
         lines(
             cluster,
             "coordinator-b",
-            "took the store over from its changelog",
+            "took the store over from its snapshot and changelog",
         ) > 0
     })
     .with_context(|| cluster.logs())
@@ -151,6 +163,34 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
         took_over < Duration::from_secs(8),
         "taken over {took_over:?} after the kill (lease {LEASE_MS} ms)"
     );
+    // The first owner snapshotted its store and trimmed the changelog as it went: the new owner
+    // restored the latest snapshot and replayed only what followed it.
+    let snapshots = lines(&cluster, "coordinator", "snapshotted the store");
+    assert!(snapshots >= 2, "{snapshots} snapshots\n{}", cluster.logs());
+    let restored = logged_number(
+        &cluster,
+        "coordinator-b",
+        "took the store over",
+        "snapshot_seq",
+    );
+    assert!(
+        restored.is_some_and(|seq| seq > 0),
+        "restored at {restored:?}"
+    );
+    let replayed = logged_number(&cluster, "coordinator-b", "took the store over", "entries");
+    assert!(
+        replayed.is_some_and(|entries| entries <= 16),
+        "replayed {replayed:?}"
+    );
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let mut changelog = async_nats::jetstream::new(client.clone())
+        .get_stream(subjects::shard::LOG_STREAM)
+        .await?;
+    let state = changelog.info().await?.state.clone();
+    assert!(
+        state.first_sequence > 1 && state.messages < state.last_sequence,
+        "the changelog was not trimmed: {state:?}"
+    );
     let view = cluster.wait_finished("failover-1", Duration::from_secs(60))?;
     assert_eq!(
         view.state,
@@ -204,7 +244,6 @@ async fn a_standby_takes_the_store_over_and_the_job_goes_on_without_repeating_a_
 
     // The conversation's events reached their stream from both owners: the new owner's ids go
     // on from the old one's, so none is taken for a duplicate.
-    let client = async_nats::connect(&cluster.nats.url).await?;
     let told = loop {
         let events: Vec<Stored<WorkshopEvent>> = stored_messages(
             &client,

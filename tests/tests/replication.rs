@@ -20,6 +20,7 @@ use atelier_tests::nats_cluster::NatsCluster;
 const SETTINGS: ReplicationSettings = ReplicationSettings {
     lease_ttl: Duration::from_secs(2),
     replicas: 3,
+    snapshot_entries: 10_000,
 };
 
 /// A coordinator's view: its own connection (to node `first`, then the others) and jetstream
@@ -303,9 +304,11 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
     assert_eq!(snapshots.get(3).await?, None);
 
     let store = js.get_object_store(shard::SNAPSHOTS_BUCKET).await?;
-    let genuine = store.info("shard-2").await?;
+    let name = shard::snapshot(2, snapshot.position.seq);
+    assert_eq!(snapshots.names(2).await?, [name.clone()]);
+    let genuine = store.info(&name).await?;
     let tampered = async_nats::jetstream::object_store::ObjectMetadata {
-        name: "shard-2".into(),
+        name: name.clone(),
         metadata: genuine.metadata.clone(),
         ..Default::default()
     };

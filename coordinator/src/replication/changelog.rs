@@ -114,6 +114,20 @@ impl Changelog {
         Ok(ack.sequence)
     }
 
+    /// Removes `shard`'s entries before sequence `upto` (a stored snapshot holds them and the
+    /// one at `upto`); how many were removed. The entry at `upto` stays: it may be the subject's
+    /// last, which the owner's next append names as its expected last sequence.
+    pub async fn trim(&self, shard: u32, upto: u64) -> Result<u64, CoordinatorError> {
+        let purged = self
+            .stream
+            .purge()
+            .filter(shard::log(shard))
+            .sequence(upto)
+            .await
+            .map_err(|error| nats_error("trimming the changelog")(error.to_string()))?;
+        Ok(purged.purged)
+    }
+
     /// Replays `shard` from `position` to its last entry into `apply`, checking each entry.
     pub async fn replay(
         &self,

@@ -11,7 +11,8 @@
 //! - [`replica`]: a shard's sled store, applying entries together with the position they bring
 //!   it to, and snapshots of it in the object store, checked by digest when restored.
 //! - [`ownership`]: a coordinator holding its store by lease: standby until it holds it, then
-//!   rebuilt from the changelog and committing every write there.
+//!   rebuilt from the latest snapshot and the changelog after it, committing every write there
+//!   and snapshotting the store every [`ReplicationSettings::snapshot_entries`] entries.
 
 pub mod changelog;
 pub mod lease;
@@ -96,6 +97,9 @@ pub struct ReplicationSettings {
     pub lease_ttl: Duration,
     /// Copies of the changelog, leases and snapshots (3 in a cluster of three or more servers).
     pub replicas: usize,
+    /// Changelog entries an owner appends between two snapshots of its store; each snapshot
+    /// bounds a new owner's replay and lets the changelog be trimmed up to it.
+    pub snapshot_entries: u64,
 }
 
 impl Default for ReplicationSettings {
@@ -103,6 +107,7 @@ impl Default for ReplicationSettings {
         Self {
             lease_ttl: Duration::from_secs(6),
             replicas: 1,
+            snapshot_entries: 10_000,
         }
     }
 }

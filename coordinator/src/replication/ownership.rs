@@ -1,25 +1,31 @@
 //! Holding a store by lease: a coordinator started with a replicated store waits (standby) until
-//! it holds the lease, rebuilds its local sled from the changelog (its own copy may hold writes
-//! that were never committed), fences the changelog with its epoch, and from then on commits
-//! every write there ([`ChangelogSink`]); it renews the lease, and when the lease is lost it
-//! says so ([`Ownership::lost`]) and commits nothing more. Stopping, it releases the lease
-//! ([`Ownership::release`]), which wakes a standby at once: a clean hand-over does not wait for
-//! the lease to run out.
+//! it holds the lease, rebuilds its local sled from the latest snapshot and the changelog after
+//! it (its own copy may hold writes that were never committed), fences the changelog with its
+//! epoch, and from then on commits every write there ([`ChangelogSink`]); it renews the lease,
+//! and when the lease is lost it says so ([`Ownership::lost`]) and commits nothing more.
+//! Stopping, it releases the lease ([`Ownership::release`]), which wakes a standby at once: a
+//! clean hand-over does not wait for the lease to run out.
+//!
+//! Every [`ReplicationSettings::snapshot_entries`] entries (and right after a take-over that
+//! replayed as many) the owner snapshots its store into the object store and trims the
+//! changelog up to the snapshot's position, so a take-over replays a bounded tail.
 //!
 //! Today the whole store is one shard (shard 0); shards of their own per workbench are the next
 //! stage of docs/adr/0014.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use atelier_messages::shard::Mutation;
 use futures::StreamExt;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 use super::changelog::{Changelog, ShardLog};
 use super::lease::{Lease, Leases};
-use super::replica::Replica;
+use super::replica::{Replica, Snapshots};
 use super::{Checked, Position, ReplicationSettings};
 use crate::error::CoordinatorError;
 use crate::storage::{Log, Sink};
@@ -33,6 +39,11 @@ struct ChangelogSink {
     log: Mutex<ShardLog>,
     replica: Replica,
     runtime: tokio::runtime::Handle,
+    /// Entries appended since the last snapshot was asked for.
+    since_snapshot: AtomicU64,
+    snapshot_entries: u64,
+    /// Wakes the snapshot task.
+    snapshot_due: Arc<Notify>,
 }
 
 impl Sink for ChangelogSink {
@@ -47,6 +58,10 @@ impl Sink for ChangelogSink {
             // the append is waited for here.
             let seq = tokio::task::block_in_place(|| self.runtime.block_on(log.append(entry)))?;
             self.replica.set_position(Position { seq, epoch })?;
+            if self.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1 >= self.snapshot_entries {
+                self.since_snapshot.store(0, Ordering::Relaxed);
+                self.snapshot_due.notify_one();
+            }
         }
         Ok(())
     }
@@ -61,6 +76,7 @@ pub struct Ownership {
     lost: watch::Receiver<bool>,
     release: oneshot::Sender<()>,
     renewal: tokio::task::JoinHandle<()>,
+    snapshotting: tokio::task::JoinHandle<()>,
 }
 
 impl Ownership {
@@ -72,6 +88,7 @@ impl Ownership {
 
     /// Gives the lease up (after serving stopped): a standby takes the store over at once.
     pub async fn release(self) {
+        self.snapshotting.abort();
         let _ = self.release.send(());
         if tokio::time::timeout(RELEASE_PATIENCE, self.renewal)
             .await
@@ -83,7 +100,7 @@ impl Ownership {
 }
 
 /// Waits for the store's lease as `owner`, then rebuilds the store under `data_dir/db` from the
-/// changelog and takes the changelog over.
+/// latest snapshot and the changelog after it, and takes the changelog over.
 pub async fn take_store(
     jetstream: &async_nats::jetstream::Context,
     settings: ReplicationSettings,
@@ -92,41 +109,46 @@ pub async fn take_store(
 ) -> Result<Ownership, CoordinatorError> {
     let leases = Leases::open(jetstream, &settings, owner).await?;
     let changelog = Changelog::open(jetstream, &settings).await?;
+    let snapshots = Snapshots::open(jetstream, &settings).await?;
     let lease = acquire(&leases, &settings).await?;
-    let path = data_dir.join("db");
-    let db = tokio::task::spawn_blocking(move || -> Result<sled::Db, CoordinatorError> {
-        if path.exists() {
-            std::fs::remove_dir_all(&path).map_err(crate::error::io_error(&path))?;
-        }
-        crate::storage::open_db(&path)
-    })
-    .await
-    .map_err(|join| CoordinatorError::Actor(join.to_string()))??;
-    let replica = Replica::from_db(db.clone())?;
     let started = Instant::now();
+    let replica = restore(&snapshots, data_dir.join("db")).await?;
+    let restored = replica.position()?;
     let mut apply =
         |seq: u64, checked: &Checked| tokio::task::block_in_place(|| replica.apply(seq, checked));
-    let (shard_log, replayed) = ShardLog::take_over(
-        &changelog,
-        WHOLE_STORE,
-        lease.epoch,
-        Position::default(),
-        &mut apply,
-    )
-    .await?;
+    let (shard_log, replayed) =
+        ShardLog::take_over(&changelog, WHOLE_STORE, lease.epoch, restored, &mut apply).await?;
     tracing::info!(
         owner,
         epoch = lease.epoch,
+        snapshot_seq = restored.seq,
         entries = replayed.applied,
         refused = replayed.refused.len(),
         elapsed_ms = started.elapsed().as_millis() as u64,
-        "took the store over from its changelog"
+        "took the store over from its snapshot and changelog"
     );
+    let snapshot_due = Arc::new(Notify::new());
+    if replayed.applied >= settings.snapshot_entries {
+        snapshot_due.notify_one();
+    }
+    let db = replica.db().clone();
     let log = Log::new(ChangelogSink {
         log: Mutex::new(shard_log),
-        replica,
+        replica: replica.clone(),
         runtime: tokio::runtime::Handle::current(),
+        since_snapshot: AtomicU64::new(0),
+        snapshot_entries: settings.snapshot_entries.max(1),
+        snapshot_due: snapshot_due.clone(),
     });
+    let snapshotting = tokio::spawn(snapshot_when_due(
+        Snapshotting {
+            replica,
+            log: log.clone(),
+            changelog,
+            snapshots,
+        },
+        snapshot_due,
+    ));
     let (lost_tx, lost) = watch::channel(false);
     let (release, released) = oneshot::channel();
     let renewal = tokio::spawn(renew(leases, lease, settings, lost_tx, released));
@@ -136,7 +158,78 @@ pub async fn take_store(
         lost,
         release,
         renewal,
+        snapshotting,
     })
+}
+
+/// A fresh store at `path` (whatever was there may hold uncommitted writes) holding the latest
+/// snapshot, if there is one.
+async fn restore(
+    snapshots: &Snapshots,
+    path: std::path::PathBuf,
+) -> Result<Replica, CoordinatorError> {
+    let snapshot = snapshots.get(WHOLE_STORE).await?;
+    blocking(move || {
+        if path.exists() {
+            std::fs::remove_dir_all(&path).map_err(crate::error::io_error(&path))?;
+        }
+        match snapshot {
+            Some(snapshot) => Replica::import(&path, &snapshot),
+            None => Replica::from_db(crate::storage::open_db(&path)?),
+        }
+    })
+    .await
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, CoordinatorError> + Send + 'static,
+) -> Result<T, CoordinatorError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|join| CoordinatorError::Actor(join.to_string()))?
+}
+
+/// What a snapshot is taken from and stored in.
+struct Snapshotting {
+    replica: Replica,
+    log: Log,
+    changelog: Changelog,
+    snapshots: Snapshots,
+}
+
+/// Takes a snapshot each time one is due, until the ownership ends. A failed snapshot is
+/// logged and the changelog stays untrimmed until the next one succeeds.
+async fn snapshot_when_due(snapshotting: Snapshotting, due: Arc<Notify>) {
+    loop {
+        due.notified().await;
+        if let Err(error) = snapshot(&snapshotting).await {
+            tracing::warn!(%error, "could not snapshot the store; its changelog is kept whole");
+        }
+    }
+}
+
+/// Reads the store (as it is being written), commits everything written meanwhile (so the
+/// snapshot holds no write the changelog lacks), stores the snapshot and trims the changelog up
+/// to its position.
+async fn snapshot(snapshotting: &Snapshotting) -> Result<(), CoordinatorError> {
+    let started = Instant::now();
+    let replica = snapshotting.replica.clone();
+    let snapshot = blocking(move || replica.export(WHOLE_STORE)).await?;
+    let log = snapshotting.log.clone();
+    blocking(move || log.commit()).await?;
+    let bytes = snapshotting.snapshots.put(&snapshot).await?;
+    let trimmed = snapshotting
+        .changelog
+        .trim(WHOLE_STORE, snapshot.position.seq)
+        .await?;
+    tracing::info!(
+        seq = snapshot.position.seq,
+        bytes,
+        trimmed,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "snapshotted the store and trimmed its changelog"
+    );
+    Ok(())
 }
 
 /// How long a stopping owner waits for its lease's release.

@@ -3,6 +3,13 @@
 //! and replay resumes after it. Snapshots of the whole store go to the object store and bound
 //! the replay of a new owner; one whose content does not match its digest is
 //! `SNAPSHOT_CORRUPT` and is not restored.
+//!
+//! A snapshot is taken while the owner keeps writing (a fuzzy snapshot): it is labelled with
+//! the position the store had committed *before* it was read, and holds every committed write
+//! up to there plus some later ones. Replaying the changelog from that position puts each key
+//! back to its last write in changelog order, so the later writes it holds are simply applied
+//! again. It is stored only once everything it holds is committed, so it never holds a write
+//! the changelog lacks.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,6 +17,7 @@ use std::path::Path;
 use async_nats::jetstream::{self, object_store};
 use atelier_messages::subjects::shard;
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode};
+use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sled::Transactional;
@@ -116,8 +124,15 @@ impl Replica {
             .map(|value| value.to_vec()))
     }
 
-    /// The whole store (but its own bookkeeping) at its position.
+    /// The store's sled database.
+    pub fn db(&self) -> &sled::Db {
+        &self.db
+    }
+
+    /// The whole store (but its own bookkeeping), labelled with the position it had before it
+    /// was read (see the module's documentation).
     pub fn export(&self, shard: u32) -> Result<Snapshot, CoordinatorError> {
+        let position = self.position()?;
         let mut trees = BTreeMap::new();
         for name in self.db.tree_names() {
             let name = String::from_utf8_lossy(&name).to_string();
@@ -140,7 +155,7 @@ impl Replica {
         Ok(Snapshot {
             v: PROTOCOL_VERSION,
             shard,
-            position: self.position()?,
+            position,
             trees,
         })
     }
@@ -164,7 +179,10 @@ impl Replica {
     }
 }
 
-/// Shard snapshots in the object store (object `shard-N`), each with its content's sha256.
+/// Shard snapshots in the object store (objects `shard-N.at-SEQ`, [`shard::snapshot`]), each with
+/// its content's sha256. A shard's latest is the one at the highest sequence: an owner that
+/// lost its lease and still stores one stores it under its own, older, position, which is
+/// never restored.
 #[derive(Clone)]
 pub struct Snapshots {
     store: object_store::ObjectStore,
@@ -188,12 +206,13 @@ impl Snapshots {
         Ok(Self { store })
     }
 
-    /// Stores `snapshot` as its shard's latest.
-    pub async fn put(&self, snapshot: &Snapshot) -> Result<(), CoordinatorError> {
+    /// Stores `snapshot`, then removes its shard's older ones; its size in bytes.
+    pub async fn put(&self, snapshot: &Snapshot) -> Result<usize, CoordinatorError> {
         let bytes = encode(snapshot, Format::MessagePack)?;
         let digest = hex::encode(Sha256::digest(&bytes));
+        let name = shard::snapshot(snapshot.shard, snapshot.position.seq);
         let meta = object_store::ObjectMetadata {
-            name: shard::key(snapshot.shard),
+            name: name.clone(),
             metadata: [(DIGEST_KEY.to_string(), digest)].into(),
             ..Default::default()
         };
@@ -201,13 +220,44 @@ impl Snapshots {
             .put(meta, &mut bytes.as_slice())
             .await
             .map_err(|error| nats_error("storing a snapshot")(error.to_string()))?;
-        Ok(())
+        for older in self.names(snapshot.shard).await? {
+            if older < name
+                && let Err(error) = self.store.delete(&older).await
+            {
+                tracing::warn!(%error, older, "could not remove an older snapshot");
+            }
+        }
+        Ok(bytes.len())
+    }
+
+    /// The names of `shard`'s snapshots, oldest first.
+    pub async fn names(&self, shard: u32) -> Result<Vec<String>, CoordinatorError> {
+        let prefix = shard::snapshot_prefix(shard);
+        let listing = |error: String| nats_error("listing snapshots")(error);
+        let mut names: Vec<String> = match self.store.list().await {
+            Ok(list) => {
+                list.map_err(|error| listing(error.to_string()))
+                    .try_filter_map(|info| {
+                        let name =
+                            (!info.deleted && info.name.starts_with(&prefix)).then_some(info.name);
+                        async move { Ok(name) }
+                    })
+                    .try_collect()
+                    .await?
+            }
+            Err(error) => return Err(listing(error.to_string())),
+        };
+        names.sort();
+        Ok(names)
     }
 
     /// `shard`'s latest snapshot, if any; `SNAPSHOT_CORRUPT` when its content does not match
     /// its digest or is not a snapshot of that shard.
     pub async fn get(&self, shard: u32) -> Result<Option<Snapshot>, CoordinatorError> {
-        let mut object = match self.store.get(shard::key(shard)).await {
+        let Some(latest) = self.names(shard).await?.pop() else {
+            return Ok(None);
+        };
+        let mut object = match self.store.get(&latest).await {
             Ok(object) => object,
             Err(error) if error.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
             Err(error) => return Err(nats_error("reading a snapshot")(error.to_string())),
@@ -226,6 +276,12 @@ impl Snapshots {
             decode(&bytes, Format::MessagePack).map_err(|error| corrupt(shard, &error.message))?;
         if snapshot.shard != shard {
             return Err(corrupt(shard, "it is another shard's"));
+        }
+        if shard::snapshot(shard, snapshot.position.seq) != latest {
+            return Err(corrupt(
+                shard,
+                "its position is not the one it is stored under",
+            ));
         }
         Ok(Some(snapshot))
     }
