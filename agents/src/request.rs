@@ -165,6 +165,20 @@ pub fn quoted_texts(request: &str) -> Vec<String> {
     texts
 }
 
+/// The texts `request` quotes to be added word for word: its [`quoted_texts`] when it asks to
+/// append, add, insert or write and not to replace, fill, delete, remove or rename (where a
+/// quoted text may be what is to go).
+pub fn quoted_additions(request: &str) -> Vec<String> {
+    const ADDING: &[&str] = &["append", "add", "insert", "write"];
+    const OTHER: &[&str] = &["replace", "fill", "delete", "remove", "rename"];
+    let lower = request.to_lowercase();
+    let adds = words(&lower).any(|word| ADDING.contains(&word));
+    if !adds || words(&lower).any(|word| OTHER.contains(&word)) {
+        return Vec::new();
+    }
+    quoted_texts(request)
+}
+
 /// The file names `request` mentions that are not among `files`, in order, once each.
 pub fn missing_files<S: AsRef<str>>(request: &str, files: &[S]) -> Vec<String> {
     let mut missing: Vec<String> = Vec::new();
@@ -255,6 +269,9 @@ mod tests {
             ["Summary"]
         );
         assert!(quoted_texts("Fill invoice_template.docx: company Acme Ltd").is_empty());
+        assert_eq!(quoted_additions(request).len(), 2);
+        assert!(quoted_additions("Replace \"Draft\" with \"Final\" in notes.md").is_empty());
+        assert!(quoted_additions("What does \"EBITDA\" mean?").is_empty());
     }
 
     #[test]

@@ -305,7 +305,7 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
 
     let store = js.get_object_store(shard::SNAPSHOTS_BUCKET).await?;
     let name = shard::snapshot(2, snapshot.position.seq);
-    assert_eq!(snapshots.names(2).await?, [name.clone()]);
+    assert_eq!(snapshots.names(2).await?, std::slice::from_ref(&name));
     let genuine = store.info(&name).await?;
     let tampered = async_nats::jetstream::object_store::ObjectMetadata {
         name: name.clone(),

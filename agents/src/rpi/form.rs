@@ -207,15 +207,17 @@ pub(super) fn pattern(rules: &[FormRule]) -> Option<String> {
         FormRule::Decimals(count) => Some(*count),
         _ => None,
     });
+    // Bounded: sampled after a refusal, a small model ran a number out to a degenerate
+    // `00000000000000000000…`.
     let number = match decimals {
-        Some(0) => "-?[0-9]+".to_string(),
-        Some(count) => format!("-?[0-9]+\\.[0-9]{{{count}}}"),
-        None => "-?[0-9]+(\\.[0-9]+)?".to_string(),
+        Some(0) => "-?[0-9]{1,15}".to_string(),
+        Some(count) => format!("-?[0-9]{{1,15}}\\.[0-9]{{{count}}}"),
+        None => "-?[0-9]{1,15}(\\.[0-9]{1,6})?".to_string(),
     };
     if rules.contains(&FormRule::JustNumber) {
         return Some(format!("^{number}$"));
     }
-    decimals.map(|_| format!("^([A-Za-z ]+: ?)?{number}( [A-Za-z]+)?$"))
+    decimals.map(|_| format!("^([A-Za-z ]{{1,40}}: ?)?{number}( [A-Za-z]{{1,10}})?$"))
 }
 
 /// For a list of values (the request asks for them distinct or sorted), the first line of
@@ -415,15 +417,15 @@ mod tests {
     fn the_forms_become_the_pattern_constrained_decoding_holds_the_text_to() {
         assert_eq!(
             pattern(&[FormRule::JustNumber]).as_deref(),
-            Some(r"^-?[0-9]+(\.[0-9]+)?$")
+            Some(r"^-?[0-9]{1,15}(\.[0-9]{1,6})?$")
         );
         assert_eq!(
             pattern(&[FormRule::JustNumber, FormRule::Decimals(2)]).as_deref(),
-            Some(r"^-?[0-9]+\.[0-9]{2}$")
+            Some(r"^-?[0-9]{1,15}\.[0-9]{2}$")
         );
         assert_eq!(
             pattern(&[FormRule::Decimals(2)]).as_deref(),
-            Some(r"^([A-Za-z ]+: ?)?-?[0-9]+\.[0-9]{2}( [A-Za-z]+)?$")
+            Some(r"^([A-Za-z ]{1,40}: ?)?-?[0-9]{1,15}\.[0-9]{2}( [A-Za-z]{1,10})?$")
         );
         assert_eq!(
             pattern(&[FormRule::OnePerLine, FormRule::Alphabetical]),

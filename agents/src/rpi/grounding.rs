@@ -206,7 +206,9 @@ pub(super) fn invented_placeholders(
 /// The argument keys whose values name what to find or where, not what is written.
 const LOCATING_KEYS: &[&str] = &["path", "search", "find", "op", "sheet", "target_path"];
 
-fn written_values<'a>(value: &'a Value, into: &mut Vec<&'a str>) {
+/// The texts `value` (a call's arguments) writes: its string leaves but those naming what to
+/// find or where ([`LOCATING_KEYS`]).
+pub(super) fn written_values<'a>(value: &'a Value, into: &mut Vec<&'a str>) {
     for_each_leaf(value, None, &mut |key, leaf| {
         if let Value::String(text) = leaf
             && !key.is_some_and(|key| LOCATING_KEYS.contains(&key))

@@ -21,6 +21,7 @@
 //! - `grounding`: with a compact prompt, numbers written into text files must have been shown.
 //! - `filters`: with a compact prompt, the values a query filters on must have been shown.
 //! - `form`: the form a request gives the text it asks for (just the number, one per line).
+//! - `quotes`: with a compact prompt, the texts a request quotes to be added must be written.
 //! - `prompts`: the system prompts and the item-failed marker.
 //! - `workflow`: tool calls given by the user instead of a model ([`run_workflow`]).
 
@@ -31,6 +32,7 @@ mod grounding;
 mod loop_detector;
 mod phases;
 mod prompts;
+mod quotes;
 mod recall;
 mod steps;
 mod types;
@@ -80,6 +82,7 @@ pub async fn run(
     match failed_items(state)
         .or_else(|| unchanged_artefact(state))
         .or_else(|| unwritten_requested_files(state))
+        .or_else(|| quotes::unwritten(state))
     {
         Some(error) => Err(AgentError::Job(error)),
         None => Ok(()),

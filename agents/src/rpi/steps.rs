@@ -18,6 +18,7 @@ use super::driver::Driver;
 use super::form;
 use super::loop_detector::LoopDetector;
 use super::prompts;
+use super::quotes;
 use super::types::RpiState;
 use crate::AgentError;
 use crate::answer::AnswerShape;
@@ -368,6 +369,9 @@ impl Driver<'_> {
                 back_to_reading &= !succeeded || writes;
                 if succeeded && writes {
                     writes_done.insert(exact(call));
+                    state
+                        .unwritten_quotes
+                        .retain(|text| !quotes::writes(call, text));
                 }
                 if repeats >= self.budgets.loop_warning {
                     self.host.emit(EventKind::LoopWarning {

@@ -150,6 +150,11 @@ pub struct RpiState {
     /// wrote each of them.
     #[serde(default)]
     pub requested_files: Vec<String>,
+    /// With a compact prompt, the texts the request quotes to be added that no call has
+    /// written yet ([`crate::request::quoted_additions`]); the job succeeds only when none is
+    /// left.
+    #[serde(default)]
+    pub unwritten_quotes: Vec<String>,
     #[serde(default)]
     pub summary: Option<String>,
     #[serde(default)]
@@ -217,6 +222,7 @@ impl Default for RpiState {
             original_count: 0,
             asks_for: None,
             requested_files: Vec::new(),
+            unwritten_quotes: Vec::new(),
             summary: None,
             model_turns: 0,
             tool_calls: 0,

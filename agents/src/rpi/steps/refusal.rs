@@ -1,9 +1,10 @@
 //! Why a compact item's call is not run: the checks on what a small model writes, in order.
 //!
-//! A write to a file the turn did not offer, a query filtering on values nothing showed, an example's placeholder copied or a new
-//! placeholder made up, a shown row copied whole, the task restated as the content, a form
-//! the request states broken, numbers nothing showed. The model is told why, as a failed
-//! tool's result; after a copied row or made-up numbers its next turns read again.
+//! A write to a file the turn did not offer, a query filtering on values nothing showed, an
+//! example's placeholder copied or a new placeholder made up, a paragraph added again, a shown
+//! row copied whole, the task restated as the content, a form the request states broken,
+//! numbers nothing showed. The model is told why, as a failed tool's result; after a copied row
+//! or made-up numbers its next turns read again.
 
 use crate::catalog::ToolSpec;
 use crate::provider::ToolCall;
@@ -11,6 +12,7 @@ use crate::provider::ToolCall;
 use super::super::filters;
 use super::super::form::{self, FormRule};
 use super::super::grounding::{self, not_written};
+use super::super::quotes;
 use super::stage;
 
 /// A call the engine did not run: what the model is told, and whether the item goes back to
@@ -54,6 +56,9 @@ pub(in crate::rpi) fn of(call: &ToolCall, shown: &Shown<'_>) -> Option<Refusal> 
     let invented = grounding::invented_placeholders(call, shown.facts, shown.results);
     if !invented.is_empty() {
         return Some(told(grounding::invented_refusal(&invented)));
+    }
+    if let Some(why) = quotes::added_again(call, shown.results) {
+        return Some(told(why));
     }
     if let Some(row) = grounding::copied_row(call, shown.results) {
         return Some(Refusal {
