@@ -98,9 +98,10 @@ pub struct ModelRequest {
     pub tool_choice: ToolChoice,
     /// The shape of the phase's final answer (bound by a schema in constrained mode).
     pub answer: AnswerShape,
-    /// The loop's last turn had a call that failed, was refused or repeated an earlier one, or
-    /// its answer was refused: the turn samples as a retry does (at a temperature of 0 a small
-    /// model repeats the call it was just told is wrong, and again after reading once more).
+    /// With a compact prompt, the loop's last turn had a call that failed, was refused or
+    /// repeated an earlier one, or its answer was refused: the turn samples as a retry does (at
+    /// a temperature of 0 a small model repeats the call it was just told is wrong, and again
+    /// after reading once more).
     pub resample: bool,
 }
 

@@ -165,9 +165,9 @@ pub fn quoted_texts(request: &str) -> Vec<String> {
     texts
 }
 
-/// The texts `request` quotes to be added word for word: its [`quoted_texts`] when it asks to
-/// append, add, insert or write and not to replace, fill, delete, remove or rename (where a
-/// quoted text may be what is to go).
+/// The texts `request` quotes to be added word for word: its [`quoted_texts`] but file names,
+/// when it asks to append, add, insert or write and not to replace, fill, delete, remove or
+/// rename (where a quoted text may be what is to go).
 pub fn quoted_additions(request: &str) -> Vec<String> {
     const ADDING: &[&str] = &["append", "add", "insert", "write"];
     const OTHER: &[&str] = &["replace", "fill", "delete", "remove", "rename"];
@@ -177,6 +177,31 @@ pub fn quoted_additions(request: &str) -> Vec<String> {
         return Vec::new();
     }
     quoted_texts(request)
+        .into_iter()
+        .filter(|text| file_names(text).next().as_deref() != Some(text.as_str()))
+        .collect()
+}
+
+/// The template placeholders `request` names (`{{company}}`, `${total}`), in order, once each:
+/// what a request such as `Fill the invoice (replace the {{company}} placeholder)` asks to be
+/// replaced.
+pub fn named_placeholders(request: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for (open, close) in [("{{", "}}"), ("${", "}")] {
+        let mut rest = request;
+        while let Some(start) = rest.find(open) {
+            let after = &rest[start + open.len()..];
+            let Some(end) = after.find(close) else { break };
+            let name = &after[..end];
+            let placeholder = format!("{open}{name}{close}");
+            let plain = !name.is_empty() && name.len() <= 40 && !name.contains(['\n', '{', '}']);
+            if plain && !found.contains(&placeholder) {
+                found.push(placeholder);
+            }
+            rest = &after[end + close.len()..];
+        }
+    }
+    found
 }
 
 /// The file names `request` mentions that are not among `files`, in order, once each.
@@ -269,9 +294,21 @@ mod tests {
             ["Summary"]
         );
         assert!(quoted_texts("Fill invoice_template.docx: company Acme Ltd").is_empty());
+        assert_eq!(
+            named_placeholders(
+                "Fill invoice_template.docx (replace the {{company}}, {{date}} and {{total}} \
+                 placeholders, and ${total} once, {{company}} again)"
+            ),
+            ["{{company}}", "{{date}}", "{{total}}", "${total}"]
+        );
+        assert!(named_placeholders("Sum the {braces} and a lone {{").is_empty());
         assert_eq!(quoted_additions(request).len(), 2);
         assert!(quoted_additions("Replace \"Draft\" with \"Final\" in notes.md").is_empty());
         assert!(quoted_additions("What does \"EBITDA\" mean?").is_empty());
+        assert_eq!(
+            quoted_additions("Append \"Done\" to \"notes.md\""),
+            ["Done"]
+        );
     }
 
     #[test]

@@ -947,3 +947,78 @@ async fn a_resumed_job_neither_repeats_nor_loses_an_amendment() -> anyhow::Resul
     }
     Ok(())
 }
+
+/// A compact text-mode profile (a small model's settings) with keenbench's `simple.docx` in
+/// workbench `w`.
+async fn compact_with_document(script: Script) -> anyhow::Result<(ScriptedModel, Cluster)> {
+    let model = ScriptedModel::start(script).await?;
+    let mut cluster = Cluster::start()?;
+    cluster.restart_coordinator_with_config(
+        &model.profile_toml("small", "tool_mode = \"text\"\nprompt = \"compact\""),
+        &[],
+    )?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    let document = atelier_tests::fixtures().join("keenbench/office/simple.docx");
+    cluster.cli_ok(&["wb", "add", "w", &document.to_string_lossy()])?;
+    Ok((model, cluster))
+}
+
+/// A text-mode call of `tool` with `parameters`, as a small model writes it.
+fn text_call(tool: &str, parameters: Value) -> Value {
+    json!({"content": json!({"tool": tool, "parameters": parameters, "terminate": false}).to_string()})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_small_models_job_that_never_wrote_a_quoted_text_does_not_succeed() -> anyhow::Result<()>
+{
+    const REQUEST: &str = "Append to simple.docx a paragraph \"Conclusion\" followed by the \
+                           paragraph \"Revenue grew by 15% and three major releases shipped.\"";
+    let read = text_call("read_file", json!({"path": "simple.docx"}));
+    let append = |texts: &[&str]| {
+        let operations: Vec<Value> = texts
+            .iter()
+            .map(|text| json!({"op": "append_paragraph", "text": text}))
+            .collect();
+        text_call(
+            "docx_operations",
+            json!({"path": "simple.docx", "operations": operations}),
+        )
+    };
+    let sentence = "Revenue grew by 15% and three major releases shipped.";
+    // As the 0.5B model did: one item, the sentence appended, never "Conclusion".
+    let (_model, cluster) = compact_with_document(script(json!({
+        "research": [read.clone(), {"content": "simple.docx is a quarterly review."}],
+        "plan": [{"content": "- [ ] 1. Append — append the conclusion to the report → simple.docx"}],
+        "implement": {"1": [read.clone(), append(&[sentence]), {"content": "Done."}]},
+        "summary": [{"content": "Appended the conclusion."}]
+    }))?)
+    .await?;
+    let view = cluster.run_job("w", REQUEST, "small", &[])?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::ItemNotDone));
+    let message = view.error.as_ref().map(|error| error.message.clone());
+    assert!(
+        message.as_deref().is_some_and(
+            |message| message.contains("\"Conclusion\"") && !message.contains("Revenue grew")
+        ),
+        "{message:?}"
+    );
+
+    // Both texts appended: the job succeeds with the document changed.
+    let (_, cluster) = compact_with_document(script(json!({
+        "research": [read.clone(), {"content": "simple.docx is a quarterly review."}],
+        "plan": [{"content": "- [ ] 1. Append — append the conclusion to the report → simple.docx"}],
+        "implement": {"1": [read, append(&["Conclusion", sentence]), {"content": "Done."}]},
+        "summary": [{"content": "Appended the conclusion."}]
+    }))?)
+    .await?;
+    let view = cluster.run_job("w", REQUEST, "small", &[])?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(
+        view.outcome,
+        Some(JobOutcome::Changed {
+            files: vec!["simple.docx".into()]
+        })
+    );
+    Ok(())
+}

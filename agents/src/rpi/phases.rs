@@ -233,11 +233,10 @@ impl Driver<'_> {
             .artefact()
             .map(str::to_string);
         state.requested_files = crate::request::missing_files(&self.job.message, &paths);
-        state.unwritten_quotes = if self.compact() {
-            crate::request::quoted_additions(&self.job.message)
-        } else {
-            Vec::new()
-        };
+        if self.compact() {
+            state.unwritten_quotes = crate::request::quoted_additions(&self.job.message);
+            state.unreplaced_placeholders = crate::request::named_placeholders(&self.job.message);
+        }
         let asks_for = state.asks_for.clone();
         let answer = AnswerShape::Plan {
             no_change: asks_for.is_none(),
@@ -432,20 +431,7 @@ impl Driver<'_> {
         };
         let request_text = self.job.message.clone();
         let research = state.research.clone().unwrap_or_default();
-        let compact = self.compact();
-        // With a compact prompt a one-item plan's item is the request itself: a small model's
-        // paraphrase only adds noise (`the total of order 1` for a table's one order, which it
-        // then filtered on).
-        let (item, plan_md) = if compact && total == 1 {
-            let item = PlanItem {
-                description: request_text.clone(),
-                ..item.clone()
-            };
-            let plan_md = crate::plan::render(std::slice::from_ref(&item), 1);
-            (item, plan_md)
-        } else {
-            (item.clone(), state.plan_md.clone().unwrap_or_default())
-        };
+        let plan_md = state.plan_md.clone().unwrap_or_default();
         let previous_reason = previous.map(|failure| failure.reason.clone());
         let asks_for = state.asks_for.clone();
         // The no-change form only where the engine may accept it.
@@ -453,6 +439,7 @@ impl Driver<'_> {
             no_change: item.targets.is_empty() && asks_for.is_none(),
         };
         let item_owned = item.clone();
+        let compact = self.compact();
         let system = self
             .system_prompt(scope, move |manifest| {
                 prompts::implement(&ItemContext {

@@ -1,9 +1,13 @@
-//! Texts a request quotes to be added word for word (`Append … a paragraph "Conclusion"`).
+//! The request's own words as obligations: texts it quotes to be added word for word (`Append …
+//! a paragraph "Conclusion"`) and template placeholders it names to be replaced (`replace the
+//! {{company}}, {{date}} and {{total}} placeholders`).
 //!
-//! With a compact prompt (a small model) the engine holds such a request to its quotes: a job
-//! whose calls never wrote one of them does not succeed (`ITEM_NOT_DONE`, naming it), and a
-//! paragraph appended or inserted again with a text the document already showed is refused (a
-//! small model, given two items, appends the same paragraph twice and never the other one).
+//! With a compact prompt (a small model) the engine holds the job to them: a job whose calls
+//! never wrote one of the quoted texts, or never replaced one of the placeholders, does not
+//! succeed (`ITEM_NOT_DONE`, naming what is missing; the 0.5B model replaced `{{company}}`,
+//! said the item was done and left the other two). A paragraph appended or inserted again with
+//! a text the document already showed is refused (given two items, it appended the same
+//! paragraph twice and never the other one).
 
 use atelier_messages::{ErrorBody, ErrorCode};
 use serde_json::Value;
@@ -16,8 +20,31 @@ use super::types::RpiState;
 /// The operations that add a paragraph.
 const ADDING_OPS: &[&str] = &["append_paragraph", "insert_paragraph"];
 
+/// Crosses off what the successful write `call` did: the quoted texts it wrote and the
+/// placeholders it replaced.
+pub(super) fn record(state: &mut RpiState, call: &ToolCall) {
+    state.unwritten_quotes.retain(|text| !writes(call, text));
+    state
+        .unreplaced_placeholders
+        .retain(|placeholder| !replaces(call, placeholder));
+}
+
+/// True when `call` replaces `placeholder` (a `search` it gives holds it).
+fn replaces(call: &ToolCall, placeholder: &str) -> bool {
+    let Ok(arguments) = serde_json::from_str::<Value>(&call.arguments) else {
+        return false;
+    };
+    let Some(operations) = arguments.get("operations").and_then(Value::as_array) else {
+        return false;
+    };
+    operations
+        .iter()
+        .filter_map(|operation| operation.get("search")?.as_str())
+        .any(|search| search.contains(placeholder))
+}
+
 /// True when `call` writes `text` (in a value it writes, not in one naming what to find).
-pub(super) fn writes(call: &ToolCall, text: &str) -> bool {
+fn writes(call: &ToolCall, text: &str) -> bool {
     let Ok(arguments) = serde_json::from_str::<Value>(&call.arguments) else {
         return false;
     };
@@ -67,22 +94,33 @@ fn paragraphs(result: &Value) -> Vec<String> {
         .collect()
 }
 
-/// `ITEM_NOT_DONE` when a text the request quotes to be added was written by no call.
+/// `ITEM_NOT_DONE` when a text the request quotes to be added was written by no call, or a
+/// placeholder it names was replaced by none.
 pub(super) fn unwritten(state: &RpiState) -> Option<ErrorBody> {
-    if state.unwritten_quotes.is_empty() {
+    let mut missing: Vec<String> = Vec::new();
+    if !state.unwritten_quotes.is_empty() {
+        let quoted: Vec<String> = (state.unwritten_quotes.iter())
+            .map(|text| format!("{text:?}"))
+            .collect();
+        missing.push(format!(
+            "quotes {} to be added, and no call wrote it",
+            quoted.join(", ")
+        ));
+    }
+    if !state.unreplaced_placeholders.is_empty() {
+        missing.push(format!(
+            "names {} to be replaced, and no call replaced it",
+            state.unreplaced_placeholders.join(", ")
+        ));
+    }
+    if missing.is_empty() {
         return None;
     }
-    let quoted: Vec<String> = state
-        .unwritten_quotes
-        .iter()
-        .map(|text| format!("{text:?}"))
-        .collect();
     Some(ErrorBody::new(
         ErrorCode::ItemNotDone,
         format!(
-            "the request quotes {} to be added, and no call wrote it; the job did not do what \
-             was asked",
-            quoted.join(", ")
+            "the request {}; the job did not do what was asked",
+            missing.join("; it ")
         ),
     ))
 }
@@ -124,13 +162,27 @@ mod tests {
         let again = added_again(&append(sentence), std::slice::from_ref(&read));
         assert!(again.is_some_and(|why| why.contains("already holds the paragraph")));
         assert_eq!(added_again(&append("Conclusion"), &[read]), None);
-        let state = RpiState {
-            unwritten_quotes: vec!["Conclusion".into()],
+        let mut state = RpiState {
+            unwritten_quotes: vec!["Conclusion".into(), sentence.into()],
+            unreplaced_placeholders: vec!["{{company}}".into(), "{{date}}".into()],
             ..RpiState::default()
         };
+        record(&mut state, &append(sentence));
+        // As the 0.5B model filled the invoice: one placeholder of three.
+        let fill = ToolCall {
+            arguments: serde_json::json!({"path": "invoice.docx", "operations": [
+                {"op": "replace_text", "search": "{{company}}", "replace": "Acme Ltd"}]})
+            .to_string(),
+            ..append("")
+        };
+        record(&mut state, &fill);
         let error = unwritten(&state).expect("not done");
         assert_eq!(error.code, ErrorCode::ItemNotDone);
-        assert!(error.message.contains("\"Conclusion\""));
+        assert_eq!(
+            error.message,
+            "the request quotes \"Conclusion\" to be added, and no call wrote it; it names \
+             {{date}} to be replaced, and no call replaced it; the job did not do what was asked"
+        );
         assert_eq!(unwritten(&RpiState::default()), None);
     }
 }

@@ -239,6 +239,7 @@ impl Driver<'_> {
         // refused.
         let mut resample = false;
         for turn in 0..budget {
+            let unwritten_quotes = state.unwritten_quotes.clone();
             let stage = Stage {
                 phase: scope.phase,
                 turn,
@@ -249,6 +250,7 @@ impl Driver<'_> {
                 targets: &targets,
                 sources: &sources,
                 request: &self.job.message,
+                unwritten_quotes: &unwritten_quotes,
                 targets_written: changes.cover(&targets),
                 content_pattern: content_pattern.as_deref(),
             };
@@ -264,7 +266,8 @@ impl Driver<'_> {
                 tools: offered,
                 tool_choice: choice,
                 answer: answer.clone(),
-                resample,
+                // A capable model is not sampled: it reads a refusal and changes its call.
+                resample: compact && resample,
             };
             let response = match self
                 .model_turn(state, scope, turn, &request, &|_: &str| {})
@@ -369,9 +372,7 @@ impl Driver<'_> {
                 back_to_reading &= !succeeded || writes;
                 if succeeded && writes {
                     writes_done.insert(exact(call));
-                    state
-                        .unwritten_quotes
-                        .retain(|text| !quotes::writes(call, text));
+                    quotes::record(state, call);
                 }
                 if repeats >= self.budgets.loop_warning {
                     self.host.emit(EventKind::LoopWarning {

@@ -155,6 +155,10 @@ pub struct RpiState {
     /// left.
     #[serde(default)]
     pub unwritten_quotes: Vec<String>,
+    /// With a compact prompt, the placeholders the request names that no call has replaced
+    /// yet ([`crate::request::named_placeholders`]); the job succeeds only when none is left.
+    #[serde(default)]
+    pub unreplaced_placeholders: Vec<String>,
     #[serde(default)]
     pub summary: Option<String>,
     #[serde(default)]
@@ -223,6 +227,7 @@ impl Default for RpiState {
             asks_for: None,
             requested_files: Vec::new(),
             unwritten_quotes: Vec::new(),
+            unreplaced_placeholders: Vec::new(),
             summary: None,
             model_turns: 0,
             tool_calls: 0,

@@ -27,6 +27,8 @@ pub(super) struct Stage<'a> {
     pub(super) targets_written: bool,
     /// The user's request: what it asks to remove and which office operations it names.
     pub(super) request: &'a str,
+    /// The texts the request quotes to be added that no call wrote yet.
+    pub(super) unwritten_quotes: &'a [String],
     /// The pattern the request's stated form gives a written text, if any.
     pub(super) content_pattern: Option<&'a str>,
 }
@@ -184,17 +186,17 @@ impl Stage<'_> {
             .and_then(|operations| operations.get_mut("items"))
             .and_then(|items| items.get_mut("properties"))
         {
-            narrow_operations(items, self.request);
+            narrow_operations(items, self.request, self.unwritten_quotes);
         }
         spec
     }
 }
 
 /// An operation item's `properties` with `op` bound to the operations `request` names (when
-/// it names any), `replace` to [`REPLACEMENT_PATTERN`], and a paragraph's `text` to the texts
-/// the request quotes, when it quotes any (a small model otherwise appends a sentence it read
-/// in the document).
-fn narrow_operations(properties: &mut Value, request: &str) {
+/// it names any), `replace` to [`REPLACEMENT_PATTERN`], and a paragraph's `text` to the
+/// quoted texts still to add (`unwritten`), else to all the request quotes, when it quotes any
+/// (a small model otherwise appends a sentence it read in the document, or the same one twice).
+fn narrow_operations(properties: &mut Value, request: &str, unwritten: &[String]) {
     if let Some(ops) = properties
         .get_mut("op")
         .and_then(|op| op.get_mut("enum"))
@@ -211,7 +213,11 @@ fn narrow_operations(properties: &mut Value, request: &str) {
     if let Some(replace) = properties.get_mut("replace").and_then(Value::as_object_mut) {
         replace.insert("pattern".into(), REPLACEMENT_PATTERN.into());
     }
-    let quoted = crate::request::quoted_texts(request);
+    let quoted = if unwritten.is_empty() {
+        crate::request::quoted_texts(request)
+    } else {
+        unwritten.to_vec()
+    };
     if let (Some(text), false) = (
         properties.get_mut("text").and_then(Value::as_object_mut),
         quoted.is_empty(),
@@ -237,6 +243,7 @@ mod tests {
             sources: &[],
             targets_written: false,
             request: "",
+            unwritten_quotes: &[],
             content_pattern: None,
         }
     }
@@ -331,6 +338,15 @@ mod tests {
             serde_json::json!(["append_paragraph", "append_table", "append_table_row"])
         );
         assert_eq!(append["text"]["enum"], serde_json::json!(["Conclusion"]));
+        let unwritten = ["Summary".to_string()];
+        let next = Stage {
+            request: "Append \"Conclusion\" and \"Summary\" to invoice.docx",
+            unwritten_quotes: &unwritten,
+            ..stage(&docx, 1, 0, 1)
+        }
+        .tools(&tools);
+        let properties = &next.0[0].parameters["properties"]["operations"]["items"]["properties"];
+        assert_eq!(properties["text"]["enum"], serde_json::json!(["Summary"]));
         let fill = operations("Fill invoice.docx: company Acme Ltd");
         assert_eq!(
             fill["op"]["enum"],
