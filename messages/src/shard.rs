@@ -73,7 +73,14 @@ pub enum EntryKind {
     /// refused.
     Fence,
     /// Writes applied together.
-    Mutations { mutations: Vec<Mutation> },
+    Mutations {
+        mutations: Vec<Mutation>,
+        /// The change goes on in the next entry (it is larger than one entry may carry):
+        /// replay applies the parts together, with the last; parts no last one follows were
+        /// never acknowledged and are dropped.
+        #[serde(default)]
+        continued: bool,
+    },
 }
 
 /// One entry of a shard's changelog (`atelier.shardlog.<shard>`).
@@ -134,6 +141,7 @@ mod tests {
                         value: None,
                     },
                 ],
+                continued: false,
             },
         };
         for format in [Format::MessagePack, Format::Json] {

@@ -1,8 +1,9 @@
 //! Shard leases, the fenced changelog and shard snapshots (docs/adr/0014) on a real three-node
 //! NATS cluster with every stream and bucket replicated three times: one owner per shard, a
 //! deposed owner's late writes refused, a takeover that replays every committed write once,
-//! forged entries refused on replay, snapshots checked by digest, and appends that go on when the
-//! owner's NATS node is killed.
+//! forged entries refused on replay, snapshots checked by digest, a change larger than one
+//! entry applied whole (and never in part), and appends that go on when the owner's NATS node
+//! is killed.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use atelier_coordinator::error::CoordinatorError;
 use atelier_coordinator::replication::changelog::{Changelog, ShardLog};
 use atelier_coordinator::replication::lease::{Lease, Leases};
 use atelier_coordinator::replication::replica::{Replica, Snapshots};
-use atelier_coordinator::replication::{Checked, Position, ReplicationSettings};
+use atelier_coordinator::replication::{Checked, Packed, Position, ReplicationSettings};
 use atelier_messages::shard::{ChangelogEntry, EntryKind, Mutation};
 use atelier_messages::subjects::shard;
 use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, encode};
@@ -238,6 +239,7 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
 
     let mutations = |key: &str| EntryKind::Mutations {
         mutations: vec![write(key, "forged")],
+        continued: false,
     };
     forge(&js, 2, entry(7, lease.epoch, mutations("other-shard"))?).await?;
     forge(&js, 2, entry(2, lease.epoch - 1, mutations("stale-epoch"))?).await?;
@@ -255,6 +257,7 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
             key: b"position".to_vec(),
             value: Some(b"{}".to_vec()),
         }],
+        continued: false,
     };
     forge(&js, 2, entry(2, lease.epoch, reserved)?).await?;
 
@@ -389,5 +392,68 @@ async fn appends_go_on_when_the_owners_nats_node_is_killed() -> anyhow::Result<(
         jobs(&rebuilt, &["j1", "j2"])?,
         vec![Some("before".into()), Some("after".into())]
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_larger_than_an_entry_is_applied_whole_and_an_unfinished_one_never()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cluster = NatsCluster::start(dir.path()).await?;
+    let js = connect(&cluster, 0).await?;
+    let leases = Leases::open(&js, &SETTINGS, "coordinator-a").await?;
+    let changelog = Changelog::open(&js, &SETTINGS).await?;
+    let part = |key: &str, continued| Packed {
+        mutations: vec![write(key, "part")],
+        continued,
+    };
+    let held = |replica: &Replica| jobs(replica, &["a", "b", "c", "d", "e"]);
+    let part_written = Some("part".to_string());
+
+    let lease = leases.acquire(6).await?.expect("shard 6 is free");
+    let replica = Replica::open(&dir.path().join("a"))?;
+    let mut owner = take_over(&changelog, &replica, &lease).await?;
+    // One change in three entries, as `pack` cuts a change beyond an entry's budget. A reader
+    // in the middle of it sees none of it, then all of it.
+    owner.append_packed(part("a", true)).await?;
+    owner.append_packed(part("b", true)).await?;
+    let reader = Replica::open(&dir.path().join("reader"))?;
+    let mut apply = |seq: u64, checked: &Checked| reader.apply(seq, checked);
+    let middle = changelog.replay(6, Position::default(), &mut apply).await?;
+    assert!(middle.last > middle.position.seq, "{middle:?}");
+    assert_eq!(held(&reader)?, vec![None; 5]);
+    owner.append_packed(part("c", false)).await?;
+    changelog.replay(6, middle.position, &mut apply).await?;
+    assert_eq!(
+        held(&reader)?,
+        vec![
+            part_written.clone(),
+            part_written.clone(),
+            part_written.clone(),
+            None,
+            None
+        ]
+    );
+
+    // The owner stops between two parts of its next change: the new owner fences them off.
+    owner.append_packed(part("d", true)).await?;
+    leases.release(lease).await?;
+    let lease = leases.acquire(6).await?.expect("released");
+    let replica_b = Replica::open(&dir.path().join("b"))?;
+    let mut owner_b = take_over(&changelog, &replica_b, &lease).await?;
+    commit(&mut owner_b, &replica_b, vec![write("e", "whole")]).await?;
+    let expected = vec![
+        part_written.clone(),
+        part_written.clone(),
+        part_written,
+        None,
+        Some("whole".to_string()),
+    ];
+    assert_eq!(held(&replica_b)?, expected);
+    // Replayed from the start, the changelog gives the new owner's store.
+    let fresh = Replica::open(&dir.path().join("fresh"))?;
+    let mut apply = |seq: u64, checked: &Checked| fresh.apply(seq, checked);
+    changelog.replay(6, Position::default(), &mut apply).await?;
+    assert_eq!(held(&fresh)?, expected);
     Ok(())
 }

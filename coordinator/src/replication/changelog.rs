@@ -9,7 +9,10 @@
 //!
 //! Replay checks each entry before it is applied: one of another shard, a fence that does not
 //! raise the epoch, or writes of an epoch other than the last fence's (only a forged or damaged
-//! entry can be any of these) is refused with its code, logged, and skipped.
+//! entry can be any of these) is refused with its code, logged, and skipped. The parts of a
+//! change too large for one entry are held and applied together with the last; parts that no
+//! last part follows (the owner died between them, so the change was never acknowledged) are
+//! dropped at the next fence.
 
 use async_nats::jetstream::{self, consumer, context::PublishErrorKind, stream};
 use atelier_messages::shard::{ChangelogEntry, EntryKind, Mutation};
@@ -32,6 +35,9 @@ pub struct Changelog {
 pub struct Replayed {
     /// Where the store is now.
     pub position: Position,
+    /// The sequence of the last entry read (past `position` when the changelog ends with parts
+    /// of a change whose last part never came).
+    pub last: u64,
     /// Entries applied (fences included).
     pub applied: u64,
     /// The refused entries' sequences and why.
@@ -137,9 +143,12 @@ impl Changelog {
     ) -> Result<Replayed, CoordinatorError> {
         let until = self.last(shard).await?;
         let mut replayed = Replayed::default();
+        let mut last = position.seq;
+        // The parts read of a change whose last part has not come yet.
+        let mut parts: Vec<Mutation> = Vec::new();
         if until > position.seq {
             let mut messages = self.messages_after(shard, position.seq).await?;
-            while position.seq < until {
+            while last < until {
                 let Some(message) = messages.next().await else {
                     return Err(nats_error("replaying the changelog")(
                         "the stream ended early".to_string(),
@@ -151,11 +160,34 @@ impl Changelog {
                     .info()
                     .map_err(|error| nats_error("replaying")(error.to_string()))?
                     .stream_sequence;
+                last = seq;
                 let checked = check(&message.payload, shard, position.epoch).unwrap_or_else(|refusal| {
                     tracing::warn!(shard, seq, code = %refusal.code, reason = %refusal.message, "refused a changelog entry");
                     replayed.refused.push((seq, refusal));
                     Checked::Skip
                 });
+                let checked = match checked {
+                    Checked::Part(mutations) => {
+                        parts.extend(mutations);
+                        continue;
+                    }
+                    Checked::Mutations(mutations) if !parts.is_empty() => {
+                        let mut whole = std::mem::take(&mut parts);
+                        whole.extend(mutations);
+                        Checked::Mutations(whole)
+                    }
+                    Checked::Fence { .. } if !parts.is_empty() => {
+                        tracing::warn!(
+                            shard,
+                            seq,
+                            parts = parts.len(),
+                            "dropped the parts of a change that was never finished"
+                        );
+                        parts.clear();
+                        checked
+                    }
+                    checked => checked,
+                };
                 apply(seq, &checked)?;
                 position = position.after(seq, &checked);
                 if checked != Checked::Skip {
@@ -164,6 +196,7 @@ impl Changelog {
             }
         }
         replayed.position = position;
+        replayed.last = last;
         Ok(replayed)
     }
 
@@ -215,7 +248,10 @@ pub fn check(bytes: &[u8], shard: u32, epoch: u64) -> Result<Checked, ErrorBody>
         EntryKind::Fence if entry.epoch > epoch => Ok(Checked::Fence { epoch: entry.epoch }),
         EntryKind::Fence => Err(stale("a fence")),
         EntryKind::Mutations { .. } if entry.epoch != epoch => Err(stale("writes")),
-        EntryKind::Mutations { mutations } => {
+        EntryKind::Mutations {
+            mutations,
+            continued,
+        } => {
             if let Some(reserved) = mutations
                 .iter()
                 .find(|m| m.tree.starts_with(RESERVED_TREE_PREFIX))
@@ -225,7 +261,11 @@ pub fn check(bytes: &[u8], shard: u32, epoch: u64) -> Result<Checked, ErrorBody>
                     format!("an entry writing the reserved tree `{}`", reserved.tree),
                 ));
             }
-            Ok(Checked::Mutations(mutations))
+            Ok(if continued {
+                Checked::Part(mutations)
+            } else {
+                Checked::Mutations(mutations)
+            })
         }
     }
 }
@@ -265,7 +305,9 @@ impl ShardLog {
                 )));
             }
             let fence = entry(shard, epoch, EntryKind::Fence);
-            match changelog.append(&fence, position.seq).await {
+            // After the last entry read: unfinished parts at the end are fenced off, never
+            // applied.
+            match changelog.append(&fence, replayed.last).await {
                 Ok(seq) => {
                     let checked = Checked::Fence { epoch };
                     apply(seq, &checked)?;
@@ -290,9 +332,23 @@ impl ShardLog {
         self.epoch
     }
 
-    /// Appends `mutations`; their sequence. `SHARD_FENCED` once another owner took over.
+    /// Appends `mutations` as one whole change; their sequence. `SHARD_FENCED` once another
+    /// owner took over.
     pub async fn append(&mut self, mutations: Vec<Mutation>) -> Result<u64, CoordinatorError> {
-        let entry = entry(self.shard, self.epoch, EntryKind::Mutations { mutations });
+        self.append_packed(super::Packed {
+            mutations,
+            continued: false,
+        })
+        .await
+    }
+
+    /// Appends one entry as [`super::pack`] cut it; its sequence.
+    pub async fn append_packed(&mut self, packed: super::Packed) -> Result<u64, CoordinatorError> {
+        let kind = EntryKind::Mutations {
+            mutations: packed.mutations,
+            continued: packed.continued,
+        };
+        let entry = entry(self.shard, self.epoch, kind);
         let seq = self.changelog.append(&entry, self.last).await?;
         self.last = seq;
         Ok(seq)

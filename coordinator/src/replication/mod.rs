@@ -36,6 +36,8 @@ pub enum Checked {
         epoch: u64,
     },
     Mutations(Vec<Mutation>),
+    /// A part of a change that goes on in the next entry: replay holds it until the last part.
+    Part(Vec<Mutation>),
     /// A refused entry: nothing to apply, only the position moves past it.
     Skip,
 }
@@ -64,29 +66,77 @@ impl Position {
 /// 1 MB `max_payload`.
 pub const ENTRY_BUDGET: usize = 512 << 10;
 
+/// One changelog entry's writes, as [`pack`] cuts them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packed {
+    pub mutations: Vec<Mutation>,
+    /// The change goes on in the next entry.
+    pub continued: bool,
+}
+
 /// Groups of writes, in order, packed into entries of at most `budget` bytes of tree names, keys
-/// and values each. A group (one write, batch or transaction) is never split, so each entry
-/// applies whole changes; a group larger than the budget makes an entry of its own.
-pub fn pack(groups: Vec<Vec<Mutation>>, budget: usize) -> Vec<Vec<Mutation>> {
-    let mut entries: Vec<Vec<Mutation>> = Vec::new();
-    let mut size = 0;
+/// and values each. A group (one write, batch or transaction) is never split between two
+/// groups' entries, so each entry applies whole changes; a group larger than the budget gets
+/// entries of its own, each but the last `continued`, which replay applies together.
+pub fn pack(groups: Vec<Vec<Mutation>>, budget: usize) -> Vec<Packed> {
+    let mut entries: Vec<Packed> = Vec::new();
+    // The bytes of the last entry, while it may take more groups.
+    let mut open: Option<usize> = None;
     for group in groups {
-        let group_size: usize = group
-            .iter()
-            .map(|m| m.tree.len() + m.key.len() + m.value.as_ref().map_or(0, Vec::len))
-            .sum();
-        let full =
-            entries.last().is_some_and(|entry| !entry.is_empty()) && size + group_size > budget;
-        if entries.is_empty() || full {
-            entries.push(Vec::new());
-            size = 0;
+        let group_size: usize = group.iter().map(size_of).sum();
+        if group_size > budget {
+            entries.extend(split(group, budget));
+            open = None;
+            continue;
         }
-        size += group_size;
+        let size = match open {
+            Some(size) if size + group_size <= budget => size,
+            _ => {
+                entries.push(Packed {
+                    mutations: Vec::new(),
+                    continued: false,
+                });
+                0
+            }
+        };
+        open = Some(size + group_size);
         if let Some(entry) = entries.last_mut() {
-            entry.extend(group);
+            entry.mutations.extend(group);
         }
     }
     entries
+}
+
+/// One change larger than `budget` as entries of at most `budget` bytes (a single larger write
+/// alone), each but the last `continued`.
+fn split(group: Vec<Mutation>, budget: usize) -> Vec<Packed> {
+    let mut parts: Vec<Packed> = Vec::new();
+    let mut size = 0;
+    for mutation in group {
+        let mutation_size = size_of(&mutation);
+        let fits = parts.last().is_some_and(|part| !part.mutations.is_empty())
+            && size + mutation_size <= budget;
+        if !fits {
+            if let Some(last) = parts.last_mut() {
+                last.continued = true;
+            }
+            parts.push(Packed {
+                mutations: Vec::new(),
+                continued: false,
+            });
+            size = 0;
+        }
+        size += mutation_size;
+        if let Some(part) = parts.last_mut() {
+            part.mutations.push(mutation);
+        }
+    }
+    parts
+}
+
+/// The bytes of a write's tree name, key and value.
+fn size_of(mutation: &Mutation) -> usize {
+    mutation.tree.len() + mutation.key.len() + mutation.value.as_ref().map_or(0, Vec::len)
 }
 
 /// How shards are held and replicated.
@@ -147,17 +197,39 @@ mod tests {
             group(&[10, 10]),
             group(&[300]),
         ];
-        let entries = pack(groups, 100);
-        let sizes: Vec<Vec<usize>> = entries
-            .iter()
-            .map(|entry| {
-                entry
-                    .iter()
-                    .map(|m| m.value.as_ref().map_or(0, Vec::len))
-                    .collect()
-            })
-            .collect();
-        assert_eq!(sizes, vec![vec![48, 48], vec![98], vec![10, 10], vec![300]]);
+        let sizes = |entries: Vec<Packed>| -> Vec<(Vec<usize>, bool)> {
+            entries
+                .iter()
+                .map(|entry| {
+                    let values = entry.mutations.iter();
+                    let sizes = values.map(|m| m.value.as_ref().map_or(0, Vec::len));
+                    (sizes.collect(), entry.continued)
+                })
+                .collect()
+        };
+        assert_eq!(
+            sizes(pack(groups, 100)),
+            vec![
+                (vec![48, 48], false),
+                (vec![98], false),
+                (vec![10, 10], false),
+                (vec![300], false)
+            ]
+        );
         assert!(pack(Vec::new(), 100).is_empty());
+        // A change larger than an entry: entries of its own, continued but the last, and the
+        // next change starts an entry of its own too.
+        let large = vec![group(&[10]), group(&[40, 40, 40, 200, 10]), group(&[10])];
+        assert_eq!(
+            sizes(pack(large, 100)),
+            vec![
+                (vec![10], false),
+                (vec![40, 40], true),
+                (vec![40], true),
+                (vec![200], true),
+                (vec![10], false),
+                (vec![10], false)
+            ]
+        );
     }
 }

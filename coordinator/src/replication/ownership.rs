@@ -56,7 +56,8 @@ impl Sink for ChangelogSink {
         for entry in super::pack(groups, super::ENTRY_BUDGET) {
             // Commits come from blocking threads and, rarely, from the runtime's own: either way
             // the append is waited for here.
-            let seq = tokio::task::block_in_place(|| self.runtime.block_on(log.append(entry)))?;
+            let seq =
+                tokio::task::block_in_place(|| self.runtime.block_on(log.append_packed(entry)))?;
             self.replica.set_position(Position { seq, epoch })?;
             if self.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1 >= self.snapshot_entries {
                 self.since_snapshot.store(0, Ordering::Relaxed);

@@ -74,10 +74,11 @@ impl Replica {
         })
     }
 
-    /// Applies `checked` at `seq`, unless the store is already past it.
+    /// Applies `checked` at `seq`, unless the store is already past it. A part of a change is
+    /// not applied alone (replay hands it over with its last part).
     pub fn apply(&self, seq: u64, checked: &Checked) -> Result<(), CoordinatorError> {
         let position = self.position()?;
-        if seq <= position.seq {
+        if seq <= position.seq || matches!(checked, Checked::Part(_)) {
             return Ok(());
         }
         let next = crate::storage::encode(&position.after(seq, checked))?;
