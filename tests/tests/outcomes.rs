@@ -1005,7 +1005,7 @@ async fn a_small_models_job_that_never_wrote_a_quoted_text_does_not_succeed() ->
     );
 
     // Both texts appended: the job succeeds with the document changed.
-    let (_, cluster) = compact_with_document(script(json!({
+    let (_both, cluster) = compact_with_document(script(json!({
         "research": [read.clone(), {"content": "simple.docx is a quarterly review."}],
         "plan": [{"content": "- [ ] 1. Append — append the conclusion to the report → simple.docx"}],
         "implement": {"1": [read, append(&["Conclusion", sentence]), {"content": "Done."}]},

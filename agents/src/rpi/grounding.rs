@@ -28,11 +28,15 @@ pub(super) fn made_up_numbers(call: &ToolCall, facts: &[&str], results: &[String
     let Some(content) = written_content(call) else {
         return Vec::new();
     };
-    let mut shown: Vec<f64> = facts
-        .iter()
-        .flat_map(|fact| numbers(fact))
-        .map(|(_, value)| value)
-        .collect();
+    let mut shown: Vec<f64> = Vec::new();
+    for fact in facts {
+        match serde_json::from_str::<Value>(fact) {
+            // A file's map: its counts and ranges say how the file is cut, not what it holds
+            // (a one-line text's `line_count: 1` grounded `1.000000` as a budget's total).
+            Ok(map) if map.is_object() => result_numbers(&map, &mut shown),
+            _ => shown.extend(numbers(fact).into_iter().map(|(_, value)| value)),
+        }
+    }
     for result in results {
         match serde_json::from_str::<Value>(result) {
             // An aggregate whose filter matched no row shows nothing about the table.
@@ -320,7 +324,31 @@ const RESULT_METADATA_KEYS: &[&str] = &[
     "chunks",
     "slide_index",
     "encoding_confidence",
+    "line_end",
+    "level",
+    "heading_level",
+    "paragraphs",
+    "tables",
+    "words",
 ];
+
+/// Keys whose text values are ranges of the file (`"rows": "1-500"`, `"range": "A1:H500"`) when
+/// they look like one.
+const RANGE_KEYS: &[&str] = &["rows", "range"];
+
+/// True for `1-500` and `A1:H500`.
+fn is_range(text: &str) -> bool {
+    let cell = |part: &str| {
+        let digits = part.trim_start_matches(|c: char| c.is_ascii_uppercase());
+        !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+    };
+    let numbered = |part: &str| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit());
+    match (text.split_once('-'), text.split_once(':')) {
+        (Some((from, to)), None) => numbered(from) && numbered(to),
+        (None, Some((from, to))) => cell(from) && cell(to),
+        _ => false,
+    }
+}
 
 /// The numbers of a JSON tool result: in its text values and its numeric values, except those
 /// of [`RESULT_METADATA_KEYS`].
@@ -332,6 +360,8 @@ fn result_numbers(value: &Value, into: &mut Vec<f64>) {
                 into.push(number);
             }
         }
+        Value::String(text)
+            if key.is_some_and(|key| RANGE_KEYS.contains(&key)) && is_range(text) => {}
         Value::String(text) => into.extend(numbers(text).into_iter().map(|(_, v)| v)),
         _ => {}
     });
@@ -458,6 +488,20 @@ mod tests {
             made_up_numbers(&write("Total: 0.00"), &["order_total.txt"], &nothing),
             ["0.00"]
         );
+        // As it wrote total.txt: a one-line text's map counts its lines, not the budget.
+        let map = r#"{"path":"budget_notes.txt","line_count":1,"chunks":[{"index":0,"line_start":1,"line_count":1}],"sections":[{"index":0,"words":12,"rows":"1-500","range":"A1:H500"}]}"#;
+        let notes = vec![
+            r#"{"content":"Entertainment 500 EUR, Bills 2000 EUR.","line_count":1}"#.to_string(),
+        ];
+        assert_eq!(
+            made_up_numbers(
+                &write("1.000000"),
+                &["Write the total into total.txt", map],
+                &notes
+            ),
+            ["1.000000"]
+        );
+        assert!(made_up_numbers(&write("2000"), &[map], &notes).is_empty());
         let made_up = |content: &str| made_up_numbers(&write(content), &facts, &results);
         assert_eq!(made_up("1"), ["1"]);
         assert!(made_up("7").is_empty());
