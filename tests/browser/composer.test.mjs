@@ -32,7 +32,7 @@ await runPage({ width: 1400, height: 1200 }, result, async ({ page, shot }) => {
   while (Date.now() < deadline) {
     const seen = await page.evaluate(() => ({
       state: document.getElementById('run')?.dataset.state,
-      text: document.getElementById('run-answer')?.textContent.trim() || '',
+      text: (document.getElementById('run-answer')?.textContent || '').replace(/\s+/g, ' ').trim(),
     }));
     if (['succeeded', 'failed', 'cancelled'].includes(seen.state)) break;
     if (seen.text) partial.add(seen.text);
