@@ -4,7 +4,11 @@
 //! then 2 office worker processes; and, in the same run, the same edits done by a plain Python
 //! script driving python-docx and openpyxl over the same files on local disk.
 //!
-//! A third pass runs a non-idempotent batch (`append_paragraph`) over the same 1,000
+//! Two more passes run it with 1 worker on a server that fsyncs every JetStream write
+//! (`sync_interval: always`): with the coordinator's own sled, and with a replicated store whose
+//! every write is committed to its changelog (docs/adr/0014).
+//!
+//! A last pass runs a non-idempotent batch (`append_paragraph`) over the same 1,000
 //! workbenches and SIGKILLs the coordinator twice while it runs, then checks that every
 //! target succeeded and every draft write was applied exactly once.
 //!
@@ -224,11 +228,49 @@ struct Pass {
     workers: usize,
     seconds: f64,
     coordinator_peak_mib: f64,
+    store: Store,
 }
 
-async fn timed_pass(workers: usize, docx: &[u8], xlsx: &[u8]) -> anyhow::Result<Pass> {
+/// Where a pass's coordinator keeps its store.
+#[derive(Debug, Clone, Copy)]
+enum Store {
+    /// Its own sled, on a stock server (JetStream's default `sync_interval`).
+    Local,
+    /// Its own sled, on a server that fsyncs every JetStream write.
+    LocalSynced,
+    /// Replicated (docs/adr/0014): every write committed to the changelog, on a server that
+    /// fsyncs every JetStream write, as a replicated deployment's servers run.
+    Replicated,
+}
+
+impl Store {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Local => "own sled, stock server",
+            Self::LocalSynced => "own sled, server with `sync_interval: always`",
+            Self::Replicated => "replicated store (changelog), server with `sync_interval: always`",
+        }
+    }
+
+    fn cluster(self, pools: &[&str]) -> anyhow::Result<Cluster> {
+        match self {
+            Self::Local => Cluster::start_with(pools),
+            Self::LocalSynced => Cluster::start_synced(pools, &[]),
+            Self::Replicated => {
+                Cluster::start_synced(pools, &[("ATELIER_REPLICATED_STORE", "true")])
+            }
+        }
+    }
+}
+
+async fn timed_pass(
+    store: Store,
+    workers: usize,
+    docx: &[u8],
+    xlsx: &[u8],
+) -> anyhow::Result<Pass> {
     let pools = vec!["office"; workers];
-    let cluster = Cluster::start_with(&pools)?;
+    let cluster = store.cluster(&pools)?;
     let client = async_nats::connect(&cluster.nats.url).await?;
     let count = targets();
     create_workbenches(&client, count, docx, xlsx).await?;
@@ -246,6 +288,7 @@ async fn timed_pass(workers: usize, docx: &[u8], xlsx: &[u8]) -> anyhow::Result<
         .and_then(atelier_tests::Process::pid)
         .unwrap_or(0);
     Ok(Pass {
+        store,
         workers,
         seconds,
         coordinator_peak_mib: peak_rss_mib(pid),
@@ -356,8 +399,14 @@ async fn run() -> anyhow::Result<()> {
     let scratch = tempfile::tempdir()?;
     let python = python_baseline(scratch.path(), &docx, &xlsx)?;
     let mut passes = Vec::new();
-    for workers in [1, 2] {
-        passes.push(timed_pass(workers, &docx, &xlsx).await?);
+    let setups = [
+        (Store::Local, 1),
+        (Store::Local, 2),
+        (Store::LocalSynced, 1),
+        (Store::Replicated, 1),
+    ];
+    for (store, workers) in setups {
+        passes.push(timed_pass(store, workers, &docx, &xlsx).await?);
     }
     let killed = killed_pass(&docx, &xlsx).await?;
     println!(
@@ -368,7 +417,8 @@ async fn run() -> anyhow::Result<()> {
     println!("|---|---|---|---|");
     for pass in &passes {
         println!(
-            "| batch, {} office worker(s) | {:.1} s | {:.1} | {:.0} MiB |",
+            "| batch, {}, {} office worker(s) | {:.1} s | {:.1} | {:.0} MiB |",
+            pass.store.label(),
             pass.workers,
             pass.seconds,
             count as f64 / pass.seconds,

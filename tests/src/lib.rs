@@ -74,6 +74,9 @@ pub struct NatsServer {
     max_payload: usize,
     /// More configuration lines (e.g. an operator-mode trust chain).
     extra_config: String,
+    /// JetStream fsyncs every write (`sync_interval: always`), as a replicated store's servers
+    /// run.
+    sync_always: bool,
     pub url: String,
     port: u16,
     dir: PathBuf,
@@ -94,6 +97,14 @@ impl NatsServer {
         Self::start_with_config(dir, 64 << 20, extra_config.to_string())
     }
 
+    /// A server whose JetStream fsyncs every write (`sync_interval: always`).
+    pub fn start_synced(dir: &Path) -> anyhow::Result<Self> {
+        let mut server = Self::prepare(dir, 64 << 20, String::new());
+        server.sync_always = true;
+        server.spawn()?;
+        Ok(server)
+    }
+
     /// The server's log.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("nats-server.log")).unwrap_or_default()
@@ -110,17 +121,23 @@ impl NatsServer {
         max_payload: usize,
         extra_config: String,
     ) -> anyhow::Result<Self> {
-        let mut server = Self {
+        let mut server = Self::prepare(dir, max_payload, extra_config);
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// A server not started yet.
+    fn prepare(dir: &Path, max_payload: usize, extra_config: String) -> Self {
+        let port = free_port();
+        Self {
             child: None,
             max_payload,
             extra_config,
-            url: String::new(),
-            port: free_port(),
+            sync_always: false,
+            url: format!("nats://127.0.0.1:{port}"),
+            port,
             dir: dir.join("nats"),
-        };
-        server.url = format!("nats://127.0.0.1:{}", server.port);
-        server.spawn()?;
-        Ok(server)
+        }
     }
 
     fn spawn(&mut self) -> anyhow::Result<()> {
@@ -129,10 +146,15 @@ impl NatsServer {
         std::fs::write(
             &config,
             format!(
-                "host: 127.0.0.1\nport: {}\nmax_payload: {}\njetstream {{ store_dir: {:?} }}\n{}",
+                "host: 127.0.0.1\nport: {}\nmax_payload: {}\njetstream {{ store_dir: {:?}{} }}\n{}",
                 self.port,
                 self.max_payload,
                 self.dir.join("js").display().to_string(),
+                if self.sync_always {
+                    ", sync_interval: always"
+                } else {
+                    ""
+                },
                 self.extra_config
             ),
         )?;
@@ -331,13 +353,30 @@ impl Cluster {
     pub fn start_with_max_payload(pools: &[&str], max_payload: usize) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let nats = NatsServer::start_with_max_payload(dir.path(), max_payload)?;
+        Self::start_on(dir, nats, pools, &[])
+    }
+
+    /// Like [`Cluster::start_with`], on a server with `sync_interval: always` and the
+    /// coordinator started with `coordinator_env` (e.g. a replicated store).
+    pub fn start_synced(pools: &[&str], coordinator_env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let nats = NatsServer::start_synced(dir.path())?;
+        Self::start_on(dir, nats, pools, coordinator_env)
+    }
+
+    fn start_on(
+        dir: tempfile::TempDir,
+        nats: NatsServer,
+        pools: &[&str],
+        coordinator_env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let mut cluster = Self {
             dir,
             nats,
             coordinator: None,
             workers: Vec::new(),
         };
-        cluster.start_coordinator()?;
+        cluster.start_coordinator_with_env(coordinator_env)?;
         for pool in pools {
             cluster.start_worker(pool)?;
         }
