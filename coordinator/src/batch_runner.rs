@@ -6,23 +6,24 @@
 //! Dispatching a target records it `running` with its child job id (derived from the batch,
 //! the target and the attempt) before the job is submitted; a runner adopted after a crash
 //! finds the target running, looks the child up by that id and submits it only if it was
-//! never recorded, so no child runs twice. Children's ends arrive from the orchestrators'
-//! broadcast; a periodic look at the records of the children in flight catches any missed.
+//! never recorded, so no child runs twice. Children are reached over NATS like any client's
+//! jobs ([`Children`]): their ends arrive as their `finished` events, and a periodic look at
+//! the records of the children in flight catches any missed.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use atelier_messages::batch::{BatchEvent, BatchEventKind, BatchState, TargetState};
-use atelier_messages::job::{JobOutcome, JobState, JobSubmit};
+use atelier_messages::job::{JobState, JobSubmit};
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, encode, now_ms, subjects};
+use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
 
 use crate::batches::{BatchRecord, Batches, TargetRecord};
+use crate::children::{ChildEnd, Children};
 use crate::error::CoordinatorError;
-use crate::orchestrator::Orchestrators;
 use crate::storage::blocking;
 use crate::templates::{self, ChildAction};
-use crate::workbench::Accepted;
 
 /// How often the children in flight are looked at (in case a broadcast was missed).
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
@@ -38,9 +39,10 @@ const BUSY_BACKOFF: Duration = Duration::from_secs(1);
 pub struct BatchRunnerConfig {
     pub batch_id: String,
     pub batches: Batches,
-    pub orchestrators: Orchestrators,
-    /// Model spec for message batches that name none.
-    pub defaults: crate::JobDefaults,
+    pub children: Children,
+    /// Where batch events are published, and in which format.
+    pub jetstream: async_nats::jetstream::Context,
+    pub events_format: atelier_messages::Format,
 }
 
 /// The runner's state, built in `pre_start`.
@@ -64,8 +66,8 @@ pub struct BatchRunnerState {
 pub enum BatchRunnerMsg {
     /// Dispatch queued targets up to the concurrency.
     Fill,
-    /// A job's end was recorded (maybe one of ours).
-    JobFinished(String),
+    /// A job ended (maybe one of ours).
+    JobFinished(ChildEnd),
     /// Look at every child in flight.
     Reconcile,
     /// Stop dispatching; cancel what runs.
@@ -96,7 +98,7 @@ impl Actor for BatchRunner {
         })
         .await?;
         // Listening starts before adoption, so no end of an adopted child is missed.
-        let listener = listen_for_children(&config, &myself);
+        let listener = listen_for_children(&config, &myself).await?;
         let ticker = tick(&myself);
         let mut state = BatchRunnerState {
             config,
@@ -156,29 +158,24 @@ impl Actor for BatchRunner {
     }
 }
 
-/// Forwards the ends of this batch's children to the runner (a lagged listener reconciles).
-fn listen_for_children(
+/// Forwards the ends of this batch's children to the runner.
+async fn listen_for_children(
     config: &BatchRunnerConfig,
     myself: &ActorRef<BatchRunnerMsg>,
-) -> tokio::task::JoinHandle<()> {
-    let mut finished = config.orchestrators.finished();
+) -> Result<tokio::task::JoinHandle<()>, ErrorBody> {
+    let ends = config.children.ends().await?;
     let myself = myself.clone();
     let prefix = format!("{}-t", config.batch_id);
-    tokio::spawn(async move {
-        loop {
-            let message = match finished.recv().await {
-                Ok(job_id) if job_id.starts_with(&prefix) => BatchRunnerMsg::JobFinished(job_id),
-                Ok(_) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    BatchRunnerMsg::Reconcile
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            };
-            if myself.cast(message).is_err() {
+    Ok(tokio::spawn(async move {
+        let mut ours = std::pin::pin!(
+            ends.filter(|end| { std::future::ready(end.job_id.starts_with(&prefix)) })
+        );
+        while let Some(end) = ours.next().await {
+            if myself.cast(BatchRunnerMsg::JobFinished(end)).is_err() {
                 return;
             }
         }
-    })
+    }))
 }
 
 /// Asks the runner to reconcile every [`RECONCILE_EVERY`] until it stops.
@@ -203,9 +200,9 @@ impl BatchRunnerState {
     async fn step(&mut self, message: BatchRunnerMsg) -> Result<bool, ErrorBody> {
         match message {
             BatchRunnerMsg::Fill => self.fill().await?,
-            BatchRunnerMsg::JobFinished(job_id) => {
-                if self.in_flight.contains_key(&job_id) {
-                    self.settle(&job_id).await?;
+            BatchRunnerMsg::JobFinished(end) => {
+                if self.in_flight.contains_key(&end.job_id) {
+                    self.end_target(end).await?;
                     self.fill().await?;
                 }
             }
@@ -239,9 +236,7 @@ impl BatchRunnerState {
         self.in_flight
             .insert(job_id.clone(), (target.index, target.workbench.clone()));
         self.busy.insert(target.workbench.clone());
-        let jobs = self.config.orchestrators.jobs().clone();
-        let id = job_id.clone();
-        if blocking(move || jobs.get(&id)).await?.is_none() {
+        if self.config.children.get(&job_id).await?.is_none() {
             tracing::info!(batch_id = %self.batch_id(), %job_id, "submitting a child that was dispatched but never recorded");
             return self.submit(&target, &job_id).await;
         }
@@ -295,9 +290,10 @@ impl BatchRunnerState {
     /// target waits for it rather than failing with `WORKBENCH_BUSY`. (Any other refusal is
     /// recorded on the target by dispatching it.)
     async fn answering_another_job(&self, target: &TargetRecord) -> bool {
-        let store = self.config.orchestrators.store();
-        let checked = store
-            .check_message(target.workbench.clone(), target.continue_draft)
+        let checked = self
+            .config
+            .children
+            .check(&target.workbench, target.continue_draft)
             .await;
         matches!(checked, Err(error) if error.code == ErrorCode::WorkbenchBusy)
     }
@@ -318,37 +314,21 @@ impl BatchRunnerState {
         self.submit(&target, &job_id).await
     }
 
-    /// Submits the child job of a running target; a child that cannot be built or is refused
-    /// ends its target at once.
+    /// Submits the child job of a running target; a child that cannot be built ends its
+    /// target at once (one the intake refuses ends it with its `finished` event).
     async fn submit(&mut self, target: &TargetRecord, job_id: &str) -> Result<(), ErrorBody> {
-        let submit = match self.child(target, job_id) {
-            Ok(submit) => submit,
+        match self.child(target, job_id) {
+            Ok(submit) => self.config.children.submit(&submit).await,
             Err(error) => {
-                return self
-                    .end_target(job_id, TargetState::Failed, Some(error), None)
-                    .await;
+                let end = ChildEnd {
+                    job_id: job_id.to_string(),
+                    state: JobState::Failed,
+                    error: Some(error),
+                    outcome: None,
+                };
+                self.end_target(end).await
             }
-        };
-        let store = self.config.orchestrators.store().clone();
-        let accepted = store
-            .accept_message(submit, self.config.defaults.clone())
-            .await?;
-        let record = match accepted {
-            Accepted::New(record) | Accepted::Existing(record) | Accepted::Refused(record) => {
-                record
-            }
-        };
-        if record.state.is_terminal() {
-            return self.settle(job_id).await;
         }
-        // Starting may wait for one of the coordinator's running slots: not in the handler.
-        let orchestrators = self.config.orchestrators.clone();
-        tokio::spawn(async move {
-            if let Err(error) = orchestrators.start(record).await {
-                tracing::error!(%error, "could not start a batch child");
-            }
-        });
-        Ok(())
     }
 
     /// The child job of a target.
@@ -382,38 +362,35 @@ impl BatchRunnerState {
 
     /// Looks at a child in flight; records its target's end if the child ended.
     async fn settle(&mut self, job_id: &str) -> Result<(), ErrorBody> {
-        let jobs = self.config.orchestrators.jobs().clone();
-        let id = job_id.to_string();
-        let Some(child) = blocking(move || jobs.get(&id)).await? else {
-            return Ok(());
-        };
-        let state = match child.state {
-            JobState::Succeeded => TargetState::Succeeded,
-            JobState::Failed => TargetState::Failed,
-            JobState::Cancelled => TargetState::Cancelled,
-            JobState::Queued | JobState::Running | JobState::AwaitingApproval => return Ok(()),
-        };
-        self.end_target(job_id, state, child.error, child.outcome)
-            .await
+        match self.config.children.end(job_id).await? {
+            Some(end) => self.end_target(end).await,
+            None => Ok(()),
+        }
     }
 
-    async fn end_target(
-        &mut self,
-        job_id: &str,
-        state: TargetState,
-        error: Option<ErrorBody>,
-        outcome: Option<JobOutcome>,
-    ) -> Result<(), ErrorBody> {
-        let Some((index, workbench)) = self.in_flight.remove(job_id) else {
+    /// Records the end of a child in flight on its target.
+    async fn end_target(&mut self, end: ChildEnd) -> Result<(), ErrorBody> {
+        let Some((index, workbench)) = self.in_flight.remove(&end.job_id) else {
             return Ok(());
+        };
+        let state = match end.state {
+            JobState::Succeeded => TargetState::Succeeded,
+            JobState::Cancelled => TargetState::Cancelled,
+            _ => TargetState::Failed,
         };
         self.busy.remove(&workbench);
         let batches = self.config.batches.clone();
         let batch_id = self.batch_id().to_string();
-        let id = job_id.to_string();
-        let (record, _) =
-            blocking(move || batches.finish_target(&batch_id, index, &id, state, error, outcome))
-                .await?;
+        let ChildEnd {
+            job_id,
+            error,
+            outcome,
+            ..
+        } = end;
+        let (record, _) = blocking(move || {
+            batches.finish_target(&batch_id, index, &job_id, state, error, outcome)
+        })
+        .await?;
         let crossed = !self.record.beyond_tolerance() && record.beyond_tolerance();
         self.record = record;
         if crossed {
@@ -428,7 +405,7 @@ impl BatchRunnerState {
     /// Cancels every child in flight (they end at their next step boundary).
     async fn cancel_children(&self) {
         for job_id in self.in_flight.keys() {
-            if let Err(error) = self.config.orchestrators.cancel(job_id).await {
+            if let Err(error) = self.config.children.cancel(job_id).await {
                 tracing::debug!(%job_id, %error, "child not cancelled (it may have ended)");
             }
         }
@@ -474,12 +451,11 @@ impl BatchRunnerState {
             error: self.record.error.clone(),
         };
         let subject = subjects::batch::event(&event.batch_id, kind.as_str());
-        let format = self.config.orchestrators.events_format();
+        let format = self.config.events_format;
         let published = match encode(&event, format) {
             Ok(payload) => self
                 .config
-                .orchestrators
-                .jetstream()
+                .jetstream
                 .publish_with_headers(
                     subject,
                     atelier_transport::headers::with_format(format),

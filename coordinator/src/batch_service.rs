@@ -16,6 +16,7 @@ use atelier_transport::Router;
 
 use crate::batch_runner::{self, BatchRunnerConfig, BatchRunnerMsg};
 use crate::batches::{BatchRecord, Batches, TargetRecord};
+use crate::children::Children;
 use crate::error::CoordinatorError;
 use crate::orchestrator::Orchestrators;
 use crate::storage::blocking;
@@ -85,8 +86,12 @@ impl BatchService {
         batch_runner::start(BatchRunnerConfig {
             batch_id: batch_id.to_string(),
             batches: self.batches.clone(),
-            orchestrators: self.orchestrators.clone(),
-            defaults: self.defaults.clone(),
+            children: Children::new(
+                self.orchestrators.client().clone(),
+                self.orchestrators.jetstream().clone(),
+            ),
+            jetstream: self.orchestrators.jetstream().clone(),
+            events_format: self.orchestrators.events_format(),
         })
         .await
         .map_err(ErrorBody::from)

@@ -71,6 +71,20 @@ impl EventSink {
     }
 }
 
+/// Publishes one event of a job no run is emitting for (a refused submission's end, the end of
+/// a job cancelled before it started) and waits until it is published.
+pub async fn announce(
+    jetstream: &async_nats::jetstream::Context,
+    job_id: &str,
+    format: Format,
+    kind: EventKind,
+) {
+    let (events, publisher) = EventSink::start(jetstream.clone(), job_id, format);
+    events.emit(kind);
+    drop(events);
+    let _ = publisher.await;
+}
+
 /// Tries to publish an event for this long across NATS outages before giving up on it.
 const PUBLISH_PATIENCE: Duration = Duration::from_secs(60);
 

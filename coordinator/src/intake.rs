@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer, stream};
-use atelier_messages::job::{EventKind, JobSubmit};
+use atelier_messages::job::JobSubmit;
 use atelier_messages::{decode, subjects};
 use atelier_transport::failpoint;
 use atelier_transport::headers::format_of;
@@ -18,7 +18,6 @@ use futures::StreamExt;
 
 use crate::JobDefaults;
 use crate::error::CoordinatorError;
-use crate::events::EventSink;
 use crate::jobs::JobRecord;
 use crate::orchestrator::Orchestrators;
 use crate::workbench::Accepted;
@@ -178,17 +177,11 @@ async fn accept(
 /// Tells the submitter of a refused job why, as the job's `job_finished` event (de-duplicated,
 /// so a redelivered refusal announces once).
 async fn announce_refusal(orchestrators: &Orchestrators, record: &JobRecord) {
-    let (events, publisher) = EventSink::start(
-        orchestrators.jetstream().clone(),
+    crate::events::announce(
+        orchestrators.jetstream(),
         &record.job_id,
         orchestrators.events_format(),
-    );
-    events.emit(EventKind::JobFinished {
-        state: record.state,
-        error: record.error.clone(),
-        run: record.run,
-        outcome: None,
-    });
-    drop(events);
-    let _ = publisher.await;
+        record.end_event(),
+    )
+    .await;
 }

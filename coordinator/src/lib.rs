@@ -27,7 +27,8 @@
 //! - `workshop_service`: the `atelier.workshop.*` verbs (conversation, rewind, regenerate,
 //!   models, checkpoints, restore, blob collection).
 //! - [`batches`]: batch records and their targets; [`batch_runner`]: the BatchRunner actor
-//!   (one per running batch); `batch_service`: the `atelier.batch.*` verbs.
+//!   (one per running batch), which reaches its children over NATS ([`children`]);
+//!   `batch_service`: the `atelier.batch.*` verbs.
 //! - [`templates`]: `{{variables}}` in workflows and batch messages, target globs.
 //! - [`intake`]: streams and the JetStream job consumer.
 //! - [`events`]: ordered event publishing into the EVENTS stream.
@@ -41,6 +42,7 @@ pub mod batch_runner;
 mod batch_service;
 pub mod batches;
 pub mod blobs;
+pub mod children;
 mod compression;
 pub mod context;
 mod control;
@@ -195,7 +197,6 @@ pub async fn start_coordinator(
         provider_settings: config.provider_settings.clone(),
         budgets: config.budgets,
         slots: std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_running_jobs.max(1))),
-        finished: tokio::sync::broadcast::channel(FINISHED_BACKLOG).0,
         events_format: config.events_format,
     });
     let control = control::Control {
@@ -284,9 +285,6 @@ async fn open_storage(
     let storage = Storage::replicated(ownership.db.clone(), ownership.log.clone());
     Ok((storage, Some(ownership)))
 }
-
-/// Job ends a slow listener may fall behind by before it misses some (and looks them up).
-const FINISHED_BACKLOG: usize = 1024;
 
 /// How often finished jobs' journals are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);

@@ -44,8 +44,6 @@ pub struct OrchestratorTemplate {
     pub budgets: Budgets,
     /// One permit per job allowed to run at once in this process.
     pub slots: Arc<Semaphore>,
-    /// The id of every job whose end was recorded here (batches follow their children).
-    pub finished: tokio::sync::broadcast::Sender<String>,
     /// The format of the event streams' messages.
     pub events_format: atelier_messages::Format,
 }
@@ -227,8 +225,6 @@ async fn run_job(
     if let Err(store_error) = transition(&template.jobs, &record.job_id, finish).await {
         tracing::error!(%store_error, "could not record the job's end");
     }
-    // Nobody listening is fine: batches also look at their children's records.
-    let _ = template.finished.send(record.job_id.clone());
     tracing::info!(state = %final_state, code = ?error.as_ref().map(|e| e.code), "job finished");
 }
 
@@ -348,6 +344,10 @@ impl Orchestrators {
         &self.template.provider_settings
     }
 
+    pub fn client(&self) -> &async_nats::Client {
+        &self.template.client
+    }
+
     pub fn jetstream(&self) -> &async_nats::jetstream::Context {
         &self.template.jetstream
     }
@@ -355,11 +355,6 @@ impl Orchestrators {
     /// The format of the event streams' messages.
     pub fn events_format(&self) -> atelier_messages::Format {
         self.template.events_format
-    }
-
-    /// The ids of jobs as their ends are recorded, from now on.
-    pub fn finished(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.template.finished.subscribe()
     }
 
     /// Starts the job unless it is finished or already runs in this process.
@@ -432,9 +427,16 @@ impl Orchestrators {
         };
         self.template
             .store
-            .finish_turn(record.workbench, end)
+            .finish_turn(record.workbench.clone(), end)
             .await?;
-        let _ = self.template.finished.send(job_id.to_string());
+        // No run announces this end: watchers (and batches) hear of it here.
+        crate::events::announce(
+            self.jetstream(),
+            job_id,
+            self.events_format(),
+            record.end_event(),
+        )
+        .await;
         Ok(())
     }
 

@@ -11,6 +11,9 @@ pub const EVENTS_STREAM: &str = "ATELIER_EVENTS";
 /// Wildcard over every job event.
 pub const EVENTS_ALL: &str = "atelier.evt.>";
 
+/// Every job's end (`job_finished`): `atelier.evt.*.finished`.
+pub const EVENTS_FINISHED: &str = "atelier.evt.*.finished";
+
 /// The subject of one event of one job: `atelier.evt.<job>.<kind>`.
 pub fn event(job_id: &str, kind: &str) -> String {
     format!("atelier.evt.{job_id}.{kind}")

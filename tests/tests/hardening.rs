@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use atelier_messages::job::JobState;
-use atelier_tests::Cluster;
 use atelier_tests::scripted::{Script, ScriptedModel};
+use atelier_tests::{Cluster, wait_until};
 use serde_json::json;
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(60);
@@ -259,14 +259,7 @@ async fn every_run_of_a_resumed_job_ends_and_announces_its_own_end() -> anyhow::
         // Resumed the moment the previous run is recorded as ended, while its orchestrator may
         // still be stopping: the job must run again, not stay queued.
         cluster.cli_ok(&["resume", &job_id])?;
-        let watched = cluster.cli(&["watch", &job_id, "--json"])?;
-        let last: serde_json::Value = serde_json::from_str(
-            watched
-                .stdout
-                .lines()
-                .last()
-                .context("watch printed no event")?,
-        )?;
+        let last = last_watched_event(&cluster, &job_id)?;
         assert_eq!(last["kind"]["type"], "job_finished", "{last}");
         assert_eq!(
             last["kind"]["run"], run,
@@ -428,7 +421,7 @@ async fn a_coordinator_runs_at_most_its_job_limit_and_the_rest_wait_their_turn()
 -> anyhow::Result<()> {
     let script: Script = serde_json::from_value(json!({
         "research": [{"content": "ok"}],
-        "plan": [{"content": "NO_CHANGE_NEEDED: nothing to change", "delay_ms": 1500}],
+        "plan": [{"content": "NO_CHANGE_NEEDED: nothing to change", "delay_ms": 3000}],
         "summary": [{"content": "done"}]
     }))?;
     let model = ScriptedModel::start(script).await?;
@@ -443,6 +436,20 @@ async fn a_coordinator_runs_at_most_its_job_limit_and_the_rest_wait_their_turn()
             cluster.submit(&workbench, &format!("job {n}"), &model.model_spec())
         })
         .collect::<anyhow::Result<_>>()?;
+    // The third waits for a slot (recorded `queued`): cancelled there, it ends at once, and its
+    // end is announced like any run's (batches and watchers follow it).
+    let waiting = &jobs[2];
+    wait_until(JOB_TIMEOUT, || {
+        cluster
+            .cli(&["job", waiting, "--json"])
+            .ok()
+            .and_then(|out| out.json::<atelier_messages::job::JobView>().ok())
+            .is_some_and(|view| view.state == JobState::Queued)
+    })?;
+    cluster.cli_ok(&["cancel", waiting])?;
+    let last = last_watched_event(&cluster, waiting)?;
+    assert_eq!(last["kind"]["type"], "job_finished", "{last}");
+    assert_eq!(last["kind"]["state"], "cancelled", "{last}");
     let mut most_running = 0;
     let started = Instant::now();
     loop {
@@ -455,7 +462,19 @@ async fn a_coordinator_runs_at_most_its_job_limit_and_the_rest_wait_their_turn()
         most_running = most_running.max(running);
         let done = views.iter().filter(|v| v.state.is_terminal()).count();
         if done == jobs.len() {
-            assert!(views.iter().all(|v| v.state == JobState::Succeeded));
+            let states: Vec<(&str, JobState)> = views
+                .iter()
+                .map(|view| (view.job_id.as_str(), view.state))
+                .collect();
+            assert!(
+                states
+                    .iter()
+                    .all(|(job_id, state)| match job_id == waiting {
+                        true => *state == JobState::Cancelled,
+                        false => *state == JobState::Succeeded,
+                    }),
+                "{states:?}"
+            );
             break;
         }
         anyhow::ensure!(started.elapsed() < JOB_TIMEOUT, "jobs did not finish");
@@ -464,6 +483,18 @@ async fn a_coordinator_runs_at_most_its_job_limit_and_the_rest_wait_their_turn()
     assert!(most_running <= 2, "{most_running} jobs ran at once");
     assert_eq!(most_running, 2, "the limit is used");
     Ok(())
+}
+
+/// The last event `atelier watch --json` prints for the job (it exits non-zero for a job that
+/// did not succeed).
+fn last_watched_event(cluster: &Cluster, job_id: &str) -> anyhow::Result<serde_json::Value> {
+    let watched = cluster.cli(&["watch", job_id, "--json"])?;
+    let last = watched
+        .stdout
+        .lines()
+        .last()
+        .context("watch printed no event")?;
+    Ok(serde_json::from_str(last)?)
 }
 
 fn raw_submit(job_id: &str, workbench: &str, model: &str) -> atelier_messages::job::JobSubmit {

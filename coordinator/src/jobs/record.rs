@@ -3,7 +3,7 @@
 //! store in [`jobs`](crate::jobs) that applies its transitions.
 
 use atelier_messages::approval::ApprovalPolicy;
-use atelier_messages::job::{JobOutcome, JobState, JobSubmit, PendingApproval};
+use atelier_messages::job::{EventKind, JobOutcome, JobState, JobSubmit, PendingApproval};
 use atelier_messages::workflow::Workflow;
 use atelier_messages::{ErrorBody, now_ms};
 use serde::{Deserialize, Serialize};
@@ -56,6 +56,16 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// The `job_finished` event of the job as it is recorded now.
+    pub fn end_event(&self) -> EventKind {
+        EventKind::JobFinished {
+            state: self.state,
+            error: self.error.clone(),
+            run: self.run,
+            outcome: self.outcome.clone(),
+        }
+    }
+
     /// The job's approval policy (`--auto-approve` lets every call run).
     pub fn approval_policy(&self) -> ApprovalPolicy {
         if self.auto_approve {
