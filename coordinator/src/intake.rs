@@ -79,6 +79,12 @@ fn event_stream(name: &str, subjects: &str, max_bytes: i64) -> stream::Config {
     }
 }
 
+/// How long a submission delivered to a coordinator waits for its acknowledgement before it is
+/// delivered again: recording takes milliseconds, so this is mostly how long submissions taken
+/// by a coordinator that was killed wait for another (a repeat is found recorded and changes
+/// nothing).
+const INTAKE_ACK_WAIT: Duration = Duration::from_secs(5);
+
 /// Consumes submitted jobs; re-attaches to the stream after NATS outages.
 pub async fn run_intake(
     js: jetstream::Context,
@@ -113,16 +119,14 @@ async fn attach(js: &jetstream::Context) -> Result<consumer::pull::Stream, Coord
         .get_stream(subjects::JOBS_STREAM)
         .await
         .map_err(|e| nats(e.to_string()))?;
+    // Created or updated: a deployment started before keeps its consumer with today's settings.
     let consumer = stream
-        .get_or_create_consumer(
-            subjects::JOBS_CONSUMER,
-            consumer::pull::Config {
-                durable_name: Some(subjects::JOBS_CONSUMER.to_string()),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: Duration::from_secs(30),
-                ..Default::default()
-            },
-        )
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some(subjects::JOBS_CONSUMER.to_string()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: INTAKE_ACK_WAIT,
+            ..Default::default()
+        })
         .await
         .map_err(|e| nats(e.to_string()))?;
     consumer.messages().await.map_err(|e| nats(e.to_string()))
