@@ -22,47 +22,48 @@ use crate::jobs::JobRecord;
 use crate::orchestrator::Orchestrators;
 use crate::workbench::Accepted;
 
-/// Creates (or updates) the JOBS, EVENTS, workshop events and batch events streams.
-pub async fn ensure_streams(js: &jetstream::Context) -> Result<(), CoordinatorError> {
-    let nats = |error: String| CoordinatorError::Nats(error);
-    js.get_or_create_stream(stream::Config {
+/// Creates the JOBS, EVENTS, workshop events and batch events streams when missing, each with
+/// `replicas` copies (a replicated deployment's count, so that losing a server loses none of
+/// them; a stream made before keeps its own).
+pub async fn ensure_streams(
+    js: &jetstream::Context,
+    replicas: usize,
+) -> Result<(), CoordinatorError> {
+    let jobs = stream::Config {
         name: subjects::JOBS_STREAM.to_string(),
         subjects: vec![subjects::JOB_SUBMIT.to_string()],
         retention: stream::RetentionPolicy::WorkQueue,
         duplicate_window: Duration::from_secs(600),
         storage: stream::StorageType::File,
         ..Default::default()
-    })
-    .await
-    .map_err(|e| nats(e.to_string()))?;
+    };
     // The window in which a re-announced `finished` event (same run) is dropped.
-    let events = event_stream(subjects::EVENTS_STREAM, subjects::EVENTS_ALL, 1 << 30);
-    js.get_or_create_stream(stream::Config {
+    let events = stream::Config {
         duplicate_window: Duration::from_secs(600),
-        ..events
-    })
-    .await
-    .map_err(|e| nats(e.to_string()))?;
+        ..event_stream(subjects::EVENTS_STREAM, subjects::EVENTS_ALL, 1 << 30)
+    };
     // The window in which a workshop event published again after a crash is dropped.
-    let workshop = event_stream(
-        subjects::workshop::EVENTS_STREAM,
-        subjects::workshop::EVENTS_ALL,
-        256 << 20,
-    );
-    js.get_or_create_stream(stream::Config {
+    let workshop = stream::Config {
         duplicate_window: Duration::from_secs(600),
-        ..workshop
-    })
-    .await
-    .map_err(|e| nats(e.to_string()))?;
+        ..event_stream(
+            subjects::workshop::EVENTS_STREAM,
+            subjects::workshop::EVENTS_ALL,
+            256 << 20,
+        )
+    };
     let batches = event_stream(
         subjects::batch::EVENTS_STREAM,
         subjects::batch::EVENTS_ALL,
         256 << 20,
     );
-    js.get_or_create_stream(batches)
+    for config in [jobs, events, workshop, batches] {
+        js.get_or_create_stream(stream::Config {
+            num_replicas: replicas,
+            ..config
+        })
         .await
-        .map_err(|e| nats(e.to_string()))?;
+        .map_err(|error| CoordinatorError::Nats(error.to_string()))?;
+    }
     Ok(())
 }
 

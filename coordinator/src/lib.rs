@@ -170,9 +170,11 @@ pub async fn start_coordinator(
     };
     let jobs = Jobs::new(storage.clone());
     let storage_for_batches = storage.clone();
-    intake::ensure_streams(&jetstream).await?;
+    // A replicated store's deployment keeps every stream and bucket on as many servers.
+    let replicas = config.replication.map_or(1, |settings| settings.replicas);
+    intake::ensure_streams(&jetstream, replicas).await?;
 
-    let bucket = atelier_transport::BlobBucket::ensure(&client).await?;
+    let bucket = atelier_transport::BlobBucket::ensure(&client, replicas).await?;
     let changed = std::sync::Arc::new(tokio::sync::Notify::new());
     let workshop_events = workshop_events::spawn(
         jetstream.clone(),

@@ -320,22 +320,18 @@ async fn killed_pass(docx: &[u8], xlsx: &[u8]) -> anyhow::Result<f64> {
         view.state == BatchState::Succeeded && view.counts.succeeded == count as u64,
         "the killed batch did not succeed: {view:?}"
     );
+    // No write is logged as applied twice (a kill right after a write and before its log line
+    // leaves one unlogged: the documents below are the proof).
     let applied = cluster.applied_writes();
-    let ours: Vec<_> = applied
-        .iter()
-        .filter(|(call_id, _)| call_id.starts_with("killed-"))
-        .collect();
     ensure!(
-        ours.len() == count,
-        "{} of {count} children applied a write",
-        ours.len()
-    );
-    ensure!(
-        ours.iter().all(|(_, times)| **times == 1),
+        applied
+            .iter()
+            .filter(|(call_id, _)| call_id.starts_with("killed-"))
+            .all(|(_, times)| *times == 1),
         "a write was applied twice"
     );
-    // And the documents say so: one appended paragraph in every 10th workbench.
-    for n in (0..count).step_by(10) {
+    // Every document holds its appended paragraph exactly once.
+    for n in 0..count {
         let file = request(
             &client,
             &ReadFile {

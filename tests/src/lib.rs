@@ -99,7 +99,12 @@ impl NatsServer {
 
     /// A server whose JetStream fsyncs every write (`sync_interval: always`).
     pub fn start_synced(dir: &Path) -> anyhow::Result<Self> {
-        let mut server = Self::prepare(dir, 64 << 20, String::new());
+        Self::start_synced_with(dir, "")
+    }
+
+    /// A server whose JetStream fsyncs every write, with more configuration (a cluster block).
+    pub fn start_synced_with(dir: &Path, extra_config: &str) -> anyhow::Result<Self> {
+        let mut server = Self::prepare(dir, 64 << 20, extra_config.to_string());
         server.sync_always = true;
         server.spawn()?;
         Ok(server)
@@ -297,6 +302,8 @@ pub fn cli(args: &[&str]) -> anyhow::Result<CliOutput> {
 pub struct Cluster {
     pub dir: tempfile::TempDir,
     pub nats: NatsServer,
+    /// The other nodes when `nats` is one of a cluster's ([`Cluster::start_three_nodes`]).
+    pub more_nats: Vec<NatsServer>,
     pub coordinator: Option<Process>,
     pub workers: Vec<Process>,
 }
@@ -364,6 +371,21 @@ impl Cluster {
         Self::start_on(dir, nats, pools, coordinator_env)
     }
 
+    /// Three clustered nats-servers (JetStream fsyncing every write) and nothing else yet:
+    /// `nats` is the first node, which the CLI and workers use; `more_nats` the two others.
+    pub async fn start_three_nodes() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let mut nodes = nats_cluster::NatsCluster::start(dir.path()).await?.nodes;
+        let nats = nodes.remove(0);
+        Ok(Self {
+            dir,
+            nats,
+            more_nats: nodes,
+            coordinator: None,
+            workers: Vec::new(),
+        })
+    }
+
     fn start_on(
         dir: tempfile::TempDir,
         nats: NatsServer,
@@ -373,6 +395,7 @@ impl Cluster {
         let mut cluster = Self {
             dir,
             nats,
+            more_nats: Vec::new(),
             coordinator: None,
             workers: Vec::new(),
         };
@@ -429,13 +452,23 @@ impl Cluster {
     /// Another coordinator on this cluster's NATS, named `name` (its log is `name.log`), with a
     /// data directory of its own (`name/`), as on another host.
     pub fn spawn_coordinator(&self, name: &str, env: &[(&str, &str)]) -> anyhow::Result<Process> {
+        self.spawn_coordinator_on(name, &self.nats.url, env)
+    }
+
+    /// Like [`Cluster::spawn_coordinator`], connected to the server at `url`.
+    pub fn spawn_coordinator_on(
+        &self,
+        name: &str,
+        url: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Process> {
         let data = self.dir.path().join(name);
         Process::spawn_with_env(
             name,
             &[
                 "coordinator",
                 "--nats",
-                &self.nats.url,
+                url,
                 "--data",
                 &data.to_string_lossy(),
             ],
@@ -754,6 +787,24 @@ impl Cluster {
     }
 
     /// Polls `atelier job ID --json` until the job is in a terminal state.
+    /// Waits for `job_id` to finish and checks it succeeded (else fails with its error and
+    /// every process's log).
+    pub fn wait_succeeded(
+        &self,
+        job_id: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<atelier_messages::job::JobView> {
+        let view = self.wait_finished(job_id, timeout)?;
+        anyhow::ensure!(
+            view.state == atelier_messages::job::JobState::Succeeded,
+            "job {job_id} ended {}: {:?}\n{}",
+            view.state,
+            view.error,
+            self.logs()
+        );
+        Ok(view)
+    }
+
     pub fn wait_finished(
         &self,
         job_id: &str,

@@ -1,30 +1,19 @@
 //! A three-node nats-server cluster on loopback with JetStream (`sync_interval: always`), for
-//! tests of replicated (R3) streams, buckets and fail-over. Each node has its own store; nodes
-//! can be SIGKILLed and restarted.
+//! tests of replicated (R3) streams, buckets and fail-over. Each node is a [`NatsServer`] with
+//! its own store; nodes can be SIGKILLed and restarted.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context;
-
-use crate::{free_port, wait_until};
-
-/// One node of the cluster.
-struct Node {
-    name: String,
-    port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
-}
+use crate::{NatsServer, free_port};
 
 /// Three clustered nats-servers, SIGKILLed on drop.
 pub struct NatsCluster {
-    nodes: Vec<Node>,
+    pub nodes: Vec<NatsServer>,
 }
 
 impl NatsCluster {
-    /// Starts three nodes under `dir` and waits until JetStream has a leader.
+    /// Starts three nodes under `dir` (`n1`, `n2`, `n3`) and waits until JetStream has a leader.
     pub async fn start(dir: &Path) -> anyhow::Result<Self> {
         let cluster_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let routes = cluster_ports
@@ -32,55 +21,21 @@ impl NatsCluster {
             .map(|port| format!("nats://127.0.0.1:{port}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let mut nodes = Vec::new();
-        for (index, cluster_port) in cluster_ports.iter().enumerate() {
-            let name = format!("n{}", index + 1);
-            let dir = dir.join(&name);
-            std::fs::create_dir_all(&dir)?;
-            let port = free_port();
-            std::fs::write(
-                dir.join("nats.conf"),
-                format!(
-                    "server_name: {name}\nhost: 127.0.0.1\nport: {port}\n\
-                     jetstream {{ store_dir: {:?}, sync_interval: always }}\n\
-                     cluster {{ name: atelier, host: 127.0.0.1, port: {cluster_port}, routes: [{routes}] }}\n",
-                    dir.join("js").display().to_string()
-                ),
-            )?;
-            nodes.push(Node {
-                name,
-                port,
-                dir,
-                child: None,
-            });
-        }
-        let mut cluster = Self { nodes };
-        for index in 0..3 {
-            cluster.spawn(index)?;
-        }
+        let nodes = cluster_ports
+            .iter()
+            .enumerate()
+            .map(|(index, cluster_port)| {
+                let name = format!("n{}", index + 1);
+                let cluster = format!(
+                    "server_name: {name}\n\
+                     cluster {{ name: atelier, host: 127.0.0.1, port: {cluster_port}, routes: [{routes}] }}\n"
+                );
+                NatsServer::start_synced_with(&dir.join(&name), &cluster)
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let cluster = Self { nodes };
         cluster.wait_for_jetstream().await?;
         Ok(cluster)
-    }
-
-    fn spawn(&mut self, index: usize) -> anyhow::Result<()> {
-        let node = &mut self.nodes[index];
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(node.dir.join("nats-server.log"))?;
-        let child = Command::new("nats-server")
-            .arg("-c")
-            .arg(node.dir.join("nats.conf"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .context("nats-server not found: run scripts/setup.sh")?;
-        node.child = Some(child);
-        let (port, name) = (node.port, node.name.clone());
-        wait_until(Duration::from_secs(10), || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        })
-        .with_context(|| format!("{name} did not start:\n{}", self.logs()))
     }
 
     /// Waits until a JetStream request answers (the meta group has a leader).
@@ -113,40 +68,25 @@ impl NatsCluster {
 
     /// The URL of node `index` alone.
     pub fn node_url(&self, index: usize) -> String {
-        format!("nats://127.0.0.1:{}", self.nodes[index].port)
+        self.nodes[index].url.clone()
     }
 
     /// SIGKILLs node `index`.
     pub fn kill(&mut self, index: usize) {
-        if let Some(mut child) = self.nodes[index].child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.nodes[index].kill();
     }
 
     /// Starts node `index` again on its port and store.
     pub fn restart(&mut self, index: usize) -> anyhow::Result<()> {
-        self.kill(index);
-        self.spawn(index)
+        self.nodes[index].restart()
     }
 
     /// Every node's log.
     pub fn logs(&self) -> String {
         self.nodes
             .iter()
-            .map(|node| {
-                let log =
-                    std::fs::read_to_string(node.dir.join("nats-server.log")).unwrap_or_default();
-                format!("--- {} ---\n{log}", node.name)
-            })
+            .enumerate()
+            .map(|(index, node)| format!("--- n{} ---\n{}", index + 1, node.log()))
             .collect()
-    }
-}
-
-impl Drop for NatsCluster {
-    fn drop(&mut self) {
-        for index in 0..self.nodes.len() {
-            self.kill(index);
-        }
     }
 }

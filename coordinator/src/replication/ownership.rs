@@ -111,21 +111,28 @@ pub async fn take_store(
     let leases = Leases::open(jetstream, &settings, owner).await?;
     let changelog = Changelog::open(jetstream, &settings).await?;
     let snapshots = Snapshots::open(jetstream, &settings).await?;
-    let lease = acquire(&leases, &settings).await?;
-    let started = Instant::now();
-    let replica = restore(&snapshots, data_dir.join("db")).await?;
-    let restored = replica.position()?;
-    let mut apply =
-        |seq: u64, checked: &Checked| tokio::task::block_in_place(|| replica.apply(seq, checked));
-    let (shard_log, replayed) =
-        ShardLog::take_over(&changelog, WHOLE_STORE, lease.epoch, restored, &mut apply).await?;
+    let (lease, replica, shard_log, replayed) = loop {
+        let lease = acquire(&leases, &settings).await?;
+        match take_over(&changelog, &snapshots, &lease, data_dir).await {
+            Ok((replica, shard_log, replayed)) => break (lease, replica, shard_log, replayed),
+            // The streams may still be electing leaders after a server died with the last
+            // owner: stand by again (the lease released for whoever can) and retry.
+            Err(error) => {
+                tracing::warn!(%error, epoch = lease.epoch, "could not take the store over yet; standing by again");
+                if let Err(error) = leases.release(lease).await {
+                    tracing::warn!(%error, "could not release the store's lease; it runs out instead");
+                }
+                tokio::time::sleep(settings.lease_ttl / 3).await;
+            }
+        }
+    };
     tracing::info!(
         owner,
         epoch = lease.epoch,
-        snapshot_seq = restored.seq,
+        snapshot_seq = replayed.restored.seq,
         entries = replayed.applied,
-        refused = replayed.refused.len(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
+        refused = replayed.refused,
+        elapsed_ms = replayed.elapsed.as_millis() as u64,
         "took the store over from its snapshot and changelog"
     );
     let snapshot_due = Arc::new(Notify::new());
@@ -161,6 +168,38 @@ pub async fn take_store(
         renewal,
         snapshotting,
     })
+}
+
+/// What a take-over found: the snapshot's position, then what replay did and how long both took.
+struct TakenOver {
+    restored: Position,
+    applied: u64,
+    refused: usize,
+    elapsed: std::time::Duration,
+}
+
+/// Under `lease`: rebuilds the store under `data_dir/db` from the latest snapshot and the
+/// changelog after it, and fences the changelog with the lease's epoch.
+async fn take_over(
+    changelog: &Changelog,
+    snapshots: &Snapshots,
+    lease: &Lease,
+    data_dir: &Path,
+) -> Result<(Replica, ShardLog, TakenOver), CoordinatorError> {
+    let started = Instant::now();
+    let replica = restore(snapshots, data_dir.join("db")).await?;
+    let restored = replica.position()?;
+    let mut apply =
+        |seq: u64, checked: &Checked| tokio::task::block_in_place(|| replica.apply(seq, checked));
+    let (shard_log, replayed) =
+        ShardLog::take_over(changelog, WHOLE_STORE, lease.epoch, restored, &mut apply).await?;
+    let taken = TakenOver {
+        restored,
+        applied: replayed.applied,
+        refused: replayed.refused.len(),
+        elapsed: started.elapsed(),
+    };
+    Ok((replica, shard_log, taken))
 }
 
 /// A fresh store at `path` (whatever was there may hold uncommitted writes) holding the latest
@@ -238,23 +277,49 @@ const RELEASE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Takes the lease once it is free, telling who holds it meanwhile. A release wakes this at
 /// once; a lease that runs out is seen at the next look, a third of its life later at most.
+/// The bucket may not answer for a while (its server died and its replicas elect a new
+/// leader): a standby waits that out and looks again, since that is when it is needed.
 async fn acquire(
     leases: &Leases,
     settings: &ReplicationSettings,
 ) -> Result<Lease, CoordinatorError> {
-    let mut changes = leases.watch(WHOLE_STORE).await?;
+    let look_again = settings.lease_ttl / 3;
+    let mut changes = None;
     let mut told = None;
     loop {
-        if let Some(lease) = leases.acquire(WHOLE_STORE).await? {
-            return Ok(lease);
+        if changes.is_none() {
+            changes = leases.watch(WHOLE_STORE).await.ok();
         }
-        let holder = leases.holder(WHOLE_STORE).await?.map(|holder| holder.owner);
-        if holder != told {
-            tracing::info!(holder = ?holder, "standby: another coordinator holds the store");
-            told = holder;
+        match look(leases).await {
+            Ok(Ok(lease)) => return Ok(lease),
+            Ok(Err(holder)) if holder != told => {
+                tracing::info!(holder = ?holder, "standby: another coordinator holds the store");
+                told = holder;
+            }
+            Ok(Err(_)) => {}
+            Err(error) => {
+                tracing::warn!(%error, "standby: the store's lease cannot be read now; looking again");
+                changes = None;
+            }
         }
-        let _ = tokio::time::timeout(settings.lease_ttl / 3, changes.next()).await;
+        match changes.as_mut() {
+            Some(watch) => {
+                if let Ok(None) = tokio::time::timeout(look_again, watch.next()).await {
+                    changes = None;
+                }
+            }
+            None => tokio::time::sleep(look_again).await,
+        }
     }
+}
+
+/// The lease if it is free now, else who holds it.
+async fn look(leases: &Leases) -> Result<Result<Lease, Option<String>>, CoordinatorError> {
+    if let Some(lease) = leases.acquire(WHOLE_STORE).await? {
+        return Ok(Ok(lease));
+    }
+    let holder = leases.holder(WHOLE_STORE).await?;
+    Ok(Err(holder.map(|holder| holder.owner)))
 }
 
 /// Renews `lease` three times per its life; once it is lost (refused, or not renewed for a

@@ -65,8 +65,9 @@ fn unavailable(name: &str, what: &str, error: impl std::fmt::Display) -> ErrorBo
 }
 
 impl BlobBucket {
-    /// Opens the bucket, creating it when missing (the coordinator does at start).
-    pub async fn ensure(client: &async_nats::Client) -> Result<Self, ErrorBody> {
+    /// Opens the bucket, creating it with `replicas` copies when missing (the coordinator does
+    /// at start).
+    pub async fn ensure(client: &async_nats::Client, replicas: usize) -> Result<Self, ErrorBody> {
         let jetstream = async_nats::jetstream::new(client.clone());
         let max_payload = client.server_info().max_payload;
         let name = BLOB_BUCKET;
@@ -82,6 +83,7 @@ impl BlobBucket {
                 bucket: name.to_string(),
                 description: Some("Atelier blobs in transit, named by sha256".to_string()),
                 max_age: OBJECT_MAX_AGE,
+                num_replicas: replicas,
                 ..Default::default()
             })
             .await
