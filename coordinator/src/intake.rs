@@ -86,16 +86,23 @@ fn event_stream(name: &str, subjects: &str, max_bytes: i64) -> stream::Config {
 /// nothing).
 const INTAKE_ACK_WAIT: Duration = Duration::from_secs(5);
 
-/// Consumes submitted jobs; re-attaches to the stream after NATS outages.
-pub async fn run_intake(
+/// Consumes submitted jobs; attaches to the stream (again after NATS outages, or while it elects
+/// a leader) every second until it can.
+pub fn run_intake(
     js: jetstream::Context,
     orchestrators: Orchestrators,
     defaults: JobDefaults,
-) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
-    // Attach once up front so a misconfigured server fails start-up loudly.
-    let mut messages = attach(&js).await?;
-    Ok(tokio::spawn(async move {
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
         loop {
+            let mut messages = match attach(&js).await {
+                Ok(messages) => messages,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot attach to the job stream yet");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
             while let Some(next) = messages.next().await {
                 match next {
                     Ok(message) => accept(&orchestrators, &defaults, message).await,
@@ -103,15 +110,8 @@ pub async fn run_intake(
                 }
             }
             tracing::warn!("job intake stream ended; re-attaching");
-            messages = loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                match attach(&js).await {
-                    Ok(messages) => break messages,
-                    Err(error) => tracing::warn!(%error, "cannot re-attach to the job stream yet"),
-                }
-            };
         }
-    }))
+    })
 }
 
 async fn attach(js: &jetstream::Context) -> Result<consumer::pull::Stream, CoordinatorError> {

@@ -161,20 +161,35 @@ pub async fn start_coordinator(
     config: CoordinatorConfig,
 ) -> Result<CoordinatorHandle, CoordinatorError> {
     let jetstream = async_nats::jetstream::new(client.clone());
-    let (storage, ownership) = open_storage(&jetstream, &config).await?;
-    let blobs = match config.replication {
-        Some(settings) => BlobDir::open(config.blob_dir())?.with_remote(
-            atelier_transport::BlobBucket::ensure_durable(&client, settings.replicas).await?,
-        ),
-        None => BlobDir::open(config.blob_dir())?,
-    };
-    let jobs = Jobs::new(storage.clone());
-    let storage_for_batches = storage.clone();
+    // Streams and buckets are made before the store is taken: a standby takes it over when a
+    // server may have just died with the last owner, and JetStream may not answer for a while
+    // then (the intake attaches with retries).
     // A replicated store's deployment keeps every stream and bucket on as many servers.
     let replicas = config.replication.map_or(1, |settings| settings.replicas);
-    intake::ensure_streams(&jetstream, replicas).await?;
-
-    let bucket = atelier_transport::BlobBucket::ensure(&client, replicas).await?;
+    patiently("creating the streams", || {
+        intake::ensure_streams(&jetstream, replicas)
+    })
+    .await?;
+    let bucket = patiently("opening the blob bucket", || async {
+        Ok(atelier_transport::BlobBucket::ensure(&client, replicas).await?)
+    })
+    .await?;
+    let blobs = match config.replication {
+        Some(settings) => {
+            let durable = patiently("opening the replicated store's blob bucket", || async {
+                Ok(
+                    atelier_transport::BlobBucket::ensure_durable(&client, settings.replicas)
+                        .await?,
+                )
+            })
+            .await?;
+            BlobDir::open(config.blob_dir())?.with_remote(durable)
+        }
+        None => BlobDir::open(config.blob_dir())?,
+    };
+    let (storage, ownership) = open_storage(&jetstream, &config).await?;
+    let jobs = Jobs::new(storage.clone());
+    let storage_for_batches = storage.clone();
     let changed = std::sync::Arc::new(tokio::sync::Notify::new());
     let workshop_events = workshop_events::spawn(
         jetstream.clone(),
@@ -254,7 +269,11 @@ pub async fn start_coordinator(
             tracing::error!(%error, "could not adopt the unfinished batches");
         }
     }));
-    tasks.push(intake::run_intake(jetstream, orchestrators, config.defaults.clone()).await?);
+    tasks.push(intake::run_intake(
+        jetstream,
+        orchestrators,
+        config.defaults.clone(),
+    ));
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), "coordinator ready");
     Ok(CoordinatorHandle {
         tasks,
@@ -262,6 +281,33 @@ pub async fn start_coordinator(
         store_join,
         ownership,
     })
+}
+
+/// How long start-up waits for JetStream to answer: a server that has just restarted, or
+/// streams electing new leaders after a server died, answer again within seconds.
+const JETSTREAM_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs `attempt` until it succeeds, once a second for [`JETSTREAM_PATIENCE`], logging why it
+/// did not; then its error.
+pub(crate) async fn patiently<T, Attempt, Fut>(
+    what: &str,
+    mut attempt: Attempt,
+) -> Result<T, CoordinatorError>
+where
+    Attempt: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, CoordinatorError>>,
+{
+    let deadline = tokio::time::Instant::now() + JETSTREAM_PATIENCE;
+    loop {
+        match attempt().await {
+            Ok(value) => return Ok(value),
+            Err(error) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(%error, what, "JetStream does not answer yet; trying again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 /// The store: this data directory's own, or the replicated one once this coordinator holds it

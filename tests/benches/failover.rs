@@ -5,11 +5,17 @@
 //! request for the plan turn again. The killed coordinator comes back as the standby, the job
 //! ends, and the next trial kills the other one.
 //!
+//! With `FAILOVER_SERVERS=3` the same runs on three clustered nats-servers (`sync_interval:
+//! always`, `store_replicas = 3`), each coordinator on a server of its own, and each trial
+//! SIGKILLs the owner together with its server (which comes back with the coordinator).
+//!
 //! Run: `cargo build --release --bin atelier && cargo bench -p atelier-tests --bench failover`
 //! (`FAILOVER_TRIALS`, default 20; numbers in docs/benchmarks.md).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
+
+use anyhow::Context;
 
 use atelier_tests::scripted::{Script, ScriptedModel};
 use atelier_tests::{Cluster, Process, wait_until};
@@ -30,13 +36,62 @@ fn log_lines(cluster: &Cluster, name: &str, needle: &str) -> usize {
         .count()
 }
 
-/// A replicated coordinator named `name` on its own data directory.
-fn coordinator(cluster: &Cluster, name: &str) -> Process {
-    let env = [
-        ("ATELIER_REPLICATED_STORE", "true"),
-        ("ATELIER_STORE_LEASE_MS", LEASE_MS),
-    ];
-    cluster.spawn_coordinator(name, &env).expect("coordinator")
+/// The servers the coordinators run on: one, or three clustered.
+struct Servers {
+    clustered: bool,
+}
+
+impl Servers {
+    fn from_env() -> Self {
+        Self {
+            clustered: std::env::var("FAILOVER_SERVERS").is_ok_and(|servers| servers == "3"),
+        }
+    }
+
+    async fn start(&self) -> anyhow::Result<Cluster> {
+        match self.clustered {
+            true => Cluster::start_three_nodes().await,
+            false => {
+                let mut cluster = Cluster::start_with(&[])?;
+                cluster.kill_coordinator();
+                Ok(cluster)
+            }
+        }
+    }
+
+    /// Replicated coordinator `n` (named `name`) on its own data directory: on the first
+    /// server, or on a clustered server of its own (the CLI keeps the first).
+    fn coordinator(&self, cluster: &Cluster, n: usize, name: &str) -> Process {
+        let mut env = vec![
+            ("ATELIER_REPLICATED_STORE", "true"),
+            ("ATELIER_STORE_LEASE_MS", LEASE_MS),
+        ];
+        let url = match self.clustered {
+            true => {
+                env.push(("ATELIER_STORE_REPLICAS", "3"));
+                cluster.more_nats[n].url.clone()
+            }
+            false => cluster.nats.url.clone(),
+        };
+        cluster
+            .spawn_coordinator_on(name, &url, &env)
+            .expect("coordinator")
+    }
+
+    /// SIGKILLs coordinator `n`'s server, when it has one of its own.
+    fn kill_server(&self, cluster: &mut Cluster, n: usize) {
+        if self.clustered {
+            cluster.more_nats[n].kill();
+        }
+    }
+
+    /// Starts coordinator `n`'s server again, when it has one of its own.
+    fn restart_server(&self, cluster: &mut Cluster, n: usize) -> anyhow::Result<()> {
+        match self.clustered {
+            true => cluster.more_nats[n].restart(),
+            false => Ok(()),
+        }
+    }
 }
 
 #[tokio::main]
@@ -51,12 +106,12 @@ async fn main() -> anyhow::Result<()> {
         "summary": [{"content": "done"}]
     }))?;
     let model = ScriptedModel::start(script).await?;
-    let mut cluster = Cluster::start_with(&[])?;
-    cluster.kill_coordinator();
+    let servers = Servers::from_env();
+    let mut cluster = servers.start().await?;
     let names = ["coord-a", "coord-b"];
     let mut processes = [
-        Some(coordinator(&cluster, names[0])),
-        Some(coordinator(&cluster, names[1])),
+        Some(servers.coordinator(&cluster, 0, names[0])),
+        Some(servers.coordinator(&cluster, 1, names[1])),
     ];
     wait_until(Duration::from_secs(30), || {
         cluster
@@ -81,7 +136,8 @@ async fn main() -> anyhow::Result<()> {
         let asked = model.count("plan", None, 0);
         wait_until(Duration::from_secs(60), || {
             model.count("plan", None, 0) > asked
-        })?;
+        })
+        .with_context(|| cluster.logs())?;
         let standby = 1 - owner;
         let took_over = log_lines(&cluster, names[standby], "took the store over");
 
@@ -89,8 +145,10 @@ async fn main() -> anyhow::Result<()> {
         if let Some(mut process) = processes[owner].take() {
             process.kill();
         }
+        servers.kill_server(&mut cluster, owner);
         let killed = Instant::now();
-        wait_until(Duration::from_secs(60), || model.requests().len() > before)?;
+        wait_until(Duration::from_secs(60), || model.requests().len() > before)
+            .with_context(|| cluster.logs())?;
         let resumed = model.requests()[before].at.duration_since(killed);
         assert!(log_lines(&cluster, names[standby], "took the store over") > took_over);
         samples.push(resumed);
@@ -102,17 +160,20 @@ async fn main() -> anyhow::Result<()> {
         // The killed coordinator comes back as the standby; the job ends on the new owner.
         let waiting = "standby: another coordinator holds the store";
         let standby_before = log_lines(&cluster, names[owner], waiting);
-        processes[owner] = Some(coordinator(&cluster, names[owner]));
+        servers.restart_server(&mut cluster, owner)?;
+        processes[owner] = Some(servers.coordinator(&cluster, owner, names[owner]));
         wait_until(Duration::from_secs(30), || {
             log_lines(&cluster, names[owner], waiting) > standby_before
-        })?;
+        })
+        .with_context(|| cluster.logs())?;
         cluster.wait_finished(&job_id, Duration::from_secs(60))?;
         owner = standby;
     }
     let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
     println!(
-        "{} trials, lease {LEASE_MS} ms: p50 {:.2} s, p99 {:.2} s, max {:.2} s, mean {:.2} s",
+        "{} trials, lease {LEASE_MS} ms, {} server(s): p50 {:.2} s, p99 {:.2} s, max {:.2} s, mean {:.2} s",
         samples.len(),
+        if servers.clustered { 3 } else { 1 },
         percentile(&samples, 0.50).as_secs_f64(),
         percentile(&samples, 0.99).as_secs_f64(),
         percentile(&samples, 1.0).as_secs_f64(),

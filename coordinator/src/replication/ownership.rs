@@ -108,9 +108,18 @@ pub async fn take_store(
     owner: &str,
     data_dir: &Path,
 ) -> Result<Ownership, CoordinatorError> {
-    let leases = Leases::open(jetstream, &settings, owner).await?;
-    let changelog = Changelog::open(jetstream, &settings).await?;
-    let snapshots = Snapshots::open(jetstream, &settings).await?;
+    let leases = crate::patiently("opening the shard leases", || {
+        Leases::open(jetstream, &settings, owner)
+    })
+    .await?;
+    let changelog = crate::patiently("opening the changelog", || {
+        Changelog::open(jetstream, &settings)
+    })
+    .await?;
+    let snapshots = crate::patiently("opening the snapshots", || {
+        Snapshots::open(jetstream, &settings)
+    })
+    .await?;
     let (lease, replica, shard_log, replayed) = loop {
         let lease = acquire(&leases, &settings).await?;
         match take_over(&changelog, &snapshots, &lease, data_dir).await {
