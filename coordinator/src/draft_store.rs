@@ -15,7 +15,6 @@
 //! `atelier.store.*` verbs (see `store_service`) are the same handle behind NATS for clients
 //! and for workers.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use atelier_messages::approval::ApprovalPolicy;
@@ -103,65 +102,12 @@ impl Actor for DraftStore {
     }
 }
 
-/// Uploads a blob's content to the bucket unless the bucket holds it already.
-async fn stage_source(bucket: &BlobBucket, source: BlobSource) -> Result<BlobRef, ErrorBody> {
-    match source {
-        BlobSource::Bytes(bytes) => {
-            let blob = blob_of_bytes(&bytes);
-            bucket.put_bytes(&bytes, &blob).await?;
-            Ok(blob)
-        }
-        BlobSource::File(path, size) => {
-            let digest = path
-                .file_name()
-                .map(|name| name.to_string_lossy().to_string())
-                .unwrap_or_default();
-            let blob = BlobRef { digest, size };
-            bucket.put_file(&path, &blob).await?;
-            Ok(blob)
-        }
-    }
-}
-
 /// A cheap, cloneable handle to the DraftStore.
 #[derive(Clone)]
 pub struct DraftStoreHandle {
     actor: ActorRef<DraftStoreMsg>,
     workbenches: Workbenches,
     bucket: Option<BlobBucket>,
-    staging: Staging,
-}
-
-/// Blobs being staged, by digest: a second request for one waits for the first and then finds
-/// it in the bucket. Two uploads of one object at once would each replace it, taking its
-/// chunks away from a worker already reading the first (two calls of a batch reading the same
-/// file did).
-#[derive(Clone, Default)]
-struct Staging {
-    digests: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
-}
-
-impl Staging {
-    /// The lock of `digest`'s staging.
-    fn lock_of(&self, digest: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut digests = self
-            .digests
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        digests.entry(digest.to_string()).or_default().clone()
-    }
-
-    /// Forgets `digest`'s lock once nobody else holds or waits for it.
-    fn release(&self, digest: &str, lock: Arc<tokio::sync::Mutex<()>>) {
-        let mut digests = self
-            .digests
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Ours and the map's: nobody else has it.
-        if Arc::strong_count(&lock) <= 2 {
-            digests.remove(digest);
-        }
-    }
 }
 
 impl DraftStoreHandle {
@@ -178,7 +124,6 @@ impl DraftStoreHandle {
                 actor,
                 workbenches,
                 bucket,
-                staging: Staging::default(),
             },
             join,
         ))
@@ -268,15 +213,23 @@ impl DraftStoreHandle {
                 "this store has no blob bucket; fetch blobs with atelier.store.blob",
             ));
         };
-        let lock = self.staging.lock_of(&digest);
-        let staged = {
-            let _one_at_a_time = lock.lock().await;
-            let wanted = digest.clone();
-            let source = self.read(move |wb| wb.blob_source(&wanted)).await?;
-            stage_source(&bucket, source).await
-        };
-        self.staging.release(&digest, lock);
-        staged
+        let source = self.read(move |wb| wb.blob_source(&digest)).await?;
+        match source {
+            BlobSource::Bytes(bytes) => {
+                let blob = blob_of_bytes(&bytes);
+                bucket.put_bytes(&bytes, &blob).await?;
+                Ok(blob)
+            }
+            BlobSource::File(path, size) => {
+                let digest = path
+                    .file_name()
+                    .map(|name| name.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                let blob = BlobRef { digest, size };
+                bucket.put_file(&path, &blob).await?;
+                Ok(blob)
+            }
+        }
     }
 
     pub async fn publish(&self, workbench: String) -> Result<Published, ErrorBody> {

@@ -237,3 +237,37 @@ fn walk_files(dir: &Path) -> Vec<String> {
     }
     names
 }
+
+/// Calls asking at once for one blob to be uploaded make one upload: a second upload of an
+/// object replaces it, taking its chunks away from whoever is reading the first.
+#[tokio::test(flavor = "multi_thread")]
+async fn uploads_of_one_blob_at_once_make_one_upload_and_it_reads_back_whole() -> anyhow::Result<()>
+{
+    use atelier_transport::BlobBucket;
+
+    let dir = tempfile::tempdir()?;
+    let nats = atelier_tests::NatsServer::start_with_max_payload(dir.path(), STOCK_MAX_PAYLOAD)?;
+    let client = async_nats::connect(&nats.url).await?;
+    let bucket = BlobBucket::ensure(&client, 1)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    // Four chunks of 512 KiB.
+    let content: Vec<u8> = (0..2u32 << 20).map(|n| (n % 251) as u8).collect();
+    let blob = atelier_transport::blobs::blob_of_bytes(&content);
+    let uploads = (0..8).map(|_| bucket.put_bytes(&content, &blob));
+    for uploaded in futures::future::join_all(uploads).await {
+        uploaded.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    }
+    let mut stream = async_nats::jetstream::new(client.clone())
+        .get_stream(format!("OBJ_{}", atelier_messages::subjects::BLOB_BUCKET))
+        .await?;
+    let last = stream.info().await?.state.last_sequence;
+    assert_eq!(last, 5, "four chunks and one meta message: one upload");
+    let target = dir.path().join("read-back");
+    bucket
+        .fetch_to(&blob, &target, false)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    assert!(std::fs::read(&target)? == content, "read back differs");
+    Ok(())
+}

@@ -7,7 +7,9 @@
 //! transfer interrupted half-way is simply repeated, and a blob already in the bucket is never
 //! sent twice.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::object_store::{self, ObjectStore};
@@ -47,6 +49,39 @@ pub struct BlobBucket {
     name: &'static str,
     /// The server's `max_payload` when the bucket was opened (0: unknown).
     max_payload: usize,
+    uploads: Uploads,
+}
+
+/// Uploads under way through one bucket handle (and its clones), by digest: a second upload of
+/// a digest waits for the first and then finds the object there. Two uploads of one object at
+/// once would each replace it, taking its chunks away from a reader of the first (two calls of
+/// a batch reading one file each had it staged).
+#[derive(Clone, Default)]
+struct Uploads {
+    digests: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+}
+
+impl Uploads {
+    /// The lock of `digest`'s uploads.
+    fn lock_of(&self, digest: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut digests = self
+            .digests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        digests.entry(digest.to_string()).or_default().clone()
+    }
+
+    /// Forgets `digest`'s lock once nobody else holds or waits for it.
+    fn release(&self, digest: &str, lock: Arc<tokio::sync::Mutex<()>>) {
+        let mut digests = self
+            .digests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Ours and the map's: nobody else has it.
+        if Arc::strong_count(&lock) <= 2 {
+            digests.remove(digest);
+        }
+    }
 }
 
 impl std::fmt::Debug for BlobBucket {
@@ -76,6 +111,7 @@ impl BlobBucket {
                 store,
                 name,
                 max_payload,
+                uploads: Uploads::default(),
             });
         }
         let store = jetstream
@@ -92,6 +128,7 @@ impl BlobBucket {
             store,
             name,
             max_payload,
+            uploads: Uploads::default(),
         })
     }
 
@@ -122,6 +159,7 @@ impl BlobBucket {
             store,
             name,
             max_payload: client.server_info().max_payload,
+            uploads: Uploads::default(),
         })
     }
 
@@ -144,6 +182,7 @@ impl BlobBucket {
             store,
             name: BLOB_BUCKET,
             max_payload: client.server_info().max_payload,
+            uploads: Uploads::default(),
         })
     }
 
@@ -157,17 +196,17 @@ impl BlobBucket {
 
     /// Uploads the file at `path`, whose content is `blob`, unless the bucket holds it already.
     pub async fn put_file(&self, path: &Path, blob: &BlobRef) -> Result<(), ErrorBody> {
-        if self.contains(blob).await {
-            return Ok(());
-        }
-        let file = tokio::fs::File::open(path).await.map_err(|error| {
-            ErrorBody::new(
-                ErrorCode::FileReadFailed,
-                format!("cannot read {}: {error}", path.display()),
-            )
-        })?;
-        let mut reader = tokio::io::BufReader::with_capacity(BUFFER_BYTES, file);
-        self.put(&mut reader, blob).await
+        self.upload_once(blob, || async {
+            let file = tokio::fs::File::open(path).await.map_err(|error| {
+                ErrorBody::new(
+                    ErrorCode::FileReadFailed,
+                    format!("cannot read {}: {error}", path.display()),
+                )
+            })?;
+            let mut reader = tokio::io::BufReader::with_capacity(BUFFER_BYTES, file);
+            self.put(&mut reader, blob).await
+        })
+        .await
     }
 
     /// Uploads what `reader` yields (whose digest and size are `blob`) unless the bucket holds
@@ -177,19 +216,38 @@ impl BlobBucket {
         reader: &mut (impl tokio::io::AsyncRead + Unpin),
         blob: &BlobRef,
     ) -> Result<(), ErrorBody> {
-        if self.contains(blob).await {
-            return Ok(());
-        }
-        self.put(reader, blob).await
+        self.upload_once(blob, || self.put(reader, blob)).await
     }
 
     /// Uploads `bytes` (whose digest and size are `blob`) unless the bucket holds them already.
     pub async fn put_bytes(&self, bytes: &[u8], blob: &BlobRef) -> Result<(), ErrorBody> {
-        if self.contains(blob).await {
-            return Ok(());
-        }
-        let mut reader = bytes;
-        self.put(&mut reader, blob).await
+        self.upload_once(blob, || async {
+            let mut reader = bytes;
+            self.put(&mut reader, blob).await
+        })
+        .await
+    }
+
+    /// Runs `upload` unless the bucket holds `blob` whole, one upload of a digest at a time.
+    async fn upload_once<Upload, Uploaded>(
+        &self,
+        blob: &BlobRef,
+        upload: Upload,
+    ) -> Result<(), ErrorBody>
+    where
+        Upload: FnOnce() -> Uploaded,
+        Uploaded: std::future::Future<Output = Result<(), ErrorBody>>,
+    {
+        let lock = self.uploads.lock_of(&blob.digest);
+        let uploaded = {
+            let _one_at_a_time = lock.lock().await;
+            match self.contains(blob).await {
+                true => Ok(()),
+                false => upload().await,
+            }
+        };
+        self.uploads.release(&blob.digest, lock);
+        uploaded
     }
 
     async fn put(
