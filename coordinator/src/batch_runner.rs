@@ -25,7 +25,7 @@ use crate::error::CoordinatorError;
 use crate::storage::blocking;
 use crate::templates::{self, ChildAction};
 
-/// How often the children in flight are looked at (in case a broadcast was missed).
+/// How often the children in flight are looked at (in case a `finished` event was missed).
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
 /// Most targets one fill looks at beyond the cursor.
 const SCAN_LIMIT: usize = 4_096;

@@ -161,10 +161,10 @@ pub async fn start_coordinator(
     config: CoordinatorConfig,
 ) -> Result<CoordinatorHandle, CoordinatorError> {
     let jetstream = async_nats::jetstream::new(client.clone());
-    // Streams and buckets are made before the store is taken: a standby takes it over when a
-    // server may have just died with the last owner, and JetStream may not answer for a while
-    // then (the intake attaches with retries).
-    // A replicated store's deployment keeps every stream and bucket on as many servers.
+    // Streams and buckets are made before the store is taken, each with as many copies as a
+    // replicated store's: a standby takes the store over when a server may have just died with
+    // the last owner, and JetStream may not answer for a while then (the intake attaches with
+    // retries).
     let replicas = config.replication.map_or(1, |settings| settings.replicas);
     patiently("creating the streams", || {
         intake::ensure_streams(&jetstream, replicas)

@@ -23,7 +23,7 @@ use atelier_messages::shard::Mutation;
 use futures::StreamExt;
 use tokio::sync::{Notify, oneshot, watch};
 
-use super::changelog::{Changelog, ShardLog};
+use super::changelog::{Changelog, Replayed, ShardLog};
 use super::lease::{Lease, Leases};
 use super::replica::{Replica, Snapshots};
 use super::{Checked, Position, ReplicationSettings};
@@ -120,10 +120,10 @@ pub async fn take_store(
         Snapshots::open(jetstream, &settings)
     })
     .await?;
-    let (lease, replica, shard_log, replayed) = loop {
+    let (lease, replica, shard_log, taken) = loop {
         let lease = acquire(&leases, &settings).await?;
         match take_over(&changelog, &snapshots, &lease, data_dir).await {
-            Ok((replica, shard_log, replayed)) => break (lease, replica, shard_log, replayed),
+            Ok((replica, shard_log, taken)) => break (lease, replica, shard_log, taken),
             // The streams may still be electing leaders after a server died with the last
             // owner: stand by again (the lease released for whoever can) and retry.
             Err(error) => {
@@ -138,14 +138,14 @@ pub async fn take_store(
     tracing::info!(
         owner,
         epoch = lease.epoch,
-        snapshot_seq = replayed.restored.seq,
-        entries = replayed.applied,
-        refused = replayed.refused,
-        elapsed_ms = replayed.elapsed.as_millis() as u64,
+        snapshot_seq = taken.restored.seq,
+        entries = taken.replayed.applied,
+        refused = taken.replayed.refused.len(),
+        elapsed_ms = taken.elapsed.as_millis() as u64,
         "took the store over from its snapshot and changelog"
     );
     let snapshot_due = Arc::new(Notify::new());
-    if replayed.applied >= settings.snapshot_entries {
+    if taken.replayed.applied >= settings.snapshot_entries {
         snapshot_due.notify_one();
     }
     let db = replica.db().clone();
@@ -179,11 +179,10 @@ pub async fn take_store(
     })
 }
 
-/// What a take-over found: the snapshot's position, then what replay did and how long both took.
+/// What a take-over found: the snapshot's position, what replay did and how long both took.
 struct TakenOver {
     restored: Position,
-    applied: u64,
-    refused: usize,
+    replayed: Replayed,
     elapsed: std::time::Duration,
 }
 
@@ -204,8 +203,7 @@ async fn take_over(
         ShardLog::take_over(changelog, WHOLE_STORE, lease.epoch, restored, &mut apply).await?;
     let taken = TakenOver {
         restored,
-        applied: replayed.applied,
-        refused: replayed.refused.len(),
+        replayed,
         elapsed: started.elapsed(),
     };
     Ok((replica, shard_log, taken))
@@ -300,12 +298,12 @@ async fn acquire(
             changes = leases.watch(WHOLE_STORE).await.ok();
         }
         match look(leases).await {
-            Ok(Ok(lease)) => return Ok(lease),
-            Ok(Err(holder)) if holder != told => {
+            Ok(Look::Free(lease)) => return Ok(lease),
+            Ok(Look::Held(holder)) if holder != told => {
                 tracing::info!(holder = ?holder, "standby: another coordinator holds the store");
                 told = holder;
             }
-            Ok(Err(_)) => {}
+            Ok(Look::Held(_)) => {}
             Err(error) => {
                 tracing::warn!(%error, "standby: the store's lease cannot be read now; looking again");
                 changes = None;
@@ -322,13 +320,21 @@ async fn acquire(
     }
 }
 
-/// The lease if it is free now, else who holds it.
-async fn look(leases: &Leases) -> Result<Result<Lease, Option<String>>, CoordinatorError> {
+/// What a look at the store's lease found.
+enum Look {
+    /// It was free: now it is ours.
+    Free(Lease),
+    /// Held, by this owner (if it still is when asked).
+    Held(Option<String>),
+}
+
+/// Takes the lease if it is free now, else tells who holds it.
+async fn look(leases: &Leases) -> Result<Look, CoordinatorError> {
     if let Some(lease) = leases.acquire(WHOLE_STORE).await? {
-        return Ok(Ok(lease));
+        return Ok(Look::Free(lease));
     }
     let holder = leases.holder(WHOLE_STORE).await?;
-    Ok(Err(holder.map(|holder| holder.owner)))
+    Ok(Look::Held(holder.map(|holder| holder.owner)))
 }
 
 /// Renews `lease` three times per its life; once it is lost (refused, or not renewed for a
