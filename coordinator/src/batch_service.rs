@@ -4,20 +4,20 @@
 
 use std::collections::BTreeSet;
 
+use atelier_messages::PROTOCOL_VERSION;
 use atelier_messages::batch::{
     BatchAction, BatchSettled, BatchView, CancelBatch, DEFAULT_CONCURRENCY, GetBatch, ListBatches,
     ListTargets, MAX_TARGETS, RetryBatch, SettleBatch, SkippedWorkbench, SubmitBatch, TargetSet,
     TargetState, TargetView, UpdateBatch, validate_concurrency,
 };
 use atelier_messages::store::View;
-use atelier_messages::subjects::batch;
+use atelier_messages::store::{DiscardDraft, ListFiles, PublishDraft};
 use atelier_messages::{ErrorBody, ErrorCode};
-use atelier_transport::Router;
+use atelier_transport::{Router, Routes};
 
 use crate::batch_runner::{self, BatchRunnerConfig, BatchRunnerMsg};
 use crate::batches::{BatchRecord, Batches, TargetRecord};
 use crate::children::Children;
-use crate::error::CoordinatorError;
 use crate::orchestrator::Orchestrators;
 use crate::storage::blocking;
 use crate::templates;
@@ -30,17 +30,16 @@ const PAGE_LIMIT: u32 = 1_000;
 pub(crate) struct BatchService {
     pub batches: Batches,
     pub orchestrators: Orchestrators,
+    /// Reaches the workbenches of the targets, whatever their shard.
+    pub front: crate::front_door::FrontDoor,
     pub defaults: crate::JobDefaults,
     /// Submissions one at a time, so a batch id sent twice at once is created once.
     pub submitting: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
-/// Serves every batch verb until the returned task is aborted.
-pub(crate) async fn serve(
-    client: async_nats::Client,
-    service: BatchService,
-) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
-    let router = Router::new(service)
+/// Every batch verb.
+pub(crate) fn routes(service: BatchService) -> Routes {
+    Router::new(service)
         .route(|service, request: SubmitBatch| async move { service.submit(request).await })
         .route(|service, request: GetBatch| async move {
             let batches = service.batches.clone();
@@ -61,8 +60,8 @@ pub(crate) async fn serve(
             service.view(&request.batch_id).await
         })
         .route(|service, request: UpdateBatch| async move { service.update(request).await })
-        .route(|service, request: SettleBatch| async move { service.settle(request).await });
-    Ok(router.serve(client, batch::WILDCARD, batch::QUEUE).await?)
+        .route(|service, request: SettleBatch| async move { service.settle(request).await })
+        .into_routes()
 }
 
 /// Starts the runner of every batch that was running when the coordinator stopped.
@@ -131,12 +130,11 @@ impl BatchService {
         &self,
         targets: &TargetSet,
     ) -> Result<Vec<(String, Option<String>)>, ErrorBody> {
-        let store = self.orchestrators.store();
         let resolved: Vec<(String, Option<String>)> = match targets {
             TargetSet::Workbenches { names, glob } => {
                 let mut chosen: BTreeSet<String> = names.iter().cloned().collect();
                 if let Some(glob) = glob {
-                    for info in store.list_workbenches().await? {
+                    for info in self.front.list_workbenches().await? {
                         if templates::glob_matches(glob, &info.name) {
                             chosen.insert(info.name);
                         }
@@ -144,8 +142,16 @@ impl BatchService {
                 }
                 chosen.into_iter().map(|name| (name, None)).collect()
             }
-            TargetSet::EachFile { workbench, glob } => store
-                .list_files(workbench.clone(), View::Current)
+            TargetSet::EachFile { workbench, glob } => self
+                .front
+                .to_workbench(
+                    workbench,
+                    &ListFiles {
+                        v: PROTOCOL_VERSION,
+                        workbench: workbench.clone(),
+                        view: View::Current,
+                    },
+                )
                 .await?
                 .files
                 .into_iter()
@@ -232,16 +238,32 @@ impl BatchService {
                 .collect::<BTreeSet<_>>())
         })
         .await?;
-        let store = self.orchestrators.store();
         let mut settled = BatchSettled {
             settled: Vec::new(),
             skipped: Vec::new(),
         };
         for workbench in workbenches {
-            let done = if request.publish {
-                store.publish(workbench.clone()).await.map(|_| ())
-            } else {
-                store.discard(workbench.clone()).await
+            let done = match request.publish {
+                true => {
+                    let publish = PublishDraft {
+                        v: PROTOCOL_VERSION,
+                        workbench: workbench.clone(),
+                    };
+                    self.front
+                        .to_workbench(&workbench, &publish)
+                        .await
+                        .map(|_| ())
+                }
+                false => {
+                    let discard = DiscardDraft {
+                        v: PROTOCOL_VERSION,
+                        workbench: workbench.clone(),
+                    };
+                    self.front
+                        .to_workbench(&workbench, &discard)
+                        .await
+                        .map(|_| ())
+                }
             };
             match done {
                 Ok(()) => settled.settled.push(workbench),

@@ -8,11 +8,9 @@ use atelier_messages::job::{
     MAX_LISTED_JOBS, Ping, Pong, ResumeJob,
 };
 use atelier_messages::journal;
-use atelier_messages::subjects::ctl;
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
-use atelier_transport::Router;
+use atelier_transport::{Router, Routes};
 
-use crate::error::CoordinatorError;
 use crate::jobs::{Jobs, Page};
 use crate::lifecycle::Transition;
 use crate::orchestrator::{OrchestratorMsg, Orchestrators};
@@ -25,12 +23,9 @@ pub(crate) struct Control {
     pub orchestrators: Orchestrators,
 }
 
-/// Serves every control verb until the returned task is aborted.
-pub(crate) async fn serve(
-    client: async_nats::Client,
-    control: Control,
-) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
-    let router = Router::new(control)
+/// Every control verb.
+pub(crate) fn routes(control: Control) -> Routes {
+    Router::new(control)
         .route(|control, request: ListJobs| async move {
             let jobs = control.jobs();
             let page = Page {
@@ -53,8 +48,8 @@ pub(crate) async fn serve(
         .route(|control, _: GetStats| async move { control.stats().await })
         .route(|control, request: CancelJob| async move { control.cancel(&request.job_id).await })
         .route(|control, request: ApproveCall| async move { control.approve(request).await })
-        .route(|control, request: ResumeJob| async move { control.resume(&request.job_id).await });
-    Ok(router.serve(client, ctl::WILDCARD, ctl::QUEUE).await?)
+        .route(|control, request: ResumeJob| async move { control.resume(&request.job_id).await })
+        .into_routes()
 }
 
 impl Control {

@@ -11,13 +11,15 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer, stream};
 use atelier_messages::job::JobSubmit;
-use atelier_messages::{decode, subjects};
+use atelier_messages::shard::RecordSubmission;
+use atelier_messages::{ErrorBody, decode, subjects};
 use atelier_transport::failpoint;
 use atelier_transport::headers::format_of;
 use futures::StreamExt;
 
 use crate::JobDefaults;
 use crate::error::CoordinatorError;
+use crate::front_door::FrontDoor;
 use crate::jobs::JobRecord;
 use crate::orchestrator::Orchestrators;
 use crate::workbench::Accepted;
@@ -86,13 +88,10 @@ fn event_stream(name: &str, subjects: &str, max_bytes: i64) -> stream::Config {
 /// nothing).
 const INTAKE_ACK_WAIT: Duration = Duration::from_secs(5);
 
-/// Consumes submitted jobs; attaches to the stream (again after NATS outages, or while it elects
-/// a leader) every second until it can.
-pub fn run_intake(
-    js: jetstream::Context,
-    orchestrators: Orchestrators,
-    defaults: JobDefaults,
-) -> tokio::task::JoinHandle<()> {
+/// Consumes submitted jobs, handing each to its workbench's shard ([`record`] there) and
+/// acknowledging it once recorded; attaches to the stream (again after NATS outages, or while
+/// it elects a leader) every second until it can.
+pub fn run_intake(js: jetstream::Context, front: FrontDoor) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             let mut messages = match attach(&js).await {
@@ -105,7 +104,7 @@ pub fn run_intake(
             };
             while let Some(next) = messages.next().await {
                 match next {
-                    Ok(message) => accept(&orchestrators, &defaults, message).await,
+                    Ok(message) => hand_over(&front, message).await,
                     Err(error) => tracing::warn!(%error, "job intake stream error"),
                 }
             }
@@ -133,11 +132,9 @@ async fn attach(js: &jetstream::Context) -> Result<consumer::pull::Stream, Coord
     consumer.messages().await.map_err(|e| nats(e.to_string()))
 }
 
-async fn accept(
-    orchestrators: &Orchestrators,
-    defaults: &JobDefaults,
-    message: jetstream::Message,
-) {
+/// Hands a submission to its shard and acknowledges it once recorded there; one that cannot be
+/// read is dropped, one its shard could not record now is delivered again.
+async fn hand_over(front: &FrontDoor, message: jetstream::Message) {
     let format = format_of(message.headers.as_ref());
     let submit = decode::<JobSubmit>(&message.payload, format).and_then(|submit| {
         submit.validate()?;
@@ -151,32 +148,52 @@ async fn accept(
             return;
         }
     };
+    let job_id = submit.job_id.clone();
+    let request = RecordSubmission {
+        v: atelier_messages::PROTOCOL_VERSION,
+        submit,
+    };
+    if let Err(error) = front
+        .to_workbench(&request.submit.workbench, &request)
+        .await
+    {
+        tracing::error!(%error, %job_id, "could not record job; leaving it for redelivery");
+        let _ = message
+            .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+            .await;
+        return;
+    }
+    if let Err(error) = message.double_ack().await {
+        tracing::warn!(%error, %job_id, "job ack not confirmed; a redelivery will be a no-op");
+    }
+}
+
+/// Records a submission in its shard (with its user message, or as a refused job) and starts
+/// it; a submission recorded before changes nothing.
+pub(crate) async fn record(
+    orchestrators: &Orchestrators,
+    defaults: &JobDefaults,
+    submit: JobSubmit,
+) -> Result<(), ErrorBody> {
     let store = orchestrators.store().clone();
-    let accepted = store.accept_message(submit, defaults.clone()).await;
-    let record = match accepted {
-        Ok(Accepted::New(record) | Accepted::Existing(record)) => record,
-        Ok(Accepted::Refused(record)) => {
+    let record = match store.accept_message(submit, defaults.clone()).await? {
+        Accepted::New(record) | Accepted::Existing(record) => record,
+        Accepted::Refused(record) => {
             tracing::info!(job_id = %record.job_id, code = ?record.error.as_ref().map(|e| e.code), "refused job submission");
             record
-        }
-        Err(error) => {
-            tracing::error!(%error, "could not record job; leaving it for redelivery");
-            let _ = message
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                .await;
-            return;
         }
     };
     failpoint::hit("after_submit_record");
     if record.state.is_terminal() && record.error.is_some() && record.message_id.is_none() {
         announce_refusal(orchestrators, &record).await;
     }
-    if let Err(error) = message.double_ack().await {
-        tracing::warn!(%error, job_id = %record.job_id, "job ack not confirmed; a redelivery will be a no-op");
-    }
-    if let Err(error) = orchestrators.start(record).await {
-        tracing::error!(%error, "could not start job");
-    }
+    let orchestrators = orchestrators.clone();
+    tokio::spawn(async move {
+        if let Err(error) = orchestrators.start(record).await {
+            tracing::error!(%error, "could not start job");
+        }
+    });
+    Ok(())
 }
 
 /// Tells the submitter of a refused job why, as the job's `job_finished` event (de-duplicated,

@@ -48,8 +48,10 @@ pub mod context;
 mod control;
 pub mod defaults;
 pub mod draft_store;
+mod engine;
 pub mod error;
 pub mod events;
+pub mod front_door;
 mod host;
 pub mod intake;
 pub mod jobs;
@@ -70,19 +72,15 @@ use std::time::Duration;
 
 use atelier_agents::rpi::Budgets;
 use atelier_agents::spec::ProviderSettings;
-use atelier_messages::job::JobState;
 
 pub use defaults::{JobDefaults, TimeLimits};
 pub use error::CoordinatorError;
 pub use orchestrator::Orchestrators;
 
-use crate::batches::Batches;
 use crate::blobs::BlobDir;
-use crate::draft_store::{DraftStoreConfig, DraftStoreHandle};
+use crate::front_door::FrontDoor;
 use crate::jobs::Jobs;
-use crate::orchestrator::OrchestratorTemplate;
 use crate::storage::{Storage, blocking};
-use crate::workbench::Workbenches;
 
 /// How to run a coordinator.
 #[derive(Debug, Clone)]
@@ -125,19 +123,19 @@ impl CoordinatorConfig {
 /// A running coordinator.
 pub struct CoordinatorHandle {
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    store: DraftStoreHandle,
-    store_join: tokio::task::JoinHandle<()>,
-    ownership: Option<replication::ownership::Ownership>,
+    front: FrontDoor,
+    engines: Vec<engine::Engine>,
 }
 
 impl CoordinatorHandle {
     /// Waits until this coordinator lost its replicated store's lease (never for a store of its
     /// own): it must stop, since another coordinator serves the store now.
     pub async fn lost(&self) {
-        match &self.ownership {
-            Some(ownership) => ownership.lost().await,
-            None => std::future::pending().await,
+        let lost = self.engines.iter().map(|engine| Box::pin(engine.lost()));
+        if self.engines.is_empty() {
+            return std::future::pending().await;
         }
+        futures::future::select_all(lost).await;
     }
 
     /// Stops serving (running jobs stop with the process; they resume at the next start, or on
@@ -146,10 +144,8 @@ impl CoordinatorHandle {
         for task in &self.tasks {
             task.abort();
         }
-        self.store.stop();
-        let _ = self.store_join.await;
-        if let Some(ownership) = self.ownership {
-            ownership.release().await;
+        for engine in self.engines {
+            engine.stop(&self.front).await;
         }
     }
 }
@@ -187,99 +183,25 @@ pub async fn start_coordinator(
         }
         None => BlobDir::open(config.blob_dir())?,
     };
-    let (storage, ownership) = open_storage(&jetstream, &config).await?;
-    let jobs = Jobs::new(storage.clone());
-    let storage_for_batches = storage.clone();
-    let changed = std::sync::Arc::new(tokio::sync::Notify::new());
-    let workshop_events = workshop_events::spawn(
-        jetstream.clone(),
-        storage.clone(),
-        changed.clone(),
-        config.events_format,
-    );
-    let (store, store_join) = DraftStoreHandle::spawn(DraftStoreConfig {
-        workbenches: Workbenches::new(storage, blobs)
-            .with_checkpoints_kept(config.checkpoints_kept)
-            .with_stale_draft_after(config.stale_draft_after)
-            .with_table_cache(config.table_cache_dir()),
-        bucket: Some(bucket),
-        changed,
-    })
-    .await?;
-    let orchestrators = Orchestrators::new(OrchestratorTemplate {
+    let front = FrontDoor::new(client.clone(), config.coordinator_id.clone(), 1);
+    let shared = engine::Shared {
         client: client.clone(),
         jetstream: jetstream.clone(),
-        jobs: jobs.clone(),
-        store: store.clone(),
-        provider_settings: config.provider_settings.clone(),
-        budgets: config.budgets,
+        bucket,
+        blobs,
         slots: std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_running_jobs.max(1))),
-        events_format: config.events_format,
-    });
-    let control = control::Control {
-        coordinator_id: config.coordinator_id.clone(),
-        orchestrators: orchestrators.clone(),
+        front: front.clone(),
+        config: std::sync::Arc::new(config.clone()),
     };
-    let workshop = workshop_service::Workshop {
-        client: client.clone(),
-        orchestrators: orchestrators.clone(),
-        defaults: config.defaults.clone(),
-    };
-    let batch_service = batch_service::BatchService {
-        batches: Batches::new(storage_for_batches),
-        orchestrators: orchestrators.clone(),
-        defaults: config.defaults.clone(),
-        submitting: Default::default(),
-    };
-    let mut tasks = vec![
-        workshop_events,
-        store_service::serve(client.clone(), store.clone()).await?,
-        control::serve(client.clone(), control).await?,
-        workshop_service::serve(client.clone(), workshop).await?,
-        batch_service::serve(client.clone(), batch_service.clone()).await?,
-        spawn_journal_pruning(jobs.clone(), config.journal_retention),
-    ];
-    let unfinished = {
-        let jobs = jobs.clone();
-        blocking(move || jobs.unfinished()).await?
-    };
-    // Adopted jobs wait for a slot like new ones, without holding up start-up.
-    let adopting = orchestrators.clone();
-    let counting = jobs.clone();
-    tasks.push(tokio::spawn(async move {
-        for record in unfinished {
-            // Only a job that was running counts: a queued one or one waiting for a person did
-            // nothing that could have stopped the coordinator.
-            let job_id = record.job_id.clone();
-            let jobs = counting.clone();
-            let adoptions = match record.state == JobState::Running {
-                true => blocking(move || jobs.count_adoption(&job_id)).await.ok(),
-                false => None,
-            };
-            tracing::info!(job_id = %record.job_id, state = %record.state, adoptions = ?adoptions, "adopting unfinished job");
-            if let Err(error) = adopting.start(record).await {
-                tracing::error!(%error, "could not adopt a job");
-            }
-        }
-    }));
-    // A batch's children in flight are among the adopted jobs; the runner only follows them
-    // (and submits a child that was dispatched but never recorded).
-    tasks.push(tokio::spawn(async move {
-        if let Err(error) = batch_service::adopt(&batch_service).await {
-            tracing::error!(%error, "could not adopt the unfinished batches");
-        }
-    }));
-    tasks.push(intake::run_intake(
-        jetstream,
-        orchestrators,
-        config.defaults.clone(),
-    ));
+    let (storage, ownership) = open_storage(&jetstream, &config).await?;
+    let engines = vec![engine::Engine::start(&shared, 0, storage, ownership).await?];
+    let mut tasks = front.serve().await?;
+    tasks.push(intake::run_intake(jetstream, front.clone()));
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), "coordinator ready");
     Ok(CoordinatorHandle {
         tasks,
-        store,
-        store_join,
-        ownership,
+        front,
+        engines,
     })
 }
 
@@ -338,7 +260,10 @@ async fn open_storage(
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// Prunes the journal of finished jobs older than `retention`, now and then every 10 minutes.
-fn spawn_journal_pruning(jobs: Jobs, retention: Duration) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn_journal_pruning(
+    jobs: Jobs,
+    retention: Duration,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             let cutoff = atelier_messages::now_ms()

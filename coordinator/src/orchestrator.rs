@@ -452,9 +452,14 @@ impl Orchestrators {
 
     /// Jobs running in this process.
     pub fn running(&self) -> u64 {
-        ractor::registry::registered()
-            .iter()
-            .filter(|name| name.starts_with(NAME_PREFIX))
-            .count() as u64
+        running_in_process()
     }
+}
+
+/// Jobs running in this process, whatever their shard.
+pub fn running_in_process() -> u64 {
+    ractor::registry::registered()
+        .iter()
+        .filter(|name| name.starts_with(NAME_PREFIX))
+        .count() as u64
 }

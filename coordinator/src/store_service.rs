@@ -6,22 +6,17 @@ use atelier_messages::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, FileBytes, GetBlob,
     ListFiles, ListWorkbenches, PublishDraft, ReadFile, SetApprovals, StageBlob, WriteDraft,
 };
-use atelier_messages::subjects::store;
 use atelier_messages::tool::DraftChanges;
-use atelier_transport::Router;
 use atelier_transport::blobs::inline_budget;
+use atelier_transport::{Router, Routes};
 use serde_bytes::ByteBuf;
 
 use crate::draft_store::DraftStoreHandle;
-use crate::error::CoordinatorError;
 
-/// Serves every store verb until the returned task is aborted.
-pub(crate) async fn serve(
-    client: async_nats::Client,
-    handle: DraftStoreHandle,
-) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
+/// Every store verb.
+pub(crate) fn routes(client: &async_nats::Client, handle: DraftStoreHandle) -> Routes {
     // Files up to this size are answered inline; larger ones through the blob bucket.
-    let inline = inline_budget(&client) as u64;
+    let inline = inline_budget(client) as u64;
     let router = Router::new(handle)
         .route(
             |store, request: CreateWorkbench| async move { store.create(request.workbench).await },
@@ -63,7 +58,7 @@ pub(crate) async fn serve(
                 content: ByteBuf::from(content),
             })
         });
-    Ok(router.serve(client, store::WILDCARD, store::QUEUE).await?)
+    router.into_routes()
 }
 
 /// A file's content: inline when small, else staged in the blob bucket and named by digest.

@@ -4,16 +4,13 @@
 
 use atelier_messages::review::ReviewDraft;
 use atelier_messages::store::Done;
-use atelier_messages::subjects::workshop;
 use atelier_messages::workshop::{AddContextItem, ListContextItems, RemoveContextItem};
 use atelier_messages::workshop::{
     CheckMessage, CollectGarbage, CreateCheckpoint, GetHistory, ListCheckpoints, ListModels,
     ModelChoice, ModelChoices, Regenerate, Regenerated, RestoreCheckpoint, Rewind, SetModel,
 };
 use atelier_messages::{ErrorBody, ErrorCode};
-use atelier_transport::Router;
-
-use crate::error::CoordinatorError;
+use atelier_transport::{Router, Routes};
 
 use crate::orchestrator::Orchestrators;
 use crate::review;
@@ -27,12 +24,9 @@ pub(crate) struct Workshop {
     pub defaults: crate::JobDefaults,
 }
 
-/// Serves every workshop verb until the returned task is aborted.
-pub(crate) async fn serve(
-    client: async_nats::Client,
-    workshop: Workshop,
-) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
-    let router = Router::new(workshop)
+/// Every workshop verb.
+pub(crate) fn routes(workshop: Workshop) -> Routes {
+    Router::new(workshop)
         .route(|ws, request: GetHistory| async move {
             ws.orchestrators.store().history(request.workbench).await
         })
@@ -103,10 +97,8 @@ pub(crate) async fn serve(
         .route(|ws, request: ReviewDraft| async move {
             let store = ws.orchestrators.store();
             review::review(&ws.client, store, request.workbench, request.sample).await
-        });
-    Ok(router
-        .serve(client, workshop::WILDCARD, workshop::QUEUE)
-        .await?)
+        })
+        .into_routes()
 }
 
 impl Workshop {

@@ -43,6 +43,14 @@ pub fn validate_count(count: u32) -> Result<(), ErrorBody> {
     ))
 }
 
+/// A job submission the coordinator that took it off the job queue hands to the owner of its
+/// workbench's shard, answered once recorded (the queue's message is acknowledged then).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordSubmission {
+    pub v: u16,
+    pub submit: crate::job::JobSubmit,
+}
+
 /// The value of a shard's lease in the leases bucket (key `shard-N`). The epoch is the bucket
 /// revision that created the lease; renewals keep it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -234,4 +234,23 @@ pub mod shard {
     pub fn snapshot_prefix(shard: u32) -> String {
         format!("shard-{shard}.at-")
     }
+
+    /// What the subjects `shard`'s owner answers start with: each public verb's subject under
+    /// it (`atelier.shard.3.atelier.store.ls`), where the other coordinators forward what
+    /// belongs to the shard. Only the coordinator role publishes or subscribes here.
+    pub fn prefix(shard: u32) -> String {
+        format!("atelier.shard.{shard}.")
+    }
+
+    /// The subject of `verb` on `shard`'s owner.
+    pub fn verb(shard: u32, verb: &str) -> String {
+        format!("{}{verb}", prefix(shard))
+    }
+
+    /// A submission handed to its shard's owner ([`crate::shard::RecordSubmission`]), under
+    /// [`prefix`] only.
+    pub const RECORD_SUBMISSION: &str = "atelier.intake.record";
+
+    /// The KV bucket of live coordinators (key: coordinator id), which shards are balanced over.
+    pub const MEMBERS_BUCKET: &str = "atelier-coordinators";
 }

@@ -76,6 +76,7 @@ verbs! {
     GetStats => CoordinatorStats, ctl::STATS;
     GetHistory => History, workshop::HISTORY;
     CheckMessage => Done, workshop::CHECK;
+    crate::shard::RecordSubmission => Done, crate::subjects::shard::RECORD_SUBMISSION;
     ListModels => ModelChoices, workshop::MODELS;
     Rewind => Rewound, workshop::REWIND;
     Regenerate => Regenerated, workshop::REGENERATE;

@@ -29,4 +29,4 @@ pub mod serve;
 pub use blobs::BlobBucket;
 pub use error::TransportError;
 pub use request::{Policy, request, request_to};
-pub use serve::{Router, keep_alive, respond};
+pub use serve::{Router, Routes, keep_alive, respond};

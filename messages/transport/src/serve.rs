@@ -70,40 +70,109 @@ impl<S: Clone + Send + Sync + 'static> Router<S> {
         wildcard: &'static str,
         queue: &'static str,
     ) -> Result<tokio::task::JoinHandle<()>, TransportError> {
-        let mut subscriber = client
-            .queue_subscribe(wildcard, queue.to_string())
+        self.into_routes()
+            .serve(client, wildcard.to_string(), Some(queue.to_string()), "")
             .await
-            .map_err(|error| TransportError::Subscribe {
-                subject: wildcard.to_string(),
-                reason: error.to_string(),
-            })?;
-        let router = Arc::new(self);
+    }
+
+    /// The routes with their state, type-erased, so that several services' routes join in one
+    /// table that answers in process or is served under a prefix.
+    pub fn into_routes(self) -> Routes {
+        let state = self.state;
+        let table = self
+            .routes
+            .into_iter()
+            .map(|(subject, handler)| {
+                let state = state.clone();
+                let erased: ErasedHandler =
+                    Arc::new(move |payload, format| handler(state.clone(), payload, format));
+                (subject, erased)
+            })
+            .collect();
+        Routes {
+            table: Arc::new(table),
+        }
+    }
+}
+
+/// A handler with its state.
+type ErasedHandler = Arc<dyn Fn(Bytes, Format) -> BoxFuture<'static, Vec<u8>> + Send + Sync>;
+
+/// Verbs by subject, answered in process ([`Routes::answer`]) or over NATS ([`Routes::serve`]).
+#[derive(Clone, Default)]
+pub struct Routes {
+    table: Arc<BTreeMap<&'static str, ErasedHandler>>,
+}
+
+impl Routes {
+    /// These routes and `other`'s (`other`'s win for a subject both answer).
+    pub fn join(self, other: Routes) -> Routes {
+        let mut table: BTreeMap<_, _> = self.table.as_ref().clone();
+        table.extend(other.table.iter().map(|(k, v)| (*k, Arc::clone(v))));
+        Routes {
+            table: Arc::new(table),
+        }
+    }
+
+    /// Subscribes `{prefix}{wildcard}` (in `queue`, if any) and answers every request on the
+    /// verb its subject names after `prefix`, one task each, until the returned task is
+    /// aborted. A request asking for progress gets it while its answer is worked on.
+    pub async fn serve(
+        self,
+        client: async_nats::Client,
+        wildcard: String,
+        queue: Option<String>,
+        prefix: &str,
+    ) -> Result<tokio::task::JoinHandle<()>, TransportError> {
+        let subject = format!("{prefix}{wildcard}");
+        let subscribed = match queue {
+            Some(queue) => client.queue_subscribe(subject.clone(), queue).await,
+            None => client.subscribe(subject.clone()).await,
+        };
+        let mut subscriber = subscribed.map_err(|error| TransportError::Subscribe {
+            subject,
+            reason: error.to_string(),
+        })?;
+        let prefix = prefix.to_string();
         Ok(tokio::spawn(async move {
             while let Some(message) = subscriber.next().await {
                 let Some(reply_to) = message.reply.clone() else {
                     tracing::debug!(subject = %message.subject, "request without reply subject ignored");
                     continue;
                 };
-                let router = Arc::clone(&router);
+                let routes = self.clone();
                 let client = client.clone();
+                let prefix_len = prefix.len();
                 tokio::spawn(async move {
-                    let format = format_of(message.headers.as_ref());
+                    let headers = message.headers.as_ref();
+                    let format = format_of(headers);
+                    let progress = crate::headers::has_progress_mark(headers)
+                        .then(|| keep_alive(client.clone(), reply_to.clone()));
                     let span = tracing::debug_span!("request", subject = %message.subject);
-                    join_trace(&span, message.headers.as_ref());
-                    let body = router
-                        .answer(&message.subject, message.payload, format)
-                        .await;
+                    join_trace(&span, headers);
+                    let verb = message.subject.get(prefix_len..).unwrap_or_default();
+                    let body = routes.answer(verb, message.payload, format).await;
+                    if let Some(progress) = progress {
+                        progress.abort();
+                    }
                     respond(&client, reply_to, body, format).await;
                 });
             }
         }))
     }
 
-    async fn answer(&self, subject: &str, payload: Bytes, format: Format) -> Vec<u8> {
-        match self.routes.get(subject) {
-            Some(handler) => handler(self.state.clone(), payload, format).await,
+    /// Whether `subject` is one of these routes.
+    pub fn answers(&self, subject: &str) -> bool {
+        self.table.contains_key(subject)
+    }
+
+    /// The encoded reply to `payload` (in `format`) on verb `subject`; a subject with no route
+    /// gets `VALIDATION_FAILED`.
+    pub async fn answer(&self, subject: &str, payload: Bytes, format: Format) -> Vec<u8> {
+        match self.table.get(subject) {
+            Some(handler) => handler(payload, format).await,
             None => {
-                let known: Vec<&str> = self.routes.keys().copied().collect();
+                let known: Vec<&str> = self.table.keys().copied().collect();
                 let error = ErrorBody::new(
                     ErrorCode::ValidationFailed,
                     format!("unknown verb `{subject}`; known: {}", known.join(", ")),

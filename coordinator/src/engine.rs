@@ -1,0 +1,213 @@
+//! A shard engine: everything that serves one shard's store (docs/adr/0014) — its workbenches,
+//! jobs and batches, the DraftStore, the orchestrators of its jobs, its workshop events' outbox,
+//! journal pruning and the adoption of what was unfinished — answering the public verbs in
+//! process (through the [`FrontDoor`]) and under the shard's prefix for the other coordinators.
+//! A process runs one engine per shard it holds; they share the NATS client, the blob
+//! directory and the limit of running jobs.
+
+use std::sync::Arc;
+
+use atelier_messages::job::JobState;
+use atelier_messages::shard::RecordSubmission;
+use atelier_messages::store::Done;
+use atelier_messages::subjects;
+use atelier_transport::{BlobBucket, Router, Routes};
+
+use crate::batches::Batches;
+use crate::blobs::BlobDir;
+use crate::draft_store::{DraftStoreConfig, DraftStoreHandle};
+use crate::error::CoordinatorError;
+use crate::front_door::FrontDoor;
+use crate::jobs::Jobs;
+use crate::orchestrator::{OrchestratorTemplate, Orchestrators};
+use crate::replication::ownership::Ownership;
+use crate::storage::{Storage, blocking};
+use crate::workbench::Workbenches;
+use crate::{CoordinatorConfig, batch_service, control, intake, store_service};
+use crate::{workshop_events, workshop_service};
+
+/// What every engine of a process shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub client: async_nats::Client,
+    pub jetstream: async_nats::jetstream::Context,
+    /// Where workers' blobs are staged.
+    pub bucket: BlobBucket,
+    pub blobs: BlobDir,
+    /// Jobs running at once in this process, whatever their shard.
+    pub slots: Arc<tokio::sync::Semaphore>,
+    pub front: FrontDoor,
+    pub config: Arc<CoordinatorConfig>,
+}
+
+/// One shard served.
+pub(crate) struct Engine {
+    shard: u32,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    store: DraftStoreHandle,
+    store_join: tokio::task::JoinHandle<()>,
+    ownership: Option<Ownership>,
+}
+
+impl Engine {
+    /// Serves `shard` from `storage`: adopts what was unfinished there and answers its verbs.
+    pub async fn start(
+        shared: &Shared,
+        shard: u32,
+        storage: Storage,
+        ownership: Option<Ownership>,
+    ) -> Result<Self, CoordinatorError> {
+        let config = &shared.config;
+        let jobs = Jobs::new(storage.clone());
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let mut tasks = vec![workshop_events::spawn(
+            shared.jetstream.clone(),
+            storage.clone(),
+            changed.clone(),
+            config.events_format,
+        )];
+        let (store, store_join) = DraftStoreHandle::spawn(DraftStoreConfig {
+            workbenches: Workbenches::new(storage.clone(), shared.blobs.clone())
+                .with_checkpoints_kept(config.checkpoints_kept)
+                .with_stale_draft_after(config.stale_draft_after)
+                .with_table_cache(config.table_cache_dir()),
+            bucket: Some(shared.bucket.clone()),
+            changed,
+        })
+        .await?;
+        let orchestrators = Orchestrators::new(OrchestratorTemplate {
+            client: shared.client.clone(),
+            jetstream: shared.jetstream.clone(),
+            jobs: jobs.clone(),
+            store: store.clone(),
+            provider_settings: config.provider_settings.clone(),
+            budgets: config.budgets,
+            slots: shared.slots.clone(),
+            events_format: config.events_format,
+        });
+        let batch_service = batch_service::BatchService {
+            batches: Batches::new(storage),
+            orchestrators: orchestrators.clone(),
+            front: shared.front.clone(),
+            defaults: config.defaults.clone(),
+            submitting: Default::default(),
+        };
+        let routes = routes(shared, &store, &orchestrators, batch_service.clone());
+        tasks.push(
+            routes
+                .clone()
+                .serve(
+                    shared.client.clone(),
+                    ">".into(),
+                    None,
+                    &subjects::shard::prefix(shard),
+                )
+                .await?,
+        );
+        tasks.push(crate::spawn_journal_pruning(
+            jobs.clone(),
+            config.journal_retention,
+        ));
+        tasks.push(adopt_jobs(jobs, orchestrators).await?);
+        // A batch's children in flight are among the adopted jobs; the runner only follows
+        // them (and submits a child that was dispatched but never recorded).
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = batch_service::adopt(&batch_service).await {
+                tracing::error!(%error, shard, "could not adopt the unfinished batches");
+            }
+        }));
+        shared.front.hold(shard, routes);
+        tracing::info!(shard, "serving the shard");
+        Ok(Self {
+            shard,
+            tasks,
+            store,
+            store_join,
+            ownership,
+        })
+    }
+
+    /// Waits until the shard's lease is lost (never for a store of this data directory's own).
+    pub async fn lost(&self) {
+        match &self.ownership {
+            Some(ownership) => ownership.lost().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops serving the shard (its running jobs stop with the process, and resume where it is
+    /// next held) and gives its lease up, which wakes the next owner at once.
+    pub async fn stop(self, front: &FrontDoor) {
+        front.let_go(self.shard);
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.store.stop();
+        let _ = self.store_join.await;
+        if let Some(ownership) = self.ownership {
+            ownership.release().await;
+        }
+    }
+}
+
+/// The shard's verbs: the public ones and the intake's hand-over of a submission.
+fn routes(
+    shared: &Shared,
+    store: &DraftStoreHandle,
+    orchestrators: &Orchestrators,
+    batches: batch_service::BatchService,
+) -> Routes {
+    let config = &shared.config;
+    let control = control::Control {
+        coordinator_id: config.coordinator_id.clone(),
+        orchestrators: orchestrators.clone(),
+    };
+    let workshop = workshop_service::Workshop {
+        client: shared.client.clone(),
+        orchestrators: orchestrators.clone(),
+        defaults: config.defaults.clone(),
+    };
+    let intake = Router::new((orchestrators.clone(), config.defaults.clone()))
+        .route(
+            |(orchestrators, defaults), request: RecordSubmission| async move {
+                intake::record(&orchestrators, &defaults, request.submit).await?;
+                Ok(Done {})
+            },
+        )
+        .into_routes();
+    store_service::routes(&shared.client, store.clone())
+        .join(control::routes(control))
+        .join(workshop_service::routes(workshop))
+        .join(batch_service::routes(batches))
+        .join(intake)
+}
+
+/// Starts every unfinished job of the shard, each waiting for a slot like a new one, without
+/// holding up the start.
+async fn adopt_jobs(
+    jobs: Jobs,
+    orchestrators: Orchestrators,
+) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
+    let unfinished = {
+        let jobs = jobs.clone();
+        blocking(move || jobs.unfinished()).await?
+    };
+    Ok(tokio::spawn(async move {
+        for record in unfinished {
+            // Only a job that was running counts: a queued one or one waiting for a person did
+            // nothing that could have stopped the coordinator.
+            let job_id = record.job_id.clone();
+            let counting = jobs.clone();
+            let adoptions = match record.state == JobState::Running {
+                true => blocking(move || counting.count_adoption(&job_id))
+                    .await
+                    .ok(),
+                false => None,
+            };
+            tracing::info!(job_id = %record.job_id, state = %record.state, adoptions = ?adoptions, "adopting unfinished job");
+            if let Err(error) = orchestrators.start(record).await {
+                tracing::error!(%error, "could not adopt a job");
+            }
+        }
+    }))
+}

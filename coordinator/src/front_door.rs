@@ -1,0 +1,400 @@
+//! The front door: every coordinator answers the public verbs (in their queue groups) and hands
+//! each to the shard it is about (docs/adr/0014): a workbench's verbs to `shard_of` its name, a
+//! batch's to `shard_of` its id, a job's to whichever shard holds it (every shard is asked; job
+//! ids are the clients'), and lists and stats to every shard, merged. A shard this process holds
+//! answers in process; another is asked under its prefix (`atelier.shard.N.`), where only its
+//! owner listens. A shard with no owner (a hand-over) is asked again for a while, then the verb
+//! is answered `SHARD_UNAVAILABLE`: never from a stale copy.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use atelier_messages::batch::{
+    CancelBatch, GetBatch, ListBatches, ListTargets, RetryBatch, SettleBatch, SubmitBatch,
+    UpdateBatch,
+};
+use atelier_messages::job::{
+    ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, ListJobs, MAX_LISTED_JOBS, Ping,
+    Pong, ResumeJob,
+};
+use atelier_messages::review::ReviewDraft;
+use atelier_messages::shard::shard_of;
+use atelier_messages::store::{
+    AddFiles, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles, ListWorkbenches,
+    PublishDraft, ReadFile, SetApprovals, StageBlob, WriteDraft,
+};
+use atelier_messages::subjects::{self, batch, ctl, store, workshop};
+use atelier_messages::verb::Verb;
+use atelier_messages::workshop::{
+    AddContextItem, CheckMessage, CollectGarbage, CreateCheckpoint, GetHistory, ListCheckpoints,
+    ListContextItems, ListModels, Regenerate, RemoveContextItem, RestoreCheckpoint, Rewind,
+    SetModel,
+};
+use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode};
+use atelier_transport::{Policy, Router, Routes, request_to};
+use futures::StreamExt;
+use futures::future::join_all;
+use futures::stream::FuturesUnordered;
+
+use crate::error::CoordinatorError;
+
+/// How long a verb for a shard nobody holds waits for an owner before `SHARD_UNAVAILABLE`.
+const OWNER_PATIENCE: Duration = Duration::from_secs(15);
+
+/// A verb forwarded to another coordinator: long calls (a review, a large upload) run while it
+/// says it is alive; one that died holding the call is noticed after ten silent seconds.
+const FORWARD: Policy = Policy {
+    attempts: 1,
+    idle_timeout: Duration::from_secs(10),
+    max_duration: Duration::from_secs(900),
+    backoff: Duration::ZERO,
+    progress: true,
+};
+
+/// The shards of this deployment and what this process holds of them.
+#[derive(Clone)]
+pub struct FrontDoor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: async_nats::Client,
+    coordinator_id: String,
+    count: u32,
+    /// The routes of each shard this process holds.
+    held: RwLock<BTreeMap<u32, Routes>>,
+}
+
+impl FrontDoor {
+    pub fn new(client: async_nats::Client, coordinator_id: String, count: u32) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                coordinator_id,
+                count: count.max(1),
+                held: RwLock::default(),
+            }),
+        }
+    }
+
+    /// The deployment's shard count.
+    pub fn count(&self) -> u32 {
+        self.inner.count
+    }
+
+    /// The shard of `workbench`.
+    pub fn shard_of(&self, workbench: &str) -> u32 {
+        shard_of(workbench, self.inner.count)
+    }
+
+    /// From now on `shard`'s verbs are answered by `routes`, in process.
+    pub fn hold(&self, shard: u32, routes: Routes) {
+        if let Ok(mut held) = self.inner.held.write() {
+            held.insert(shard, routes);
+        }
+    }
+
+    /// `shard` is no longer answered here (its engine stops).
+    pub fn let_go(&self, shard: u32) {
+        if let Ok(mut held) = self.inner.held.write() {
+            held.remove(&shard);
+        }
+    }
+
+    /// The shards this process holds.
+    pub fn held(&self) -> Vec<u32> {
+        self.inner
+            .held
+            .read()
+            .map(|held| held.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    fn local(&self, shard: u32) -> Option<Routes> {
+        self.inner.held.read().ok()?.get(&shard).cloned()
+    }
+
+    /// `request` answered by `shard`: here if this process holds it, else by its owner; waits a
+    /// while for a shard nobody holds now.
+    pub async fn forward<V: Verb>(&self, shard: u32, request: &V) -> Result<V::Reply, ErrorBody> {
+        let deadline = tokio::time::Instant::now() + OWNER_PATIENCE;
+        loop {
+            if let Some(routes) = self.local(shard) {
+                let payload = encode(request, Format::MessagePack)?;
+                let reply = routes
+                    .answer(V::SUBJECT, payload.into(), Format::MessagePack)
+                    .await;
+                return decode_reply(&reply, Format::MessagePack);
+            }
+            let subject = subjects::shard::verb(shard, V::SUBJECT);
+            match request_to(&self.inner.client, &subject, request, FORWARD).await {
+                Err(error) if error.code == ErrorCode::ToolWorkerUnavailable => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(unavailable(shard, &error));
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                answered => return answered,
+            }
+        }
+    }
+
+    /// `request` answered by the shard of `workbench`.
+    pub async fn to_workbench<V: Verb>(
+        &self,
+        workbench: &str,
+        request: &V,
+    ) -> Result<V::Reply, ErrorBody> {
+        self.forward(self.shard_of(workbench), request).await
+    }
+
+    /// `request` answered by every shard, in shard order; the first error if any refused.
+    async fn gather<V: Verb>(&self, request: &V) -> Result<Vec<V::Reply>, ErrorBody> {
+        let asked = (0..self.inner.count).map(|shard| self.forward(shard, request));
+        join_all(asked).await.into_iter().collect()
+    }
+
+    /// `request` answered by the shard that knows its id: the first answer that is not
+    /// `NOT_FOUND` (as soon as it comes), or `NOT_FOUND` when every shard said so.
+    async fn find<V: Verb>(&self, request: &V) -> Result<V::Reply, ErrorBody> {
+        let mut asked: FuturesUnordered<_> = (0..self.inner.count)
+            .map(|shard| self.forward(shard, request))
+            .collect();
+        let mut not_found = None;
+        while let Some(answer) = asked.next().await {
+            match answer {
+                Err(error) if error.code == ErrorCode::NotFound => not_found = Some(error),
+                answer => return answer,
+            }
+        }
+        Err(not_found.unwrap_or_else(|| ErrorBody::new(ErrorCode::NotFound, "no shard answered")))
+    }
+
+    /// Every workbench of the deployment, by name.
+    pub async fn list_workbenches(
+        &self,
+    ) -> Result<Vec<atelier_messages::store::WorkbenchInfo>, ErrorBody> {
+        let mut all: Vec<_> = self
+            .gather(&ListWorkbenches {
+                v: PROTOCOL_VERSION,
+            })
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
+    }
+
+    /// Serves the public verbs (in their queue groups) until the returned tasks are aborted.
+    pub async fn serve(&self) -> Result<Vec<tokio::task::JoinHandle<()>>, CoordinatorError> {
+        let client = &self.inner.client;
+        let services = [
+            (self.store_routes(), store::WILDCARD, store::QUEUE),
+            (self.control_routes(), ctl::WILDCARD, ctl::QUEUE),
+            (self.workshop_routes(), workshop::WILDCARD, workshop::QUEUE),
+            (self.batch_routes(), batch::WILDCARD, batch::QUEUE),
+        ];
+        let mut tasks = Vec::new();
+        for (routes, wildcard, queue) in services {
+            let served = routes
+                .serve(client.clone(), wildcard.into(), Some(queue.into()), "")
+                .await?;
+            tasks.push(served);
+        }
+        Ok(tasks)
+    }
+
+    fn store_routes(&self) -> Routes {
+        Router::new(self.clone())
+            .route(by_workbench::<CreateWorkbench>)
+            .route(|door, _: ListWorkbenches| async move { door.list_workbenches().await })
+            .route(by_workbench::<AddFiles>)
+            .route(by_workbench::<ListFiles>)
+            .route(by_workbench::<ReadFile>)
+            .route(by_workbench::<DiffDraft>)
+            .route(by_workbench::<PublishDraft>)
+            .route(by_workbench::<DiscardDraft>)
+            .route(by_workbench::<WriteDraft>)
+            .route(by_workbench::<SetApprovals>)
+            .route(anywhere::<StageBlob>)
+            .route(anywhere::<GetBlob>)
+            .into_routes()
+    }
+
+    fn control_routes(&self) -> Routes {
+        Router::new(self.clone())
+            .route(|door, r: ListJobs| async move { door.list_jobs(r).await })
+            .route(by_job::<GetJob>)
+            .route(|door, _: Ping| async move { Ok(door.pong()) })
+            .route(|door, r: GetStats| async move { door.stats(r).await })
+            .route(by_job::<CancelJob>)
+            .route(by_job::<ApproveCall>)
+            .route(by_job::<ResumeJob>)
+            .into_routes()
+    }
+
+    fn workshop_routes(&self) -> Routes {
+        Router::new(self.clone())
+            .route(by_workbench::<GetHistory>)
+            .route(by_workbench::<CheckMessage>)
+            .route(anywhere::<ListModels>)
+            .route(by_workbench::<Rewind>)
+            .route(by_workbench::<Regenerate>)
+            .route(by_workbench::<SetModel>)
+            .route(by_workbench::<ListCheckpoints>)
+            .route(by_workbench::<CreateCheckpoint>)
+            .route(by_workbench::<RestoreCheckpoint>)
+            .route(anywhere::<CollectGarbage>)
+            .route(by_workbench::<ReviewDraft>)
+            .route(by_workbench::<AddContextItem>)
+            .route(by_workbench::<ListContextItems>)
+            .route(by_workbench::<RemoveContextItem>)
+            .into_routes()
+    }
+
+    fn batch_routes(&self) -> Routes {
+        Router::new(self.clone())
+            .route(by_batch::<SubmitBatch>)
+            .route(by_batch::<GetBatch>)
+            .route(|door, r: ListBatches| async move { door.list_batches(r).await })
+            .route(by_batch::<ListTargets>)
+            .route(by_batch::<CancelBatch>)
+            .route(by_batch::<RetryBatch>)
+            .route(by_batch::<UpdateBatch>)
+            .route(by_batch::<SettleBatch>)
+            .into_routes()
+    }
+
+    fn pong(&self) -> Pong {
+        Pong {
+            coordinator: self.inner.coordinator_id.clone(),
+            protocol_version: PROTOCOL_VERSION,
+            running_jobs: crate::orchestrator::running_in_process(),
+        }
+    }
+
+    /// One workbench's jobs from its shard; else every shard's, newest first, paged here.
+    async fn list_jobs(
+        &self,
+        request: ListJobs,
+    ) -> Result<Vec<atelier_messages::job::JobView>, ErrorBody> {
+        if let Some(workbench) = request.workbench.clone() {
+            return self.to_workbench(&workbench, &request).await;
+        }
+        let offset = usize::try_from(request.offset).unwrap_or(usize::MAX);
+        let limit = request
+            .limit
+            .unwrap_or(MAX_LISTED_JOBS)
+            .min(MAX_LISTED_JOBS);
+        let each = ListJobs {
+            offset: 0,
+            limit: Some(limit.saturating_add(request.offset.try_into().unwrap_or(u32::MAX))),
+            ..request
+        };
+        let mut all: Vec<_> = self.gather(&each).await?.into_iter().flatten().collect();
+        all.sort_by(|a, b| {
+            b.created_at_ms
+                .cmp(&a.created_at_ms)
+                .then_with(|| b.job_id.cmp(&a.job_id))
+        });
+        Ok(all.into_iter().skip(offset).take(limit as usize).collect())
+    }
+
+    async fn list_batches(
+        &self,
+        request: ListBatches,
+    ) -> Result<Vec<atelier_messages::batch::BatchView>, ErrorBody> {
+        let mut all: Vec<_> = self.gather(&request).await?.into_iter().flatten().collect();
+        all.sort_by(|a, b| {
+            b.created_at_ms
+                .cmp(&a.created_at_ms)
+                .then_with(|| b.batch_id.cmp(&a.batch_id))
+        });
+        Ok(all)
+    }
+
+    /// Every shard's counts added up, under this coordinator's name.
+    async fn stats(&self, request: GetStats) -> Result<CoordinatorStats, ErrorBody> {
+        let mut total = CoordinatorStats {
+            coordinator: self.inner.coordinator_id.clone(),
+            storage_bytes: 0,
+            jobs_by_state: BTreeMap::new(),
+            journal_entries: 0,
+        };
+        for stats in self.gather(&request).await? {
+            total.storage_bytes += stats.storage_bytes;
+            total.journal_entries += stats.journal_entries;
+            for (state, count) in stats.jobs_by_state {
+                *total.jobs_by_state.entry(state).or_default() += count;
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// The verbs about one workbench.
+trait OfWorkbench {
+    fn workbench(&self) -> &str;
+}
+
+/// The verbs about one batch.
+trait OfBatch {
+    fn batch_id(&self) -> &str;
+}
+
+macro_rules! keyed {
+    ($key:ident: $trait:ident => $($verb:ty),*) => {
+        $(impl $trait for $verb {
+            fn $key(&self) -> &str {
+                &self.$key
+            }
+        })*
+    };
+}
+
+keyed!(workbench: OfWorkbench => CreateWorkbench, AddFiles, ListFiles, ReadFile, DiffDraft,
+    PublishDraft, DiscardDraft, WriteDraft, SetApprovals, GetHistory, CheckMessage, Rewind,
+    Regenerate, SetModel, ListCheckpoints, CreateCheckpoint, RestoreCheckpoint, ReviewDraft,
+    AddContextItem, ListContextItems, RemoveContextItem);
+keyed!(batch_id: OfBatch => SubmitBatch, GetBatch, ListTargets, CancelBatch, RetryBatch,
+    UpdateBatch, SettleBatch);
+
+/// A workbench's verb, answered by its shard.
+async fn by_workbench<V: Verb + OfWorkbench>(
+    door: FrontDoor,
+    request: V,
+) -> Result<V::Reply, ErrorBody> {
+    door.to_workbench(request.workbench(), &request).await
+}
+
+/// A batch's verb: its runner and targets live in the shard of its id.
+async fn by_batch<V: Verb + OfBatch>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
+    let shard = shard_of(request.batch_id(), door.inner.count);
+    door.forward(shard, &request).await
+}
+
+/// A job's verb, answered by the shard that holds the job.
+async fn by_job<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
+    door.find(&request).await
+}
+
+/// A verb about this host's blobs or the operator's settings: any shard held here answers
+/// (else shard 0's owner).
+async fn anywhere<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
+    let shard = door.held().first().copied().unwrap_or(0);
+    door.forward(shard, &request).await
+}
+
+fn unavailable(shard: u32, error: &ErrorBody) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ShardUnavailable,
+        format!(
+            "shard {shard} has no coordinator answering now ({}); it is being handed over or \
+             every coordinator is down: try again in a few seconds, and check `atelier \
+             coordinator` processes if it persists",
+            error.message
+        ),
+    )
+}
