@@ -545,6 +545,16 @@ pub async fn start(config: BatchRunnerConfig) -> Result<(), CoordinatorError> {
     }
 }
 
+/// Stops the batch's runner at once, wherever it is (its shard is handed over); false when none
+/// runs here.
+pub fn kill(batch_id: &str) -> bool {
+    let Some(cell) = ractor::registry::where_is(actor_name(batch_id)) else {
+        return false;
+    };
+    cell.kill();
+    true
+}
+
 /// Tells the batch's runner; false when none runs here.
 pub fn tell(batch_id: &str, message: BatchRunnerMsg) -> bool {
     let Some(cell) = ractor::registry::where_is(actor_name(batch_id)) else {

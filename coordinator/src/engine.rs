@@ -43,6 +43,8 @@ pub(crate) struct Shared {
 /// One shard served.
 pub(crate) struct Engine {
     shard: u32,
+    jobs: Jobs,
+    batches: Batches,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     store: DraftStoreHandle,
     store_join: tokio::task::JoinHandle<()>,
@@ -85,8 +87,9 @@ impl Engine {
             slots: shared.slots.clone(),
             events_format: config.events_format,
         });
+        let batches = Batches::new(storage);
         let batch_service = batch_service::BatchService {
-            batches: Batches::new(storage),
+            batches: batches.clone(),
             orchestrators: orchestrators.clone(),
             front: shared.front.clone(),
             defaults: config.defaults.clone(),
@@ -108,7 +111,7 @@ impl Engine {
             jobs.clone(),
             config.journal_retention,
         ));
-        tasks.push(adopt_jobs(jobs, orchestrators).await?);
+        tasks.push(adopt_jobs(jobs.clone(), orchestrators).await?);
         // A batch's children in flight are among the adopted jobs; the runner only follows
         // them (and submits a child that was dispatched but never recorded).
         tasks.push(tokio::spawn(async move {
@@ -120,6 +123,8 @@ impl Engine {
         tracing::info!(shard, "serving the shard");
         Ok(Self {
             shard,
+            jobs,
+            batches,
             tasks,
             store,
             store_join,
@@ -127,25 +132,58 @@ impl Engine {
         })
     }
 
-    /// Waits until the shard's lease is lost (never for a store of this data directory's own).
-    pub async fn lost(&self) {
-        match &self.ownership {
-            Some(ownership) => ownership.lost().await,
-            None => std::future::pending().await,
-        }
+    /// Whether the shard's lease was lost.
+    pub fn is_lost(&self) -> bool {
+        self.ownership.as_ref().is_some_and(Ownership::is_lost)
     }
 
-    /// Stops serving the shard (its running jobs stop with the process, and resume where it is
-    /// next held) and gives its lease up, which wakes the next owner at once.
+    /// Stops serving the shard — its verbs, its jobs' orchestrators and batches' runners (they
+    /// resume from their journals where the shard is next held) — and gives its lease up, which
+    /// wakes the next owner at once.
     pub async fn stop(self, front: &FrontDoor) {
         front.let_go(self.shard);
         for task in &self.tasks {
             task.abort();
         }
+        self.stop_runs().await;
         self.store.stop();
         let _ = self.store_join.await;
         if let Some(ownership) = self.ownership {
             ownership.release().await;
+        }
+    }
+}
+
+impl Engine {
+    /// Kills the orchestrators of the shard's unfinished jobs and its batches' runners, and
+    /// waits (a few seconds at most) until they are gone.
+    async fn stop_runs(&self) {
+        let (jobs, batches) = (self.jobs.clone(), self.batches.clone());
+        let unfinished = blocking(move || {
+            let jobs: Vec<String> = jobs.unfinished()?.into_iter().map(|r| r.job_id).collect();
+            let batches: Vec<String> = (batches.unfinished()?.into_iter())
+                .map(|r| r.batch_id)
+                .collect();
+            Ok((jobs, batches))
+        })
+        .await;
+        let Ok((jobs, batches)) = unfinished else {
+            return;
+        };
+        for batch_id in &batches {
+            crate::batch_runner::kill(batch_id);
+        }
+        let killed: Vec<&String> = jobs
+            .iter()
+            .filter(|job_id| crate::orchestrator::kill(job_id))
+            .collect();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while killed
+            .iter()
+            .any(|job_id| crate::orchestrator::runs_here(job_id))
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     }
 }

@@ -218,8 +218,8 @@ impl FrontDoor {
             .route(by_workbench::<DiscardDraft>)
             .route(by_workbench::<WriteDraft>)
             .route(by_workbench::<SetApprovals>)
-            .route(anywhere::<StageBlob>)
-            .route(anywhere::<GetBlob>)
+            .route(by_digest::<StageBlob>)
+            .route(by_digest::<GetBlob>)
             .into_routes()
     }
 
@@ -380,7 +380,13 @@ async fn by_job<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorB
     door.find(&request).await
 }
 
-/// A verb about this host's blobs or the operator's settings: any shard held here answers
+/// A blob's verb: a small blob is kept in its workbench's shard, so the shard that has it
+/// answers (a large one any shard can bring from the bucket).
+async fn by_digest<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
+    door.find(&request).await
+}
+
+/// A verb about this host's blob cache or the operator's settings: any shard held here answers
 /// (else shard 0's owner).
 async fn anywhere<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
     let shard = door.held().first().copied().unwrap_or(0);

@@ -38,6 +38,7 @@
 //! Imports flow one way: `intake`, `control` → `orchestrator` (→ `outcome`) → `host` → `draft_store`,
 //! `jobs` → `lifecycle`, `storage`.
 
+mod balancer;
 pub mod batch_runner;
 mod batch_service;
 pub mod batches;
@@ -124,28 +125,36 @@ impl CoordinatorConfig {
 pub struct CoordinatorHandle {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     front: FrontDoor,
-    engines: Vec<engine::Engine>,
+    held: Held,
+}
+
+/// How a coordinator holds its shards.
+enum Held {
+    /// This data directory's own store: the deployment's one shard, held for good.
+    Own(Box<engine::Engine>),
+    /// A replicated deployment's shards, balanced with the other coordinators.
+    Balanced(balancer::Balancer),
 }
 
 impl CoordinatorHandle {
-    /// Waits until this coordinator lost its replicated store's lease (never for a store of its
-    /// own): it must stop, since another coordinator serves the store now.
+    /// Waits until this coordinator lost a replicated shard's lease (never for a store of its
+    /// own): it must stop, since another coordinator serves the shard now.
     pub async fn lost(&self) {
-        let lost = self.engines.iter().map(|engine| Box::pin(engine.lost()));
-        if self.engines.is_empty() {
-            return std::future::pending().await;
+        match &self.held {
+            Held::Own(_) => std::future::pending().await,
+            Held::Balanced(balancer) => balancer.lost().await,
         }
-        futures::future::select_all(lost).await;
     }
 
     /// Stops serving (running jobs stop with the process; they resume at the next start, or on
-    /// the standby the replicated store's lease is then released to).
+    /// the coordinators a replicated deployment's shards are then handed to).
     pub async fn shutdown(self) {
         for task in &self.tasks {
             task.abort();
         }
-        for engine in self.engines {
-            engine.stop(&self.front).await;
+        match self.held {
+            Held::Own(engine) => engine.stop(&self.front).await,
+            Held::Balanced(balancer) => balancer.stop().await,
         }
     }
 }
@@ -157,9 +166,9 @@ pub async fn start_coordinator(
     config: CoordinatorConfig,
 ) -> Result<CoordinatorHandle, CoordinatorError> {
     let jetstream = async_nats::jetstream::new(client.clone());
-    // Streams and buckets are made before the store is taken, each with as many copies as a
-    // replicated store's: a standby takes the store over when a server may have just died with
-    // the last owner, and JetStream may not answer for a while then (the intake attaches with
+    // Streams and buckets are made before any shard is taken, each with as many copies as a
+    // replicated store's: a coordinator takes shards over when a server may have just died with
+    // their last owner, and JetStream may not answer for a while then (the intake attaches with
     // retries).
     let replicas = config.replication.map_or(1, |settings| settings.replicas);
     patiently("creating the streams", || {
@@ -170,20 +179,28 @@ pub async fn start_coordinator(
         Ok(atelier_transport::BlobBucket::ensure(&client, replicas).await?)
     })
     .await?;
-    let blobs = match config.replication {
-        Some(settings) => {
-            let durable = patiently("opening the replicated store's blob bucket", || async {
-                Ok(
-                    atelier_transport::BlobBucket::ensure_durable(&client, settings.replicas)
-                        .await?,
-                )
-            })
-            .await?;
-            BlobDir::open(config.blob_dir())?.with_remote(durable)
-        }
-        None => BlobDir::open(config.blob_dir())?,
+    let mut blobs = BlobDir::open(config.blob_dir())?;
+    let mut holding = None;
+    if let Some(settings) = config.replication {
+        let durable = patiently("opening the replicated store's blob bucket", || async {
+            Ok(atelier_transport::BlobBucket::ensure_durable(&client, settings.replicas).await?)
+        })
+        .await?;
+        blobs = blobs.with_remote(durable);
+        let opened = replication::ownership::Holding::open(
+            &jetstream,
+            settings,
+            &config.coordinator_id,
+            &config.data_dir,
+        )
+        .await?;
+        holding = Some(opened);
+    }
+    let count = match &holding {
+        Some(holding) => holding.shard_count().await?,
+        None => 1,
     };
-    let front = FrontDoor::new(client.clone(), config.coordinator_id.clone(), 1);
+    let front = FrontDoor::new(client.clone(), config.coordinator_id.clone(), count);
     let shared = engine::Shared {
         client: client.clone(),
         jetstream: jetstream.clone(),
@@ -193,16 +210,20 @@ pub async fn start_coordinator(
         front: front.clone(),
         config: std::sync::Arc::new(config.clone()),
     };
-    let (storage, ownership) = open_storage(&jetstream, &config).await?;
-    let engines = vec![engine::Engine::start(&shared, 0, storage, ownership).await?];
+    let held = match holding {
+        Some(holding) => Held::Balanced(balancer::Balancer::start(shared, holding).await?),
+        None => {
+            let path = config.data_dir.join("db");
+            let storage = blocking(move || Storage::open(&path)).await?;
+            Held::Own(Box::new(
+                engine::Engine::start(&shared, 0, storage, None).await?,
+            ))
+        }
+    };
     let mut tasks = front.serve().await?;
     tasks.push(intake::run_intake(jetstream, front.clone()));
-    tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), "coordinator ready");
-    Ok(CoordinatorHandle {
-        tasks,
-        front,
-        engines,
-    })
+    tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), shards = count, "coordinator ready");
+    Ok(CoordinatorHandle { tasks, front, held })
 }
 
 /// How long start-up waits for JetStream to answer: a server that has just restarted, or
@@ -230,30 +251,6 @@ where
             Err(error) => return Err(error),
         }
     }
-}
-
-/// The store: this data directory's own, or the replicated one once this coordinator holds it
-/// (waiting as a standby until then).
-async fn open_storage(
-    jetstream: &async_nats::jetstream::Context,
-    config: &CoordinatorConfig,
-) -> Result<(Storage, Option<replication::ownership::Ownership>), CoordinatorError> {
-    let Some(settings) = config.replication else {
-        let path = config.data_dir.join("db");
-        let storage = tokio::task::spawn_blocking(move || Storage::open(&path))
-            .await
-            .map_err(|join| CoordinatorError::Actor(join.to_string()))??;
-        return Ok((storage, None));
-    };
-    let ownership = replication::ownership::take_store(
-        jetstream,
-        settings,
-        &config.coordinator_id,
-        &config.data_dir,
-    )
-    .await?;
-    let storage = Storage::replicated(ownership.db.clone(), ownership.log.clone());
-    Ok((storage, Some(ownership)))
 }
 
 /// How often finished jobs' journals are pruned.

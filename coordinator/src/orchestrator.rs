@@ -456,6 +456,21 @@ impl Orchestrators {
     }
 }
 
+/// Stops the job's orchestrator at once, wherever it is (its shard is handed over: the next
+/// owner resumes the job from its journal); false when it does not run here.
+pub fn kill(job_id: &str) -> bool {
+    let Some(cell) = ractor::registry::where_is(actor_name(job_id)) else {
+        return false;
+    };
+    cell.kill();
+    true
+}
+
+/// Whether the job's orchestrator is still registered here.
+pub fn runs_here(job_id: &str) -> bool {
+    ractor::registry::where_is(actor_name(job_id)).is_some()
+}
+
 /// Jobs running in this process, whatever their shard.
 pub fn running_in_process() -> u64 {
     ractor::registry::registered()

@@ -43,6 +43,14 @@ pub fn validate_count(count: u32) -> Result<(), ErrorBody> {
     ))
 }
 
+/// What a replicated deployment fixed when it was created, kept in its changelog stream
+/// (`atelier.shardlog.deployment`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deployment {
+    pub v: u16,
+    pub shards: u32,
+}
+
 /// A job submission the coordinator that took it off the job queue hands to the owner of its
 /// workbench's shard, answered once recorded (the queue's message is acknowledged then).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -251,6 +251,10 @@ pub mod shard {
     /// [`prefix`] only.
     pub const RECORD_SUBMISSION: &str = "atelier.intake.record";
 
+    /// The deployment's record (its shard count, [`crate::shard::Deployment`]), written once
+    /// in the changelog stream.
+    pub const DEPLOYMENT: &str = "atelier.shardlog.deployment";
+
     /// The KV bucket of live coordinators (key: coordinator id), which shards are balanced over.
     pub const MEMBERS_BUCKET: &str = "atelier-coordinators";
 }

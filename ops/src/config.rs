@@ -106,6 +106,10 @@ pub struct Settings {
     /// Changelog entries between two snapshots of the store (default 10000): a take-over
     /// replays at most about this many, and the changelog is trimmed up to each snapshot.
     pub store_snapshot_entries: u64,
+    /// The shards a new replicated deployment is split into (default 16; 1 to 1024), balanced
+    /// over its live coordinators. Fixed when the deployment is created: one made before keeps
+    /// its count.
+    pub store_shards: u32,
 }
 
 impl Default for Settings {
@@ -151,6 +155,7 @@ impl Default for Settings {
             store_lease_ms: 6000,
             store_replicas: 1,
             store_snapshot_entries: 10_000,
+            store_shards: atelier_messages::shard::DEFAULT_SHARD_COUNT,
         }
     }
 }
@@ -264,6 +269,9 @@ impl Settings {
                 lease_ttl: std::time::Duration::from_millis(self.store_lease_ms.max(500)),
                 replicas: self.store_replicas.max(1),
                 snapshot_entries: self.store_snapshot_entries.max(1),
+                shards: self
+                    .store_shards
+                    .clamp(1, atelier_messages::shard::MAX_SHARD_COUNT),
             })
     }
 

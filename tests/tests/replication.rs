@@ -22,6 +22,7 @@ const SETTINGS: ReplicationSettings = ReplicationSettings {
     lease_ttl: Duration::from_secs(2),
     replicas: 3,
     snapshot_entries: 10_000,
+    shards: 16,
 };
 
 /// A coordinator's view: its own connection (to node `first`, then the others) and jetstream

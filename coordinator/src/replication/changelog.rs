@@ -15,7 +15,7 @@
 //! dropped at the next fence.
 
 use async_nats::jetstream::{self, consumer, context::PublishErrorKind, stream};
-use atelier_messages::shard::{ChangelogEntry, EntryKind, Mutation};
+use atelier_messages::shard::{ChangelogEntry, Deployment, EntryKind, Mutation};
 use atelier_messages::subjects::shard;
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode};
 use futures::StreamExt;
@@ -78,6 +78,48 @@ impl Changelog {
             Ok(message) => Ok(message.sequence),
             Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
             Err(error) => Err(nats_error("reading the changelog")(error.to_string())),
+        }
+    }
+
+    /// The deployment's shard count: the one recorded when it was created, else `proposed`,
+    /// recorded now (the first coordinator's setting wins; one started with another count
+    /// follows it).
+    pub async fn shard_count(&self, proposed: u32) -> Result<u32, CoordinatorError> {
+        loop {
+            match self
+                .stream
+                .get_last_raw_message_by_subject(shard::DEPLOYMENT)
+                .await
+            {
+                Ok(message) => {
+                    let deployment: Deployment = decode(&message.payload, Format::MessagePack)?;
+                    atelier_messages::shard::validate_count(deployment.shards)?;
+                    return Ok(deployment.shards);
+                }
+                Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {}
+                Err(error) => return Err(nats_error("reading the deployment")(error.to_string())),
+            }
+            let deployment = Deployment {
+                v: PROTOCOL_VERSION,
+                shards: proposed,
+            };
+            let message = jetstream::message::PublishMessage::build()
+                .payload(encode(&deployment, Format::MessagePack)?.into())
+                .expected_last_subject_sequence(0);
+            let published = self
+                .jetstream
+                .send_publish(shard::DEPLOYMENT, message)
+                .await
+                .map_err(|error| nats_error("recording the deployment")(error.to_string()))?
+                .await;
+            match published {
+                Ok(_) => return Ok(proposed),
+                // Another coordinator recorded it first: read it.
+                Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {}
+                Err(error) => {
+                    return Err(nats_error("recording the deployment")(error.to_string()));
+                }
+            }
         }
     }
 

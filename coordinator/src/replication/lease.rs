@@ -120,6 +120,14 @@ impl Leases {
             .map_err(|error| nats_error("watching a shard lease")(error.to_string()))
     }
 
+    /// Changes of every shard's lease from now on.
+    pub async fn watch_all(&self) -> Result<kv::Watch, CoordinatorError> {
+        self.kv
+            .watch_all()
+            .await
+            .map_err(|error| nats_error("watching the shard leases")(error.to_string()))
+    }
+
     /// Who holds `shard` now, if anyone.
     pub async fn holder(&self, shard: u32) -> Result<Option<Holder>, CoordinatorError> {
         let entry = self

@@ -150,6 +150,8 @@ pub struct ReplicationSettings {
     /// Changelog entries an owner appends between two snapshots of its store; each snapshot
     /// bounds a new owner's replay and lets the changelog be trimmed up to it.
     pub snapshot_entries: u64,
+    /// The shards a new deployment is split into (one made before keeps its own count).
+    pub shards: u32,
 }
 
 impl Default for ReplicationSettings {
@@ -158,6 +160,7 @@ impl Default for ReplicationSettings {
             lease_ttl: Duration::from_secs(6),
             replicas: 1,
             snapshot_entries: 10_000,
+            shards: atelier_messages::shard::DEFAULT_SHARD_COUNT,
         }
     }
 }

@@ -10,17 +10,16 @@
 //! replayed as many) the owner snapshots its store into the object store and trims the
 //! changelog up to the snapshot's position, so a take-over replays a bounded tail.
 //!
-//! Today the whole store is one shard (shard 0); shards of their own per workbench are the next
-//! stage of docs/adr/0014.
+//! A coordinator holds any number of a deployment's shards ([`Holding::try_take`]), each with a
+//! store of its own under `shards/N/db`; which ones is the balancer's choice.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use atelier_messages::shard::Mutation;
-use futures::StreamExt;
 use tokio::sync::{Notify, oneshot, watch};
 
 use super::changelog::{Changelog, Replayed, ShardLog};
@@ -29,9 +28,6 @@ use super::replica::{Replica, Snapshots};
 use super::{Checked, Position, ReplicationSettings};
 use crate::error::CoordinatorError;
 use crate::storage::{Log, Sink};
-
-/// The shard that holds the whole store until stores are split per workbench.
-pub const WHOLE_STORE: u32 = 0;
 
 /// Commits a store's recorded writes to its changelog, then notes the position reached in the
 /// store itself.
@@ -87,6 +83,11 @@ impl Ownership {
         let _ = lost.wait_for(|lost| *lost).await;
     }
 
+    /// Whether the lease was lost.
+    pub fn is_lost(&self) -> bool {
+        *self.lost.borrow()
+    }
+
     /// Gives the lease up (after serving stopped): a standby takes the store over at once.
     pub async fn release(self) {
         self.snapshotting.abort();
@@ -100,83 +101,175 @@ impl Ownership {
     }
 }
 
-/// Waits for the store's lease as `owner`, then rebuilds the store under `data_dir/db` from the
-/// latest snapshot and the changelog after it, and takes the changelog over.
+/// The leases, changelogs and snapshots of a deployment's shards, as one coordinator holds
+/// them, and where it keeps the stores of those it holds.
+#[derive(Clone)]
+pub struct Holding {
+    leases: Leases,
+    changelog: Changelog,
+    snapshots: Snapshots,
+    settings: ReplicationSettings,
+    data_dir: PathBuf,
+}
+
+impl Holding {
+    /// Opens the leases bucket, the changelog and the snapshots (waiting for JetStream a while)
+    /// for `owner`, keeping shard stores under `data_dir/shards`.
+    pub async fn open(
+        jetstream: &async_nats::jetstream::Context,
+        settings: ReplicationSettings,
+        owner: &str,
+        data_dir: &Path,
+    ) -> Result<Self, CoordinatorError> {
+        let leases = crate::patiently("opening the shard leases", || {
+            Leases::open(jetstream, &settings, owner)
+        })
+        .await?;
+        let changelog = crate::patiently("opening the changelog", || {
+            Changelog::open(jetstream, &settings)
+        })
+        .await?;
+        let snapshots = crate::patiently("opening the snapshots", || {
+            Snapshots::open(jetstream, &settings)
+        })
+        .await?;
+        Ok(Self {
+            leases,
+            changelog,
+            snapshots,
+            settings,
+            data_dir: data_dir.to_path_buf(),
+        })
+    }
+
+    pub fn leases(&self) -> &Leases {
+        &self.leases
+    }
+
+    pub fn settings(&self) -> &ReplicationSettings {
+        &self.settings
+    }
+
+    /// The deployment's shard count: the recorded one, else the settings', recorded now. A
+    /// deployment whose store was one shard before counts were recorded stays one shard.
+    pub async fn shard_count(&self) -> Result<u32, CoordinatorError> {
+        let before = self.changelog.last(0).await? > 0 || self.snapshots.get(0).await?.is_some();
+        let proposed = match before {
+            true => 1,
+            false => self.settings.shards,
+        };
+        crate::patiently("reading the deployment", || {
+            self.changelog.shard_count(proposed)
+        })
+        .await
+    }
+
+    /// Takes `shard` if no one holds it now (`None` when someone does), rebuilding its store from
+    /// the latest snapshot and the changelog after it. A take-over that fails half-way (the
+    /// streams may still elect leaders after a server died with the last owner) gives the lease
+    /// back for whoever can.
+    pub async fn try_take(&self, shard: u32) -> Result<Option<Ownership>, CoordinatorError> {
+        let Some(lease) = self.leases.acquire(shard).await? else {
+            return Ok(None);
+        };
+        let epoch = lease.epoch;
+        let path = self
+            .data_dir
+            .join("shards")
+            .join(shard.to_string())
+            .join("db");
+        match take_over(&self.changelog, &self.snapshots, &lease, shard, path).await {
+            Ok((replica, shard_log, taken)) => {
+                Ok(Some(self.hold(shard, lease, replica, shard_log, taken)))
+            }
+            Err(error) => {
+                tracing::warn!(%error, shard, epoch, "could not take the shard over yet");
+                if let Err(error) = self.leases.release(lease).await {
+                    tracing::warn!(%error, shard, "could not release the shard's lease; it runs out instead");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Serves the store taken over: commits its writes to the changelog, snapshots it when due
+    /// and renews the lease.
+    fn hold(
+        &self,
+        shard: u32,
+        lease: Lease,
+        replica: Replica,
+        shard_log: ShardLog,
+        taken: TakenOver,
+    ) -> Ownership {
+        let settings = self.settings;
+        tracing::info!(
+            shard,
+            epoch = lease.epoch,
+            snapshot_seq = taken.restored.seq,
+            entries = taken.replayed.applied,
+            refused = taken.replayed.refused.len(),
+            elapsed_ms = taken.elapsed.as_millis() as u64,
+            "took the store over from its snapshot and changelog"
+        );
+        let snapshot_due = Arc::new(Notify::new());
+        if taken.replayed.applied >= settings.snapshot_entries {
+            snapshot_due.notify_one();
+        }
+        let db = replica.db().clone();
+        let log = Log::new(ChangelogSink {
+            log: Mutex::new(shard_log),
+            replica: replica.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            since_snapshot: AtomicU64::new(0),
+            snapshot_entries: settings.snapshot_entries.max(1),
+            snapshot_due: snapshot_due.clone(),
+        });
+        let snapshotting = tokio::spawn(snapshot_when_due(
+            Snapshotting {
+                shard,
+                replica,
+                log: log.clone(),
+                changelog: self.changelog.clone(),
+                snapshots: self.snapshots.clone(),
+            },
+            snapshot_due,
+        ));
+        let (lost_tx, lost) = watch::channel(false);
+        let (release, released) = oneshot::channel();
+        let renewal = tokio::spawn(renew(
+            self.leases.clone(),
+            lease,
+            settings,
+            lost_tx,
+            released,
+        ));
+        Ownership {
+            db,
+            log,
+            lost,
+            release,
+            renewal,
+            snapshotting,
+        }
+    }
+}
+
+/// Waits for shard 0's lease as `owner` (a deployment of one shard), then takes it over.
 pub async fn take_store(
     jetstream: &async_nats::jetstream::Context,
     settings: ReplicationSettings,
     owner: &str,
     data_dir: &Path,
 ) -> Result<Ownership, CoordinatorError> {
-    let leases = crate::patiently("opening the shard leases", || {
-        Leases::open(jetstream, &settings, owner)
-    })
-    .await?;
-    let changelog = crate::patiently("opening the changelog", || {
-        Changelog::open(jetstream, &settings)
-    })
-    .await?;
-    let snapshots = crate::patiently("opening the snapshots", || {
-        Snapshots::open(jetstream, &settings)
-    })
-    .await?;
-    let (lease, replica, shard_log, taken) = loop {
-        let lease = acquire(&leases, &settings).await?;
-        match take_over(&changelog, &snapshots, &lease, data_dir).await {
-            Ok((replica, shard_log, taken)) => break (lease, replica, shard_log, taken),
-            // The streams may still be electing leaders after a server died with the last
-            // owner: stand by again (the lease released for whoever can) and retry.
-            Err(error) => {
-                tracing::warn!(%error, epoch = lease.epoch, "could not take the store over yet; standing by again");
-                if let Err(error) = leases.release(lease).await {
-                    tracing::warn!(%error, "could not release the store's lease; it runs out instead");
-                }
-                tokio::time::sleep(settings.lease_ttl / 3).await;
-            }
+    let holding = Holding::open(jetstream, settings, owner, data_dir).await?;
+    loop {
+        match holding.try_take(0).await {
+            Ok(Some(ownership)) => return Ok(ownership),
+            Ok(None) => tokio::time::sleep(settings.lease_ttl / 3).await,
+            Err(_) => tokio::time::sleep(settings.lease_ttl / 3).await,
         }
-    };
-    tracing::info!(
-        owner,
-        epoch = lease.epoch,
-        snapshot_seq = taken.restored.seq,
-        entries = taken.replayed.applied,
-        refused = taken.replayed.refused.len(),
-        elapsed_ms = taken.elapsed.as_millis() as u64,
-        "took the store over from its snapshot and changelog"
-    );
-    let snapshot_due = Arc::new(Notify::new());
-    if taken.replayed.applied >= settings.snapshot_entries {
-        snapshot_due.notify_one();
     }
-    let db = replica.db().clone();
-    let log = Log::new(ChangelogSink {
-        log: Mutex::new(shard_log),
-        replica: replica.clone(),
-        runtime: tokio::runtime::Handle::current(),
-        since_snapshot: AtomicU64::new(0),
-        snapshot_entries: settings.snapshot_entries.max(1),
-        snapshot_due: snapshot_due.clone(),
-    });
-    let snapshotting = tokio::spawn(snapshot_when_due(
-        Snapshotting {
-            replica,
-            log: log.clone(),
-            changelog,
-            snapshots,
-        },
-        snapshot_due,
-    ));
-    let (lost_tx, lost) = watch::channel(false);
-    let (release, released) = oneshot::channel();
-    let renewal = tokio::spawn(renew(leases, lease, settings, lost_tx, released));
-    Ok(Ownership {
-        db,
-        log,
-        lost,
-        release,
-        renewal,
-        snapshotting,
-    })
 }
 
 /// What a take-over found: the snapshot's position, what replay did and how long both took.
@@ -186,21 +279,22 @@ struct TakenOver {
     elapsed: std::time::Duration,
 }
 
-/// Under `lease`: rebuilds the store under `data_dir/db` from the latest snapshot and the
-/// changelog after it, and fences the changelog with the lease's epoch.
+/// Under `lease`: rebuilds `shard`'s store at `path` from the latest snapshot and the changelog
+/// after it, and fences the changelog with the lease's epoch.
 async fn take_over(
     changelog: &Changelog,
     snapshots: &Snapshots,
     lease: &Lease,
-    data_dir: &Path,
+    shard: u32,
+    path: PathBuf,
 ) -> Result<(Replica, ShardLog, TakenOver), CoordinatorError> {
     let started = Instant::now();
-    let replica = restore(snapshots, data_dir.join("db")).await?;
+    let replica = restore(snapshots, shard, path).await?;
     let restored = replica.position()?;
     let mut apply =
         |seq: u64, checked: &Checked| tokio::task::block_in_place(|| replica.apply(seq, checked));
     let (shard_log, replayed) =
-        ShardLog::take_over(changelog, WHOLE_STORE, lease.epoch, restored, &mut apply).await?;
+        ShardLog::take_over(changelog, shard, lease.epoch, restored, &mut apply).await?;
     let taken = TakenOver {
         restored,
         replayed,
@@ -213,9 +307,10 @@ async fn take_over(
 /// snapshot, if there is one.
 async fn restore(
     snapshots: &Snapshots,
-    path: std::path::PathBuf,
+    shard: u32,
+    path: PathBuf,
 ) -> Result<Replica, CoordinatorError> {
-    let snapshot = snapshots.get(WHOLE_STORE).await?;
+    let snapshot = snapshots.get(shard).await?;
     blocking(move || {
         if path.exists() {
             std::fs::remove_dir_all(&path).map_err(crate::error::io_error(&path))?;
@@ -238,6 +333,7 @@ async fn blocking<T: Send + 'static>(
 
 /// What a snapshot is taken from and stored in.
 struct Snapshotting {
+    shard: u32,
     replica: Replica,
     log: Log,
     changelog: Changelog,
@@ -261,15 +357,17 @@ async fn snapshot_when_due(snapshotting: Snapshotting, due: Arc<Notify>) {
 async fn snapshot(snapshotting: &Snapshotting) -> Result<(), CoordinatorError> {
     let started = Instant::now();
     let replica = snapshotting.replica.clone();
-    let snapshot = blocking(move || replica.export(WHOLE_STORE)).await?;
+    let shard = snapshotting.shard;
+    let snapshot = blocking(move || replica.export(shard)).await?;
     let log = snapshotting.log.clone();
     blocking(move || log.commit()).await?;
     let bytes = snapshotting.snapshots.put(&snapshot).await?;
     let trimmed = snapshotting
         .changelog
-        .trim(WHOLE_STORE, snapshot.position.seq)
+        .trim(shard, snapshot.position.seq)
         .await?;
     tracing::info!(
+        shard,
         seq = snapshot.position.seq,
         bytes,
         trimmed,
@@ -281,61 +379,6 @@ async fn snapshot(snapshotting: &Snapshotting) -> Result<(), CoordinatorError> {
 
 /// How long a stopping owner waits for its lease's release.
 const RELEASE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Takes the lease once it is free, telling who holds it meanwhile. A release wakes this at
-/// once; a lease that runs out is seen at the next look, a third of its life later at most.
-/// The bucket may not answer for a while (its server died and its replicas elect a new
-/// leader): a standby waits that out and looks again, since that is when it is needed.
-async fn acquire(
-    leases: &Leases,
-    settings: &ReplicationSettings,
-) -> Result<Lease, CoordinatorError> {
-    let look_again = settings.lease_ttl / 3;
-    let mut changes = None;
-    let mut told = None;
-    loop {
-        if changes.is_none() {
-            changes = leases.watch(WHOLE_STORE).await.ok();
-        }
-        match look(leases).await {
-            Ok(Look::Free(lease)) => return Ok(lease),
-            Ok(Look::Held(holder)) if holder != told => {
-                tracing::info!(holder = ?holder, "standby: another coordinator holds the store");
-                told = holder;
-            }
-            Ok(Look::Held(_)) => {}
-            Err(error) => {
-                tracing::warn!(%error, "standby: the store's lease cannot be read now; looking again");
-                changes = None;
-            }
-        }
-        match changes.as_mut() {
-            Some(watch) => {
-                if let Ok(None) = tokio::time::timeout(look_again, watch.next()).await {
-                    changes = None;
-                }
-            }
-            None => tokio::time::sleep(look_again).await,
-        }
-    }
-}
-
-/// What a look at the store's lease found.
-enum Look {
-    /// It was free: now it is ours.
-    Free(Lease),
-    /// Held, by this owner (if it still is when asked).
-    Held(Option<String>),
-}
-
-/// Takes the lease if it is free now, else tells who holds it.
-async fn look(leases: &Leases) -> Result<Look, CoordinatorError> {
-    if let Some(lease) = leases.acquire(WHOLE_STORE).await? {
-        return Ok(Look::Free(lease));
-    }
-    let holder = leases.holder(WHOLE_STORE).await?;
-    Ok(Look::Held(holder.map(|holder| holder.owner)))
-}
 
 /// Renews `lease` three times per its life; once it is lost (refused, or not renewed for a
 /// whole life), says so and stops; asked to release it, releases it and stops.

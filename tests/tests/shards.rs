@@ -1,0 +1,203 @@
+//! Several active coordinators split a replicated deployment's shards (docs/adr/0014): whichever
+//! coordinator a client's request lands on, a workbench's verbs reach its shard's owner; a
+//! coordinator that joins takes its share, one that leaves cleanly hands its shards over at once,
+//! and a killed one's shards are taken over when their leases run out — with every workbench,
+//! file and job still there.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use atelier_messages::job::{JobState, JobView};
+use atelier_messages::shard::{ShardLease, shard_of};
+use atelier_messages::store::WorkbenchInfo;
+use atelier_messages::{Format, decode, subjects};
+use atelier_tests::{Cluster, Process};
+use futures::StreamExt;
+
+const SHARDS: u32 = 8;
+/// Long enough that a hand-over within it can only be a release, not an expiry.
+const LEASE_MS: u64 = 10_000;
+
+fn env() -> Vec<(&'static str, String)> {
+    vec![
+        ("ATELIER_REPLICATED_STORE", "true".into()),
+        ("ATELIER_STORE_LEASE_MS", LEASE_MS.to_string()),
+        ("ATELIER_STORE_SHARDS", SHARDS.to_string()),
+    ]
+}
+
+/// One workbench name per shard.
+fn one_per_shard() -> Vec<String> {
+    let mut by_shard = BTreeMap::new();
+    for i in 0.. {
+        let name = format!("wb-{i}");
+        by_shard.entry(shard_of(&name, SHARDS)).or_insert(name);
+        if by_shard.len() == SHARDS as usize {
+            break;
+        }
+    }
+    by_shard.into_values().collect()
+}
+
+/// Who holds each shard, by the pid ending the owner's name (`coordinator-HOST-PID`).
+async fn owners(cluster: &Cluster) -> anyhow::Result<BTreeMap<u32, u32>> {
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let leases = async_nats::jetstream::new(client)
+        .get_key_value(subjects::shard::LEASES_BUCKET)
+        .await?;
+    let mut owners = BTreeMap::new();
+    let mut keys = leases.keys().await?;
+    while let Some(key) = keys.next().await {
+        let key = key?;
+        let Some(value) = leases.get(&key).await? else {
+            continue;
+        };
+        let lease: ShardLease = decode(&value, Format::MessagePack)?;
+        let shard = key.trim_start_matches("shard-").parse()?;
+        let pid = lease.owner.rsplit('-').next().unwrap_or_default().parse()?;
+        owners.insert(shard, pid);
+    }
+    Ok(owners)
+}
+
+/// Waits until every shard is held, by exactly the processes `pids`; the owners then.
+async fn wait_for_owners(
+    cluster: &Cluster,
+    pids: &BTreeSet<u32>,
+    timeout: Duration,
+) -> anyhow::Result<BTreeMap<u32, u32>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let seen = owners(cluster).await?;
+        let holders: BTreeSet<u32> = seen.values().copied().collect();
+        if seen.len() == SHARDS as usize && &holders == pids {
+            return Ok(seen);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "shards held {seen:?}, wanted every one held by {pids:?}\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn pid(process: &Process) -> anyhow::Result<u32> {
+    process.pid().context("the process runs")
+}
+
+/// Exports the launch plan's milestones into a new file of the workbench's draft, without a
+/// model.
+fn export(
+    cluster: &Cluster,
+    workbench: &str,
+    target: &str,
+    extra: &[&str],
+) -> anyhow::Result<JobView> {
+    let export = format!(
+        r#"{{"path": "plan.csv", "query": "SELECT Milestone FROM data ORDER BY Milestone", "target_path": "{target}", "format": "csv"}}"#
+    );
+    let args = ["run", workbench, "table_export", "--args", &export];
+    cluster
+        .cli_ok(&[&args[..], extra, &["--wait", "--json"]].concat())?
+        .json()
+}
+
+fn workbench_names(cluster: &Cluster) -> anyhow::Result<Vec<String>> {
+    let listed: Vec<WorkbenchInfo> = cluster.cli_ok(&["wb", "list", "--json"])?.json()?;
+    Ok(listed.into_iter().map(|info| info.name).collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn coordinators_split_the_shards_and_hand_them_over_as_they_join_and_leave()
+-> anyhow::Result<()> {
+    let env = env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let cluster = Cluster::start_synced(&["tabular"], &env)?;
+    let first = pid(cluster
+        .coordinator
+        .as_ref()
+        .context("the first coordinator")?)?;
+    // Alone, the first coordinator holds every shard.
+    wait_for_owners(&cluster, &BTreeSet::from([first]), Duration::from_secs(10)).await?;
+
+    // Two more join: each takes a share, and the first gives up what they rank first.
+    let mut second = cluster.spawn_coordinator("coordinator-b", &env)?;
+    let third = cluster.spawn_coordinator("coordinator-c", &env)?;
+    let all = BTreeSet::from([first, pid(&second)?, pid(&third)?]);
+    let split = wait_for_owners(&cluster, &all, Duration::from_secs(30)).await?;
+
+    // Every workbench's verbs reach its shard's owner, whichever coordinator the request
+    // lands on: a file added right after the workbench is created, a job run on it.
+    let names = one_per_shard();
+    for name in &names {
+        cluster.workbench_with_launch_plan(name, "plan.csv")?;
+        let job = export(&cluster, name, "out/milestones.csv", &[])?;
+        assert_eq!(job.state, JobState::Succeeded, "{name}: {job:?}");
+        assert_eq!(job.tool_calls, 1);
+    }
+    assert_eq!(workbench_names(&cluster)?, {
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted
+    });
+    // A job is found whoever holds it.
+    let jobs: Vec<JobView> = cluster.cli_ok(&["jobs", "--json"])?.json()?;
+    assert_eq!(jobs.len(), names.len());
+    for job in &jobs {
+        let found: JobView = cluster.cli_ok(&["job", &job.job_id, "--json"])?.json()?;
+        assert_eq!(found.state, JobState::Succeeded);
+    }
+
+    // The second leaves cleanly: its shards are taken at once, well within a lease's life.
+    let leaving: Vec<u32> = (split.iter())
+        .filter(|(_, owner)| **owner == pid(&second).unwrap_or_default())
+        .map(|(shard, _)| *shard)
+        .collect();
+    let stopped = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid(&second)?.to_string()])
+        .status()?;
+    anyhow::ensure!(status.success());
+    let remaining = BTreeSet::from([first, pid(&third)?]);
+    wait_for_owners(&cluster, &remaining, Duration::from_secs(30)).await?;
+    let handed_over = stopped.elapsed();
+    assert!(second.wait_exit(Duration::from_secs(10)));
+    assert!(
+        handed_over < Duration::from_millis(LEASE_MS / 2),
+        "shards {leaving:?} handed over in {handed_over:?} (lease {LEASE_MS} ms)"
+    );
+    // What the shards held moved with them.
+    for name in &names {
+        let listing = cluster
+            .cli_ok(&["wb", "ls", name, "--draft", "--json"])?
+            .stdout;
+        assert!(listing.contains("out/milestones.csv"), "{name}: {listing}");
+    }
+
+    // The third is killed: a job for a workbench of one of its shards waits, then runs on the
+    // coordinator that takes the shard over when its lease runs out.
+    let mut third = third;
+    let killed_shard = owners(&cluster)
+        .await?
+        .into_iter()
+        .find(|(_, owner)| *owner == pid(&third).unwrap_or_default())
+        .map(|(shard, _)| shard)
+        .context("the third holds a shard")?;
+    let name = names
+        .iter()
+        .find(|name| shard_of(name, SHARDS) == killed_shard)
+        .context("a workbench of that shard")?;
+    third.kill();
+    let job = export(&cluster, name, "out/again.csv", &["--continue-draft"])?;
+    assert_eq!(
+        job.state,
+        JobState::Succeeded,
+        "{job:?}\n{}",
+        cluster.logs()
+    );
+    wait_for_owners(&cluster, &BTreeSet::from([first]), Duration::from_secs(30)).await?;
+    assert_eq!(workbench_names(&cluster)?.len(), names.len());
+    Ok(())
+}
