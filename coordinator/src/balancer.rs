@@ -112,10 +112,16 @@ impl State {
             }
             self.round().await;
             let changed = async {
-                match changes.as_mut() {
-                    Some(watch) => watch.next().await.is_some(),
-                    None => std::future::pending().await,
+                let Some(watch) = changes.as_mut() else {
+                    return std::future::pending().await;
+                };
+                // Renewals and takes change nothing to look at; a release frees a shard now.
+                while let Some(change) = watch.next().await {
+                    if change.is_ok_and(|entry| entry.operation != kv::Operation::Put) {
+                        return true;
+                    }
                 }
+                false
             };
             tokio::select! {
                 _ = &mut stopped => break,

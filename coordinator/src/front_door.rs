@@ -6,8 +6,8 @@
 //! owner listens. A shard with no owner (a hand-over) is asked again for a while, then the verb
 //! is answered `SHARD_UNAVAILABLE`: never from a stale copy.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use atelier_messages::batch::{
@@ -15,8 +15,8 @@ use atelier_messages::batch::{
     UpdateBatch,
 };
 use atelier_messages::job::{
-    ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, ListJobs, MAX_LISTED_JOBS, Ping,
-    Pong, ResumeJob,
+    ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobView, ListJobs, MAX_LISTED_JOBS,
+    Ping, Pong, ResumeJob,
 };
 use atelier_messages::review::ReviewDraft;
 use atelier_messages::shard::shard_of;
@@ -64,7 +64,12 @@ struct Inner {
     count: u32,
     /// The routes of each shard this process holds.
     held: RwLock<BTreeMap<u32, Routes>>,
+    /// The shard of each job found so far (a job never changes shard: its workbench's is fixed).
+    job_shards: Mutex<HashMap<String, u32>>,
 }
+
+/// Job shards remembered before the memory starts over.
+const REMEMBERED_JOBS: usize = 100_000;
 
 impl FrontDoor {
     pub fn new(client: async_nats::Client, coordinator_id: String, count: u32) -> Self {
@@ -74,6 +79,7 @@ impl FrontDoor {
                 coordinator_id,
                 count: count.max(1),
                 held: RwLock::default(),
+                job_shards: Mutex::default(),
             }),
         }
     }
@@ -156,19 +162,38 @@ impl FrontDoor {
     }
 
     /// `request` answered by the shard that knows its id: the first answer that is not
-    /// `NOT_FOUND` (as soon as it comes), or `NOT_FOUND` when every shard said so.
-    async fn find<V: Verb>(&self, request: &V) -> Result<V::Reply, ErrorBody> {
+    /// `NOT_FOUND` (as soon as it comes) and the shard it came from, or `NOT_FOUND` when every
+    /// shard said so.
+    async fn find<V: Verb>(&self, request: &V) -> Result<(u32, V::Reply), ErrorBody> {
         let mut asked: FuturesUnordered<_> = (0..self.inner.count)
-            .map(|shard| self.forward(shard, request))
+            .map(|shard| async move { (shard, self.forward(shard, request).await) })
             .collect();
         let mut not_found = None;
-        while let Some(answer) = asked.next().await {
+        while let Some((shard, answer)) = asked.next().await {
             match answer {
                 Err(error) if error.code == ErrorCode::NotFound => not_found = Some(error),
-                answer => return answer,
+                answer => return answer.map(|reply| (shard, reply)),
             }
         }
         Err(not_found.unwrap_or_else(|| ErrorBody::new(ErrorCode::NotFound, "no shard answered")))
+    }
+
+    /// `request` about job `job_id`, answered by the job's shard: the one remembered, else the
+    /// one found by asking them all (remembered from then on).
+    async fn to_job<V: Verb>(&self, job_id: &str, request: &V) -> Result<V::Reply, ErrorBody> {
+        let known =
+            (self.inner.job_shards.lock().ok()).and_then(|shards| shards.get(job_id).copied());
+        if let Some(shard) = known {
+            return self.forward(shard, request).await;
+        }
+        let (shard, reply) = self.find(request).await?;
+        if let Ok(mut shards) = self.inner.job_shards.lock() {
+            if shards.len() >= REMEMBERED_JOBS {
+                shards.clear();
+            }
+            shards.insert(job_id.to_string(), shard);
+        }
+        Ok(reply)
     }
 
     /// Every workbench of the deployment, by name.
@@ -276,30 +301,58 @@ impl FrontDoor {
     }
 
     /// One workbench's jobs from its shard; else every shard's, newest first, paged here.
-    async fn list_jobs(
-        &self,
-        request: ListJobs,
-    ) -> Result<Vec<atelier_messages::job::JobView>, ErrorBody> {
+    async fn list_jobs(&self, request: ListJobs) -> Result<Vec<JobView>, ErrorBody> {
         if let Some(workbench) = request.workbench.clone() {
             return self.to_workbench(&workbench, &request).await;
+        }
+        if self.inner.count == 1 {
+            return self.forward(0, &request).await;
         }
         let offset = usize::try_from(request.offset).unwrap_or(usize::MAX);
         let limit = request
             .limit
             .unwrap_or(MAX_LISTED_JOBS)
-            .min(MAX_LISTED_JOBS);
-        let each = ListJobs {
-            offset: 0,
-            limit: Some(limit.saturating_add(request.offset.try_into().unwrap_or(u32::MAX))),
-            ..request
-        };
-        let mut all: Vec<_> = self.gather(&each).await?.into_iter().flatten().collect();
+            .min(MAX_LISTED_JOBS) as usize;
+        let wanted = offset.saturating_add(limit);
+        let asked = (0..self.inner.count).map(|shard| self.first_jobs(shard, &request, wanted));
+        let mut all: Vec<JobView> = join_all(asked)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect();
         all.sort_by(|a, b| {
             b.created_at_ms
                 .cmp(&a.created_at_ms)
                 .then_with(|| b.job_id.cmp(&a.job_id))
         });
-        Ok(all.into_iter().skip(offset).take(limit as usize).collect())
+        Ok(all.into_iter().skip(offset).take(limit).collect())
+    }
+
+    /// `shard`'s first `wanted` jobs of the listing `request` asks for, newest first, page by
+    /// page (a shard answers at most [`MAX_LISTED_JOBS`] at once).
+    async fn first_jobs(
+        &self,
+        shard: u32,
+        request: &ListJobs,
+        wanted: usize,
+    ) -> Result<Vec<JobView>, ErrorBody> {
+        let mut jobs = Vec::new();
+        while jobs.len() < wanted {
+            let page = ListJobs {
+                offset: jobs.len() as u64,
+                limit: Some(MAX_LISTED_JOBS),
+                ..request.clone()
+            };
+            let listed = self.forward(shard, &page).await?;
+            let last = listed.len() < MAX_LISTED_JOBS as usize;
+            jobs.extend(listed);
+            if last {
+                break;
+            }
+        }
+        Ok(jobs)
     }
 
     async fn list_batches(
@@ -339,6 +392,11 @@ trait OfWorkbench {
     fn workbench(&self) -> &str;
 }
 
+/// The verbs about one job.
+trait OfJob {
+    fn job_id(&self) -> &str;
+}
+
 /// The verbs about one batch.
 trait OfBatch {
     fn batch_id(&self) -> &str;
@@ -358,6 +416,7 @@ keyed!(workbench: OfWorkbench => CreateWorkbench, AddFiles, ListFiles, ReadFile,
     PublishDraft, DiscardDraft, WriteDraft, SetApprovals, GetHistory, CheckMessage, Rewind,
     Regenerate, SetModel, ListCheckpoints, CreateCheckpoint, RestoreCheckpoint, ReviewDraft,
     AddContextItem, ListContextItems, RemoveContextItem);
+keyed!(job_id: OfJob => GetJob, CancelJob, ApproveCall, ResumeJob);
 keyed!(batch_id: OfBatch => SubmitBatch, GetBatch, ListTargets, CancelBatch, RetryBatch,
     UpdateBatch, SettleBatch);
 
@@ -376,14 +435,14 @@ async fn by_batch<V: Verb + OfBatch>(door: FrontDoor, request: V) -> Result<V::R
 }
 
 /// A job's verb, answered by the shard that holds the job.
-async fn by_job<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
-    door.find(&request).await
+async fn by_job<V: Verb + OfJob>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
+    door.to_job(request.job_id(), &request).await
 }
 
 /// A blob's verb: a small blob is kept in its workbench's shard, so the shard that has it
 /// answers (a large one any shard can bring from the bucket).
 async fn by_digest<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
-    door.find(&request).await
+    door.find(&request).await.map(|(_, reply)| reply)
 }
 
 /// A verb about this host's blob cache or the operator's settings: any shard held here answers

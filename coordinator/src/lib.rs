@@ -21,7 +21,11 @@
 //!   `compression`: the model's summary of older conversation, kept in it.
 //! - [`defaults`]: what a submission leaves out (model, time limit) and a run's deadline.
 //! - [`replication`]: shard leases, the fenced changelog, shard stores and their snapshots
-//!   (docs/adr/0014; not yet the path of the coordinator's own writes).
+//!   (docs/adr/0014).
+//! - `engine`: everything that serves one shard's store; a process runs one per shard it
+//!   holds. [`front_door`]: the public verbs, each handed to the shard it is about (in process
+//!   or to its owner under `atelier.shard.N.`). `balancer`: which shards of a replicated
+//!   deployment this coordinator holds, balanced with the live others.
 //! - [`review`]: the draft's content review, with the office pool's file diffs.
 //! - [`control`]: the `atelier.ctl.*` verbs.
 //! - `workshop_service`: the `atelier.workshop.*` verbs (conversation, rewind, regenerate,
@@ -35,8 +39,8 @@
 //! - `workshop_events`: the workshop events' outbox published into its stream.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
 //!
-//! Imports flow one way: `intake`, `control` → `orchestrator` (→ `outcome`) → `host` → `draft_store`,
-//! `jobs` → `lifecycle`, `storage`.
+//! Imports flow one way: `balancer` → `engine` → `intake`, `control` → `orchestrator` (→
+//! `outcome`) → `host` → `draft_store`, `jobs` → `lifecycle`, `storage`.
 
 mod balancer;
 pub mod batch_runner;

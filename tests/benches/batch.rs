@@ -6,7 +6,8 @@
 //!
 //! Two more passes run it with 1 worker on a server that fsyncs every JetStream write
 //! (`sync_interval: always`): with the coordinator's own sled, and with a replicated store whose
-//! every write is committed to its changelog (docs/adr/0014).
+//! every write is committed to its changelog (docs/adr/0014), shared by one, two and then three
+//! coordinators (its 16 shards split between them).
 //!
 //! A last pass runs a non-idempotent batch (`append_paragraph`) over the same 1,000
 //! workbenches and SIGKILLs the coordinator twice while it runs, then checks that every
@@ -33,6 +34,9 @@ use atelier_messages::workflow::{Workflow, WorkflowStep};
 use atelier_tests::{Cluster, fixtures, simple_docx};
 use atelier_transport::Policy;
 use serde_json::json;
+
+/// A replicated store's coordinators.
+const REPLICATED: [(&str, &str); 1] = [("ATELIER_REPLICATED_STORE", "true")];
 
 const PYTHON: &str = r#"
 import json, os, sys, time
@@ -239,8 +243,9 @@ enum Store {
     /// Its own sled, on a server that fsyncs every JetStream write.
     LocalSynced,
     /// Replicated (docs/adr/0014): every write committed to the changelog, on a server that
-    /// fsyncs every JetStream write, as a replicated deployment's servers run.
-    Replicated,
+    /// fsyncs every JetStream write, as a replicated deployment's servers run; this many
+    /// coordinators share its 16 shards.
+    Replicated(usize),
 }
 
 impl Store {
@@ -248,16 +253,35 @@ impl Store {
         match self {
             Self::Local => "own sled, stock server",
             Self::LocalSynced => "own sled, server with `sync_interval: always`",
-            Self::Replicated => "replicated store (changelog), server with `sync_interval: always`",
+            Self::Replicated(1) => {
+                "replicated store (changelog, 16 shards), server with `sync_interval: always`"
+            }
+            Self::Replicated(2) => "replicated store, 2 coordinators sharing the 16 shards",
+            Self::Replicated(_) => "replicated store, 3 coordinators sharing the 16 shards",
         }
     }
 
-    fn cluster(self, pools: &[&str]) -> anyhow::Result<Cluster> {
+    /// The cluster and the coordinators beyond its own (they stop when dropped).
+    fn cluster(self, pools: &[&str]) -> anyhow::Result<(Cluster, Vec<atelier_tests::Process>)> {
         match self {
-            Self::Local => Cluster::start_with(pools),
-            Self::LocalSynced => Cluster::start_synced(pools, &[]),
-            Self::Replicated => {
-                Cluster::start_synced(pools, &[("ATELIER_REPLICATED_STORE", "true")])
+            Self::Local => Ok((Cluster::start_with(pools)?, Vec::new())),
+            Self::LocalSynced => Ok((Cluster::start_synced(pools, &[])?, Vec::new())),
+            Self::Replicated(coordinators) => {
+                let cluster = Cluster::start_synced(pools, &REPLICATED)?;
+                let mut more = Vec::new();
+                for n in 1..coordinators {
+                    let name = format!("coordinator-{n}");
+                    more.push(cluster.spawn_coordinator(&name, &REPLICATED)?);
+                }
+                // Until the shards are split: each coordinator serves its share.
+                atelier_tests::wait_until(Duration::from_secs(60), || {
+                    (1..coordinators).all(|n| {
+                        let log = cluster.dir.path().join(format!("coordinator-{n}.log"));
+                        std::fs::read_to_string(log)
+                            .is_ok_and(|log| log.contains("serving the shard"))
+                    })
+                })?;
+                Ok((cluster, more))
             }
         }
     }
@@ -270,7 +294,7 @@ async fn timed_pass(
     xlsx: &[u8],
 ) -> anyhow::Result<Pass> {
     let pools = vec!["office"; workers];
-    let cluster = store.cluster(&pools)?;
+    let (cluster, _more_coordinators) = store.cluster(&pools)?;
     let client = async_nats::connect(&cluster.nats.url).await?;
     let count = targets();
     create_workbenches(&client, count, docx, xlsx).await?;
@@ -399,7 +423,9 @@ async fn run() -> anyhow::Result<()> {
         (Store::Local, 1),
         (Store::Local, 2),
         (Store::LocalSynced, 1),
-        (Store::Replicated, 1),
+        (Store::Replicated(1), 1),
+        (Store::Replicated(2), 1),
+        (Store::Replicated(3), 1),
     ];
     for (store, workers) in setups {
         passes.push(timed_pass(store, workers, &docx, &xlsx).await?);

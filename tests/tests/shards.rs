@@ -8,11 +8,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use atelier_messages::job::{JobState, JobView};
+use atelier_messages::PROTOCOL_VERSION;
+use atelier_messages::job::{JobState, JobView, ListJobs};
 use atelier_messages::shard::{ShardLease, shard_of};
 use atelier_messages::store::WorkbenchInfo;
 use atelier_messages::{Format, decode, subjects};
 use atelier_tests::{Cluster, Process};
+use atelier_transport::{Policy, request};
 use futures::StreamExt;
 
 const SHARDS: u32 = 8;
@@ -142,9 +144,27 @@ async fn coordinators_split_the_shards_and_hand_them_over_as_they_join_and_leave
         sorted.sort();
         sorted
     });
-    // A job is found whoever holds it.
+    // A job is found whoever holds it, and the listing merged from every shard pages as one.
     let jobs: Vec<JobView> = cluster.cli_ok(&["jobs", "--json"])?.json()?;
     assert_eq!(jobs.len(), names.len());
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let mut paged = Vec::new();
+    for offset in (0..names.len() as u64 + 3).step_by(3) {
+        let page = ListJobs {
+            v: PROTOCOL_VERSION,
+            state: None,
+            workbench: None,
+            offset,
+            limit: Some(3),
+        };
+        let once = Policy::once(Duration::from_secs(10));
+        let listed = request(&client, &page, once)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        paged.extend(listed.into_iter().map(|job| job.job_id));
+    }
+    let all: Vec<String> = jobs.iter().map(|job| job.job_id.clone()).collect();
+    assert_eq!(paged, all);
     for job in &jobs {
         let found: JobView = cluster.cli_ok(&["job", &job.job_id, "--json"])?.json()?;
         assert_eq!(found.state, JobState::Succeeded);
