@@ -23,6 +23,9 @@ use crate::engine::{Engine, Shared};
 use crate::error::CoordinatorError;
 use crate::replication::ownership::Holding;
 
+/// The longest between two looks, whatever the lease's life.
+const LOOK_AT_MOST_EVERY: Duration = Duration::from_secs(2);
+
 /// The shards this process holds, balanced with the other coordinators until stopped.
 pub(crate) struct Balancer {
     stop: oneshot::Sender<()>,
@@ -61,6 +64,7 @@ impl Balancer {
             engines: BTreeMap::new(),
             free_since: BTreeMap::new(),
             standing_by: false,
+            live: BTreeSet::new(),
             lost: lost_tx,
         };
         // The first look before the coordinator says it is ready: alone, it holds every shard
@@ -99,38 +103,31 @@ struct State {
     free_since: BTreeMap<u32, Instant>,
     /// Said that this coordinator holds nothing while others hold every shard.
     standing_by: bool,
+    /// The live coordinators at the last look.
+    live: BTreeSet<String>,
     lost: watch::Sender<bool>,
 }
 
 impl State {
     async fn run(mut self, mut stopped: oneshot::Receiver<()>) {
-        let look_again = self.holding.settings().lease_ttl / 3;
-        let mut changes = None;
+        // Often enough to renew the membership well within its life, and to see a lease that
+        // ran out soon after.
+        let look_again = (self.holding.settings().lease_ttl / 3).min(LOOK_AT_MOST_EVERY);
+        let mut leases = None;
+        let mut members = None;
         loop {
-            if changes.is_none() {
-                changes = self.holding.leases().watch_all().await.ok();
+            if leases.is_none() {
+                leases = self.holding.leases().watch_all().await.ok();
+            }
+            if members.is_none() {
+                members = self.members.watch_all().await.ok();
             }
             self.round().await;
-            let changed = async {
-                let Some(watch) = changes.as_mut() else {
-                    return std::future::pending().await;
-                };
-                // Renewals and takes change nothing to look at; a release frees a shard now.
-                while let Some(change) = watch.next().await {
-                    if change.is_ok_and(|entry| entry.operation != kv::Operation::Put) {
-                        return true;
-                    }
-                }
-                false
-            };
             tokio::select! {
                 _ = &mut stopped => break,
                 () = tokio::time::sleep(look_again) => {}
-                alive = changed => {
-                    if !alive {
-                        changes = None;
-                    }
-                }
+                alive = released(&mut leases) => if !alive { leases = None },
+                alive = joined_or_left(&mut members, &self.live) => if !alive { members = None },
             }
         }
         for (_, engine) in std::mem::take(&mut self.engines) {
@@ -157,6 +154,7 @@ impl State {
         };
         self.give_up_extra(&live).await;
         self.take_free(&live).await;
+        self.live = live;
     }
 
     async fn live(&self) -> Result<BTreeSet<String>, CoordinatorError> {
@@ -266,6 +264,35 @@ impl State {
             Err(error) => tracing::error!(%error, shard, "could not serve the shard taken over"),
         }
     }
+}
+
+/// Waits for a lease to be released (renewals and takes change nothing to look at; a release
+/// frees a shard now); false when the watch ended.
+async fn released(watch: &mut Option<kv::Watch>) -> bool {
+    let Some(watch) = watch.as_mut() else {
+        return std::future::pending().await;
+    };
+    while let Some(change) = watch.next().await {
+        if change.is_ok_and(|entry| entry.operation != kv::Operation::Put) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Waits for a coordinator to join (a name not in `live`) or leave cleanly (its key deleted):
+/// the heartbeats of those known change nothing; false when the watch ended.
+async fn joined_or_left(watch: &mut Option<kv::Watch>, live: &BTreeSet<String>) -> bool {
+    let Some(watch) = watch.as_mut() else {
+        return std::future::pending().await;
+    };
+    while let Some(change) = watch.next().await {
+        let Ok(entry) = change else { continue };
+        if entry.operation != kv::Operation::Put || !live.contains(&entry.key) {
+            return true;
+        }
+    }
+    false
 }
 
 /// The live coordinator `shard` ranks first: the highest rendezvous score of shard and name.

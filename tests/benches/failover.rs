@@ -65,6 +65,8 @@ impl Servers {
         let mut env = vec![
             ("ATELIER_REPLICATED_STORE", "true"),
             ("ATELIER_STORE_LEASE_MS", LEASE_MS),
+            // One shard: the second coordinator stands by, and the kill always hits the job's.
+            ("ATELIER_STORE_SHARDS", "1"),
         ];
         let url = match self.clustered {
             true => {

@@ -221,3 +221,52 @@ async fn coordinators_split_the_shards_and_hand_them_over_as_they_join_and_leave
     assert_eq!(workbench_names(&cluster)?.len(), names.len());
     Ok(())
 }
+
+/// A coordinator killed with a long lease: until its lease runs out nobody may serve its
+/// shards, so a verb for one of them waits a while for an owner and is then refused with
+/// `SHARD_UNAVAILABLE` — never answered from another coordinator's copy — while the shards of
+/// the coordinator left are served as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_verb_for_a_shard_nobody_holds_now_is_refused_as_unavailable() -> anyhow::Result<()> {
+    let env = [
+        ("ATELIER_REPLICATED_STORE", "true"),
+        ("ATELIER_STORE_LEASE_MS", "120000"),
+        ("ATELIER_STORE_SHARDS", "8"),
+    ];
+    let cluster = Cluster::start_synced(&[], &env)?;
+    let first = pid(cluster
+        .coordinator
+        .as_ref()
+        .context("the first coordinator")?)?;
+    let mut second = cluster.spawn_coordinator("coordinator-b", &env)?;
+    let both = BTreeSet::from([first, pid(&second)?]);
+    let split = wait_for_owners(&cluster, &both, Duration::from_secs(30)).await?;
+    let names = one_per_shard();
+    for name in &names {
+        cluster.cli_ok(&["wb", "create", name])?;
+    }
+    let held_by = |owner: u32| {
+        names
+            .iter()
+            .find(|name| split.get(&shard_of(name, SHARDS)) == Some(&owner))
+            .cloned()
+    };
+    let orphaned = held_by(pid(&second)?).context("a workbench of the second's")?;
+    let kept = held_by(first).context("a workbench of the first's")?;
+
+    second.kill();
+    let asked = Instant::now();
+    let refused = cluster.cli(&["wb", "ls", &orphaned])?;
+    assert!(refused.failed_with("SHARD_UNAVAILABLE"), "{refused:?}");
+    let waited = asked.elapsed();
+    assert!(
+        waited >= Duration::from_secs(14),
+        "refused after {waited:?}, without waiting for an owner"
+    );
+    let listing = cluster.cli_ok(&["wb", "ls", &kept, "--json"])?.stdout;
+    assert!(
+        listing.contains(&format!("\"workbench\": \"{kept}\"")),
+        "{listing}"
+    );
+    Ok(())
+}
