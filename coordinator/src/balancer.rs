@@ -147,8 +147,12 @@ impl State {
         self.drop_lost().await;
         let live = match self.live().await {
             Ok(live) => live,
+            // The bucket may be electing a leader after a server died, perhaps with the
+            // coordinator whose shards are free now: take those at once rather than wait for
+            // the election (the leases decide who gets each), and give nothing up.
             Err(error) => {
-                tracing::warn!(%error, "could not read the live coordinators; looking again");
+                tracing::warn!(%error, "could not read the live coordinators; taking free shards as if alone");
+                self.take_free(&BTreeSet::from([self.me.clone()])).await;
                 return;
             }
         };

@@ -32,7 +32,7 @@ use atelier_messages::workshop::{
     SetModel,
 };
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode};
-use atelier_transport::{Policy, Router, Routes, request_to};
+use atelier_transport::{Policy, Router, Routes, request_bytes};
 use futures::StreamExt;
 use futures::future::join_all;
 use futures::stream::FuturesUnordered;
@@ -124,26 +124,28 @@ impl FrontDoor {
     /// `request` answered by `shard`: here if this process holds it, else by its owner; waits a
     /// while for a shard nobody holds now.
     pub async fn forward<V: Verb>(&self, shard: u32, request: &V) -> Result<V::Reply, ErrorBody> {
+        let payload: bytes::Bytes = encode(request, Format::MessagePack)?.into();
         let deadline = tokio::time::Instant::now() + OWNER_PATIENCE;
-        loop {
+        let reply = loop {
             if let Some(routes) = self.local(shard) {
-                let payload = encode(request, Format::MessagePack)?;
-                let reply = routes
-                    .answer(V::SUBJECT, payload.into(), Format::MessagePack)
-                    .await;
-                return decode_reply(&reply, Format::MessagePack);
+                let format = Format::MessagePack;
+                break routes.answer(V::SUBJECT, payload, format).await.into();
             }
             let subject = subjects::shard::verb(shard, V::SUBJECT);
-            match request_to(&self.inner.client, &subject, request, FORWARD).await {
+            match request_bytes(&self.inner.client, &subject, payload.clone(), FORWARD).await {
+                Ok(reply) => break reply,
+                // Nobody answers the shard's subject: no owner now (the transport's error, not
+                // the owner's answer, which is decoded below whatever its code).
                 Err(error) if error.code == ErrorCode::ToolWorkerUnavailable => {
                     if tokio::time::Instant::now() >= deadline {
                         return Err(unavailable(shard, &error));
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                answered => return answered,
+                Err(error) => return Err(error),
             }
-        }
+        };
+        decode_reply(&reply, Format::MessagePack)
     }
 
     /// `request` answered by the shard of `workbench`.

@@ -97,6 +97,19 @@ pub async fn request_to<Req: Serialize, Res: DeserializeOwned>(
     policy: Policy,
 ) -> Result<Res, ErrorBody> {
     let payload: Bytes = encode(request, Format::MessagePack)?.into();
+    let reply = request_bytes(client, subject, payload, policy).await?;
+    decode_reply(&reply, Format::MessagePack)
+}
+
+/// Sends an encoded MessagePack request to `subject` and returns the encoded reply, undecoded:
+/// an error here is the transport's alone (no responder, no reply in time, too large), never
+/// the responder's answer.
+pub async fn request_bytes(
+    client: &async_nats::Client,
+    subject: &str,
+    payload: Bytes,
+    policy: Policy,
+) -> Result<Bytes, ErrorBody> {
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -105,7 +118,7 @@ pub async fn request_to<Req: Serialize, Res: DeserializeOwned>(
             false => try_once(client, subject, payload.clone(), policy.idle_timeout).await,
         };
         match reply {
-            Ok(reply) => return decode_reply(&reply, Format::MessagePack),
+            Ok(reply) => return Ok(reply),
             Err(error) if is_transient(&error) && attempt < policy.attempts => {
                 let delay = backoff(policy.backoff, attempt);
                 tracing::warn!(subject, attempt, code = %error.code, delay_ms = delay.as_millis() as u64, "retrying request");
