@@ -23,6 +23,9 @@ use crate::engine::{Engine, Shared};
 use crate::error::CoordinatorError;
 use crate::replication::ownership::Holding;
 
+/// How long a look waits for the members bucket before taking free shards as if alone.
+const MEMBERS_PATIENCE: Duration = Duration::from_secs(1);
+
 /// The longest between two looks, whatever the lease's life.
 const LOOK_AT_MOST_EVERY: Duration = Duration::from_secs(2);
 
@@ -67,8 +70,9 @@ impl Balancer {
             live: BTreeSet::new(),
             lost: lost_tx,
         };
-        // The first look before the coordinator says it is ready: alone, it holds every shard
-        // by then.
+        // Alive, and the first look, before the coordinator says it is ready: alone, it holds
+        // every shard by then.
+        say_alive(&state.members, &state.me).await;
         state.round().await;
         let task = tokio::spawn(state.run(stopped));
         Ok(Self { stop, task, lost })
@@ -113,6 +117,7 @@ impl State {
         // Often enough to renew the membership well within its life, and to see a lease that
         // ran out soon after.
         let look_again = (self.holding.settings().lease_ttl / 3).min(LOOK_AT_MOST_EVERY);
+        let heartbeat = tokio::spawn(beat(self.members.clone(), self.me.clone(), look_again));
         let mut leases = None;
         let mut members = None;
         loop {
@@ -130,6 +135,7 @@ impl State {
                 alive = joined_or_left(&mut members, &self.live) => if !alive { members = None },
             }
         }
+        heartbeat.abort();
         for (_, engine) in std::mem::take(&mut self.engines) {
             engine.stop(&self.shared.front).await;
         }
@@ -138,12 +144,9 @@ impl State {
         }
     }
 
-    /// One look: says this coordinator is alive, drops lost shards, gives up the shards it
+    /// One look: drops lost shards, gives up the shards it
     /// holds beyond its share to those that rank them first, and takes the free ones it should.
     async fn round(&mut self) {
-        if let Err(error) = self.members.put(&self.me, Default::default()).await {
-            tracing::warn!(%error, "could not say this coordinator is alive");
-        }
         self.drop_lost().await;
         let live = match self.live().await {
             Ok(live) => live,
@@ -161,22 +164,30 @@ impl State {
         self.live = live;
     }
 
+    /// The live coordinators, this one included; an error when the bucket does not answer
+    /// within [`MEMBERS_PATIENCE`].
     async fn live(&self) -> Result<BTreeSet<String>, CoordinatorError> {
-        let mut keys = self
-            .members
-            .keys()
-            .await
-            .map_err(|error| CoordinatorError::Nats(format!("the members bucket: {error}")))?;
-        let mut live = BTreeSet::from([self.me.clone()]);
-        while let Some(key) = keys.next().await {
-            match key {
-                Ok(key) => {
-                    live.insert(key);
-                }
-                Err(error) => return Err(CoordinatorError::Nats(error.to_string())),
+        let read = async {
+            let mut keys = self
+                .members
+                .keys()
+                .await
+                .map_err(|error| error.to_string())?;
+            let mut live = BTreeSet::from([self.me.clone()]);
+            while let Some(key) = keys.next().await {
+                live.insert(key.map_err(|error| error.to_string())?);
             }
+            Ok::<_, String>(live)
+        };
+        match tokio::time::timeout(MEMBERS_PATIENCE, read).await {
+            Ok(Ok(live)) => Ok(live),
+            Ok(Err(error)) => Err(CoordinatorError::Nats(format!(
+                "the members bucket: {error}"
+            ))),
+            Err(_) => Err(CoordinatorError::Nats(
+                "the members bucket does not answer".into(),
+            )),
         }
-        Ok(live)
     }
 
     async fn drop_lost(&mut self) {
@@ -267,6 +278,21 @@ impl State {
             }
             Err(error) => tracing::error!(%error, shard, "could not serve the shard taken over"),
         }
+    }
+}
+
+/// Says `me` is alive every `every`, on its own: a members bucket that does not answer (electing
+/// a leader) holds up no look at the shards.
+async fn beat(members: kv::Store, me: String, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        say_alive(&members, &me).await;
+    }
+}
+
+async fn say_alive(members: &kv::Store, me: &str) {
+    if let Err(error) = members.put(me, Default::default()).await {
+        tracing::warn!(%error, "could not say this coordinator is alive");
     }
 }
 
