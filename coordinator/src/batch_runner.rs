@@ -545,8 +545,9 @@ pub async fn start(config: BatchRunnerConfig) -> Result<(), CoordinatorError> {
     }
 }
 
-/// Stops the batch's runner at once, wherever it is (its shard is handed over); false when none
-/// runs here.
+/// Stops the batch's runner at once, wherever it is (its shard is handed over: the next owner
+/// adopts the batch); false when none runs here. A kill, so that `post_stop` does not start it
+/// again here; its listener and ticker end at their next message to it.
 pub fn kill(batch_id: &str) -> bool {
     let Some(cell) = ractor::registry::where_is(actor_name(batch_id)) else {
         return false;

@@ -155,8 +155,8 @@ impl Engine {
 }
 
 impl Engine {
-    /// Kills the orchestrators of the shard's unfinished jobs and its batches' runners, and
-    /// waits (a few seconds at most) until they are gone.
+    /// Stops the orchestrators of the shard's unfinished jobs (aborting their runs) and its
+    /// batches' runners, and waits (a few seconds at most) until the orchestrators are gone.
     async fn stop_runs(&self) {
         let (jobs, batches) = (self.jobs.clone(), self.batches.clone());
         let unfinished = blocking(move || {
@@ -173,12 +173,12 @@ impl Engine {
         for batch_id in &batches {
             crate::batch_runner::kill(batch_id);
         }
-        let killed: Vec<&String> = jobs
+        let stopping: Vec<&String> = jobs
             .iter()
-            .filter(|job_id| crate::orchestrator::kill(job_id))
+            .filter(|job_id| crate::orchestrator::stop_here(job_id))
             .collect();
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-        while killed
+        while stopping
             .iter()
             .any(|job_id| crate::orchestrator::runs_here(job_id))
             && tokio::time::Instant::now() < deadline

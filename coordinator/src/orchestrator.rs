@@ -456,13 +456,14 @@ impl Orchestrators {
     }
 }
 
-/// Stops the job's orchestrator at once, wherever it is (its shard is handed over: the next
-/// owner resumes the job from its journal); false when it does not run here.
-pub fn kill(job_id: &str) -> bool {
+/// Stops the job's orchestrator and aborts its run wherever it is (its shard is handed over:
+/// the next owner resumes the job from its journal); false when it does not run here. A stop,
+/// not a kill: a killed actor skips `post_stop`, which is what aborts the run.
+pub fn stop_here(job_id: &str) -> bool {
     let Some(cell) = ractor::registry::where_is(actor_name(job_id)) else {
         return false;
     };
-    cell.kill();
+    cell.stop(Some("its shard is handed over".into()));
     true
 }
 

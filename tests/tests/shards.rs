@@ -270,3 +270,74 @@ async fn a_verb_for_a_shard_nobody_holds_now_is_refused_as_unavailable() -> anyh
     );
     Ok(())
 }
+
+/// How many lines of `name`'s log hold every one of `needles`.
+fn lines_with(cluster: &Cluster, name: &str, needles: &[&str]) -> usize {
+    let log = std::fs::read_to_string(cluster.dir.path().join(format!("{name}.log")));
+    log.unwrap_or_default()
+        .lines()
+        .filter(|line| needles.iter().all(|needle| line.contains(needle)))
+        .count()
+}
+
+/// Jobs run on every shard while a second coordinator joins: the first stops the runs of the
+/// shards it hands over before it lets them go, so each job ends once — on the coordinator
+/// holding its shard by then — having written its file, and nothing runs on beside the new
+/// owner.
+#[tokio::test(flavor = "multi_thread")]
+async fn jobs_running_on_shards_handed_over_end_once_on_their_new_owner() -> anyhow::Result<()> {
+    // The item's second turn, after its write, answers slowly: the hand-over falls in it.
+    let script = serde_json::from_value(serde_json::json!({
+        "research": [{"content": "Nothing to read."}],
+        "plan": [{"content": "- [ ] 1. Out — write out.md"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "out.md", "content": "# Out\n"}}]},
+            {"content": "Written.", "delay_ms": 3000}
+        ]},
+        "summary": [{"content": "out.md is in the draft."}]
+    }))?;
+    let model = atelier_tests::scripted::ScriptedModel::start(script).await?;
+    let env = env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let cluster = Cluster::start_synced(&["tabular", "office"], &env)?;
+    let names = one_per_shard();
+    for (n, name) in names.iter().enumerate() {
+        cluster.cli_ok(&["wb", "create", name])?;
+        let job_id = format!("moving-{n}");
+        let flags = ["--job-id", job_id.as_str()];
+        cluster.submit_with(name, "Write out.md", &model.model_spec(), &flags)?;
+    }
+    atelier_tests::wait_until(Duration::from_secs(60), || {
+        model.count("implement", Some(1), 1) >= names.len()
+    })
+    .with_context(|| cluster.logs())?;
+
+    let second = cluster.spawn_coordinator("coordinator-b", &env)?;
+    let first = pid(cluster
+        .coordinator
+        .as_ref()
+        .context("the first coordinator")?)?;
+    wait_for_owners(
+        &cluster,
+        &BTreeSet::from([first, pid(&second)?]),
+        Duration::from_secs(30),
+    )
+    .await?;
+    for (n, workbench) in names.iter().enumerate() {
+        let job_id = format!("moving-{n}");
+        cluster.wait_succeeded(&job_id, Duration::from_secs(60))?;
+        let ended = format!("job_id={job_id} workbench");
+        let ends: usize = ["coordinator", "coordinator-b"]
+            .iter()
+            .map(|name| lines_with(&cluster, name, &[&ended, "job finished"]))
+            .sum();
+        assert_eq!(ends, 1, "{job_id} ended {ends} times\n{}", cluster.logs());
+        let draft = cluster
+            .cli_ok(&["wb", "cat", workbench, "out.md", "--draft"])?
+            .stdout;
+        assert_eq!(draft, "# Out\n");
+    }
+    // Some shards moved while their jobs ran: the new owner took them over mid-job.
+    assert!(lines_with(&cluster, "coordinator", &["handing the shard over"]) > 0);
+    Ok(())
+}
