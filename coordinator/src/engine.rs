@@ -107,11 +107,21 @@ impl Engine {
                 )
                 .await?,
         );
+        // Answered here before anything is adopted: an adopted batch's runner asks after its
+        // children through the front door at once.
+        shared.front.hold(shard, routes);
         tasks.push(crate::spawn_journal_pruning(
             jobs.clone(),
             config.journal_retention,
         ));
-        tasks.push(adopt_jobs(jobs.clone(), orchestrators).await?);
+        let adopting = match adopt_jobs(jobs.clone(), orchestrators).await {
+            Ok(adopting) => adopting,
+            Err(error) => {
+                shared.front.let_go(shard);
+                return Err(error);
+            }
+        };
+        tasks.push(adopting);
         // A batch's children in flight are among the adopted jobs; the runner only follows
         // them (and submits a child that was dispatched but never recorded).
         tasks.push(tokio::spawn(async move {
@@ -119,7 +129,6 @@ impl Engine {
                 tracing::error!(%error, shard, "could not adopt the unfinished batches");
             }
         }));
-        shared.front.hold(shard, routes);
         tracing::info!(shard, "serving the shard");
         Ok(Self {
             shard,

@@ -214,6 +214,9 @@ pub async fn start_coordinator(
         front: front.clone(),
         config: std::sync::Arc::new(config.clone()),
     };
+    // The public verbs are answered from now on: a request for a shard not held yet waits for
+    // it (an adopted batch's runner asks after its children as soon as its shard is served).
+    let mut tasks = front.serve().await?;
     let held = match holding {
         Some(holding) => Held::Balanced(balancer::Balancer::start(shared, holding).await?),
         None => {
@@ -224,7 +227,6 @@ pub async fn start_coordinator(
             ))
         }
     };
-    let mut tasks = front.serve().await?;
     tasks.push(intake::run_intake(jetstream, front.clone()));
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), shards = count, "coordinator ready");
     Ok(CoordinatorHandle { tasks, front, held })
