@@ -43,16 +43,10 @@ impl Balancer {
         let members = crate::patiently("opening the members bucket", || async {
             shared
                 .jetstream
-                .create_key_value(kv::Config {
-                    bucket: shard::MEMBERS_BUCKET.to_string(),
-                    description: "Atelier coordinators alive, which shards are balanced over"
-                        .to_string(),
-                    history: 1,
-                    max_age: settings.lease_ttl,
-                    storage: settings.storage(),
-                    num_replicas: settings.replicas,
-                    ..Default::default()
-                })
+                .create_key_value(settings.expiring_bucket(
+                    shard::MEMBERS_BUCKET,
+                    "Atelier coordinators alive, which shards are balanced over",
+                ))
                 .await
                 .map_err(|error| CoordinatorError::Nats(format!("the members bucket: {error}")))
         })
@@ -131,8 +125,10 @@ impl State {
             tokio::select! {
                 _ = &mut stopped => break,
                 () = tokio::time::sleep(look_again) => {}
-                alive = released(&mut leases) => if !alive { leases = None },
-                alive = joined_or_left(&mut members, &self.live) => if !alive { members = None },
+                alive = next_change(&mut leases, released) => if !alive { leases = None },
+                alive = next_change(&mut members, |entry| joined_or_left(entry, &self.live)) => {
+                    if !alive { members = None }
+                }
             }
         }
         heartbeat.abort();
@@ -296,33 +292,33 @@ async fn say_alive(members: &kv::Store, me: &str) {
     }
 }
 
-/// Waits for a lease to be released (renewals and takes change nothing to look at; a release
-/// frees a shard now); false when the watch ended.
-async fn released(watch: &mut Option<kv::Watch>) -> bool {
+/// Waits for a change of `watch` that `worth_a_look` picks (never without a watch); false when
+/// the watch ended.
+async fn next_change(
+    watch: &mut Option<kv::Watch>,
+    worth_a_look: impl Fn(&kv::Entry) -> bool,
+) -> bool {
     let Some(watch) = watch.as_mut() else {
         return std::future::pending().await;
     };
     while let Some(change) = watch.next().await {
-        if change.is_ok_and(|entry| entry.operation != kv::Operation::Put) {
+        if change.is_ok_and(|entry| worth_a_look(&entry)) {
             return true;
         }
     }
     false
 }
 
-/// Waits for a coordinator to join (a name not in `live`) or leave cleanly (its key deleted):
-/// the heartbeats of those known change nothing; false when the watch ended.
-async fn joined_or_left(watch: &mut Option<kv::Watch>, live: &BTreeSet<String>) -> bool {
-    let Some(watch) = watch.as_mut() else {
-        return std::future::pending().await;
-    };
-    while let Some(change) = watch.next().await {
-        let Ok(entry) = change else { continue };
-        if entry.operation != kv::Operation::Put || !live.contains(&entry.key) {
-            return true;
-        }
-    }
-    false
+/// A lease released: renewals and takes (puts) change nothing to look at, a release frees a
+/// shard now.
+fn released(entry: &kv::Entry) -> bool {
+    entry.operation != kv::Operation::Put
+}
+
+/// A coordinator joined (a name not in `live`) or left cleanly (its key deleted): the
+/// heartbeats of those known change nothing.
+fn joined_or_left(entry: &kv::Entry, live: &BTreeSet<String>) -> bool {
+    entry.operation != kv::Operation::Put || !live.contains(&entry.key)
 }
 
 /// The live coordinator `shard` ranks first: the highest rendezvous score of shard and name.

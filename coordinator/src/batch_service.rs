@@ -243,27 +243,17 @@ impl BatchService {
             skipped: Vec::new(),
         };
         for workbench in workbenches {
+            let (v, name) = (PROTOCOL_VERSION, workbench.clone());
+            let front = &self.front;
             let done = match request.publish {
-                true => {
-                    let publish = PublishDraft {
-                        v: PROTOCOL_VERSION,
-                        workbench: workbench.clone(),
-                    };
-                    self.front
-                        .to_workbench(&workbench, &publish)
-                        .await
-                        .map(|_| ())
-                }
-                false => {
-                    let discard = DiscardDraft {
-                        v: PROTOCOL_VERSION,
-                        workbench: workbench.clone(),
-                    };
-                    self.front
-                        .to_workbench(&workbench, &discard)
-                        .await
-                        .map(|_| ())
-                }
+                true => front
+                    .to_workbench(&workbench, &PublishDraft { v, workbench: name })
+                    .await
+                    .map(drop),
+                false => front
+                    .to_workbench(&workbench, &DiscardDraft { v, workbench: name })
+                    .await
+                    .map(drop),
             };
             match done {
                 Ok(()) => settled.settled.push(workbench),

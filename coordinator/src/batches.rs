@@ -233,10 +233,8 @@ impl Batches {
     /// Every batch, newest first.
     pub fn list(&self) -> Result<Vec<BatchRecord>, CoordinatorError> {
         let (mut records, _unreadable) = storage::readable::<BatchRecord>(&self.batches()?)?;
-        records.sort_by(|a, b| {
-            b.created_at_ms
-                .cmp(&a.created_at_ms)
-                .then_with(|| b.batch_id.cmp(&a.batch_id))
+        crate::jobs::newest_first(&mut records, |record| {
+            (record.created_at_ms, &record.batch_id)
         });
         Ok(records)
     }

@@ -38,6 +38,7 @@ use futures::future::join_all;
 use futures::stream::FuturesUnordered;
 
 use crate::error::CoordinatorError;
+use crate::jobs::newest_first;
 
 /// How long a verb for a shard nobody holds waits for an owner before `SHARD_UNAVAILABLE`.
 const OWNER_PATIENCE: Duration = Duration::from_secs(15);
@@ -324,11 +325,7 @@ impl FrontDoor {
             .into_iter()
             .flatten()
             .collect();
-        all.sort_by(|a, b| {
-            b.created_at_ms
-                .cmp(&a.created_at_ms)
-                .then_with(|| b.job_id.cmp(&a.job_id))
-        });
+        newest_first(&mut all, |job| (job.created_at_ms, &job.job_id));
         Ok(all.into_iter().skip(offset).take(limit).collect())
     }
 
@@ -362,11 +359,7 @@ impl FrontDoor {
         request: ListBatches,
     ) -> Result<Vec<atelier_messages::batch::BatchView>, ErrorBody> {
         let mut all: Vec<_> = self.gather(&request).await?.into_iter().flatten().collect();
-        all.sort_by(|a, b| {
-            b.created_at_ms
-                .cmp(&a.created_at_ms)
-                .then_with(|| b.batch_id.cmp(&a.batch_id))
-        });
+        newest_first(&mut all, |batch| (batch.created_at_ms, &batch.batch_id));
         Ok(all)
     }
 

@@ -230,11 +230,7 @@ impl Jobs {
         if state.is_none_or(|wanted| wanted == JobState::Failed) && workbench.is_none() {
             views.extend(unreadable.into_iter().map(unreadable_view));
         }
-        views.sort_by(|a, b| {
-            b.created_at_ms
-                .cmp(&a.created_at_ms)
-                .then_with(|| b.job_id.cmp(&a.job_id))
-        });
+        newest_first(&mut views, |view| (view.created_at_ms, &view.job_id));
         Ok(views
             .into_iter()
             .skip(page.offset)
@@ -342,4 +338,10 @@ fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
         time_limit_secs: record.time_limit_secs,
         started_at_ms: record.started_at_ms,
     }
+}
+
+/// Sorts `items` newest first by `(created_at_ms, id)`, the later id first among equals: the
+/// order of every listing of jobs and batches, a shard's or one merged from all.
+pub(crate) fn newest_first<T>(items: &mut [T], key: impl Fn(&T) -> (u64, &str)) {
+    items.sort_by(|a, b| key(b).cmp(&key(a)));
 }

@@ -43,15 +43,10 @@ impl Leases {
         owner: &str,
     ) -> Result<Self, CoordinatorError> {
         let kv = jetstream
-            .create_key_value(kv::Config {
-                bucket: shard::LEASES_BUCKET.to_string(),
-                description: "Atelier shard leases: one owner per shard".to_string(),
-                history: 1,
-                max_age: settings.lease_ttl,
-                storage: settings.storage(),
-                num_replicas: settings.replicas,
-                ..Default::default()
-            })
+            .create_key_value(settings.expiring_bucket(
+                shard::LEASES_BUCKET,
+                "Atelier shard leases: one owner per shard",
+            ))
             .await
             .map_err(|error| nats_error("the shard leases bucket")(error.to_string()))?;
         Ok(Self {

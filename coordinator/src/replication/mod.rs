@@ -21,6 +21,7 @@ pub mod replica;
 
 use std::time::Duration;
 
+use async_nats::jetstream::kv;
 use async_nats::jetstream::stream::StorageType;
 use atelier_messages::shard::Mutation;
 use serde::{Deserialize, Serialize};
@@ -168,6 +169,20 @@ impl Default for ReplicationSettings {
 impl ReplicationSettings {
     pub(crate) fn storage(&self) -> StorageType {
         StorageType::File
+    }
+
+    /// A KV bucket of one value per key whose entries run out a lease's life after their last
+    /// write (the shard leases, the live coordinators), with this deployment's copies.
+    pub(crate) fn expiring_bucket(&self, bucket: &str, description: &str) -> kv::Config {
+        kv::Config {
+            bucket: bucket.to_string(),
+            description: description.to_string(),
+            history: 1,
+            max_age: self.lease_ttl,
+            storage: self.storage(),
+            num_replicas: self.replicas,
+            ..Default::default()
+        }
     }
 }
 

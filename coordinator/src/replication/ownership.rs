@@ -77,12 +77,6 @@ pub struct Ownership {
 }
 
 impl Ownership {
-    /// Waits until the lease is lost (never, while it is renewed).
-    pub async fn lost(&self) {
-        let mut lost = self.lost.clone();
-        let _ = lost.wait_for(|lost| *lost).await;
-    }
-
     /// Whether the lease was lost.
     pub fn is_lost(&self) -> bool {
         *self.lost.borrow()
@@ -264,11 +258,11 @@ pub async fn take_store(
 ) -> Result<Ownership, CoordinatorError> {
     let holding = Holding::open(jetstream, settings, owner, data_dir).await?;
     loop {
-        match holding.try_take(0).await {
-            Ok(Some(ownership)) => return Ok(ownership),
-            Ok(None) => tokio::time::sleep(settings.lease_ttl / 3).await,
-            Err(_) => tokio::time::sleep(settings.lease_ttl / 3).await,
+        // Held by another, or not taken yet (`try_take` says why): look again.
+        if let Ok(Some(ownership)) = holding.try_take(0).await {
+            return Ok(ownership);
         }
+        tokio::time::sleep(settings.lease_ttl / 3).await;
     }
 }
 
