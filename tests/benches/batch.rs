@@ -18,7 +18,8 @@
 //! cargo build --release --bin atelier
 //! cargo bench -p atelier-tests --bench batch
 //! ```
-//! `BATCH_TARGETS` (default 1000) and `BATCH_CONCURRENCY` (default 16) change the size.
+//! `BATCH_TARGETS` (default 1000) and `BATCH_CONCURRENCY` (default 16) change the size;
+//! `BATCH_PASSES` runs only some passes (see [`chosen`]).
 #![allow(clippy::print_stdout)]
 
 use std::path::Path;
@@ -71,6 +72,14 @@ fn concurrency() -> u32 {
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(16)
+}
+
+/// Whether `BATCH_PASSES` (a comma-separated list of `python`, `local`, `local2`, `synced`,
+/// `replicated1`, `replicated2`, `replicated3`, `killed`; all when unset) chose this pass.
+fn chosen(pass: &str) -> bool {
+    std::env::var("BATCH_PASSES")
+        .map(|passes| passes.split(',').any(|chosen| chosen.trim() == pass))
+        .unwrap_or(true)
 }
 
 fn name(n: usize) -> String {
@@ -233,6 +242,36 @@ struct Pass {
     seconds: f64,
     coordinator_peak_mib: f64,
     store: Store,
+    /// CPU seconds spent during the batch by the coordinators, the workers and nats-server.
+    cpu: Cpu,
+}
+
+/// CPU seconds used during a pass, by kind of process.
+#[derive(Default)]
+struct Cpu {
+    coordinators: f64,
+    workers: f64,
+    nats: f64,
+}
+
+impl Cpu {
+    /// Each process's CPU seconds so far.
+    fn read(coordinators: &[u32], workers: &[u32], nats: &[u32]) -> Self {
+        let sum = |pids: &[u32]| pids.iter().map(|pid| atelier_tests::cpu_seconds(*pid)).sum();
+        Self {
+            coordinators: sum(coordinators),
+            workers: sum(workers),
+            nats: sum(nats),
+        }
+    }
+
+    fn since(self, before: &Self) -> Self {
+        Self {
+            coordinators: self.coordinators - before.coordinators,
+            workers: self.workers - before.workers,
+            nats: self.nats - before.nats,
+        }
+    }
 }
 
 /// Where a pass's coordinator keeps its store.
@@ -294,14 +333,28 @@ async fn timed_pass(
     xlsx: &[u8],
 ) -> anyhow::Result<Pass> {
     let pools = vec!["office"; workers];
-    let (cluster, _more_coordinators) = store.cluster(&pools)?;
+    let (cluster, more_coordinators) = store.cluster(&pools)?;
     let client = async_nats::connect(&cluster.nats.url).await?;
     let count = targets();
     create_workbenches(&client, count, docx, xlsx).await?;
+    let coordinators: Vec<u32> = cluster
+        .coordinator
+        .iter()
+        .chain(&more_coordinators)
+        .filter_map(atelier_tests::Process::pid)
+        .collect();
+    let worker_pids: Vec<u32> = cluster
+        .workers
+        .iter()
+        .filter_map(atelier_tests::Process::pid)
+        .collect();
+    let nats: Vec<u32> = cluster.nats.pid().into_iter().collect();
+    let cpu_before = Cpu::read(&coordinators, &worker_pids, &nats);
     let started = Instant::now();
     submit(&client, "bench", edit_workflow(), false).await?;
     let view = wait_end(&client, "bench").await?;
     let seconds = started.elapsed().as_secs_f64();
+    let cpu = Cpu::read(&coordinators, &worker_pids, &nats).since(&cpu_before);
     ensure!(
         view.state == BatchState::Succeeded && view.counts.succeeded == count as u64,
         "the batch did not succeed: {view:?}"
@@ -316,6 +369,7 @@ async fn timed_pass(
         workers,
         seconds,
         coordinator_peak_mib: peak_rss_mib(pid),
+        cpu,
     })
 }
 
@@ -417,45 +471,59 @@ async fn run() -> anyhow::Result<()> {
     let xlsx = std::fs::read(fixtures().join("keenbench/office/multi-sheet.xlsx"))?;
     let count = targets();
     let scratch = tempfile::tempdir()?;
-    let python = python_baseline(scratch.path(), &docx, &xlsx)?;
+    let python = match chosen("python") {
+        true => python_baseline(scratch.path(), &docx, &xlsx)?,
+        false => None,
+    };
     let mut passes = Vec::new();
     let setups = [
-        (Store::Local, 1),
-        (Store::Local, 2),
-        (Store::LocalSynced, 1),
-        (Store::Replicated(1), 1),
-        (Store::Replicated(2), 1),
-        (Store::Replicated(3), 1),
+        ("local", Store::Local, 1),
+        ("local2", Store::Local, 2),
+        ("synced", Store::LocalSynced, 1),
+        ("replicated1", Store::Replicated(1), 1),
+        ("replicated2", Store::Replicated(2), 1),
+        ("replicated3", Store::Replicated(3), 1),
     ];
-    for (store, workers) in setups {
+    for (_, store, workers) in setups.into_iter().filter(|(name, ..)| chosen(name)) {
         passes.push(timed_pass(store, workers, &docx, &xlsx).await?);
     }
-    let killed = killed_pass(&docx, &xlsx).await?;
+    let killed = match chosen("killed") {
+        true => Some(killed_pass(&docx, &xlsx).await?),
+        false => None,
+    };
     println!(
         "{count} targets, concurrency {}, two steps per target (docx replace_text, xlsx set_cells)\n",
         concurrency()
     );
-    println!("| run | wall time | targets/s | coordinator peak RSS |");
-    println!("|---|---|---|---|");
+    println!(
+        "| run | wall time | targets/s | coordinator peak RSS | CPU ms per target: coordinators / workers / nats-server |"
+    );
+    println!("|---|---|---|---|---|");
+    let per_target = |seconds: f64| seconds * 1000.0 / count as f64;
     for pass in &passes {
         println!(
-            "| batch, {}, {} office worker(s) | {:.1} s | {:.1} | {:.0} MiB |",
+            "| batch, {}, {} office worker(s) | {:.1} s | {:.1} | {:.0} MiB | {:.1} / {:.1} / {:.1} |",
             pass.store.label(),
             pass.workers,
             pass.seconds,
             count as f64 / pass.seconds,
-            pass.coordinator_peak_mib
+            pass.coordinator_peak_mib,
+            per_target(pass.cpu.coordinators),
+            per_target(pass.cpu.workers),
+            per_target(pass.cpu.nats),
         );
     }
     if let Some(seconds) = python {
         println!(
-            "| python-docx + openpyxl script, local files, one process | {seconds:.1} s | {:.1} | — |",
+            "| python-docx + openpyxl script, local files, one process | {seconds:.1} s | {:.1} | — | — |",
             count as f64 / seconds
         );
     }
-    println!(
-        "| append_paragraph batch, 2 workers, coordinator SIGKILLed twice (every write applied once) | {killed:.1} s | {:.1} | — |",
-        count as f64 / killed
-    );
+    if let Some(killed) = killed {
+        println!(
+            "| append_paragraph batch, 2 workers, coordinator SIGKILLed twice (every write applied once) | {killed:.1} s | {:.1} | — | — |",
+            count as f64 / killed
+        );
+    }
     Ok(())
 }

@@ -183,6 +183,11 @@ impl NatsServer {
         })
     }
 
+    /// The OS process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// SIGKILLs the server.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -202,6 +207,24 @@ impl Drop for NatsServer {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// CPU time (user + system) a running process has used so far, in seconds; 0 once it is gone.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3; utime and stime
+    // are fields 14 and 15, in clock ticks of 1/100 s on Linux.
+    let Some((_, after_name)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |index: usize| {
+        fields
+            .get(index)
+            .and_then(|value| value.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// Polls `condition` every 50 ms until it holds or `timeout` passes.

@@ -27,7 +27,9 @@ const SECTIONS_PER_MAP_LIMIT: usize = 2000;
 pub(crate) struct Docx {
     pub(crate) package: Package,
     pub(crate) main: String,
-    pub(crate) styles: styles::StyleBook,
+    /// The style definitions, parsed on first use ([`Docx::styles`]): a styles part can be
+    /// larger than the rest of the document, and most edits never look at it.
+    styles: Option<styles::StyleBook>,
 }
 
 /// One body block.
@@ -98,14 +100,22 @@ pub(crate) struct Section {
 
 impl Docx {
     pub(crate) fn open(bytes: Vec<u8>) -> Result<Docx, ErrorBody> {
-        let mut package = Package::open(bytes, "DOCX")?;
+        let mut package = Package::open_document(bytes, "DOCX")?;
         let main = package.main_part("DOCX")?;
-        let styles = styles::StyleBook::load(&mut package, &main)?;
         Ok(Docx {
             package,
             main,
-            styles,
+            styles: None,
         })
+    }
+
+    /// The style definitions, loaded the first time they are asked for.
+    pub(crate) fn styles(&mut self) -> Result<&styles::StyleBook, ErrorBody> {
+        let styles = match self.styles.take() {
+            Some(styles) => styles,
+            None => styles::StyleBook::load(&mut self.package, &self.main)?,
+        };
+        Ok(self.styles.insert(styles))
     }
 
     pub(crate) fn body(&mut self) -> Result<&Element, ErrorBody> {
@@ -118,7 +128,7 @@ impl Docx {
 
     /// The body as blocks, in order.
     pub(crate) fn blocks(&mut self) -> Result<Vec<Block>, ErrorBody> {
-        let styles = self.styles.clone();
+        let styles = self.styles()?.clone();
         let body = self.body()?;
         let mut blocks = Vec::new();
         let (mut paragraphs, mut tables) = (0, 0);
@@ -205,7 +215,7 @@ impl Docx {
     /// `docx_get_styles`.
     pub(crate) fn styles_in_use(&mut self) -> Result<Value, ErrorBody> {
         let body = self.body()?.clone();
-        Ok(self.styles.in_use(&body))
+        Ok(self.styles()?.in_use(&body))
     }
 }
 

@@ -132,7 +132,7 @@ impl Pptx {
     /// Opens a presentation. Its slide list may name each slide part once, and no more slides
     /// than the package has parts (a list is otherwise read and reread without end).
     pub(crate) fn open(bytes: Vec<u8>) -> Result<Pptx, ErrorBody> {
-        let mut package = Package::open(bytes, "PPTX")?;
+        let mut package = Package::open_document(bytes, "PPTX")?;
         let main = package.main_part("PPTX")?;
         let rels: HashMap<String, String> = package
             .rels(&main)?

@@ -133,10 +133,10 @@ impl Docx {
                 header,
                 style,
             } => {
-                let style_id = style
-                    .as_deref()
-                    .map(|s| self.styles.resolve(s, "table"))
-                    .transpose()?;
+                let style_id = match style.as_deref() {
+                    Some(style) => Some(self.styles()?.resolve(style, "table")?),
+                    None => None,
+                };
                 let table = new_table(rows, *header, style_id.as_deref())?;
                 let body = self.body_mut()?;
                 append_block(body, table);
@@ -173,14 +173,14 @@ impl Docx {
     }
 
     fn new_paragraph(
-        &self,
+        &mut self,
         style: Option<&str>,
         text: Option<&str>,
         runs: Option<&[RunSpec]>,
     ) -> Result<Element, ErrorBody> {
         let mut paragraph = Element::new(W_P, &[]);
         if let Some(style) = style {
-            let id = self.styles.resolve(style, "paragraph")?;
+            let id = self.styles()?.resolve(style, "paragraph")?;
             paragraph = paragraph
                 .with(Element::new("w:pPr", &[]).with(Element::new("w:pStyle", &[("w:val", &id)])));
         }
