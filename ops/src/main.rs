@@ -39,12 +39,6 @@ mod workshop;
 
 use std::process::ExitCode;
 
-/// mimalloc instead of the system allocator: parsing office documents and serving requests
-/// allocate and free many small objects, and glibc's malloc spent about a quarter of an office
-/// worker's CPU on it (docs/benchmarks.md, "Batches").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use anyhow::Context;
 use atelier_messages::tool::Pool;
 use clap::Parser;

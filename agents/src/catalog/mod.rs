@@ -18,6 +18,8 @@ mod office;
 mod tabular;
 mod tool_spec;
 
+use std::sync::LazyLock;
+
 use atelier_messages::tool::ToolName;
 
 pub use atelier_messages::approval::ActionClass;
@@ -25,18 +27,29 @@ pub use classify::{Classified, classify};
 pub use local::RECALL_MAX_CHARS;
 pub use tool_spec::{Capability, ToolSpec};
 
-/// Every tool, in a stable order.
-pub fn catalog() -> Vec<ToolSpec> {
+/// The catalog, built once: its schemas are JSON values, and every workflow step and every
+/// approval looks a tool up.
+static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
     let mut tools = office::tools();
     tools.extend(tabular::tools());
     tools.extend(local::tools());
     tools
+});
+
+/// Every tool, in a stable order.
+pub fn catalog() -> Vec<ToolSpec> {
+    CATALOG.clone()
 }
 
 /// Looks a tool up by name.
 pub fn find(name: &str) -> Option<ToolSpec> {
+    spec(name).cloned()
+}
+
+/// The catalog's entry for a tool.
+fn spec(name: &str) -> Option<&'static ToolSpec> {
     let name = ToolName::parse(name)?;
-    catalog().into_iter().find(|spec| spec.name == name)
+    CATALOG.iter().find(|spec| spec.name == name)
 }
 
 /// Tools the Research phase may use (read-only, `recall_tool_result` among them).
@@ -46,21 +59,23 @@ pub fn only_reads(workflow: &atelier_messages::workflow::Workflow) -> bool {
     workflow
         .steps
         .iter()
-        .all(|step| find(&step.tool).is_some_and(|spec| spec.is_read_only()))
+        .all(|step| spec(&step.tool).is_some_and(ToolSpec::is_read_only))
 }
 
 pub fn research_tools() -> Vec<ToolSpec> {
-    catalog()
-        .into_iter()
-        .filter(ToolSpec::is_read_only)
+    CATALOG
+        .iter()
+        .filter(|spec| spec.is_read_only())
+        .cloned()
         .collect()
 }
 
 /// Tools the Plan phase may use: `read_file` and `recall_tool_result`.
 pub fn plan_tools() -> Vec<ToolSpec> {
-    catalog()
-        .into_iter()
+    CATALOG
+        .iter()
         .filter(|spec| matches!(spec.name, ToolName::ReadFile | ToolName::RecallToolResult))
+        .cloned()
         .collect()
 }
 
