@@ -26,7 +26,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use atelier_messages::PROTOCOL_VERSION;
+use atelier_messages::{PROTOCOL_VERSION, subjects};
 use atelier_messages::batch::{
     BatchAction, BatchState, BatchView, GetBatch, SubmitBatch, TargetSet,
 };
@@ -244,6 +244,34 @@ struct Pass {
     store: Store,
     /// CPU seconds spent during the batch by the coordinators, the workers and nats-server.
     cpu: Cpu,
+    /// Messages written to each JetStream stream during the batch.
+    writes: Vec<(&'static str, u64)>,
+}
+
+/// The streams a batch writes to, with the names the table gives them.
+const STREAMS: [(&str, &str); 5] = [
+    (subjects::JOBS_STREAM, "jobs"),
+    (subjects::EVENTS_STREAM, "events"),
+    (subjects::workshop::EVENTS_STREAM, "workshop"),
+    (subjects::batch::EVENTS_STREAM, "batch"),
+    (subjects::shard::LOG_STREAM, "changelog"),
+];
+
+/// How many messages each stream has taken so far (its last sequence; 0 for one not made).
+async fn stream_writes(client: &async_nats::Client) -> Vec<(&'static str, u64)> {
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let mut writes = Vec::new();
+    for (stream, label) in STREAMS {
+        let last = match jetstream.get_stream(stream).await {
+            Ok(mut stream) => stream
+                .info()
+                .await
+                .map_or(0, |info| info.state.last_sequence),
+            Err(_) => 0,
+        };
+        writes.push((label, last));
+    }
+    writes
 }
 
 /// CPU seconds used during a pass, by kind of process.
@@ -350,11 +378,18 @@ async fn timed_pass(
         .collect();
     let nats: Vec<u32> = cluster.nats.pid().into_iter().collect();
     let cpu_before = Cpu::read(&coordinators, &worker_pids, &nats);
+    let writes_before = stream_writes(&client).await;
     let started = Instant::now();
     submit(&client, "bench", edit_workflow(), false).await?;
     let view = wait_end(&client, "bench").await?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu = Cpu::read(&coordinators, &worker_pids, &nats).since(&cpu_before);
+    let writes = stream_writes(&client)
+        .await
+        .into_iter()
+        .zip(writes_before)
+        .map(|((label, after), (_, before))| (label, after - before))
+        .collect();
     ensure!(
         view.state == BatchState::Succeeded && view.counts.succeeded == count as u64,
         "the batch did not succeed: {view:?}"
@@ -370,6 +405,7 @@ async fn timed_pass(
         seconds,
         coordinator_peak_mib: peak_rss_mib(pid),
         cpu,
+        writes,
     })
 }
 
@@ -525,5 +561,30 @@ async fn run() -> anyhow::Result<()> {
             count as f64 / killed
         );
     }
+    print_writes(&passes, count);
     Ok(())
+}
+
+/// JetStream messages written per target, by stream: what a server that fsyncs every write
+/// (`sync_interval: always`) pays for.
+fn print_writes(passes: &[Pass], count: usize) {
+    let Some(first) = passes.first() else {
+        return;
+    };
+    let labels: Vec<&str> = first.writes.iter().map(|(label, _)| *label).collect();
+    println!("\n| run | JetStream writes per target: {} |", labels.join(" / "));
+    println!("|---|---|");
+    for pass in passes {
+        let per_target: Vec<String> = pass
+            .writes
+            .iter()
+            .map(|(_, writes)| format!("{:.2}", *writes as f64 / count as f64))
+            .collect();
+        println!(
+            "| batch, {}, {} office worker(s) | {} |",
+            pass.store.label(),
+            pass.workers,
+            per_target.join(" / ")
+        );
+    }
 }
