@@ -311,6 +311,15 @@ impl AgentHost for JobHost {
         Ok(())
     }
 
+    async fn save_rebuildable(&self, state: &RpiState) -> Result<(), ErrorBody> {
+        let jobs = self.jobs.clone();
+        let job_id = self.job_id().to_string();
+        let state = state.clone();
+        blocking(move || jobs.write_rpi(&job_id, &state)).await?;
+        failpoint::hit("after_rebuildable_save");
+        Ok(())
+    }
+
     async fn recall(&self, key: &str) -> Result<Option<Value>, ErrorBody> {
         let jobs = self.jobs.clone();
         let job_id = self.job_id().to_string();

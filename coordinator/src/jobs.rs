@@ -179,6 +179,13 @@ impl Jobs {
 
     /// Checkpoints the RPI state, durably.
     pub fn save_rpi(&self, job_id: &str, state: &RpiState) -> Result<(), CoordinatorError> {
+        self.write_rpi(job_id, state)?;
+        self.storage.flush()
+    }
+
+    /// Writes the RPI state without a flush: it is durable once the next flush is (every
+    /// write before a flush is made durable by it, in order).
+    pub fn write_rpi(&self, job_id: &str, state: &RpiState) -> Result<(), CoordinatorError> {
         self.storage
             .tree(trees::RPI)?
             .insert(job_id.as_bytes(), storage::encode(state)?)?;
@@ -187,7 +194,7 @@ impl Jobs {
             record.updated_at_ms = now_ms();
             jobs.insert(job_id.as_bytes(), storage::encode(&record)?)?;
         }
-        self.storage.flush()
+        Ok(())
     }
 
     pub fn load_rpi(&self, job_id: &str) -> Result<Option<RpiState>, CoordinatorError> {

@@ -173,6 +173,66 @@ async fn killed_after_every_checkpoint_the_job_completes_identically() -> anyhow
     assert_survives(&numbered("after_checkpoint", CHECKPOINTS)).await
 }
 
+/// A workflow's states are saved without flushes of their own (a replay rebuilds them from
+/// the journal): killed after each of them — the plan, each step's mark, the end — the job
+/// still ends as an uninterrupted one, each of its non-idempotent writes applied once.
+#[test]
+fn a_workflow_killed_after_each_unflushed_save_completes_with_each_write_once()
+-> anyhow::Result<()> {
+    let workflow = r#"
+name = "twice"
+[[steps]]
+tool = "docx_operations"
+args = { path = "notes.docx", create_new = true, operations = [{ op = "append_paragraph", text = "first line" }] }
+[[steps]]
+tool = "docx_operations"
+args = { path = "notes.docx", operations = [{ op = "append_paragraph", text = "second line" }] }
+"#;
+    // Saves: the plan, after step 1, after step 2, the end.
+    for hit in 1..=4 {
+        let point = format!("after_rebuildable_save@{hit}");
+        let mut cluster = Cluster::start()?;
+        let file = cluster.dir.path().join("twice.toml");
+        std::fs::write(&file, workflow)?;
+        cluster.cli_ok(&["wb", "create", "w"])?;
+        cluster.kill_coordinator();
+        cluster.start_coordinator_with_env(&[("ATELIER_FAILPOINTS", point.as_str())])?;
+        let job_id = format!("twice-{hit}");
+        let file = file.to_string_lossy().to_string();
+        cluster.cli_ok(&["run", "w", "--workflow", &file, "--job-id", &job_id])?;
+        let coordinator = cluster.coordinator.as_mut().context("no coordinator")?;
+        anyhow::ensure!(
+            coordinator.wait_exit(JOB_TIMEOUT),
+            "failpoint {point} was never reached\n{}",
+            cluster.logs()
+        );
+        cluster.start_coordinator()?;
+        let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
+        assert_eq!(view.state, JobState::Succeeded, "{point}: {:?}", view.error);
+        assert_eq!(
+            view.items
+                .iter()
+                .map(|item| item.status)
+                .collect::<Vec<_>>(),
+            vec![ItemStatus::Done, ItemStatus::Done],
+            "{point}"
+        );
+        let exported = cluster.dir.path().join("export");
+        let exported_arg = exported.to_string_lossy().to_string();
+        cluster.cli_ok(&["wb", "export", "w", &exported_arg, "--draft"])?;
+        let mut archive = zip::ZipArchive::new(std::fs::File::open(exported.join("notes.docx"))?)?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut archive.by_name("word/document.xml")?, &mut text)?;
+        for line in ["first line", "second line"] {
+            assert_eq!(text.matches(line).count(), 1, "{point}: {line} in {text}");
+        }
+        let applied = cluster.applied_writes();
+        assert_eq!(applied.len(), 2, "{point}: {applied:?}");
+        assert!(applied.values().all(|times| *times == 1), "{point}: {applied:?}");
+    }
+    Ok(())
+}
+
 fn slow_query_script() -> Script {
     serde_json::from_value(json!({
         "research": [

@@ -255,6 +255,12 @@ pub trait AgentHost: Send + Sync {
     async fn draft_changes(&self) -> Result<DraftDiff, ErrorBody>;
     /// Durably records the phase/item state.
     async fn save(&self, state: &RpiState) -> Result<(), ErrorBody>;
+    /// Records a phase/item state that a replay rebuilds from the journal (a workflow's plan
+    /// and item marks): it becomes durable with the next durable write instead of costing a
+    /// flush of its own. By default, as [`AgentHost::save`].
+    async fn save_rebuildable(&self, state: &RpiState) -> Result<(), ErrorBody> {
+        self.save(state).await
+    }
     /// A journaled entry, if this step already happened.
     async fn recall(&self, key: &str) -> Result<Option<Value>, ErrorBody>;
     /// Durably journals an entry; returns only once it would survive a crash.

@@ -18,7 +18,10 @@ use crate::plan;
 /// journal and in the job's `tool_io` events).
 pub const SUMMARY_OUTPUT_CHARS: usize = 16_000;
 
-/// Runs the workflow's steps from the first one not done, saving after every step.
+/// Runs the workflow's steps from the first one not done, saving after every step. Every
+/// state saved here follows from the steps and their journaled results (a replay recomputes
+/// it), so none costs a flush of its own: each is made durable by the journal entry or the
+/// job's end that comes after it.
 pub async fn run_workflow(
     job_id: &str,
     steps: &[WorkflowStep],
@@ -27,7 +30,7 @@ pub async fn run_workflow(
 ) -> Result<(), AgentError> {
     if state.items.is_empty() {
         start(steps, state);
-        host.save(state).await?;
+        host.save_rebuildable(state).await?;
         host.emit(EventKind::PhaseStarted {
             phase: Phase::Implement,
         });
@@ -59,14 +62,14 @@ pub async fn run_workflow(
         if failed.is_none() {
             outputs.push((index, spec.is_read_only(), outcome));
         }
-        host.save(state).await?;
+        host.save_rebuildable(state).await?;
         host.emit(EventKind::ItemFinished {
             index,
             status: state.items[position].status,
         });
         if let Some(error) = failed {
             state.summary = Some(failure_summary(index, step, &error));
-            host.save(state).await?;
+            host.save_rebuildable(state).await?;
             return Err(AgentError::Job(ErrorBody::new(
                 error.code,
                 format!(
@@ -78,7 +81,7 @@ pub async fn run_workflow(
     }
     state.phase = Phase::Done;
     state.summary = Some(summary(steps, &outputs));
-    host.save(state).await?;
+    host.save_rebuildable(state).await?;
     host.emit(EventKind::PhaseCompleted {
         phase: Phase::Implement,
     });

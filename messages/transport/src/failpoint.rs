@@ -5,6 +5,7 @@
 //! Points: `after_submit_record` (job recorded, message not yet acked), `after_model_turn`
 //! (model answer journaled), `before_tool_result` (tool answered, result not yet journaled),
 //! `after_tool_result` (tool result journaled), `after_checkpoint` (phase/item state saved),
+//! `after_rebuildable_save` (a workflow's state written, not yet flushed),
 //! `store_before_flush` (a draft write or publish committed but not yet flushed) in the
 //! coordinator; `worker_before_reply` (a tool call computed, its reply not yet sent) in workers.
 
