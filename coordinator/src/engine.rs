@@ -64,6 +64,7 @@ impl Engine {
         let changed = Arc::new(tokio::sync::Notify::new());
         let mut tasks = vec![workshop_events::spawn(
             shared.jetstream.clone(),
+            shard,
             storage.clone(),
             changed.clone(),
             config.events_format,

@@ -3,8 +3,9 @@
 //! A workshop change writes the events that tell of it into the outbox tree in the same
 //! transaction (see `workbench::tx`), so an event exists exactly when its change does, also
 //! across a crash. This task publishes them in the order they were written, each with
-//! `Nats-Msg-Id: wb-evt-<id>` (a re-publish after a crash between JetStream's ack and the
-//! removal is dropped by the stream's duplicate window) and its `Content-Type`, and removes
+//! `Nats-Msg-Id: wb-evt-<shard>-<id>` (a re-publish after a crash between JetStream's ack and
+//! the removal is dropped by the stream's duplicate window; ids are counted per shard, so two
+//! shards' events of one id are different messages) and its `Content-Type`, and removes
 //! each once JetStream has acknowledged it. It wakes when the DraftStore finishes a change, and
 //! every second otherwise.
 
@@ -27,13 +28,14 @@ const IDLE: Duration = Duration::from_secs(1);
 /// Publishes the outbox until the coordinator stops.
 pub(crate) fn spawn(
     jetstream: async_nats::jetstream::Context,
+    shard: u32,
     storage: Storage,
     wake: Arc<Notify>,
     format: Format,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            if let Err(error) = drain(&jetstream, &storage, format).await {
+            if let Err(error) = drain(&jetstream, shard, &storage, format).await {
                 tracing::warn!(%error, "workshop events not published yet; retrying");
             }
             let _ = tokio::time::timeout(IDLE, wake.notified()).await;
@@ -44,6 +46,7 @@ pub(crate) fn spawn(
 /// Publishes every event in the outbox, oldest first.
 async fn drain(
     jetstream: &async_nats::jetstream::Context,
+    shard: u32,
     storage: &Storage,
     format: Format,
 ) -> Result<(), String> {
@@ -56,7 +59,7 @@ async fn drain(
             return Ok(());
         }
         for (id, event) in pending {
-            publish(jetstream, id, &event, format).await?;
+            publish(jetstream, &format!("wb-evt-{shard}-{id}"), &event, format).await?;
             let removing = storage.clone();
             blocking(move || remove(&removing, id))
                 .await
@@ -90,14 +93,14 @@ fn remove(storage: &Storage, id: u64) -> Result<(), CoordinatorError> {
 
 async fn publish(
     jetstream: &async_nats::jetstream::Context,
-    id: u64,
+    message_id: &str,
     event: &WorkshopEvent,
     format: Format,
 ) -> Result<(), String> {
     let subject = subjects::workshop::event(&event.workbench, event.kind.as_str());
     let payload = encode(event, format).map_err(|error| error.to_string())?;
     let mut headers = async_nats::HeaderMap::new();
-    headers.insert("Nats-Msg-Id", format!("wb-evt-{id}").as_str());
+    headers.insert("Nats-Msg-Id", message_id);
     headers.insert(CONTENT_TYPE_HEADER, format.content_type());
     let ack = jetstream
         .publish_with_headers(subject, headers, payload.into())

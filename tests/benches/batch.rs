@@ -26,12 +26,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use atelier_messages::{PROTOCOL_VERSION, subjects};
 use atelier_messages::batch::{
     BatchAction, BatchState, BatchView, GetBatch, SubmitBatch, TargetSet,
 };
 use atelier_messages::store::{AddFiles, CreateWorkbench, FileContent, ReadFile, View};
 use atelier_messages::workflow::{Workflow, WorkflowStep};
+use atelier_messages::{PROTOCOL_VERSION, subjects};
 use atelier_tests::{Cluster, fixtures, simple_docx};
 use atelier_transport::Policy;
 use serde_json::json;
@@ -285,7 +285,11 @@ struct Cpu {
 impl Cpu {
     /// Each process's CPU seconds so far.
     fn read(coordinators: &[u32], workers: &[u32], nats: &[u32]) -> Self {
-        let sum = |pids: &[u32]| pids.iter().map(|pid| atelier_tests::cpu_seconds(*pid)).sum();
+        let sum = |pids: &[u32]| {
+            pids.iter()
+                .map(|pid| atelier_tests::cpu_seconds(*pid))
+                .sum()
+        };
         Self {
             coordinators: sum(coordinators),
             workers: sum(workers),
@@ -572,7 +576,10 @@ fn print_writes(passes: &[Pass], count: usize) {
         return;
     };
     let labels: Vec<&str> = first.writes.iter().map(|(label, _)| *label).collect();
-    println!("\n| run | JetStream writes per target: {} |", labels.join(" / "));
+    println!(
+        "\n| run | JetStream writes per target: {} |",
+        labels.join(" / ")
+    );
     println!("|---|---|");
     for pass in passes {
         let per_target: Vec<String> = pass

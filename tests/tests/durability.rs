@@ -177,8 +177,8 @@ async fn killed_after_every_checkpoint_the_job_completes_identically() -> anyhow
 /// the journal): killed after each of them — the plan, each step's mark, the end — the job
 /// still ends as an uninterrupted one, each of its non-idempotent writes applied once.
 #[test]
-fn a_workflow_killed_after_each_unflushed_save_completes_with_each_write_once()
--> anyhow::Result<()> {
+fn a_workflow_killed_after_each_unflushed_save_completes_with_each_write_once() -> anyhow::Result<()>
+{
     let workflow = r#"
 name = "twice"
 [[steps]]
@@ -228,7 +228,10 @@ args = { path = "notes.docx", operations = [{ op = "append_paragraph", text = "s
         }
         let applied = cluster.applied_writes();
         assert_eq!(applied.len(), 2, "{point}: {applied:?}");
-        assert!(applied.values().all(|times| *times == 1), "{point}: {applied:?}");
+        assert!(
+            applied.values().all(|times| *times == 1),
+            "{point}: {applied:?}"
+        );
     }
     Ok(())
 }

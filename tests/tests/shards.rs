@@ -111,6 +111,24 @@ fn workbench_names(cluster: &Cluster) -> anyhow::Result<Vec<String>> {
     Ok(listed.into_iter().map(|info| info.name).collect())
 }
 
+/// How many `message_added` workshop events the stream holds, per workbench.
+async fn message_added_counts(cluster: &Cluster) -> anyhow::Result<BTreeMap<String, u64>> {
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let stream = async_nats::jetstream::new(client)
+        .get_stream(subjects::workshop::EVENTS_STREAM)
+        .await?;
+    let mut subjects = stream
+        .info_with_subjects("atelier.workshop.evt.*.message_added")
+        .await?;
+    let mut counts = BTreeMap::new();
+    while let Some(entry) = subjects.next().await {
+        let (subject, count) = entry?;
+        let workbench = subject.split('.').nth(3).unwrap_or_default().to_string();
+        counts.insert(workbench, count as u64);
+    }
+    Ok(counts)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn coordinators_split_the_shards_and_hand_them_over_as_they_join_and_leave()
 -> anyhow::Result<()> {
@@ -144,6 +162,16 @@ async fn coordinators_split_the_shards_and_hand_them_over_as_they_join_and_leave
         sorted.sort();
         sorted
     });
+    // Every shard's workshop events reach the stream (each shard counts its own ids): the
+    // run's user message and its answer, for every workbench.
+    let added = message_added_counts(&cluster).await?;
+    for name in &names {
+        let count = added.get(name.as_str()).copied().unwrap_or(0);
+        assert!(
+            count >= 2,
+            "{name}: {count} message_added events of {added:?}"
+        );
+    }
     // A job is found whoever holds it, and the listing merged from every shard pages as one.
     let jobs: Vec<JobView> = cluster.cli_ok(&["jobs", "--json"])?.json()?;
     assert_eq!(jobs.len(), names.len());
