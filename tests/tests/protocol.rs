@@ -29,6 +29,15 @@ async fn malformed_payloads_get_codes_on_every_subject_and_nothing_crashes() -> 
     request_subjects.extend(["tabular", "office"].map(subjects::tool));
     request_subjects.extend(subjects::workshop::ALL.map(str::to_string));
     request_subjects.push(subjects::review::FILE.to_string());
+    // The same verbs as the shard's owner answers them for the other coordinators, and the
+    // hand-over of a submission to its shard.
+    let on_shard: Vec<String> = subjects::store::ALL
+        .iter()
+        .chain(&subjects::workshop::ALL)
+        .chain(&[subjects::shard::RECORD_SUBMISSION])
+        .map(|verb| subjects::shard::verb(0, verb))
+        .collect();
+    request_subjects.extend(on_shard);
     for subject in &request_subjects {
         for (payload, json) in [
             (b"\xc1\xff\x00garbage".to_vec(), false),
