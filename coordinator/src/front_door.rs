@@ -125,8 +125,19 @@ impl FrontDoor {
     /// `request` answered by `shard`: here if this process holds it, else by its owner; waits a
     /// while for a shard nobody holds now.
     pub async fn forward<V: Verb>(&self, shard: u32, request: &V) -> Result<V::Reply, ErrorBody> {
+        self.forward_within(shard, request, OWNER_PATIENCE).await
+    }
+
+    /// [`FrontDoor::forward`], waiting at most `patience` for a shard nobody holds now (none:
+    /// one try, then `SHARD_UNAVAILABLE`).
+    async fn forward_within<V: Verb>(
+        &self,
+        shard: u32,
+        request: &V,
+        patience: Duration,
+    ) -> Result<V::Reply, ErrorBody> {
         let payload: bytes::Bytes = encode(request, Format::MessagePack)?.into();
-        let deadline = tokio::time::Instant::now() + OWNER_PATIENCE;
+        let deadline = tokio::time::Instant::now() + patience;
         let reply = loop {
             if let Some(routes) = self.local(shard) {
                 let format = Format::MessagePack;
@@ -156,6 +167,17 @@ impl FrontDoor {
         request: &V,
     ) -> Result<V::Reply, ErrorBody> {
         self.forward(self.shard_of(workbench), request).await
+    }
+
+    /// `request` answered by the shard of `workbench` if it has an owner now; `SHARD_UNAVAILABLE`
+    /// at once otherwise (for callers that can come back later instead of waiting).
+    pub async fn to_workbench_now<V: Verb>(
+        &self,
+        workbench: &str,
+        request: &V,
+    ) -> Result<V::Reply, ErrorBody> {
+        let shard = self.shard_of(workbench);
+        self.forward_within(shard, request, Duration::ZERO).await
     }
 
     /// `request` answered by every shard, in shard order; the first error if any refused.

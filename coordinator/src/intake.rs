@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, AckKind, consumer, stream};
 use atelier_messages::job::JobSubmit;
 use atelier_messages::shard::RecordSubmission;
-use atelier_messages::{ErrorBody, decode, subjects};
+use atelier_messages::{ErrorBody, ErrorCode, decode, subjects};
 use atelier_transport::failpoint;
 use atelier_transport::headers::format_of;
 use futures::StreamExt;
@@ -132,8 +132,14 @@ async fn attach(js: &jetstream::Context) -> Result<consumer::pull::Stream, Coord
     consumer.messages().await.map_err(|e| nats(e.to_string()))
 }
 
+/// How long a submission its shard could not record waits before it is delivered again.
+const REDELIVERY_DELAY: Duration = Duration::from_secs(1);
+
 /// Hands a submission to its shard and acknowledges it once recorded there; one that cannot be
-/// read is dropped, one its shard could not record now is delivered again.
+/// read is dropped, one its shard could not record now is delivered again. A shard without an
+/// owner is not waited for: submissions are handed over one at a time, so waiting would hold
+/// up every other shard's behind it; the submission comes back after [`REDELIVERY_DELAY`]
+/// instead, until an owner records it.
 async fn hand_over(front: &FrontDoor, message: jetstream::Message) {
     let format = format_of(message.headers.as_ref());
     let submit = decode::<JobSubmit>(&message.payload, format).and_then(|submit| {
@@ -153,14 +159,19 @@ async fn hand_over(front: &FrontDoor, message: jetstream::Message) {
         v: atelier_messages::PROTOCOL_VERSION,
         submit,
     };
-    if let Err(error) = front
-        .to_workbench(&request.submit.workbench, &request)
-        .await
-    {
-        tracing::error!(%error, %job_id, "could not record job; leaving it for redelivery");
-        let _ = message
-            .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-            .await;
+    let recorded = front
+        .to_workbench_now(&request.submit.workbench, &request)
+        .await;
+    if let Err(error) = recorded {
+        match error.code {
+            ErrorCode::ShardUnavailable => {
+                tracing::debug!(%error, %job_id, "no owner for the job's shard now; delivered again later");
+            }
+            _ => {
+                tracing::error!(%error, %job_id, "could not record job; leaving it for redelivery")
+            }
+        }
+        let _ = message.ack_with(AckKind::Nak(Some(REDELIVERY_DELAY))).await;
         return;
     }
     if let Err(error) = message.double_ack().await {

@@ -283,6 +283,27 @@ async fn a_verb_for_a_shard_nobody_holds_now_is_refused_as_unavailable() -> anyh
     let kept = held_by(first).context("a workbench of the first's")?;
 
     second.kill();
+    // A submission for the orphaned shard, queued ahead of one for a kept shard, does not hold
+    // the kept one up: the intake does not wait for an owner (a shard's verbs do, below).
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let mut kept_events = client.subscribe(subjects::job_events("kept-1")).await?;
+    let jetstream = async_nats::jetstream::new(client.clone());
+    for (job_id, workbench) in [("orphaned-1", &orphaned), ("kept-1", &kept)] {
+        let submit = submission(job_id, workbench);
+        let payload = atelier_messages::encode(&submit, Format::MessagePack)?;
+        jetstream
+            .publish(subjects::JOB_SUBMIT, payload.into())
+            .await?
+            .await?;
+    }
+    let submitted = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), kept_events.next())
+        .await
+        .context("the kept shard's job did not start within 10 s: the intake waited")?
+        .context("the event subscription ended")?;
+    let started = submitted.elapsed();
+    assert!(started < Duration::from_secs(10), "{started:?}");
+
     let asked = Instant::now();
     let refused = cluster.cli(&["wb", "ls", &orphaned])?;
     assert!(refused.failed_with("SHARD_UNAVAILABLE"), "{refused:?}");
@@ -297,6 +318,31 @@ async fn a_verb_for_a_shard_nobody_holds_now_is_refused_as_unavailable() -> anyh
         "{listing}"
     );
     Ok(())
+}
+
+/// A model-free submission to the JOBS intake (its workflow's one step reads a file).
+fn submission(job_id: &str, workbench: &str) -> atelier_messages::job::JobSubmit {
+    atelier_messages::job::JobSubmit {
+        v: PROTOCOL_VERSION,
+        job_id: job_id.into(),
+        workbench: workbench.into(),
+        message: "list".into(),
+        model: None,
+        submitted_at_ms: 0,
+        auto_approve: true,
+        continue_draft: true,
+        approvals: None,
+        workflow: Some(atelier_messages::workflow::Workflow {
+            name: None,
+            steps: vec![atelier_messages::workflow::WorkflowStep {
+                tool: "list_files".into(),
+                args: serde_json::json!({}),
+                name: None,
+            }],
+        }),
+        batch_id: None,
+        time_limit_secs: None,
+    }
 }
 
 /// How many lines of `name`'s log hold every one of `needles`.
