@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 use tracing::Instrument;
 
 use crate::draft_store::DraftStoreHandle;
+use crate::error::CoordinatorError;
 use crate::events::EventSink;
 use crate::jobs::{JobRecord, Jobs};
 use crate::lifecycle::Transition;
@@ -242,6 +243,21 @@ impl JobHost {
         })
     }
 
+    /// Saves the RPI state with `save` (with a flush or without), then passes `point`.
+    async fn save_rpi(
+        &self,
+        state: &RpiState,
+        save: fn(&Jobs, &str, &RpiState) -> Result<(), CoordinatorError>,
+        point: &'static str,
+    ) -> Result<(), ErrorBody> {
+        let jobs = self.jobs.clone();
+        let job_id = self.job_id().to_string();
+        let state = state.clone();
+        blocking(move || save(&jobs, &job_id, &state)).await?;
+        failpoint::hit(point);
+        Ok(())
+    }
+
     async fn transition(&self, transition: Transition) -> Result<(), ErrorBody> {
         let jobs = self.jobs.clone();
         let job_id = self.job_id().to_string();
@@ -303,21 +319,13 @@ impl AgentHost for JobHost {
     }
 
     async fn save(&self, state: &RpiState) -> Result<(), ErrorBody> {
-        let jobs = self.jobs.clone();
-        let job_id = self.job_id().to_string();
-        let state = state.clone();
-        blocking(move || jobs.save_rpi(&job_id, &state)).await?;
-        failpoint::hit("after_checkpoint");
-        Ok(())
+        self.save_rpi(state, Jobs::save_rpi, "after_checkpoint")
+            .await
     }
 
     async fn save_rebuildable(&self, state: &RpiState) -> Result<(), ErrorBody> {
-        let jobs = self.jobs.clone();
-        let job_id = self.job_id().to_string();
-        let state = state.clone();
-        blocking(move || jobs.write_rpi(&job_id, &state)).await?;
-        failpoint::hit("after_rebuildable_save");
-        Ok(())
+        self.save_rpi(state, Jobs::write_rpi, "after_rebuildable_save")
+            .await
     }
 
     async fn recall(&self, key: &str) -> Result<Option<Value>, ErrorBody> {

@@ -68,13 +68,7 @@ async fn run_multi_item_job(failpoint: Option<&str>) -> anyhow::Result<RunOutcom
         &model.model_spec(),
     )?;
     if let Some(point) = failpoint {
-        let coordinator = cluster.coordinator.as_mut().context("no coordinator")?;
-        anyhow::ensure!(
-            coordinator.wait_exit(JOB_TIMEOUT),
-            "failpoint {point} was never reached\n{}",
-            cluster.logs()
-        );
-        cluster.start_coordinator()?;
+        restart_after_failpoint(&mut cluster, point)?;
     }
     let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
     let mut asks = BTreeMap::new();
@@ -148,6 +142,17 @@ async fn assert_survives(points: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Waits for the coordinator armed with `point` to kill itself there, then starts it again.
+fn restart_after_failpoint(cluster: &mut Cluster, point: &str) -> anyhow::Result<()> {
+    let coordinator = cluster.coordinator.as_mut().context("no coordinator")?;
+    anyhow::ensure!(
+        coordinator.wait_exit(JOB_TIMEOUT),
+        "failpoint {point} was never reached\n{}",
+        cluster.logs()
+    );
+    cluster.start_coordinator()
+}
+
 fn numbered(point: &str, hits: usize) -> Vec<String> {
     (1..=hits).map(|n| format!("{point}@{n}")).collect()
 }
@@ -200,13 +205,7 @@ args = { path = "notes.docx", operations = [{ op = "append_paragraph", text = "s
         let job_id = format!("twice-{hit}");
         let file = file.to_string_lossy().to_string();
         cluster.cli_ok(&["run", "w", "--workflow", &file, "--job-id", &job_id])?;
-        let coordinator = cluster.coordinator.as_mut().context("no coordinator")?;
-        anyhow::ensure!(
-            coordinator.wait_exit(JOB_TIMEOUT),
-            "failpoint {point} was never reached\n{}",
-            cluster.logs()
-        );
-        cluster.start_coordinator()?;
+        restart_after_failpoint(&mut cluster, &point)?;
         let view = cluster.wait_finished(&job_id, JOB_TIMEOUT)?;
         assert_eq!(view.state, JobState::Succeeded, "{point}: {:?}", view.error);
         assert_eq!(
