@@ -181,6 +181,9 @@ impl EventsFormat {
 /// The dashboard's default address (a free port is used instead when it is taken).
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7474";
 
+/// The shortest shard lease a replicated store takes (renewed every third of it).
+const MIN_STORE_LEASE_MS: u64 = 500;
+
 /// Flags that override the layers below them (only when given).
 #[derive(Debug, Default, Serialize)]
 pub struct FlagOverrides {
@@ -262,17 +265,43 @@ impl Settings {
         }
     }
 
-    /// How the coordinator's store is replicated, if it is.
-    pub fn replication(&self) -> Option<atelier_coordinator::replication::ReplicationSettings> {
-        self.replicated_store
-            .then(|| atelier_coordinator::replication::ReplicationSettings {
-                lease_ttl: std::time::Duration::from_millis(self.store_lease_ms.max(500)),
-                replicas: self.store_replicas.max(1),
-                snapshot_entries: self.store_snapshot_entries.max(1),
-                shards: self
-                    .store_shards
-                    .clamp(1, atelier_messages::shard::MAX_SHARD_COUNT),
-            })
+    /// How the coordinator's store is replicated, if it is; settings out of their range are
+    /// refused, by name, rather than changed behind the operator's back.
+    pub fn replication(
+        &self,
+    ) -> anyhow::Result<Option<atelier_coordinator::replication::ReplicationSettings>> {
+        if !self.replicated_store {
+            return Ok(None);
+        }
+        atelier_messages::shard::validate_count(self.store_shards).map_err(|error| {
+            anyhow::anyhow!(
+                "store_shards: {}; it is fixed when a deployment is created (default {})",
+                error.message,
+                atelier_messages::shard::DEFAULT_SHARD_COUNT
+            )
+        })?;
+        anyhow::ensure!(
+            self.store_lease_ms >= MIN_STORE_LEASE_MS,
+            "store_lease_ms = {} is too short: a lease lives at least {MIN_STORE_LEASE_MS} ms (default 6000)",
+            self.store_lease_ms
+        );
+        anyhow::ensure!(
+            self.store_replicas >= 1,
+            "store_replicas = 0: a stream has at least one copy (3 on a three-server cluster)"
+        );
+        anyhow::ensure!(
+            self.store_snapshot_entries >= 1,
+            "store_snapshot_entries = 0: snapshot at least every entry (default {})",
+            Settings::default().store_snapshot_entries
+        );
+        Ok(Some(
+            atelier_coordinator::replication::ReplicationSettings {
+                lease_ttl: std::time::Duration::from_millis(self.store_lease_ms),
+                replicas: self.store_replicas,
+                snapshot_entries: self.store_snapshot_entries,
+                shards: self.store_shards,
+            },
+        ))
     }
 
     /// The directory `replay:` model scripts are read from: `replay_dir`, else `replay/` in the

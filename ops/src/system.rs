@@ -91,7 +91,7 @@ pub async fn coordinator(
         checkpoints_kept: settings.checkpoints_kept,
         stale_draft_after: std::time::Duration::from_secs(settings.stale_draft_secs),
         events_format: settings.events_format.format(),
-        replication: settings.replication(),
+        replication: settings.replication()?,
     };
     start_coordinator(client, config)
         .await

@@ -13,7 +13,7 @@ use atelier_messages::job::{JobState, JobView, ListJobs};
 use atelier_messages::shard::{ShardLease, shard_of};
 use atelier_messages::store::WorkbenchInfo;
 use atelier_messages::{Format, decode, subjects};
-use atelier_tests::{Cluster, Process};
+use atelier_tests::{Cluster, NatsServer, Process, atelier_bin};
 use atelier_transport::{Policy, request};
 use futures::StreamExt;
 
@@ -413,5 +413,44 @@ async fn jobs_running_on_shards_handed_over_end_once_on_their_new_owner() -> any
     }
     // Some shards moved while their jobs ran: the new owner took them over mid-job.
     assert!(lines_with(&cluster, "coordinator", &["handing the shard over"]) > 0);
+    Ok(())
+}
+
+/// Replication settings out of their range are refused by name when a coordinator starts, not
+/// quietly changed: a shard count is fixed for the deployment's life.
+#[test]
+fn a_coordinator_refuses_replication_settings_out_of_range() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let nats = NatsServer::start(dir.path())?;
+    for (setting, value) in [
+        ("ATELIER_STORE_SHARDS", "0"),
+        ("ATELIER_STORE_SHARDS", "1025"),
+        ("ATELIER_STORE_LEASE_MS", "100"),
+        ("ATELIER_STORE_REPLICAS", "0"),
+        ("ATELIER_STORE_SNAPSHOT_ENTRIES", "0"),
+    ] {
+        let data = dir.path().join(format!("data-{setting}-{value}"));
+        let mut child = std::process::Command::new(atelier_bin())
+            .args(["coordinator", "--nats", &nats.url, "--data"])
+            .arg(&data)
+            .env("ATELIER_REPLICATED_STORE", "true")
+            .env(setting, value)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        // An accepted setting starts a coordinator that runs on: it is stopped, and fails.
+        let exited = atelier_tests::wait_until(Duration::from_secs(20), || {
+            child.try_wait().ok().flatten().is_some()
+        });
+        if exited.is_err() {
+            let _ = child.kill();
+        }
+        let output = child.wait_with_output()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(exited.is_ok(), "{setting}={value} was accepted");
+        assert!(!output.status.success(), "{setting}={value} was accepted");
+        let name = setting.trim_start_matches("ATELIER_").to_lowercase();
+        assert!(stderr.contains(&name), "{setting}={value}: {stderr}");
+    }
     Ok(())
 }
