@@ -151,6 +151,9 @@ pub(crate) enum Command {
         job: String,
         #[arg(long)]
         json: bool,
+        /// Stop following after this many seconds (exit status 124; the job goes on).
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
     },
     /// List jobs.
     Jobs {

@@ -1,6 +1,7 @@
 //! The client commands: workbenches, drafts and jobs over NATS, printed for people or as JSON.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use atelier_messages::job::{JobState, JobView};
 use atelier_messages::store::FileBytes;
@@ -86,18 +87,25 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
         }
         Command::Context(command) => context_items::run(client, command).await?,
         Command::Chat { workbench } => return chat::run(client, &workbench).await,
-        Command::Watch { job, json } => {
-            let state = client
-                .watch(
-                    &job,
-                    if json {
-                        WatchOutput::Json
-                    } else {
-                        WatchOutput::Human
-                    },
-                )
-                .await?;
-            return Ok(exit_for(state));
+        Command::Watch { job, json, timeout } => {
+            let output = if json {
+                WatchOutput::Json
+            } else {
+                WatchOutput::Human
+            };
+            let watching = client.watch(&job, output);
+            let Some(secs) = timeout else {
+                return Ok(exit_for(watching.await?));
+            };
+            return match tokio::time::timeout(Duration::from_secs(secs), watching).await {
+                Ok(state) => Ok(exit_for(state?)),
+                Err(_) => {
+                    eprintln!(
+                        "error: job {job} had not finished after {secs} s; it goes on (`atelier job {job}` shows it, `atelier watch {job}` follows it again)"
+                    );
+                    Ok(ExitCode::from(WATCH_TIMED_OUT))
+                }
+            };
         }
         Command::Cancel { job, json } => show_job(&client.cancel(&job).await?, json)?,
         Command::Approve {
@@ -155,6 +163,9 @@ fn show_job(view: &JobView, json: bool) -> anyhow::Result<()> {
     print_job(view);
     Ok(())
 }
+
+/// The exit status of a `watch` that stopped at its `--timeout` (as `timeout(1)`'s).
+const WATCH_TIMED_OUT: u8 = 124;
 
 fn exit_for(state: JobState) -> ExitCode {
     if state == JobState::Succeeded {

@@ -532,3 +532,38 @@ async fn msgpack_events_say_so_and_atelier_decode_prints_them_as_json() -> anyho
     );
     Ok(())
 }
+
+/// `watch --timeout` stops following a job that has not ended (exit status 124, saying how to
+/// look again) and leaves the job alone; without a timeout reached it ends with the job.
+#[test]
+fn watch_stops_at_its_timeout_and_the_job_goes_on() -> anyhow::Result<()> {
+    let up = Up::start()?;
+    up.cli_ok(&["wb", "create", "q3"])?;
+    let plan = up.workdir().join("plan.csv");
+    std::fs::write(&plan, "Milestone\nBeta\n")?;
+    up.cli_ok(&["wb", "add", "q3", &plan.to_string_lossy()])?;
+    // Deleting a published file waits for a person.
+    let job = up.cli_ok(&[
+        "run",
+        "q3",
+        "delete_file",
+        "--args",
+        r#"{"path": "plan.csv"}"#,
+    ])?;
+    let job = job.trim().to_string();
+
+    let started = std::time::Instant::now();
+    let stopped = up.cli(&["watch", &job, "--timeout", "2"])?;
+    assert_eq!(stopped.status.code(), Some(124), "{stopped:?}");
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert!(stderr.contains("had not finished after 2 s"), "{stderr}");
+    assert!(stderr.contains(&format!("atelier job {job}")), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    up.cli_ok(&["approve", &job])?;
+    let followed = up.cli(&["watch", &job, "--timeout", "60"])?;
+    assert_eq!(followed.status.code(), Some(0), "{followed:?}");
+    let listing = up.cli_ok(&["wb", "ls", "q3", "--draft", "--json"])?;
+    assert!(!listing.contains("plan.csv"), "{listing}");
+    Ok(())
+}
