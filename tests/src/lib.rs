@@ -284,14 +284,22 @@ impl Process {
 
     /// Waits up to `timeout` for the process to exit by itself; true if it did.
     pub fn wait_exit(&mut self, timeout: Duration) -> bool {
-        let Some(child) = self.child.as_mut() else {
-            return true;
-        };
-        let exited = wait_until(timeout, || matches!(child.try_wait(), Ok(Some(_)))).is_ok();
-        if exited {
+        self.child.is_none() || self.wait_status(timeout).is_some()
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself; how it exited, if it did
+    /// (`None` too for a process already waited for).
+    pub fn wait_status(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let mut status = None;
+        let _ = wait_until(timeout, || {
+            status = child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        if status.is_some() {
             self.child = None;
         }
-        exited
+        status
     }
 
     /// SIGKILL, as a crash.
