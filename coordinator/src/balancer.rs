@@ -2,13 +2,13 @@
 //!
 //! Every coordinator says it is alive in the members bucket (a key per coordinator, renewed a
 //! few times per lease life, gone a lease life after its last renewal or at once on a clean
-//! stop). Each shard ranks the live coordinators by rendezvous hashing; a coordinator takes a
-//! free shard it ranks first (or one left free for a lease's life: the first-ranked may be alive
-//! but unable to take it),
-//! and gives up a shard ranked first by another live coordinator while it holds more than its
-//! share. A join or a leave so moves only the shards it must, and one coordinator alone holds
-//! them all. A held shard whose lease is lost (the process was paused, or cut off) stops being
-//! served at once, and the coordinator says so: it then exits to come back clean.
+//! stop). At each look a coordinator reads the live coordinators and the lease holders and
+//! computes the [`plan`] every coordinator computes from the same view: it takes the free
+//! shards planned for it (or one left free for a lease's life: the one planned may be alive
+//! but unable to take it) and gives up the shards planned for another. A join or a leave so
+//! moves only the shards it must, and one coordinator alone holds them all. A held shard whose
+//! lease is lost (the process was paused, or cut off) stops being served at once, and the
+//! coordinator says so: it then exits to come back clean.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -140,8 +140,8 @@ impl State {
         }
     }
 
-    /// One look: drops lost shards, gives up the shards it
-    /// holds beyond its share to those that rank them first, and takes the free ones it should.
+    /// One look: drops lost shards, reads who holds the others, gives up the shards this
+    /// coordinator holds beyond its share, and takes the free ones the plan gives it.
     async fn round(&mut self) {
         self.drop_lost().await;
         let live = match self.live().await {
@@ -151,12 +151,13 @@ impl State {
             // the election (the leases decide who gets each), and give nothing up.
             Err(error) => {
                 tracing::warn!(%error, "could not read the live coordinators; taking free shards as if alone");
-                self.take_free(&BTreeSet::from([self.me.clone()])).await;
-                return;
+                BTreeSet::from([self.me.clone()])
             }
         };
-        self.give_up_extra(&live).await;
-        self.take_free(&live).await;
+        let holders = self.holders().await;
+        let plan = plan(self.shared.front.count(), &live, &holders);
+        self.give_up_extra(&plan).await;
+        self.take_free(&plan, &holders).await;
         self.live = live;
     }
 
@@ -200,53 +201,64 @@ impl State {
         }
     }
 
-    /// Gives up, one by one, the shards another live coordinator ranks first while this one
-    /// holds more than its share.
-    async fn give_up_extra(&mut self, live: &BTreeSet<String>) {
-        let count = self.shared.front.count();
-        let share = count.div_ceil(u32::try_from(live.len()).unwrap_or(u32::MAX).max(1));
-        let movable: Vec<u32> = (self.engines.keys().copied())
-            .filter(|shard| first_ranked(*shard, live) != Some(&self.me))
+    /// Who holds each shard: this coordinator for those it serves, the leases bucket for the
+    /// others (`None` when free; a shard whose lease cannot be read now is left out).
+    async fn holders(&self) -> BTreeMap<u32, Option<String>> {
+        let others: Vec<u32> = (0..self.shared.front.count())
+            .filter(|shard| !self.engines.contains_key(shard))
             .collect();
-        for shard in movable {
-            if u32::try_from(self.engines.len()).unwrap_or(u32::MAX) <= share {
-                return;
+        let leases = self.holding.leases();
+        let read = join_all(others.iter().map(|shard| leases.holder(*shard))).await;
+        let mut holders: BTreeMap<u32, Option<String>> = (self.engines.keys())
+            .map(|shard| (*shard, Some(self.me.clone())))
+            .collect();
+        for (shard, holder) in others.into_iter().zip(read) {
+            match holder {
+                Ok(holder) => {
+                    holders.insert(shard, holder.map(|holder| holder.owner));
+                }
+                Err(error) => tracing::warn!(%error, shard, "cannot read the shard's lease now"),
             }
+        }
+        holders
+    }
+
+    /// Gives up, one by one, the shards the plan gives another coordinator.
+    async fn give_up_extra(&mut self, plan: &BTreeMap<u32, String>) {
+        let extra: Vec<(u32, String)> = (self.engines.keys())
+            .filter_map(|shard| Some((*shard, plan.get(shard)?.clone())))
+            .filter(|(_, to)| *to != self.me)
+            .collect();
+        for (shard, to) in extra {
             if let Some(engine) = self.engines.remove(&shard) {
-                let to = first_ranked(shard, live).cloned().unwrap_or_default();
                 tracing::info!(
                     shard,
                     to,
-                    "handing the shard over to the coordinator it ranks first"
+                    "handing the shard over to the coordinator the plan gives it"
                 );
                 engine.stop(&self.shared.front).await;
             }
         }
     }
 
-    /// Takes, at once, the free shards this coordinator ranks first among the live ones (and
-    /// those left free for a while), each from its snapshot and changelog.
-    async fn take_free(&mut self, live: &BTreeSet<String>) {
-        let count = self.shared.front.count();
-        let others: Vec<u32> = (0..count)
-            .filter(|shard| !self.engines.contains_key(shard))
-            .collect();
-        let leases = self.holding.leases();
-        let holders = join_all(others.iter().map(|shard| leases.holder(*shard))).await;
+    /// Takes, at once, the free shards the plan gives this coordinator (and those left free
+    /// for a lease's life: the one they were planned for may be alive but unable to take them),
+    /// each from its snapshot and changelog.
+    async fn take_free(
+        &mut self,
+        plan: &BTreeMap<u32, String>,
+        holders: &BTreeMap<u32, Option<String>>,
+    ) {
         let mut wanted = Vec::new();
-        for (shard, holder) in others.iter().zip(holders) {
-            match holder {
-                Ok(Some(_)) => {
-                    self.free_since.remove(shard);
-                }
-                Ok(None) => {
-                    let since = *self.free_since.entry(*shard).or_insert_with(Instant::now);
-                    let mine = first_ranked(*shard, live) == Some(&self.me);
-                    if mine || since.elapsed() > self.holding.settings().lease_ttl {
-                        wanted.push(*shard);
-                    }
-                }
-                Err(error) => tracing::warn!(%error, shard, "cannot read the shard's lease now"),
+        for (shard, holder) in holders {
+            if holder.is_some() {
+                self.free_since.remove(shard);
+                continue;
+            }
+            let since = *self.free_since.entry(*shard).or_insert_with(Instant::now);
+            let mine = plan.get(shard) == Some(&self.me);
+            if mine || since.elapsed() > self.holding.settings().lease_ttl {
+                wanted.push(*shard);
             }
         }
         let taken = join_all(wanted.iter().map(|shard| self.holding.try_take(*shard))).await;
@@ -321,9 +333,49 @@ fn joined_or_left(entry: &kv::Entry, live: &BTreeSet<String>) -> bool {
     entry.operation != kv::Operation::Put || !live.contains(&entry.key)
 }
 
-/// The live coordinator `shard` ranks first: the highest rendezvous score of shard and name.
-fn first_ranked(shard: u32, live: &BTreeSet<String>) -> Option<&String> {
-    live.iter().max_by_key(|member| score(shard, member))
+/// Where each of `count` shards belongs among the `live` coordinators, given who holds them
+/// now; every coordinator computes the same plan from the same view. No coordinator is planned
+/// more than its share (`count / live`, rounded up). A live holder keeps up to its share of the
+/// shards it holds (those it ranks highest), so a join or a leave moves only the shards it
+/// must, and a standby coordinator does not take a lone shard from a live owner. Every other
+/// shard goes, in order, to the coordinator that ranks it highest among those with room
+/// (rendezvous hashing bounded by the share).
+fn plan(
+    count: u32,
+    live: &BTreeSet<String>,
+    holders: &BTreeMap<u32, Option<String>>,
+) -> BTreeMap<u32, String> {
+    let members = u32::try_from(live.len()).unwrap_or(u32::MAX);
+    if members == 0 {
+        return BTreeMap::new();
+    }
+    let share = count.div_ceil(members) as usize;
+    let mut planned = BTreeMap::new();
+    let mut load: BTreeMap<&String, usize> = BTreeMap::new();
+    for member in live {
+        let mut held: Vec<u32> = (holders.iter())
+            .filter(|(_, holder)| holder.as_ref() == Some(member))
+            .map(|(shard, _)| *shard)
+            .collect();
+        held.sort_by_key(|shard| std::cmp::Reverse(score(*shard, member)));
+        held.truncate(share);
+        load.insert(member, held.len());
+        planned.extend(held.into_iter().map(|shard| (shard, member.clone())));
+    }
+    for shard in 0..count {
+        if planned.contains_key(&shard) {
+            continue;
+        }
+        let with_room = live
+            .iter()
+            .filter(|member| load.get(member).copied().unwrap_or(0) < share);
+        let Some(to) = with_room.max_by_key(|member| score(shard, member)) else {
+            continue;
+        };
+        *load.entry(to).or_default() += 1;
+        planned.insert(shard, to.clone());
+    }
+    planned
 }
 
 /// A stable hash of a shard and a coordinator's name (FNV-1a, 64 bits, then mixed), the same
@@ -344,27 +396,103 @@ fn score(shard: u32, member: &str) -> u64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn rendezvous_moves_only_the_shards_a_join_must_and_spreads_them() {
-        let two: BTreeSet<String> = ["a".to_string(), "b".to_string()].into();
-        let three: BTreeSet<String> = ["a", "b", "c"].map(String::from).into();
-        let mut moved = 0;
-        let mut to_c = 0;
-        for shard in 0..1024 {
-            let before = first_ranked(shard, &two);
-            let after = first_ranked(shard, &three);
-            if before != after {
-                moved += 1;
-                // A shard moves only to the newcomer.
-                assert_eq!(after.map(String::as_str), Some("c"));
-            }
-            if after.map(String::as_str) == Some("c") {
-                to_c += 1;
-            }
+    fn members(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|name| name.to_string()).collect()
+    }
+
+    /// Applies `plan` as the coordinators would: every shard to where it is planned.
+    fn apply(plan: &BTreeMap<u32, String>) -> BTreeMap<u32, Option<String>> {
+        (plan.iter())
+            .map(|(shard, to)| (*shard, Some(to.clone())))
+            .collect()
+    }
+
+    fn loads(holders: &BTreeMap<u32, Option<String>>) -> BTreeMap<String, usize> {
+        let mut loads = BTreeMap::new();
+        for holder in holders.values().flatten() {
+            *loads.entry(holder.clone()).or_default() += 1;
         }
-        assert_eq!(moved, to_c);
-        // About a third of the shards move to the third coordinator.
-        assert!((280..=400).contains(&moved), "moved {moved} of 1024");
-        assert_eq!(first_ranked(7, &BTreeSet::new()), None);
+        loads
+    }
+
+    fn moved(
+        before: &BTreeMap<u32, Option<String>>,
+        after: &BTreeMap<u32, Option<String>>,
+    ) -> usize {
+        (before.iter())
+            .filter(|(shard, holder)| holder.is_some() && after.get(shard) != Some(holder))
+            .count()
+    }
+
+    #[test]
+    fn one_coordinator_alone_is_planned_every_shard() {
+        let plan = plan(8, &members(&["a"]), &BTreeMap::new());
+        assert_eq!(plan.len(), 8);
+        assert!(plan.values().all(|to| to == "a"));
+        assert!(super::plan(8, &BTreeSet::new(), &BTreeMap::new()).is_empty());
+    }
+
+    #[test]
+    fn joins_in_any_order_end_balanced_moving_only_what_they_must() {
+        // Two coordinators joining one after the other, whatever their names rank: every
+        // shard planned, loads within one of each other, and a plan applied is kept as it is.
+        for (second, third) in [("b", "c"), ("c", "b"), ("zz", "b7"), ("q-41", "q-42")] {
+            let alone = apply(&plan(8, &members(&["a"]), &BTreeMap::new()));
+            let two = apply(&plan(8, &members(&["a", second]), &alone));
+            assert_eq!(moved(&alone, &two), 4, "{second}: {two:?}");
+            let live = members(&["a", second, third]);
+            let three = apply(&plan(8, &live, &two));
+            assert_eq!(three.len(), 8);
+            let loads = loads(&three);
+            assert_eq!(loads.len(), 3, "{third} got nothing: {three:?}");
+            assert!(
+                loads.values().all(|load| (2..=3).contains(load)),
+                "{loads:?}"
+            );
+            assert_eq!(moved(&two, &three), 2, "{three:?}");
+            assert_eq!(apply(&plan(8, &live, &three)), three);
+        }
+    }
+
+    #[test]
+    fn a_leaving_coordinators_shards_are_spread_over_the_others() {
+        let live = members(&["a", "b", "c"]);
+        let three = apply(&plan(16, &live, &BTreeMap::new()));
+        let mut left = three.clone();
+        left.values_mut()
+            .filter(|holder| holder.as_deref() == Some("b"))
+            .for_each(|holder| *holder = None);
+        let two = apply(&plan(16, &members(&["a", "c"]), &left));
+        assert_eq!(
+            loads(&two),
+            BTreeMap::from([("a".into(), 8), ("c".into(), 8)])
+        );
+        // Only b's shards moved.
+        assert_eq!(moved(&left, &two), 0);
+    }
+
+    #[test]
+    fn a_standby_coordinator_does_not_take_a_lone_shard_from_its_live_owner() {
+        for owner in ["a", "b"] {
+            let held = BTreeMap::from([(0, Some(owner.to_string()))]);
+            let plan = plan(1, &members(&["a", "b"]), &held);
+            assert_eq!(plan.get(&0).map(String::as_str), Some(owner));
+        }
+        // A shard whose owner is gone goes to a live coordinator.
+        let held = BTreeMap::from([(0, Some("gone".to_string()))]);
+        assert_eq!(
+            plan(1, &members(&["a"]), &held).get(&0).map(String::as_str),
+            Some("a")
+        );
+    }
+
+    #[test]
+    fn free_shards_spread_by_rank_over_many_coordinators() {
+        let live: BTreeSet<String> = (0..7).map(|n| format!("coordinator-{n}")).collect();
+        let plan = plan(1024, &live, &BTreeMap::new());
+        let loads = loads(&apply(&plan));
+        assert_eq!(loads.len(), 7);
+        assert!(loads.values().all(|load| *load <= 147), "{loads:?}");
+        assert_eq!(loads.values().sum::<usize>(), 1024);
     }
 }

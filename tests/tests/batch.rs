@@ -310,16 +310,20 @@ async fn a_forty_workbench_batch_survives_a_coordinator_sigkill_with_every_edit_
         let marker = format!("Reviewed for {name}<");
         assert_eq!(text.matches(&marker).count(), 1, "{name}: {text}");
     }
+    // The coordinator's log names each write it applied: never one twice. A write committed
+    // just before a kill may miss its line (it is logged after the commit), so the lines may
+    // fall short of the 39 the documents show by at most the writes in flight at the two
+    // kills (three each, the batch's concurrency).
     let applied = cluster.applied_writes();
     for (call_id, times) in &applied {
         assert_eq!(*times, 1, "call {call_id} applied {times} times");
     }
-    assert_eq!(
-        applied
-            .keys()
-            .filter(|id| id.starts_with("review-40-"))
-            .count(),
-        39
+    let logged = (applied.keys())
+        .filter(|id| id.starts_with("review-40-"))
+        .count();
+    assert!(
+        (39 - 2 * 3..=39).contains(&logged),
+        "{logged} writes logged"
     );
     let jobs: Vec<JobView> = cluster.cli_ok(&["jobs", "--json"])?.json()?;
     assert_eq!(
