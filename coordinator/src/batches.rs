@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CoordinatorError;
 use crate::storage::txn::{TxResult, abort, flatten, get, put};
-use crate::storage::{self, Storage, trees};
+use crate::storage::{self, Durability, Storage, trees};
 
 /// The durable record of a batch.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -332,12 +332,14 @@ impl Batches {
             .collect())
     }
 
-    /// Changes one target and the batch's counts together, durably. `change` sees the target
-    /// and returns its new state, or `None` to leave everything as it was.
+    /// Changes one target and the batch's counts together, as durably as `durability` says.
+    /// `change` sees the target and returns its new state, or `None` to leave everything as it
+    /// was.
     fn change_target(
         &self,
         batch_id: &str,
         index: u64,
+        durability: Durability,
         change: impl Fn(&mut TargetRecord) -> Option<TargetState>,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
         let batches = self.batches()?;
@@ -372,7 +374,7 @@ impl Batches {
                 Ok((batch, target))
             });
         let changed = result.map_err(flatten)?;
-        self.storage.flush()?;
+        self.storage.made(durability)?;
         Ok(changed)
     }
 
@@ -383,7 +385,7 @@ impl Batches {
         batch_id: &str,
         index: u64,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
-        self.change_target(batch_id, index, |target| {
+        self.change_target(batch_id, index, Durability::Flushed, |target| {
             if target.state != TargetState::Queued {
                 return None;
             }
@@ -395,7 +397,9 @@ impl Batches {
     }
 
     /// Records how a running target's child ended, with what a succeeded child did (a no-op
-    /// for a target already ended or whose job is another attempt's).
+    /// for a target already ended or whose job is another attempt's). Not flushed of its own:
+    /// a target found running after a crash is settled again from its child's record, and the
+    /// batch's end is flushed.
     pub fn finish_target(
         &self,
         batch_id: &str,
@@ -405,7 +409,7 @@ impl Batches {
         error: Option<ErrorBody>,
         outcome: Option<JobOutcome>,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
-        self.change_target(batch_id, index, |target| {
+        self.change_target(batch_id, index, Durability::Rebuildable, |target| {
             let ours = target.job_id.as_deref() == Some(job_id);
             if target.state != TargetState::Running || !ours {
                 return None;
@@ -426,6 +430,7 @@ impl Batches {
         self.storage.update(
             trees::BATCHES,
             batch_id.as_bytes(),
+            Durability::Flushed,
             missing,
             |record: &mut BatchRecord| {
                 change(record)?;
@@ -476,9 +481,10 @@ impl Batches {
             };
             next = last.index + 1;
             for target in &page {
-                let (batch, _) = self.change_target(batch_id, target.index, |target| {
-                    (target.state == from).then(|| change(target))
-                })?;
+                let (batch, _) =
+                    self.change_target(batch_id, target.index, Durability::Flushed, |target| {
+                        (target.state == from).then(|| change(target))
+                    })?;
                 record = batch;
             }
         }

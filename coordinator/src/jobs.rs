@@ -7,7 +7,7 @@ use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 
 use crate::error::CoordinatorError;
 use crate::lifecycle::{self, Transition};
-use crate::storage::{self, Storage, trees};
+use crate::storage::{self, Durability, Storage, trees};
 
 pub(crate) mod record;
 
@@ -51,15 +51,28 @@ impl Jobs {
         job_id: &str,
         transition: Transition,
     ) -> Result<JobRecord, CoordinatorError> {
-        self.update(job_id, |record| {
+        self.transition_as(job_id, transition, Durability::Flushed)
+    }
+
+    /// Changes a job's lifecycle state as durably as `durability` says. A run's start is
+    /// [`Durability::Rebuildable`]: a job whose start is lost is still unfinished after a
+    /// crash, so it is run again.
+    pub fn transition_as(
+        &self,
+        job_id: &str,
+        transition: Transition,
+        durability: Durability,
+    ) -> Result<JobRecord, CoordinatorError> {
+        self.update(job_id, durability, |record| {
             lifecycle::apply(record, transition.clone())
         })
     }
 
-    /// Applies `change` to a job's record and flushes; `change` may refuse with an error.
+    /// Applies `change` to a job's record; `change` may refuse with an error.
     fn update(
         &self,
         job_id: &str,
+        durability: Durability,
         change: impl Fn(&mut JobRecord) -> Result<(), ErrorBody>,
     ) -> Result<JobRecord, CoordinatorError> {
         let missing = || {
@@ -71,6 +84,7 @@ impl Jobs {
         self.storage.update(
             trees::JOBS,
             job_id.as_bytes(),
+            durability,
             missing,
             |record: &mut JobRecord| {
                 change(record)?;
@@ -99,10 +113,21 @@ impl Jobs {
         key: &str,
         value: &serde_json::Value,
     ) -> Result<(), CoordinatorError> {
+        self.record_as(job_id, key, value, Durability::Flushed)
+    }
+
+    /// Journals an entry as durably as `durability` says.
+    pub fn record_as(
+        &self,
+        job_id: &str,
+        key: &str,
+        value: &serde_json::Value,
+        durability: Durability,
+    ) -> Result<(), CoordinatorError> {
         self.storage
             .tree(trees::JOURNAL)?
             .insert(journal_key(job_id, key), storage::encode(value)?)?;
-        self.storage.flush()
+        self.storage.made(durability)
     }
 
     /// Counts a start-up's adoption of an unfinished job, durably: one more when nothing was

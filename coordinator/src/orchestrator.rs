@@ -30,7 +30,7 @@ use crate::host::{JobHost, RunSignals};
 use crate::jobs::{CRASH_LOOP_ADOPTIONS, JobRecord, Jobs};
 use crate::lifecycle::Transition;
 use crate::outcome;
-use crate::storage::blocking;
+use crate::storage::{Durability, blocking};
 use crate::workbench::TurnEnd;
 
 /// Everything an orchestrator needs besides its job record.
@@ -297,11 +297,12 @@ async fn run(
         .map_err(|error| error.to_body())
 }
 
-/// Starts the job's run: its record as it now is.
+/// Starts the job's run: its record as it now is. Not flushed of its own: a start lost in a
+/// crash leaves the job unfinished, so it is run again.
 async fn start(jobs: &Jobs, job_id: &str) -> Result<JobRecord, ErrorBody> {
     let jobs = jobs.clone();
     let job_id = job_id.to_string();
-    blocking(move || jobs.transition(&job_id, Transition::Start)).await
+    blocking(move || jobs.transition_as(&job_id, Transition::Start, Durability::Rebuildable)).await
 }
 
 async fn transition(jobs: &Jobs, job_id: &str, transition: Transition) -> Result<(), ErrorBody> {

@@ -8,6 +8,7 @@ use atelier_messages::job::JobOutcome;
 use atelier_messages::{ErrorBody, ErrorCode, journal};
 
 use crate::host::JobHost;
+use crate::storage::{Durability, blocking};
 
 /// A workbench's current files: path → digest.
 pub(crate) type Files = BTreeMap<String, String>;
@@ -27,7 +28,10 @@ pub(crate) async fn files_at_start(host: &JobHost) -> Result<Files, ErrorBody> {
     let files = current_files(host).await?;
     let value = serde_json::to_value(&files)
         .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
-    host.record(&key, &value).await?;
+    // Not flushed of its own: until a later step's flush makes it durable, nothing the job
+    // did is, so a run after a crash lists the same files again.
+    let (jobs, job_id) = (host.jobs.clone(), host.record.job_id.clone());
+    blocking(move || jobs.record_as(&job_id, &key, &value, Durability::Rebuildable)).await?;
     Ok(files)
 }
 

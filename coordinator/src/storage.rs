@@ -43,6 +43,17 @@ pub fn open_db(path: &Path) -> Result<sled::Db, CoordinatorError> {
         .open()?)
 }
 
+/// How durable a write must be when it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Flushed before the write returns: it may be acknowledged.
+    Flushed,
+    /// Made durable by the next flush (every write before a flush is, in order), or within a
+    /// moment when none comes (sled's own flush; a replicated store's idle commit). For a write
+    /// a replay rebuilds: a crash before then loses nothing a restart does not redo.
+    Rebuildable,
+}
+
 /// The coordinator's durable state.
 #[derive(Clone)]
 pub struct Storage {
@@ -83,6 +94,18 @@ impl Storage {
             Some(log) => log.commit(),
             None => {
                 self.db.flush()?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Makes the writes so far as durable as `durability` says: flushed now, or left to the
+    /// next flush.
+    pub(crate) fn made(&self, durability: Durability) -> Result<(), CoordinatorError> {
+        match durability {
+            Durability::Flushed => self.flush(),
+            Durability::Rebuildable => {
+                atelier_transport::failpoint::hit("after_rebuildable_write");
                 Ok(())
             }
         }
@@ -133,12 +156,13 @@ pub(crate) fn get<T: DeserializeOwned>(
 
 impl Storage {
     /// Applies `change` to the record under `key` (compare-and-swap, retried on a concurrent
-    /// change) and flushes; `change` may refuse with an error; `missing` is the error when
-    /// there is no record.
+    /// change) and makes it as durable as `durability` says; `change` may refuse with an
+    /// error; `missing` is the error when there is no record.
     pub(crate) fn update<T: Serialize + DeserializeOwned>(
         &self,
         tree: &'static str,
         key: &[u8],
+        durability: Durability,
         missing: impl Fn() -> ErrorBody,
         change: impl Fn(&mut T) -> Result<(), ErrorBody>,
     ) -> Result<T, CoordinatorError> {
@@ -149,7 +173,7 @@ impl Storage {
             change(&mut record)?;
             let swapped = tree.compare_and_swap(key, Some(current), Some(encode(&record)?))?;
             if swapped {
-                self.flush()?;
+                self.made(durability)?;
                 return Ok(record);
             }
         }

@@ -179,11 +179,12 @@ async fn killed_after_every_checkpoint_the_job_completes_identically() -> anyhow
 }
 
 /// A workflow's states are saved without flushes of their own (a replay rebuilds them from
-/// the journal): killed after each of them — the plan, each step's mark, the end — the job
-/// still ends as an uninterrupted one, each of its non-idempotent writes applied once.
+/// the journal), and so are its run's start and the files it started from: killed after each
+/// of them — the start, the files, the plan, each step's mark, the end — the job still ends as
+/// an uninterrupted one, each of its non-idempotent writes applied once.
 #[test]
-fn a_workflow_killed_after_each_unflushed_save_completes_with_each_write_once() -> anyhow::Result<()>
-{
+fn a_workflow_killed_after_each_unflushed_write_completes_with_each_write_once()
+-> anyhow::Result<()> {
     let workflow = r#"
 name = "twice"
 [[steps]]
@@ -193,9 +194,11 @@ args = { path = "notes.docx", create_new = true, operations = [{ op = "append_pa
 tool = "docx_operations"
 args = { path = "notes.docx", operations = [{ op = "append_paragraph", text = "second line" }] }
 "#;
-    // Saves: the plan, after step 1, after step 2, the end.
-    for hit in 1..=4 {
-        let point = format!("after_rebuildable_save@{hit}");
+    // Writes: the run's start, the files it started from; saves: the plan, after step 1,
+    // after step 2, the end.
+    let writes = numbered("after_rebuildable_write", 2);
+    let saves = numbered("after_rebuildable_save", 4);
+    for (hit, point) in writes.into_iter().chain(saves).enumerate() {
         let mut cluster = Cluster::start()?;
         let file = cluster.dir.path().join("twice.toml");
         std::fs::write(&file, workflow)?;

@@ -21,7 +21,7 @@ fn replicated() -> [(&'static str, &'static str); 4] {
     [
         ("ATELIER_REPLICATED_STORE", "true"),
         ("ATELIER_STORE_LEASE_MS", LEASE_MS),
-        ("ATELIER_STORE_SNAPSHOT_ENTRIES", "8"),
+        ("ATELIER_STORE_SNAPSHOT_ENTRIES", "5"),
         // One shard: the second coordinator stands by (balancing is `shards.rs`'s).
         ("ATELIER_STORE_SHARDS", "1"),
     ]

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use atelier_messages::shard::Mutation;
 use tokio::sync::{Notify, oneshot, watch};
@@ -74,6 +74,7 @@ pub struct Ownership {
     release: oneshot::Sender<()>,
     renewal: tokio::task::JoinHandle<()>,
     snapshotting: tokio::task::JoinHandle<()>,
+    idle_commits: tokio::task::JoinHandle<()>,
 }
 
 impl Ownership {
@@ -85,6 +86,12 @@ impl Ownership {
     /// Gives the lease up (after serving stopped): a standby takes the store over at once.
     pub async fn release(self) {
         self.snapshotting.abort();
+        self.idle_commits.abort();
+        // Writes left to the next flush go with the store: the next owner starts from them.
+        let log = self.log.clone();
+        if let Err(error) = blocking(move || log.commit()).await {
+            tracing::warn!(%error, "the store's last writes were not committed; the next owner redoes them");
+        }
         let _ = self.release.send(());
         if tokio::time::timeout(RELEASE_PATIENCE, self.renewal)
             .await
@@ -229,6 +236,7 @@ impl Holding {
             },
             snapshot_due,
         ));
+        let idle_commits = tokio::spawn(commit_when_idle(log.clone()));
         let (lost_tx, lost) = watch::channel(false);
         let (release, released) = oneshot::channel();
         let renewal = tokio::spawn(renew(
@@ -245,6 +253,26 @@ impl Holding {
             release,
             renewal,
             snapshotting,
+            idle_commits,
+        }
+    }
+}
+
+/// How soon a write left to the next flush is committed when no flush comes.
+const IDLE_COMMIT: Duration = Duration::from_millis(200);
+
+/// Commits the writes left to the next flush when none came within [`IDLE_COMMIT`] (as sled
+/// flushes a local store by itself), so a shard gone quiet has all of its state in its
+/// changelog.
+async fn commit_when_idle(log: Log) {
+    loop {
+        tokio::time::sleep(IDLE_COMMIT).await;
+        if !log.has_uncommitted().unwrap_or(false) {
+            continue;
+        }
+        let committing = log.clone();
+        if let Err(error) = blocking(move || committing.commit()).await {
+            tracing::warn!(%error, "could not commit the store's idle writes");
         }
     }
 }

@@ -85,6 +85,13 @@ impl Log {
         self.state.recorded.lock().map_err(|_| poisoned())
     }
 
+    /// Whether some recorded write is not committed yet (one written without a flush).
+    pub fn has_uncommitted(&self) -> Result<bool, CoordinatorError> {
+        let recorded = self.lock()?.count;
+        let committed = self.state.committed.lock().map_err(|_| poisoned())?;
+        Ok(committed.count < recorded)
+    }
+
     /// Commits everything recorded before this call, with whatever else is recorded meanwhile:
     /// one writer commits for all who wait.
     pub fn commit(&self) -> Result<(), CoordinatorError> {
