@@ -431,6 +431,36 @@ mod tests {
     }
 
     #[test]
+    fn a_write_left_to_the_next_flush_is_committed_by_it_in_order() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let sink = Collecting::default();
+        let log = Log::new(sink.clone());
+        let storage = crate::storage::open_db(&dir.path().join("db"))
+            .map(|db| Storage::replicated(db, log.clone()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tree = storage.tree("jobs").unwrap_or_else(|e| panic!("{e}"));
+        let uncommitted = || log.has_uncommitted().unwrap_or_else(|e| panic!("{e}"));
+        assert!(!uncommitted());
+        tree.insert(b"started", vec![1])
+            .unwrap_or_else(|e| panic!("{e}"));
+        storage
+            .made(crate::storage::Durability::Rebuildable)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(uncommitted());
+        assert_eq!(sink.commits.load(Ordering::SeqCst), 0);
+        tree.insert(b"journaled", vec![2])
+            .unwrap_or_else(|e| panic!("{e}"));
+        storage
+            .made(crate::storage::Durability::Flushed)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!uncommitted());
+        assert_eq!(sink.commits.load(Ordering::SeqCst), 1);
+        let recorded = sink.mutations.lock().unwrap_or_else(|e| panic!("{e}"));
+        let keys: Vec<&[u8]> = recorded.iter().map(|m| m.key.as_slice()).collect();
+        assert_eq!(keys, [b"started".as_slice(), b"journaled".as_slice()]);
+    }
+
+    #[test]
     fn a_failed_commit_stops_every_later_acknowledgement() {
         struct Failing;
         impl Sink for Failing {
