@@ -203,6 +203,21 @@ impl FrontDoor {
         Err(not_found.unwrap_or_else(|| ErrorBody::new(ErrorCode::NotFound, "no shard answered")))
     }
 
+    /// `request` answered by the first shard, in shard order, that does not answer
+    /// `NOT_FOUND`: asked one at a time, for a verb with an effect that more than one shard
+    /// could have (staging a blob several shards hold), so that every coordinator's request
+    /// reaches the same shard and no two processes act on one thing at once.
+    async fn find_in_order<V: Verb>(&self, request: &V) -> Result<V::Reply, ErrorBody> {
+        let mut not_found = None;
+        for shard in 0..self.inner.count {
+            match self.forward(shard, request).await {
+                Err(error) if error.code == ErrorCode::NotFound => not_found = Some(error),
+                answer => return answer,
+            }
+        }
+        Err(not_found.unwrap_or_else(|| ErrorBody::new(ErrorCode::NotFound, "no shard answered")))
+    }
+
     /// `request` about job `job_id`, answered by the job's shard: the one remembered, else the
     /// one found by asking them all (remembered from then on).
     async fn to_job<V: Verb>(&self, job_id: &str, request: &V) -> Result<V::Reply, ErrorBody> {
@@ -268,7 +283,9 @@ impl FrontDoor {
             .route(by_workbench::<DiscardDraft>)
             .route(by_workbench::<WriteDraft>)
             .route(by_workbench::<SetApprovals>)
-            .route(by_digest::<StageBlob>)
+            // One stager per blob across coordinators: two uploads of one object at once
+            // replace it under a worker already reading the first.
+            .route(|door, request: StageBlob| async move { door.find_in_order(&request).await })
             .route(by_digest::<GetBlob>)
             .into_routes()
     }
