@@ -200,7 +200,7 @@ impl FrontDoor {
                 answer => return answer.map(|reply| (shard, reply)),
             }
         }
-        Err(not_found.unwrap_or_else(|| ErrorBody::new(ErrorCode::NotFound, "no shard answered")))
+        Err(none_found(not_found))
     }
 
     /// `request` answered by the first shard, in shard order, that does not answer
@@ -215,7 +215,7 @@ impl FrontDoor {
                 answer => return answer,
             }
         }
-        Err(not_found.unwrap_or_else(|| ErrorBody::new(ErrorCode::NotFound, "no shard answered")))
+        Err(none_found(not_found))
     }
 
     /// `request` about job `job_id`, answered by the job's shard: the one remembered, else the
@@ -484,6 +484,11 @@ async fn by_digest<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, Err
 async fn anywhere<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
     let shard = door.held().first().copied().unwrap_or(0);
     door.forward(shard, &request).await
+}
+
+/// The `NOT_FOUND` of a search over the shards: the last shard's, if one answered.
+fn none_found(not_found: Option<ErrorBody>) -> ErrorBody {
+    not_found.unwrap_or_else(|| ErrorBody::new(ErrorCode::NotFound, "no shard answered"))
 }
 
 fn unavailable(shard: u32, error: &ErrorBody) -> ErrorBody {

@@ -26,11 +26,10 @@ use tokio::sync::Notify;
 use tracing::Instrument;
 
 use crate::draft_store::DraftStoreHandle;
-use crate::error::CoordinatorError;
 use crate::events::EventSink;
 use crate::jobs::{JobRecord, Jobs};
 use crate::lifecycle::Transition;
-use crate::storage::blocking;
+use crate::storage::{Durability, blocking};
 use atelier_transport::failpoint;
 
 /// How often a job awaiting approval re-reads its journal (a decision also wakes it at once).
@@ -243,17 +242,17 @@ impl JobHost {
         })
     }
 
-    /// Saves the RPI state with `save` (with a flush or without), then passes `point`.
+    /// Saves the RPI state as durably as `durability` says, then passes `point`.
     async fn save_rpi(
         &self,
         state: &RpiState,
-        save: fn(&Jobs, &str, &RpiState) -> Result<(), CoordinatorError>,
+        durability: Durability,
         point: &'static str,
     ) -> Result<(), ErrorBody> {
         let jobs = self.jobs.clone();
         let job_id = self.job_id().to_string();
         let state = state.clone();
-        blocking(move || save(&jobs, &job_id, &state)).await?;
+        blocking(move || jobs.save_rpi(&job_id, &state, durability)).await?;
         failpoint::hit(point);
         Ok(())
     }
@@ -319,12 +318,12 @@ impl AgentHost for JobHost {
     }
 
     async fn save(&self, state: &RpiState) -> Result<(), ErrorBody> {
-        self.save_rpi(state, Jobs::save_rpi, "after_checkpoint")
+        self.save_rpi(state, Durability::Flushed, "after_checkpoint")
             .await
     }
 
     async fn save_rebuildable(&self, state: &RpiState) -> Result<(), ErrorBody> {
-        self.save_rpi(state, Jobs::write_rpi, "after_rebuildable_save")
+        self.save_rpi(state, Durability::Rebuildable, "after_rebuildable_save")
             .await
     }
 

@@ -202,15 +202,20 @@ impl Jobs {
         Ok(stats)
     }
 
-    /// Checkpoints the RPI state, durably.
-    pub fn save_rpi(&self, job_id: &str, state: &RpiState) -> Result<(), CoordinatorError> {
+    /// Checkpoints the RPI state as durably as `durability` says (a workflow's states follow
+    /// from its journal, so they are [`Durability::Rebuildable`]).
+    pub fn save_rpi(
+        &self,
+        job_id: &str,
+        state: &RpiState,
+        durability: Durability,
+    ) -> Result<(), CoordinatorError> {
         self.write_rpi(job_id, state)?;
-        self.storage.flush()
+        self.storage.made(durability)
     }
 
-    /// Writes the RPI state without a flush: it is durable once the next flush is (every
-    /// write before a flush is made durable by it, in order).
-    pub fn write_rpi(&self, job_id: &str, state: &RpiState) -> Result<(), CoordinatorError> {
+    /// Writes the RPI state (and the record's update time), leaving durability to the caller.
+    fn write_rpi(&self, job_id: &str, state: &RpiState) -> Result<(), CoordinatorError> {
         self.storage
             .tree(trees::RPI)?
             .insert(job_id.as_bytes(), storage::encode(state)?)?;
