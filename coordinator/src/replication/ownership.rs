@@ -261,11 +261,15 @@ impl Holding {
 /// How soon a write left to the next flush is committed when no flush comes.
 const IDLE_COMMIT: Duration = Duration::from_millis(200);
 
-/// Commits the writes left to the next flush when none came within [`IDLE_COMMIT`] (as sled
-/// flushes a local store by itself), so a shard gone quiet has all of its state in its
-/// changelog.
+/// Commits the writes left to the next flush when none came within [`IDLE_COMMIT`] of one (as
+/// sled flushes a local store by itself), so a shard gone quiet has all of its state in its
+/// changelog. Asleep while nothing is written.
 async fn commit_when_idle(log: Log) {
     loop {
+        if let Err(error) = log.recorded_since().await {
+            tracing::warn!(%error, "the store's idle writes are no longer committed");
+            return;
+        }
         tokio::time::sleep(IDLE_COMMIT).await;
         if !log.has_uncommitted().unwrap_or(false) {
             continue;

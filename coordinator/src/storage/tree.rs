@@ -27,6 +27,8 @@ struct Recorded {
     groups: Vec<Vec<Mutation>>,
     /// How many mutations were ever recorded.
     count: u64,
+    /// Told of every group recorded (see [`Log::recorded_since`]).
+    told: Arc<tokio::sync::Notify>,
 }
 
 impl Recorded {
@@ -36,6 +38,7 @@ impl Recorded {
         }
         self.count += group.len() as u64;
         self.groups.push(group);
+        self.told.notify_one();
     }
 }
 
@@ -83,6 +86,14 @@ impl Log {
 
     fn lock(&self) -> Result<MutexGuard<'_, Recorded>, CoordinatorError> {
         self.state.recorded.lock().map_err(|_| poisoned())
+    }
+
+    /// Returns once a write was recorded since the last return (at once for a write recorded
+    /// before the first call); for one waiter, the shard's idle committer.
+    pub async fn recorded_since(&self) -> Result<(), CoordinatorError> {
+        let told = Arc::clone(&self.lock()?.told);
+        told.notified().await;
+        Ok(())
     }
 
     /// Whether some recorded write is not committed yet (one written without a flush).
@@ -458,6 +469,31 @@ mod tests {
         let recorded = sink.mutations.lock().unwrap_or_else(|e| panic!("{e}"));
         let keys: Vec<&[u8]> = recorded.iter().map(|m| m.key.as_slice()).collect();
         assert_eq!(keys, [b"started".as_slice(), b"journaled".as_slice()]);
+    }
+
+    #[tokio::test]
+    async fn the_idle_committer_is_woken_by_a_write_and_sleeps_without_one() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let log = Log::new(Collecting::default());
+        let storage = crate::storage::open_db(&dir.path().join("db"))
+            .map(|db| Storage::replicated(db, log.clone()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tree = storage.tree("jobs").unwrap_or_else(|e| panic!("{e}"));
+        let quiet = std::time::Duration::from_millis(100);
+        let woken = tokio::time::timeout(quiet, log.recorded_since()).await;
+        assert!(woken.is_err(), "nothing written: no wake-up");
+        tree.insert(b"started", vec![1])
+            .unwrap_or_else(|e| panic!("{e}"));
+        tree.insert(b"journaled", vec![2])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let woken = tokio::time::timeout(quiet, log.recorded_since()).await;
+        assert!(matches!(woken, Ok(Ok(()))), "a write wakes the committer");
+        storage.flush().unwrap_or_else(|e| panic!("{e}"));
+        let woken = tokio::time::timeout(quiet, log.recorded_since()).await;
+        assert!(
+            woken.is_err(),
+            "two writes wake it once; a flush records nothing"
+        );
     }
 
     #[test]
