@@ -33,19 +33,31 @@ const PASSWORD: &str = "journey-secret";
 
 impl Distributed {
     fn start() -> anyhow::Result<Self> {
+        Self::start_with(&["coordinator"], &[])
+    }
+
+    /// The set-up with one coordinator process per name, each with its own data directory
+    /// and `env` (the workers share the first's).
+    fn start_with(coordinators: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let nats = NatsServer::start_with_extra_config(dir.path(), &documented_accounts()?)?;
         let host_port = nats.url.trim_start_matches("nats://").to_string();
         let url = |user: &str| format!("nats://{user}:{PASSWORD}@{host_port}");
-        let data = dir.path().join("data").to_string_lossy().to_string();
+        let data_of = |name: &str| dir.path().join(name).to_string_lossy().to_string();
+        let data = data_of("data");
         let logs = dir.path();
         let coordinator_url = url("coordinator");
         let worker_url = url("worker");
-        let mut processes = vec![Process::spawn(
-            "coordinator",
-            &["coordinator", "--nats", &coordinator_url, "--data", &data],
-            logs,
-        )?];
+        let mut processes = Vec::new();
+        for (n, name) in coordinators.iter().enumerate() {
+            let data = if n == 0 { data.clone() } else { data_of(name) };
+            processes.push(Process::spawn_with_env(
+                name,
+                &["coordinator", "--nats", &coordinator_url, "--data", &data],
+                logs,
+                env,
+            )?);
+        }
         for pool in ["tabular", "office"] {
             processes.push(Process::spawn(
                 pool,
@@ -734,4 +746,29 @@ fn the_users_journey_on_the_embedded_default() -> anyhow::Result<()> {
 fn the_users_journey_on_a_distributed_set_up_with_the_documented_accounts() -> anyhow::Result<()> {
     let system = System::Distributed(Distributed::start()?);
     journey(&system)
+}
+
+/// Two coordinators, each with its own data directory, sharing a replicated store of four
+/// shards (docs/operations.md, "Coordinators that fail over") under the documented accounts:
+/// every verb of the journey reaches its shard's owner whichever coordinator a request lands
+/// on, and neither coordinator is refused a permission (leases, members, changelog,
+/// snapshots, the shard subjects).
+#[test]
+fn the_users_journey_on_two_coordinators_sharing_a_replicated_store_with_the_documented_accounts()
+-> anyhow::Result<()> {
+    let replicated = [
+        ("ATELIER_REPLICATED_STORE", "true"),
+        ("ATELIER_STORE_SHARDS", "4"),
+    ];
+    let coordinators = ["coordinator", "coordinator-b"];
+    let system = Distributed::start_with(&coordinators, &replicated)?;
+    // Both serve shards before the journey starts.
+    wait_until(Duration::from_secs(30), || {
+        coordinators.iter().all(|name| {
+            std::fs::read_to_string(system.dir.path().join(format!("{name}.log")))
+                .is_ok_and(|log| log.contains("serving the shard"))
+        })
+    })
+    .context("both coordinators serve shards")?;
+    journey(&System::Distributed(system))
 }
