@@ -283,32 +283,45 @@ impl BlobBucket {
         Ok(())
     }
 
+    /// The bucket's object `blob`; `NOT_FOUND` when the bucket does not hold it.
+    async fn object(&self, blob: &BlobRef) -> Result<object_store::Object, ErrorBody> {
+        self.store
+            .get(&blob.digest)
+            .await
+            .map_err(|error| match error.kind() {
+                object_store::GetErrorKind::NotFound => ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!("blob {} is not in the bucket `{}`", blob.digest, self.name),
+                ),
+                _ => unavailable(self.name, "download", error),
+            })
+    }
+
     /// Downloads `blob` into `target` (temp file beside it, hashed on the way, renamed only when
     /// size and sha256 match; fsynced with its directory when `durable`). `NOT_FOUND` when the
-    /// bucket does not hold it.
+    /// bucket does not hold it. A download that receives nothing for [`STALL`] starts again
+    /// once (see there).
     pub async fn fetch_to(
         &self,
         blob: &BlobRef,
         target: &Path,
         durable: bool,
     ) -> Result<(), ErrorBody> {
-        let mut object =
-            self.store
-                .get(&blob.digest)
-                .await
-                .map_err(|error| match error.kind() {
-                    object_store::GetErrorKind::NotFound => ErrorBody::new(
-                        ErrorCode::NotFound,
-                        format!("blob {} is not in the bucket `{}`", blob.digest, self.name),
-                    ),
-                    _ => unavailable(self.name, "download", error),
-                })?;
-        let temp = temp_beside(target);
         let started = std::time::Instant::now();
-        let result = download(&mut object, blob, &temp, durable).await;
-        if let Err(error) = result {
-            let _ = tokio::fs::remove_file(&temp).await;
-            return Err(error);
+        let temp = temp_beside(target);
+        for attempt in 1.. {
+            let mut object = self.object(blob).await?;
+            let result = download(&mut object, blob, &temp, durable, STALL).await;
+            if result.is_err() {
+                let _ = tokio::fs::remove_file(&temp).await;
+            }
+            match result {
+                Ok(()) => break,
+                Err(Download::Stalled(error)) if attempt < DOWNLOADS => {
+                    tracing::warn!(digest = %blob.digest, %error, "blob download stalled; starting again");
+                }
+                Err(Download::Stalled(error) | Download::Failed(error)) => return Err(error),
+            }
         }
         tokio::fs::rename(&temp, target)
             .await
@@ -325,12 +338,36 @@ impl BlobBucket {
     }
 }
 
+/// How long a download waits for its next bytes before it gives up on that reading: an object
+/// uploaded again while it is read (two processes staging one digest at once) has its first
+/// chunks purged, and a reader of those waits for messages that are gone. Reading it again
+/// finds the object whole. (A chunk of [`CHUNK_BYTES`] must come within it: about 50 KB/s.)
+const STALL: Duration = Duration::from_secs(10);
+
+/// Readings of an object one fetch starts at most: the first, and one after a stall.
+const DOWNLOADS: u32 = 2;
+
+/// Why a download failed.
+#[derive(Debug)]
+enum Download {
+    /// No bytes came for the stall timeout.
+    Stalled(ErrorBody),
+    Failed(ErrorBody),
+}
+
+impl From<ErrorBody> for Download {
+    fn from(error: ErrorBody) -> Self {
+        Download::Failed(error)
+    }
+}
+
 async fn download(
-    object: &mut object_store::Object,
+    object: &mut (impl tokio::io::AsyncRead + Unpin),
     blob: &BlobRef,
     temp: &Path,
     durable: bool,
-) -> Result<(), ErrorBody> {
+    stall: Duration,
+) -> Result<(), Download> {
     if let Some(parent) = temp.parent() {
         tokio::fs::create_dir_all(parent)
             .await
@@ -343,7 +380,17 @@ async fn download(
     let mut size = 0u64;
     let mut buffer = vec![0u8; BUFFER_BYTES];
     loop {
-        let read = object.read(&mut buffer).await.map_err(|error| {
+        let Ok(read) = tokio::time::timeout(stall, object.read(&mut buffer)).await else {
+            return Err(Download::Stalled(ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!(
+                    "blob {} stalled after {size} bytes: nothing came for {} s; fetch it again",
+                    blob.digest,
+                    stall.as_secs_f64()
+                ),
+            )));
+        };
+        let read = read.map_err(|error| {
             ErrorBody::new(
                 ErrorCode::FileReadFailed,
                 format!("blob {} broke off in transfer: {error}", blob.digest),
@@ -359,13 +406,13 @@ async fn download(
     }
     let digest = hex::encode(hasher.finalize());
     if digest != blob.digest || size != blob.size {
-        return Err(ErrorBody::new(
+        return Err(Download::Failed(ErrorBody::new(
             ErrorCode::FileReadFailed,
             format!(
                 "blob {} arrived as {size} bytes with digest {digest}; refusing corrupt content",
                 blob.digest
             ),
-        ));
+        )));
     }
     file.flush().await.map_err(write_error(temp))?;
     if durable {
@@ -442,6 +489,43 @@ fn hash_file(path: &Path) -> std::io::Result<BlobRef> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_download_that_stops_receiving_is_told_stalled_and_a_whole_one_completes() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let temp = dir.path().join("blob.part");
+        let bytes = b"the first half of a blob whose rest never comes";
+        let blob = blob_of_bytes(bytes);
+        // The sender stays open and silent: the reader waits, as on purged chunks.
+        let (mut sender, mut reader) = tokio::io::duplex(1024);
+        sender
+            .write_all(&bytes[..20])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stall = Duration::from_millis(200);
+        let result = download(&mut reader, &blob, &temp, false, stall).await;
+        match result {
+            Err(Download::Stalled(error)) => {
+                assert_eq!(error.code, ErrorCode::FileReadFailed);
+                assert!(
+                    error.message.contains("stalled after 20 bytes"),
+                    "{error:?}"
+                );
+            }
+            other => panic!("a silent sender is a stall, not {other:?}"),
+        }
+        drop(sender);
+        // A whole object read again completes.
+        let (mut sender, mut reader) = tokio::io::duplex(1024);
+        sender
+            .write_all(bytes)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(sender);
+        let result = download(&mut reader, &blob, &temp, false, stall).await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(std::fs::read(&temp).unwrap_or_default(), bytes);
+    }
 
     #[tokio::test]
     async fn file_and_bytes_digests_agree() {
