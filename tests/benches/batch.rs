@@ -19,7 +19,9 @@
 //! cargo bench -p atelier-tests --bench batch
 //! ```
 //! `BATCH_TARGETS` (default 1000) and `BATCH_CONCURRENCY` (default 16) change the size;
-//! `BATCH_PASSES` runs only some passes (see [`chosen`]).
+//! `BATCH_PASSES` runs only some passes (see [`chosen`]); `BATCH_PROFILE` is a shell command
+//! started beside each timed pass as its batch is submitted, with `COORDINATOR_PID`,
+//! `WORKER_PID` and `NATS_PID` set (for `perf stat -p "$COORDINATOR_PID" -- sleep 5`).
 #![allow(clippy::print_stdout)]
 
 use std::path::Path;
@@ -383,10 +385,14 @@ async fn timed_pass(
     let nats: Vec<u32> = cluster.nats.pid().into_iter().collect();
     let cpu_before = Cpu::read(&coordinators, &worker_pids, &nats);
     let writes_before = stream_writes(&client).await;
+    let profiler = profile(&coordinators, &worker_pids, &nats).await?;
     let started = Instant::now();
     submit(&client, "bench", edit_workflow(), false).await?;
     let view = wait_end(&client, "bench").await?;
     let seconds = started.elapsed().as_secs_f64();
+    if let Some(mut profiler) = profiler {
+        profiler.wait().await?;
+    }
     let cpu = Cpu::read(&coordinators, &worker_pids, &nats).since(&cpu_before);
     let writes = stream_writes(&client)
         .await
@@ -411,6 +417,28 @@ async fn timed_pass(
         cpu,
         writes,
     })
+}
+
+/// Starts `BATCH_PROFILE`, if set, on the pass's processes (the first of each kind), and gives
+/// it a moment to attach.
+async fn profile(
+    coordinators: &[u32],
+    workers: &[u32],
+    nats: &[u32],
+) -> anyhow::Result<Option<tokio::process::Child>> {
+    let Ok(command) = std::env::var("BATCH_PROFILE") else {
+        return Ok(None);
+    };
+    let first = |pids: &[u32]| pids.first().map(u32::to_string).unwrap_or_default();
+    let child = tokio::process::Command::new("sh")
+        .args(["-c", &command])
+        .env("COORDINATOR_PID", first(coordinators))
+        .env("WORKER_PID", first(workers))
+        .env("NATS_PID", first(nats))
+        .spawn()
+        .context("start BATCH_PROFILE")?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok(Some(child))
 }
 
 /// The non-idempotent batch with two coordinator SIGKILLs; returns the seconds it took.
