@@ -5,11 +5,11 @@
 //! instead of the messages it covers, and summarize again (from it) only what has grown since.
 //!
 //! The summary is recorded before the job's research, so a restarted job finds it and does not
-//! ask again; a model that cannot summarize leaves the one-line form, with a warning. The call
-//! is not counted in the job's turns or tokens (it is logged with its usage).
+//! ask again; a model that cannot summarize leaves the one-line form, with a warning. The call's
+//! tokens are counted in the job's (and against its token budget), not in its model turns.
 
 use atelier_agents::compress;
-use atelier_agents::provider::ModelProvider;
+use atelier_agents::provider::{ModelProvider, Usage};
 use atelier_agents::rpi::PriorMessage;
 use atelier_messages::ErrorBody;
 use atelier_messages::workshop::{ConversationMessage, SystemEvent};
@@ -50,14 +50,14 @@ pub fn split(
 }
 
 /// Summarizes `older` (continuing `summary`) with `provider` and keeps the result in the
-/// workbench's conversation; the recorded message.
+/// workbench's conversation; the recorded message and what the call used.
 pub async fn compress(
     store: &DraftStoreHandle,
     provider: &dyn ModelProvider,
     workbench: &str,
     summary: Option<&ConversationMessage>,
     older: &[PriorMessage],
-) -> Result<ConversationMessage, ErrorBody> {
+) -> Result<(ConversationMessage, Usage), ErrorBody> {
     let previous = summary.map(|summary| summary.text.as_str());
     let (text, usage) = compress::summarize(provider, previous, older)
         .await
@@ -71,9 +71,10 @@ pub async fn compress(
         completion_tokens = usage.completion_tokens,
         "older conversation summarized"
     );
-    store
+    let recorded = store
         .record_summary(workbench.to_string(), through, summarized, text)
-        .await
+        .await?;
+    Ok((recorded, usage))
 }
 
 /// How a summary reads in a prompt's earlier conversation.

@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use atelier_agents::provider::ModelProvider;
+use atelier_agents::provider::{ModelProvider, Usage};
 use atelier_agents::rpi::{FileMapText, PriorMessage, SkillText, WorkbenchContext};
 use atelier_messages::store::{ManifestEntry, View};
 use atelier_messages::tool::{Pool, ToolName, ToolOutput, ToolRequest};
@@ -140,22 +140,22 @@ pub fn conversation(
 }
 
 /// The conversation before `record`'s message; its older part summarized by `summarizer`
-/// when there is one and enough to summarize.
+/// when there is one and enough to summarize; and what summarizing used.
 async fn earlier_conversation(
     store: &DraftStoreHandle,
     record: &JobRecord,
     summarizer: Option<&dyn ModelProvider>,
-) -> Result<Conversation, ErrorBody> {
+) -> Result<(Conversation, Usage), ErrorBody> {
     let messages = store
         .messages_before(record.workbench.clone(), record.message_id.clone())
         .await?;
     let (summary, messages) = crate::compression::split(messages);
     let built = conversation(&messages, summary.as_ref());
     let Some(provider) = summarizer else {
-        return Ok(built);
+        return Ok((built, Usage::default()));
     };
     if built.older.len() < crate::compression::COMPRESS_AT {
-        return Ok(built);
+        return Ok((built, Usage::default()));
     }
     let compressed = crate::compression::compress(
         store,
@@ -166,26 +166,26 @@ async fn earlier_conversation(
     )
     .await;
     match compressed {
-        Ok(recorded) => {
+        Ok((recorded, usage)) => {
             let covered = built.older.len();
-            Ok(conversation(&messages[covered..], Some(&recorded)))
+            Ok((conversation(&messages[covered..], Some(&recorded)), usage))
         }
         Err(error) => {
             tracing::warn!(%error, "the model could not summarize the older conversation; it is cut to one line per message");
-            Ok(built)
+            Ok((built, Usage::default()))
         }
     }
 }
 
 /// The context of `record`'s model calls: maps of the files it sees, the workbench's context
 /// items, and the conversation before its message (its older part summarized by
-/// `summarizer`, when the model's profile asks for that).
+/// `summarizer`, when the model's profile asks for that); and what summarizing used.
 pub async fn build(
     client: &async_nats::Client,
     store: &DraftStoreHandle,
     record: &JobRecord,
     summarizer: Option<&dyn ModelProvider>,
-) -> Result<WorkbenchContext, ErrorBody> {
+) -> Result<(WorkbenchContext, Usage), ErrorBody> {
     let workbench = record.workbench.clone();
     let files = store
         .list_files(workbench.clone(), View::Current)
@@ -193,18 +193,22 @@ pub async fn build(
         .files;
     let (maps, maps_note) = maps(client, record, &files).await;
     let items = store.context_items(workbench.clone()).await?;
-    let Conversation {
-        earlier, recent, ..
-    } = earlier_conversation(store, record, summarizer).await?;
+    let (
+        Conversation {
+            earlier, recent, ..
+        },
+        summarizing,
+    ) = earlier_conversation(store, record, summarizer).await?;
     let (situation, skills) = context_items(items);
-    Ok(WorkbenchContext {
+    let context = WorkbenchContext {
         maps,
         maps_note,
         situation,
         skills,
         earlier,
         recent,
-    })
+    };
+    Ok((context, summarizing))
 }
 
 /// The situation text and the skills, in the order they are injected.

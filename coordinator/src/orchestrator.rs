@@ -286,11 +286,14 @@ async fn run(
             .map_err(|error| error.to_body())?;
     let summarizer =
         summarizes_history(&record.model, &template.provider_settings).then_some(provider.as_ref());
+    let (context, summarizing) =
+        context::build(&template.client, &template.store, record, summarizer).await?;
+    rpi_state.count_tokens(summarizing);
     let input = JobInput {
         job_id: record.job_id.clone(),
         workbench: record.workbench.clone(),
         message: record.message.clone(),
-        context: context::build(&template.client, &template.store, record, summarizer).await?,
+        context,
     };
     rpi::run(&input, rpi_state, provider.as_ref(), host, template.budgets)
         .await

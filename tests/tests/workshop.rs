@@ -858,6 +858,12 @@ async fn a_model_that_summarizes_keeps_a_summary_of_older_messages_in_the_conver
     };
     let asked = compressions(&model);
     assert_eq!(asked.len(), 1, "{asked:?}");
+    // The summary's tokens are the job's (each scripted reply uses 100 + 20), not a turn.
+    assert_eq!(
+        (first.prompt_tokens, first.completion_tokens),
+        (100 * (first.model_turns + 1), 20 * (first.model_turns + 1)),
+        "{first:?}"
+    );
     assert!(asked[0].contains("[m1 system]") && asked[0].contains("[m2 system]"));
     assert!(!asked[0].contains("[m3 system]"), "{}", asked[0]);
     let research = research_prompts(&model);

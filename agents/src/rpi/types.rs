@@ -196,6 +196,18 @@ impl RpiState {
         }
     }
 
+    /// Counts tokens a call outside the phases used (the summary of older conversation made
+    /// before research): in the live totals and the settled ones, so a run that goes back to
+    /// the settled totals keeps them. Not a model turn: turn budgets count the phases' turns.
+    pub fn count_tokens(&mut self, usage: crate::provider::Usage) {
+        self.prompt_tokens += usage.prompt_tokens;
+        self.completion_tokens += usage.completion_tokens;
+        if let Some(settled) = &mut self.settled {
+            settled.prompt_tokens += usage.prompt_tokens;
+            settled.completion_tokens += usage.completion_tokens;
+        }
+    }
+
     /// Marks the live totals as settled: the state is saved at a phase or item boundary.
     pub(super) fn settle(&mut self) {
         self.settled = Some(self.totals());
@@ -279,4 +291,40 @@ pub trait AgentHost: Send + Sync {
     async fn approval(&self, pending: PendingApproval) -> Result<ApprovalDecision, ErrorBody>;
     /// Publishes a progress event.
     fn emit(&self, kind: EventKind);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::Usage;
+
+    #[test]
+    fn tokens_counted_outside_the_phases_survive_going_back_to_the_settled_totals() {
+        let summarizing = Usage {
+            prompt_tokens: 100,
+            completion_tokens: 20,
+        };
+        // A new job: no settled totals yet; the first run settles what it starts with.
+        let mut new = RpiState::default();
+        new.count_tokens(summarizing);
+        new.restore_settled();
+        assert_eq!((new.prompt_tokens, new.completion_tokens), (100, 20));
+        // A resumed job: its settled totals gain them too, and no turn is counted.
+        let mut resumed = RpiState {
+            model_turns: 3,
+            prompt_tokens: 300,
+            completion_tokens: 60,
+            ..RpiState::default()
+        };
+        resumed.settle();
+        resumed.model_turns = 4;
+        resumed.prompt_tokens = 400;
+        resumed.count_tokens(summarizing);
+        resumed.restore_settled();
+        assert_eq!(resumed.model_turns, 3);
+        assert_eq!(
+            (resumed.prompt_tokens, resumed.completion_tokens),
+            (400, 80)
+        );
+    }
 }
