@@ -12,11 +12,13 @@ use atelier_coordinator::error::CoordinatorError;
 use atelier_coordinator::replication::changelog::{Changelog, ShardLog};
 use atelier_coordinator::replication::lease::{Lease, Leases};
 use atelier_coordinator::replication::replica::{Replica, Snapshots};
+use atelier_coordinator::replication::snapshot_file::Snapshot;
 use atelier_coordinator::replication::{Checked, Packed, Position, ReplicationSettings};
 use atelier_messages::shard::{ChangelogEntry, EntryKind, Mutation};
 use atelier_messages::subjects::shard;
 use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, encode};
 use atelier_tests::nats_cluster::NatsCluster;
+use sha2::Digest;
 
 const SETTINGS: ReplicationSettings = ReplicationSettings {
     lease_ttl: Duration::from_secs(2),
@@ -298,17 +300,25 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
 
     // Snapshots: what is stored is restored; a tampered one is refused.
     let snapshots = Snapshots::open(&js, &SETTINGS).await?;
-    let snapshot = rebuilt.export(2)?;
-    snapshots.put(&snapshot).await?;
-    let restored = snapshots.get(2).await?.expect("stored");
-    assert_eq!(restored, snapshot);
-    let copy = Replica::import(&dir.path().join("copy"), &restored)?;
+    let snapshot = rebuilt.export_to(2, &dir.path().join("taken"))?;
+    assert_eq!(snapshots.put_file(&snapshot).await?, snapshot.size);
+    let fetched = dir.path().join("fetched");
+    let restored = snapshots.fetch(2, &fetched).await?.expect("stored");
+    assert_eq!(
+        (restored.header, &restored.digest, restored.size),
+        (snapshot.header, &snapshot.digest, snapshot.size)
+    );
+    assert_eq!(
+        std::fs::read(&restored.path)?,
+        std::fs::read(&snapshot.path)?
+    );
+    let copy = Replica::import_from(&dir.path().join("copy"), &restored)?;
     assert_eq!(copy.position()?, rebuilt.position()?);
     assert_eq!(jobs(&copy, &["j1"])?, vec![Some("real".to_string())]);
-    assert_eq!(snapshots.get(3).await?, None);
+    assert_eq!(snapshots.fetch(3, &fetched).await?, None);
 
     let store = js.get_object_store(shard::SNAPSHOTS_BUCKET).await?;
-    let name = shard::snapshot(2, snapshot.position.seq);
+    let name = shard::snapshot(2, snapshot.header.position.seq);
     assert_eq!(snapshots.names(2).await?, std::slice::from_ref(&name));
     let genuine = store.info(&name).await?;
     let tampered = async_nats::jetstream::object_store::ObjectMetadata {
@@ -316,11 +326,43 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
         metadata: genuine.metadata.clone(),
         ..Default::default()
     };
-    let mut other = encode(&rebuilt.export(4)?, Format::MessagePack)?;
+    let mut other = std::fs::read(rebuilt.export_to(4, &dir.path().join("other"))?.path)?;
     other.push(0);
     store.put(tampered, &mut other.as_slice()).await?;
-    let refused = snapshots.get(2).await.expect_err("tampered");
+    let refused = snapshots.fetch(2, &fetched).await.expect_err("tampered");
     assert_eq!(code(refused), Some(ErrorCode::SnapshotCorrupt));
+    assert_eq!(
+        std::fs::read_dir(&fetched)?.count(),
+        0,
+        "a refused snapshot leaves no file"
+    );
+
+    // A snapshot of the first format (the whole store as one MessagePack value) still restores.
+    let whole = Snapshot {
+        v: 1,
+        shard: 2,
+        position: rebuilt.position()?,
+        trees: [(
+            "jobs".to_string(),
+            vec![(b"j1".to_vec().into(), b"real".to_vec().into())],
+        )]
+        .into(),
+    };
+    let whole = encode(&whole, Format::MessagePack)?;
+    let legacy = async_nats::jetstream::object_store::ObjectMetadata {
+        name: name.clone(),
+        metadata: [(
+            "atelier-sha256".to_string(),
+            hex::encode(sha2::Sha256::digest(&whole)),
+        )]
+        .into(),
+        ..Default::default()
+    };
+    store.put(legacy, &mut whole.as_slice()).await?;
+    let restored = snapshots.fetch(2, &fetched).await?.expect("stored");
+    let copy = Replica::import_from(&dir.path().join("legacy"), &restored)?;
+    assert_eq!(copy.position()?, rebuilt.position()?);
+    assert_eq!(jobs(&copy, &["j1"])?, vec![Some("real".to_string())]);
     Ok(())
 }
 

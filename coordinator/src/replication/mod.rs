@@ -18,6 +18,7 @@ pub mod changelog;
 pub mod lease;
 pub mod ownership;
 pub mod replica;
+pub mod snapshot_file;
 
 use std::time::Duration;
 

@@ -154,7 +154,8 @@ impl Holding {
     /// The deployment's shard count: the recorded one, else the settings', recorded now. A
     /// deployment whose store was one shard before counts were recorded stays one shard.
     pub async fn shard_count(&self) -> Result<u32, CoordinatorError> {
-        let before = self.changelog.last(0).await? > 0 || self.snapshots.get(0).await?.is_some();
+        let before =
+            self.changelog.last(0).await? > 0 || !self.snapshots.names(0).await?.is_empty();
         let proposed = match before {
             true => 1,
             false => self.settings.shards,
@@ -174,11 +175,7 @@ impl Holding {
             return Ok(None);
         };
         let epoch = lease.epoch;
-        let path = self
-            .data_dir
-            .join("shards")
-            .join(shard.to_string())
-            .join("db");
+        let path = self.shard_dir(shard).join("db");
         match take_over(&self.changelog, &self.snapshots, &lease, shard, path).await {
             Ok((replica, shard_log, taken)) => {
                 Ok(Some(self.hold(shard, lease, replica, shard_log, taken)))
@@ -191,6 +188,11 @@ impl Holding {
                 Err(error)
             }
         }
+    }
+
+    /// Where `shard`'s store and its snapshot files are kept.
+    fn shard_dir(&self, shard: u32) -> PathBuf {
+        self.data_dir.join("shards").join(shard.to_string())
     }
 
     /// Serves the store taken over: commits its writes to the changelog, snapshots it when due
@@ -229,6 +231,7 @@ impl Holding {
         let snapshotting = tokio::spawn(snapshot_when_due(
             Snapshotting {
                 shard,
+                dir: self.shard_dir(shard),
                 replica,
                 log: log.clone(),
                 changelog: self.changelog.clone(),
@@ -336,15 +339,18 @@ async fn restore(
     shard: u32,
     path: PathBuf,
 ) -> Result<Replica, CoordinatorError> {
-    let snapshot = snapshots.get(shard).await?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let snapshot = snapshots.fetch(shard, &dir).await?;
     blocking(move || {
         if path.exists() {
             std::fs::remove_dir_all(&path).map_err(crate::error::io_error(&path))?;
         }
-        match snapshot {
-            Some(snapshot) => Replica::import(&path, &snapshot),
-            None => Replica::from_db(crate::storage::open_db(&path)?),
-        }
+        let Some(snapshot) = snapshot else {
+            return Replica::from_db(crate::storage::open_db(&path)?);
+        };
+        let restored = Replica::import_from(&path, &snapshot);
+        let _ = std::fs::remove_file(&snapshot.path);
+        restored
     })
     .await
 }
@@ -360,6 +366,8 @@ async fn blocking<T: Send + 'static>(
 /// What a snapshot is taken from and stored in.
 struct Snapshotting {
     shard: u32,
+    /// The shard's directory (snapshot files are written there before they are stored).
+    dir: PathBuf,
     replica: Replica,
     log: Log,
     changelog: Changelog,
@@ -384,17 +392,18 @@ async fn snapshot(snapshotting: &Snapshotting) -> Result<(), CoordinatorError> {
     let started = Instant::now();
     let replica = snapshotting.replica.clone();
     let shard = snapshotting.shard;
-    let snapshot = blocking(move || replica.export(shard)).await?;
+    let path = snapshotting.dir.join("snapshot.taken");
+    let snapshot = blocking(move || replica.export_to(shard, &path)).await?;
     let log = snapshotting.log.clone();
     blocking(move || log.commit()).await?;
-    let bytes = snapshotting.snapshots.put(&snapshot).await?;
-    let trimmed = snapshotting
-        .changelog
-        .trim(shard, snapshot.position.seq)
-        .await?;
+    let stored = snapshotting.snapshots.put_file(&snapshot).await;
+    let _ = tokio::fs::remove_file(&snapshot.path).await;
+    let bytes = stored?;
+    let seq = snapshot.header.position.seq;
+    let trimmed = snapshotting.changelog.trim(shard, seq).await?;
     tracing::info!(
         shard,
-        seq = snapshot.position.seq,
+        seq,
         bytes,
         trimmed,
         elapsed_ms = started.elapsed().as_millis() as u64,

@@ -11,20 +11,19 @@
 //! again. It is stored only once everything it holds is committed, so it never holds a write
 //! the changelog lacks.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use async_nats::jetstream::{self, object_store};
 use atelier_messages::subjects::shard;
-use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode};
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use futures::TryStreamExt;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sled::Transactional;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::snapshot_file::{Reading, SnapshotFile, SnapshotHeader, Writer, apply_records};
 use super::{Checked, Position, RESERVED_TREE_PREFIX, ReplicationSettings, nats_error};
-use crate::error::CoordinatorError;
+use crate::error::{CoordinatorError, io_error};
 
 /// The tree holding the store's position.
 const META_TREE: &str = "__replication";
@@ -37,16 +36,6 @@ const DIGEST_KEY: &str = "atelier-sha256";
 pub struct Replica {
     db: sled::Db,
     meta: sled::Tree,
-}
-
-/// A whole store at a position.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Snapshot {
-    pub v: u16,
-    pub shard: u32,
-    pub position: Position,
-    /// Each tree's entries, by tree name.
-    pub trees: BTreeMap<String, Vec<(serde_bytes::ByteBuf, serde_bytes::ByteBuf)>>,
 }
 
 impl Replica {
@@ -130,51 +119,50 @@ impl Replica {
         &self.db
     }
 
-    /// The whole store (but its own bookkeeping), labelled with the position it had before it
-    /// was read (see the module's documentation).
-    pub fn export(&self, shard: u32) -> Result<Snapshot, CoordinatorError> {
-        let position = self.position()?;
-        let mut trees = BTreeMap::new();
+    /// Writes the whole store (but its own bookkeeping) to a snapshot file at `path`, labelled
+    /// with the position it had before it was read (see the module's documentation).
+    pub fn export_to(&self, shard: u32, path: &Path) -> Result<SnapshotFile, CoordinatorError> {
+        let header = SnapshotHeader {
+            v: PROTOCOL_VERSION,
+            shard,
+            position: self.position()?,
+        };
+        let mut writer = Writer::create(path, header)?;
         for name in self.db.tree_names() {
             let name = String::from_utf8_lossy(&name).to_string();
             if name.starts_with(RESERVED_TREE_PREFIX) {
                 continue;
             }
-            let tree = self.db.open_tree(&name)?;
-            let entries = tree
-                .iter()
-                .map(|entry| {
-                    let (key, value) = entry?;
-                    Ok((
-                        serde_bytes::ByteBuf::from(key.to_vec()),
-                        serde_bytes::ByteBuf::from(value.to_vec()),
-                    ))
-                })
-                .collect::<Result<Vec<_>, sled::Error>>()?;
-            trees.insert(name, entries);
+            for entry in self.db.open_tree(&name)?.iter() {
+                let (key, value) = entry?;
+                writer.record(&name, &key, &value)?;
+            }
         }
-        Ok(Snapshot {
-            v: PROTOCOL_VERSION,
-            shard,
-            position,
-            trees,
-        })
+        writer.finish()
     }
 
-    /// A new store at `path` holding `snapshot`.
-    pub fn import(path: &Path, snapshot: &Snapshot) -> Result<Self, CoordinatorError> {
+    /// A new store at `path` holding the snapshot in `file`.
+    pub fn import_from(path: &Path, file: &SnapshotFile) -> Result<Self, CoordinatorError> {
         let replica = Self::open(path)?;
-        for (name, entries) in &snapshot.trees {
-            let tree = replica.db.open_tree(name)?;
-            let mut batch = sled::Batch::default();
-            for (key, value) in entries {
-                batch.insert(key.as_slice(), value.as_slice());
+        let (header, reading) = Reading::open(&file.path)?;
+        match reading {
+            Reading::Records(mut reader) => {
+                apply_records(&replica.db, &mut reader)?;
             }
-            tree.apply_batch(batch)?;
+            Reading::Whole(snapshot) => {
+                for (name, entries) in &snapshot.trees {
+                    let tree = replica.db.open_tree(name)?;
+                    let mut batch = sled::Batch::default();
+                    for (key, value) in entries {
+                        batch.insert(key.as_slice(), value.as_slice());
+                    }
+                    tree.apply_batch(batch)?;
+                }
+            }
         }
         replica
             .meta
-            .insert(POSITION_KEY, crate::storage::encode(&snapshot.position)?)?;
+            .insert(POSITION_KEY, crate::storage::encode(&header.position)?)?;
         replica.db.flush()?;
         Ok(replica)
     }
@@ -207,28 +195,30 @@ impl Snapshots {
         Ok(Self { store })
     }
 
-    /// Stores `snapshot`, then removes its shard's older ones; its size in bytes.
-    pub async fn put(&self, snapshot: &Snapshot) -> Result<usize, CoordinatorError> {
-        let bytes = encode(snapshot, Format::MessagePack)?;
-        let digest = hex::encode(Sha256::digest(&bytes));
-        let name = shard::snapshot(snapshot.shard, snapshot.position.seq);
+    /// Stores the snapshot in `file`, then removes its shard's older ones; its size in bytes.
+    pub async fn put_file(&self, file: &SnapshotFile) -> Result<u64, CoordinatorError> {
+        let name = shard::snapshot(file.header.shard, file.header.position.seq);
         let meta = object_store::ObjectMetadata {
             name: name.clone(),
-            metadata: [(DIGEST_KEY.to_string(), digest)].into(),
+            metadata: [(DIGEST_KEY.to_string(), file.digest.clone())].into(),
             ..Default::default()
         };
+        let content = tokio::fs::File::open(&file.path)
+            .await
+            .map_err(io_error(&file.path))?;
+        let mut content = tokio::io::BufReader::new(content);
         self.store
-            .put(meta, &mut bytes.as_slice())
+            .put(meta, &mut content)
             .await
             .map_err(|error| nats_error("storing a snapshot")(error.to_string()))?;
-        for older in self.names(snapshot.shard).await? {
+        for older in self.names(file.header.shard).await? {
             if older < name
                 && let Err(error) = self.store.delete(&older).await
             {
                 tracing::warn!(%error, older, "could not remove an older snapshot");
             }
         }
-        Ok(bytes.len())
+        Ok(file.size)
     }
 
     /// The names of `shard`'s snapshots, oldest first.
@@ -252,9 +242,14 @@ impl Snapshots {
         Ok(names)
     }
 
-    /// `shard`'s latest snapshot, if any; `SNAPSHOT_CORRUPT` when its content does not match
-    /// its digest or is not a snapshot of that shard.
-    pub async fn get(&self, shard: u32) -> Result<Option<Snapshot>, CoordinatorError> {
+    /// Downloads `shard`'s latest snapshot, if any, into a file in `dir`; `SNAPSHOT_CORRUPT`
+    /// (and no file) when its content does not match its digest or is not a snapshot of that
+    /// shard at the position it is stored under.
+    pub async fn fetch(
+        &self,
+        shard: u32,
+        dir: &Path,
+    ) -> Result<Option<SnapshotFile>, CoordinatorError> {
         let Some(latest) = self.names(shard).await?.pop() else {
             return Ok(None);
         };
@@ -264,28 +259,81 @@ impl Snapshots {
             Err(error) => return Err(nats_error("reading a snapshot")(error.to_string())),
         };
         let expected = object.info.metadata.get(DIGEST_KEY).cloned();
-        let mut bytes = Vec::new();
-        object
-            .read_to_end(&mut bytes)
+        tokio::fs::create_dir_all(dir)
+            .await
+            .map_err(io_error(dir))?;
+        let path = dir.join(format!("{latest}.fetched"));
+        let fetched = download(&mut object, &path, shard).await;
+        let checked = match fetched {
+            Ok((digest, size)) if expected.as_deref() == Some(digest.as_str()) => {
+                let checking = path.clone();
+                let header = tokio::task::spawn_blocking(move || Reading::open(&checking))
+                    .await
+                    .map_err(|join| CoordinatorError::Actor(join.to_string()))?
+                    .map(|(header, _)| header)
+                    .map_err(|error| corrupt(shard, &error.to_string()));
+                header.and_then(|header| {
+                    check(shard, &latest, &header)?;
+                    Ok(SnapshotFile {
+                        path: path.clone(),
+                        header,
+                        digest,
+                        size,
+                    })
+                })
+            }
+            Ok(_) => Err(corrupt(shard, "its content does not match its digest")),
+            Err(error) => Err(error),
+        };
+        if checked.is_err() {
+            let _ = tokio::fs::remove_file(&path).await;
+        }
+        checked.map(Some)
+    }
+}
+
+/// Streams `object` into `path`; its content's sha256 and size.
+async fn download(
+    object: &mut object_store::Object,
+    path: &Path,
+    shard: u32,
+) -> Result<(String, u64), CoordinatorError> {
+    let mut file = tokio::fs::File::create(path)
+        .await
+        .map_err(io_error(path))?;
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    let mut buffer = vec![0u8; 256 * 1024];
+    loop {
+        let read = object
+            .read(&mut buffer)
             .await
             .map_err(|error| corrupt(shard, &error.to_string()))?;
-        let digest = hex::encode(Sha256::digest(&bytes));
-        if expected.as_deref() != Some(digest.as_str()) {
-            return Err(corrupt(shard, "its content does not match its digest"));
+        if read == 0 {
+            break;
         }
-        let snapshot: Snapshot =
-            decode(&bytes, Format::MessagePack).map_err(|error| corrupt(shard, &error.message))?;
-        if snapshot.shard != shard {
-            return Err(corrupt(shard, "it is another shard's"));
-        }
-        if shard::snapshot(shard, snapshot.position.seq) != latest {
-            return Err(corrupt(
-                shard,
-                "its position is not the one it is stored under",
-            ));
-        }
-        Ok(Some(snapshot))
+        hasher.update(&buffer[..read]);
+        size += read as u64;
+        file.write_all(&buffer[..read])
+            .await
+            .map_err(io_error(path))?;
     }
+    file.flush().await.map_err(io_error(path))?;
+    Ok((hex::encode(hasher.finalize()), size))
+}
+
+/// Whether `header` is of `shard` at the position its name `stored_as` says.
+fn check(shard: u32, stored_as: &str, header: &SnapshotHeader) -> Result<(), CoordinatorError> {
+    if header.shard != shard {
+        return Err(corrupt(shard, "it is another shard's"));
+    }
+    if shard::snapshot(shard, header.position.seq) != stored_as {
+        return Err(corrupt(
+            shard,
+            "its position is not the one it is stored under",
+        ));
+    }
+    Ok(())
 }
 
 fn corrupt(shard: u32, why: &str) -> CoordinatorError {

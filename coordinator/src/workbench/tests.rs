@@ -31,17 +31,27 @@ impl crate::storage::Sink for MirrorSink {
     }
 }
 
-/// A replica's trees that hold something.
+/// A replica's trees that hold something (but its own bookkeeping).
 fn held(replica: &Replica) -> std::collections::BTreeMap<String, Vec<Entry>> {
-    let snapshot = replica.export(0).unwrap_or_else(|e| panic!("{e}"));
-    snapshot
-        .trees
+    let db = replica.db();
+    db.tree_names()
         .into_iter()
+        .map(|name| String::from_utf8_lossy(&name).to_string())
+        .filter(|name| !name.starts_with(crate::replication::RESERVED_TREE_PREFIX))
+        .map(|name| {
+            let tree = db.open_tree(&name).unwrap_or_else(|e| panic!("{e}"));
+            let entries: Vec<Entry> = tree
+                .iter()
+                .map(|entry| entry.unwrap_or_else(|e| panic!("{e}")))
+                .map(|(key, value)| (key.to_vec(), value.to_vec()))
+                .collect();
+            (name, entries)
+        })
         .filter(|(_, entries)| !entries.is_empty())
         .collect()
 }
 
-type Entry = (serde_bytes::ByteBuf, serde_bytes::ByteBuf);
+type Entry = (Vec<u8>, Vec<u8>);
 
 impl Drop for Fixture {
     fn drop(&mut self) {
