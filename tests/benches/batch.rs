@@ -390,9 +390,6 @@ async fn timed_pass(
     submit(&client, "bench", edit_workflow(), false).await?;
     let view = wait_end(&client, "bench").await?;
     let seconds = started.elapsed().as_secs_f64();
-    if let Some(mut profiler) = profiler {
-        profiler.wait().await?;
-    }
     let cpu = Cpu::read(&coordinators, &worker_pids, &nats).since(&cpu_before);
     let writes = stream_writes(&client)
         .await
@@ -400,6 +397,9 @@ async fn timed_pass(
         .zip(writes_before)
         .map(|((label, after), (_, before))| (label, after - before))
         .collect();
+    if let Some(mut profiler) = profiler {
+        profiler.wait().await?;
+    }
     ensure!(
         view.state == BatchState::Succeeded && view.counts.succeeded == count as u64,
         "the batch did not succeed: {view:?}"

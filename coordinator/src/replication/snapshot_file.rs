@@ -224,37 +224,67 @@ impl Reader {
     }
 }
 
+/// One tree's entries waiting to be applied.
+struct Pending {
+    tree: sled::Tree,
+    name: String,
+    batch: sled::Batch,
+    entries: usize,
+    bytes: usize,
+}
+
+impl Pending {
+    fn open(db: &sled::Db, name: String) -> Result<Self, CoordinatorError> {
+        Ok(Self {
+            tree: db.open_tree(&name)?,
+            name,
+            batch: sled::Batch::default(),
+            entries: 0,
+            bytes: 0,
+        })
+    }
+
+    fn add(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.bytes += key.len() + value.len();
+        self.entries += 1;
+        self.batch.insert(key, value);
+    }
+
+    fn full(&self) -> bool {
+        self.entries >= BATCH_ENTRIES || self.bytes >= BATCH_BYTES
+    }
+
+    /// Applies what waits, and starts again empty.
+    fn apply(&mut self) -> Result<(), CoordinatorError> {
+        self.tree.apply_batch(std::mem::take(&mut self.batch))?;
+        (self.entries, self.bytes) = (0, 0);
+        Ok(())
+    }
+}
+
 /// Applies every record `reader` holds to `db`, in batches of at most [`BATCH_ENTRIES`] and
 /// [`BATCH_BYTES`].
 pub fn apply_records(db: &sled::Db, reader: &mut Reader) -> Result<u64, CoordinatorError> {
     let mut applied = 0u64;
-    let mut pending: Option<(sled::Tree, String, sled::Batch, usize, usize)> = None;
-    while let Some(Record {
-        tree: name,
-        key,
-        value,
-    }) = reader.next_record()?
-    {
-        let same_tree = pending.as_ref().is_some_and(|(_, open, ..)| *open == name);
-        if !same_tree {
-            if let Some((tree, _, batch, ..)) = pending.take() {
-                tree.apply_batch(batch)?;
+    let mut pending: Option<Pending> = None;
+    while let Some(Record { tree, key, value }) = reader.next_record()? {
+        let current = match pending.take() {
+            Some(current) if current.name == tree => current,
+            Some(mut other) => {
+                other.apply()?;
+                Pending::open(db, tree)?
             }
-            pending = Some((db.open_tree(&name)?, name, sled::Batch::default(), 0, 0));
-        }
-        if let Some((tree, _, batch, count, bytes)) = &mut pending {
-            *bytes += key.len() + value.len();
-            batch.insert(key, value);
-            *count += 1;
-            applied += 1;
-            if *count >= BATCH_ENTRIES || *bytes >= BATCH_BYTES {
-                tree.apply_batch(std::mem::take(batch))?;
-                (*count, *bytes) = (0, 0);
-            }
+            None => Pending::open(db, tree)?,
+        };
+        let current = pending.insert(current);
+        current.add(key, value);
+        applied += 1;
+        if current.full() {
+            current.apply()?;
         }
     }
-    if let Some((tree, _, batch, ..)) = pending {
-        tree.apply_batch(batch)?;
+    if let Some(mut last) = pending {
+        last.apply()?;
     }
     Ok(applied)
 }
