@@ -346,7 +346,7 @@ async fn restore(
             std::fs::remove_dir_all(&path).map_err(crate::error::io_error(&path))?;
         }
         let Some(snapshot) = snapshot else {
-            return Replica::from_db(crate::storage::open_db(&path)?);
+            return Replica::open(&path);
         };
         let restored = Replica::import_from(&path, &snapshot);
         let _ = std::fs::remove_file(&snapshot.path);

@@ -40,7 +40,7 @@ pub struct Replica {
 
 impl Replica {
     pub fn open(path: &Path) -> Result<Self, CoordinatorError> {
-        Self::from_db(crate::storage::open_db(path)?)
+        Self::from_db(crate::storage::open_replica_db(path)?)
     }
 
     /// The store in `db` (which the coordinator's own storage also writes).
@@ -342,4 +342,27 @@ fn corrupt(shard: u32, why: &str) -> CoordinatorError {
         ErrorCode::SnapshotCorrupt,
         format!("the snapshot of shard {shard} is not restored: {why}"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shards_store_lasts_as_long_as_its_owner_holds_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("shard");
+        let replica = Replica::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let position = Position { seq: 3, epoch: 1 };
+        replica
+            .set_position(position)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(replica.position().ok(), Some(position));
+        assert!(path.exists());
+        drop(replica);
+        assert!(
+            !path.exists(),
+            "a new owner restores from the snapshot and the changelog, never from this copy"
+        );
+    }
 }
