@@ -311,6 +311,26 @@ impl DraftStoreHandle {
         self.read(move |wb| wb.applied(&workbench, &call_id)).await
     }
 
+    /// What a tool call about to be sent needs, read at once: the recorded outcome of
+    /// `call_id` if its changes were already applied (asked only for a call that writes), and
+    /// the workbench's current files.
+    pub async fn before_call(
+        &self,
+        workbench: String,
+        call_id: String,
+        writes: bool,
+    ) -> Result<(Option<AppliedCall>, Listing), ErrorBody> {
+        self.read(move |wb| {
+            let applied = if writes {
+                wb.applied(&workbench, &call_id)?
+            } else {
+                None
+            };
+            Ok((applied, wb.list_files(&workbench, View::Current)?))
+        })
+        .await
+    }
+
     /// Records a submitted message and its job, or refuses it (see [`Accepted`]).
     pub async fn accept_message(
         &self,

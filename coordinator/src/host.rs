@@ -8,8 +8,9 @@
 //! the output with them. A call re-sent after its changes were applied gets the recorded output
 //! instead of running again.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use atelier_agents::catalog::ToolSpec;
@@ -26,6 +27,7 @@ use tokio::sync::Notify;
 use tracing::Instrument;
 
 use crate::draft_store::DraftStoreHandle;
+use crate::error::CoordinatorError;
 use crate::events::EventSink;
 use crate::jobs::{JobRecord, Jobs};
 use crate::lifecycle::Transition;
@@ -58,6 +60,65 @@ impl RunSignals {
     }
 }
 
+/// The keys of a job's journal as its run knows them: those there when it started, and those it
+/// wrote since. The run is the only writer of its job's journal but for approval decisions
+/// (the control plane's), so a step key it does not know is not journaled and is answered
+/// without reading the store; an approval is always read.
+#[derive(Debug, Default)]
+pub(crate) struct Journaled(Mutex<HashSet<String>>);
+
+impl Journaled {
+    pub(crate) fn new(keys: HashSet<String>) -> Self {
+        Self(Mutex::new(keys))
+    }
+
+    fn may_hold(&self, key: &str) -> bool {
+        StepKind::of(key) == Some(StepKind::Approval) || self.keys().contains(key)
+    }
+
+    fn add(&self, key: &str) {
+        self.keys().insert(key.to_string());
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        // A panic while holding it left the set whole: inserts are its only change.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A run's writes that a replay rebuilds ([`Durability::Rebuildable`]), held until its next
+/// storage call carries them: the latest workflow state and journal entries such as the files
+/// the job started from. Held or written, they are lost in a crash until the next flush; held,
+/// they cost no storage call of their own.
+#[derive(Debug, Default)]
+pub(crate) struct Deferred {
+    rpi: Option<RpiState>,
+    journal: Vec<(String, Value)>,
+}
+
+impl Deferred {
+    /// Writes what is held (unflushed: the caller's write that follows is what flushes it).
+    pub(crate) fn write(&self, jobs: &Jobs, job_id: &str) -> Result<(), CoordinatorError> {
+        for (key, value) in &self.journal {
+            jobs.record_as(job_id, key, value, Durability::Rebuildable)?;
+        }
+        if let Some(state) = &self.rpi {
+            jobs.save_rpi(job_id, state, Durability::Rebuildable)?;
+        }
+        Ok(())
+    }
+
+    fn journaled(&self, key: &str) -> Option<Value> {
+        self.journal
+            .iter()
+            .rev()
+            .find(|(held, _)| held == key)
+            .map(|(_, value)| value.clone())
+    }
+}
+
 /// The host of one job's run.
 pub(crate) struct JobHost {
     pub record: JobRecord,
@@ -68,6 +129,8 @@ pub(crate) struct JobHost {
     pub signals: Arc<RunSignals>,
     /// Workers that may die holding one call before it fails with `TOOL_CRASHED`.
     pub tool_crash_attempts: u32,
+    pub journaled: Journaled,
+    pub deferred: Mutex<Deferred>,
 }
 
 /// A reply is taken only when it answers the call that was sent (its call id and tool), and a
@@ -129,7 +192,11 @@ impl JobHost {
         tool: &ToolSpec,
         args: Value,
     ) -> Result<ToolOutput, ErrorBody> {
-        if let Some(output) = self.recorded_output(call_id, tool).await? {
+        let (applied, listing) = self
+            .store
+            .before_call(self.workbench(), call_id.into(), !tool.is_read_only())
+            .await?;
+        if let Some(output) = applied.and_then(|applied| applied.output) {
             tracing::info!(
                 call_id,
                 "tool call already applied; answering its recorded output"
@@ -156,7 +223,7 @@ impl JobHost {
             workbench: self.workbench(),
             tool: tool.name.to_string(),
             args,
-            files: self.files().await?,
+            files: listing.files,
         };
         let mut output = self.send(&pool.subject(), &request).await?;
         check_reply(call_id, tool, &output)?;
@@ -206,19 +273,6 @@ impl JobHost {
         }
     }
 
-    /// The output recorded with a write call's applied changes (reads record none).
-    async fn recorded_output(
-        &self,
-        call_id: &str,
-        tool: &ToolSpec,
-    ) -> Result<Option<Value>, ErrorBody> {
-        if tool.is_read_only() {
-            return Ok(None);
-        }
-        let applied = self.store.applied(self.workbench(), call_id.into()).await?;
-        Ok(applied.and_then(|applied| applied.output))
-    }
-
     /// The decision the control plane journaled for `call_id` (a bare boolean in journals
     /// written before decisions carried a reason).
     async fn journaled_decision(
@@ -242,25 +296,77 @@ impl JobHost {
         })
     }
 
-    /// Saves the RPI state as durably as `durability` says, then passes `point`.
+    /// Saves the RPI state as durably as `durability` says (a rebuildable one is held for the
+    /// next storage call), then passes `point`.
     async fn save_rpi(
         &self,
         state: &RpiState,
         durability: Durability,
         point: &'static str,
     ) -> Result<(), ErrorBody> {
-        let jobs = self.jobs.clone();
-        let job_id = self.job_id().to_string();
-        let state = state.clone();
-        blocking(move || jobs.save_rpi(&job_id, &state, durability)).await?;
+        if durability == Durability::Rebuildable {
+            self.held().rpi = Some(state.clone());
+        } else {
+            let state = state.clone();
+            self.with_deferred(move |jobs, job_id| jobs.save_rpi(job_id, &state, durability))
+                .await?;
+        }
         failpoint::hit(point);
         Ok(())
     }
 
-    async fn transition(&self, transition: Transition) -> Result<(), ErrorBody> {
+    fn held(&self) -> std::sync::MutexGuard<'_, Deferred> {
+        // A panic while holding it left it whole: each change is one assignment or push.
+        self.deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The held writes, which the caller now writes (the run's end does, with its record).
+    pub(crate) fn take_deferred(&self) -> Deferred {
+        std::mem::take(&mut *self.held())
+    }
+
+    /// Runs `write` on the job store after the held writes, in one storage call.
+    async fn with_deferred<T: Send + 'static>(
+        &self,
+        write: impl FnOnce(&Jobs, &str) -> Result<T, CoordinatorError> + Send + 'static,
+    ) -> Result<T, ErrorBody> {
+        let deferred = self.take_deferred();
         let jobs = self.jobs.clone();
         let job_id = self.job_id().to_string();
-        blocking(move || jobs.transition(&job_id, transition).map(|_| ())).await
+        blocking(move || {
+            deferred.write(&jobs, &job_id)?;
+            write(&jobs, &job_id)
+        })
+        .await
+    }
+
+    /// Journals `value` under `key` as durably as `durability` says (a rebuildable entry is held
+    /// for the next storage call).
+    pub(crate) async fn journal(
+        &self,
+        key: &str,
+        value: &Value,
+        durability: Durability,
+    ) -> Result<(), ErrorBody> {
+        if durability == Durability::Rebuildable {
+            self.held().journal.push((key.to_string(), value.clone()));
+        } else {
+            let owned_key = key.to_string();
+            let value = value.clone();
+            self.with_deferred(move |jobs, job_id| {
+                jobs.record_as(job_id, &owned_key, &value, durability)
+            })
+            .await?;
+        }
+        self.journaled.add(key);
+        Ok(())
+    }
+
+    async fn transition(&self, transition: Transition) -> Result<(), ErrorBody> {
+        self.with_deferred(move |jobs, job_id| jobs.transition(job_id, transition).map(|_| ()))
+            .await
     }
 }
 
@@ -328,6 +434,12 @@ impl AgentHost for JobHost {
     }
 
     async fn recall(&self, key: &str) -> Result<Option<Value>, ErrorBody> {
+        if !self.journaled.may_hold(key) {
+            return Ok(None);
+        }
+        if let Some(held) = self.held().journaled(key) {
+            return Ok(Some(held));
+        }
         let jobs = self.jobs.clone();
         let job_id = self.job_id().to_string();
         let key = key.to_string();
@@ -335,11 +447,7 @@ impl AgentHost for JobHost {
     }
 
     async fn record(&self, key: &str, value: &Value) -> Result<(), ErrorBody> {
-        let jobs = self.jobs.clone();
-        let job_id = self.job_id().to_string();
-        let owned_key = key.to_string();
-        let value = value.clone();
-        blocking(move || jobs.record(&job_id, &owned_key, &value)).await?;
+        self.journal(key, value, Durability::Flushed).await?;
         match StepKind::of(key) {
             Some(StepKind::ModelTurn) => failpoint::hit("after_model_turn"),
             Some(StepKind::ToolResult) => failpoint::hit("after_tool_result"),
@@ -396,5 +504,44 @@ impl AgentHost for JobHost {
 
     fn emit(&self, kind: EventKind) {
         self.events.emit(kind);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use atelier_messages::journal;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_run_reads_only_the_steps_it_knows_of_and_every_approval() {
+        let known = journal::tool_result("j.w1");
+        let journaled = Journaled::new(HashSet::from([known.clone()]));
+        assert!(journaled.may_hold(&known));
+        assert!(!journaled.may_hold(&journal::tool_result("j.w2")));
+        assert!(!journaled.may_hold(&journal::crashes("j.w2")));
+        assert!(
+            journaled.may_hold(&journal::approval("j.w2")),
+            "the control plane journals decisions while the run waits"
+        );
+        journaled.add(&journal::tool_result("j.w2"));
+        assert!(journaled.may_hold(&journal::tool_result("j.w2")));
+    }
+
+    #[test]
+    fn a_held_journal_entry_answers_with_its_latest_value() {
+        let mut deferred = Deferred::default();
+        deferred
+            .journal
+            .push((journal::job_files(), json!({"a.docx": "1"})));
+        deferred
+            .journal
+            .push((journal::job_files(), json!({"a.docx": "2"})));
+        assert_eq!(
+            deferred.journaled(&journal::job_files()),
+            Some(json!({"a.docx": "2"}))
+        );
+        assert_eq!(deferred.journaled(&journal::item_files(1)), None);
     }
 }

@@ -1,5 +1,7 @@
 //! Job records and RPI checkpoints in sled.
 
+use std::collections::HashSet;
+
 use atelier_agents::rpi::RpiState;
 use atelier_messages::job::{CoordinatorStats, JobState, JobView, Phase};
 use atelier_messages::limits::LISTED_MESSAGE_CHARS;
@@ -28,6 +30,19 @@ const ADOPTIONS_KEY: &str = "adoptions";
 struct Adoptions {
     count: u32,
     steps: usize,
+}
+
+/// What a job's run starts from, read (and its start written) in one storage call.
+#[derive(Debug)]
+pub struct RunStart {
+    /// The job's record as the start left it.
+    pub record: JobRecord,
+    /// The RPI state checkpointed by earlier runs (default: none yet).
+    pub rpi: RpiState,
+    /// Whether start-ups kept dying while running the job ([`Jobs::crash_looping`]).
+    pub crash_looping: bool,
+    /// The keys of the job's journal entries when the run started.
+    pub journaled: HashSet<String>,
 }
 
 /// Job records and their RPI state.
@@ -66,6 +81,35 @@ impl Jobs {
         self.update(job_id, durability, |record| {
             lifecycle::apply(record, transition.clone())
         })
+    }
+
+    /// Starts a run of the job (not flushed of its own: a start lost in a crash leaves the job
+    /// unfinished, so it is run again) and reads what the run starts from.
+    pub fn start_run(&self, job_id: &str) -> Result<RunStart, CoordinatorError> {
+        let record = self.transition_as(job_id, Transition::Start, Durability::Rebuildable)?;
+        Ok(RunStart {
+            record,
+            rpi: self.load_rpi(job_id)?.unwrap_or_default(),
+            crash_looping: self.crash_looping(job_id)?,
+            journaled: self.journal_keys(job_id)?,
+        })
+    }
+
+    /// The keys of a job's journal entries (the adoption count is not a step, so not one).
+    fn journal_keys(&self, job_id: &str) -> Result<HashSet<String>, CoordinatorError> {
+        let prefix = journal_key(job_id, "");
+        let mut keys = HashSet::new();
+        for entry in self.storage.tree(trees::JOURNAL)?.scan_prefix(&prefix) {
+            let (key, _) = entry?;
+            let Some(step) = key.strip_prefix(prefix.as_slice()) else {
+                continue;
+            };
+            let step = String::from_utf8_lossy(step).into_owned();
+            if step != ADOPTIONS_KEY {
+                keys.insert(step);
+            }
+        }
+        Ok(keys)
     }
 
     /// Applies `change` to a job's record; `change` may refuse with an error.
@@ -381,4 +425,72 @@ fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
 /// order of every listing of jobs and batches, a shard's or one merged from all.
 pub(crate) fn newest_first<T>(items: &mut [T], key: impl Fn(&T) -> (u64, &str)) {
     items.sort_by(|a, b| key(b).cmp(&key(a)));
+}
+
+#[cfg(test)]
+mod tests {
+    use atelier_messages::job::JobSubmit;
+    use atelier_messages::{PROTOCOL_VERSION, journal};
+    use serde_json::json;
+
+    use super::*;
+
+    fn queued(jobs: &Jobs, job_id: &str) -> Result<(), CoordinatorError> {
+        let submit = JobSubmit {
+            v: PROTOCOL_VERSION,
+            job_id: job_id.into(),
+            workbench: "w".into(),
+            message: "go".into(),
+            model: None,
+            submitted_at_ms: 0,
+            auto_approve: false,
+            continue_draft: false,
+            approvals: None,
+            workflow: None,
+            batch_id: None,
+            time_limit_secs: None,
+        };
+        let record = JobRecord::queued(&submit, NO_MODEL, None);
+        jobs.storage
+            .tree(trees::JOBS)?
+            .insert(job_id.as_bytes(), storage::encode(&record)?)?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_starts_with_its_jobs_journal_keys_and_not_another_jobs()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let jobs = Jobs::new(Storage::open(&dir.path().join("db"))?);
+        queued(&jobs, "j")?;
+        queued(&jobs, "j2")?;
+        jobs.record("j", &journal::tool_result("j.w1"), &json!({"ok": 1}))?;
+        jobs.record("j2", &journal::tool_result("j2.w1"), &json!({"ok": 2}))?;
+        assert_eq!(jobs.count_adoption("j")?, 1);
+
+        let started = jobs.start_run("j")?;
+
+        assert_eq!(started.record.state, JobState::Running);
+        assert_eq!(
+            started.journaled,
+            HashSet::from([journal::tool_result("j.w1")]),
+            "the adoption count is not a step, and j2's steps are not j's"
+        );
+        assert!(!started.crash_looping);
+        assert_eq!(started.rpi.items.len(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_of_a_job_adopted_again_and_again_knows_it_loops()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let jobs = Jobs::new(Storage::open(&dir.path().join("db"))?);
+        queued(&jobs, "j")?;
+        for _ in 0..CRASH_LOOP_ADOPTIONS {
+            jobs.count_adoption("j")?;
+        }
+        assert!(jobs.start_run("j")?.crash_looping);
+        Ok(())
+    }
 }

@@ -8,7 +8,7 @@
 //! boundary. When the run ends it tells the actor, which stops and frees the name. See
 //! docs/adr/0007-orchestrator-actor-and-run-task.md.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use atelier_agents::provider::ModelProvider;
@@ -26,11 +26,11 @@ use crate::defaults::RunClock;
 use crate::draft_store::DraftStoreHandle;
 use crate::error::CoordinatorError;
 use crate::events::EventSink;
-use crate::host::{JobHost, RunSignals};
-use crate::jobs::{CRASH_LOOP_ADOPTIONS, JobRecord, Jobs};
+use crate::host::{Deferred, JobHost, Journaled, RunSignals};
+use crate::jobs::{CRASH_LOOP_ADOPTIONS, JobRecord, Jobs, RunStart};
 use crate::lifecycle::Transition;
 use crate::outcome;
-use crate::storage::{Durability, blocking};
+use crate::storage::blocking;
 use crate::workbench::TurnEnd;
 
 /// Everything an orchestrator needs besides its job record.
@@ -87,11 +87,6 @@ impl Actor for PhaseOrchestrator {
         myself: ActorRef<Self::Msg>,
         config: OrchestratorConfig,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let jobs = config.template.jobs.clone();
-        let job_id = config.record.job_id.clone();
-        let rpi = blocking(move || jobs.load_rpi(&job_id))
-            .await?
-            .unwrap_or_default();
         let signals = Arc::new(RunSignals::default());
         if config.record.cancel_requested {
             signals.cancel();
@@ -105,7 +100,7 @@ impl Actor for PhaseOrchestrator {
         } = config;
         let run = tokio::spawn(
             async move {
-                run_job(record, template, rpi, run_signals).await;
+                run_job(record, template, run_signals).await;
                 let _ = myself.cast(OrchestratorMsg::RunEnded);
             }
             .instrument(span),
@@ -142,12 +137,7 @@ impl Actor for PhaseOrchestrator {
     }
 }
 
-async fn run_job(
-    record: JobRecord,
-    template: OrchestratorTemplate,
-    mut rpi: RpiState,
-    signals: Arc<RunSignals>,
-) {
+async fn run_job(record: JobRecord, template: OrchestratorTemplate, signals: Arc<RunSignals>) {
     // The record this orchestrator was started with may be stale: a job cancelled between its
     // intake and this start stays cancelled, and nothing is announced for it.
     let started = match start(&template.jobs, &record.job_id).await {
@@ -157,9 +147,10 @@ async fn run_job(
             return;
         }
     };
+    let mut rpi = started.rpi;
     let clock = RunClock {
-        limit_secs: started.time_limit_secs,
-        started_at_ms: started.started_at_ms,
+        limit_secs: started.record.time_limit_secs,
+        started_at_ms: started.record.started_at_ms,
     };
     let (events, publisher) = EventSink::start(
         template.jetstream.clone(),
@@ -177,10 +168,13 @@ async fn run_job(
         events: events.clone(),
         signals,
         tool_crash_attempts: template.budgets.tool_crash_attempts,
+        journaled: Journaled::new(started.journaled),
+        deferred: Mutex::default(),
     };
-    let ended = match crash_loop(&template.jobs, &record.job_id).await {
-        Some(set_aside) => Err(set_aside),
-        None => clock.within(drive(&template, &host, &mut rpi)).await,
+    let ended = if started.crash_looping {
+        Err(crash_loop(&record.job_id))
+    } else {
+        clock.within(drive(&template, &host, &mut rpi)).await
     };
     let (final_state, error, outcome) = match ended {
         Ok(outcome) => (JobState::Succeeded, None, Some(outcome)),
@@ -214,6 +208,7 @@ async fn run_job(
         run: record.run,
         outcome: outcome.clone(),
     });
+    let deferred = host.take_deferred();
     drop(host);
     drop(events);
     let _ = publisher.await;
@@ -222,32 +217,26 @@ async fn run_job(
         error: error.clone(),
         outcome,
     };
-    if let Err(store_error) = transition(&template.jobs, &record.job_id, finish).await {
+    if let Err(store_error) = finish_run(&template.jobs, &record.job_id, deferred, finish).await {
         tracing::error!(%store_error, "could not record the job's end");
     }
     tracing::info!(state = %final_state, code = ?error.as_ref().map(|e| e.code), "job finished");
 }
 
 /// The error that sets a job aside when start-ups keep dying while running it.
-async fn crash_loop(jobs: &Jobs, job_id: &str) -> Option<ErrorBody> {
-    let jobs = jobs.clone();
-    let id = job_id.to_string();
-    let looping = blocking(move || jobs.crash_looping(&id)).await;
-    if !looping.unwrap_or(false) {
-        return None;
-    }
+fn crash_loop(job_id: &str) -> ErrorBody {
     tracing::error!(
         job_id,
         "the coordinator kept stopping while running this job; setting it aside"
     );
-    Some(ErrorBody::new(
+    ErrorBody::new(
         ErrorCode::CrashLoop,
         format!(
             "the coordinator stopped {CRASH_LOOP_ADOPTIONS} starts in a row while running this job, \
              with no step journaled in between, so it was set aside (its journal is kept); see \
              the coordinator's log, then `atelier resume` to try it again"
         ),
-    ))
+    )
 }
 
 /// Runs the job and, when it succeeds, tells what it changed: its files when it first started
@@ -300,18 +289,33 @@ async fn run(
         .map_err(|error| error.to_body())
 }
 
-/// Starts the job's run: its record as it now is. Not flushed of its own: a start lost in a
-/// crash leaves the job unfinished, so it is run again.
-async fn start(jobs: &Jobs, job_id: &str) -> Result<JobRecord, ErrorBody> {
+/// Starts the job's run ([`Jobs::start_run`]).
+async fn start(jobs: &Jobs, job_id: &str) -> Result<RunStart, ErrorBody> {
     let jobs = jobs.clone();
     let job_id = job_id.to_string();
-    blocking(move || jobs.transition_as(&job_id, Transition::Start, Durability::Rebuildable)).await
+    blocking(move || jobs.start_run(&job_id)).await
 }
 
 async fn transition(jobs: &Jobs, job_id: &str, transition: Transition) -> Result<(), ErrorBody> {
     let jobs = jobs.clone();
     let job_id = job_id.to_string();
     blocking(move || jobs.transition(&job_id, transition).map(|_| ())).await
+}
+
+/// Records the run's end (`finish`), after the writes its host still held.
+async fn finish_run(
+    jobs: &Jobs,
+    job_id: &str,
+    deferred: Deferred,
+    finish: Transition,
+) -> Result<(), ErrorBody> {
+    let jobs = jobs.clone();
+    let job_id = job_id.to_string();
+    blocking(move || {
+        deferred.write(&jobs, &job_id)?;
+        jobs.transition(&job_id, finish).map(|_| ())
+    })
+    .await
 }
 
 /// The registry name of a job's orchestrator.

@@ -8,7 +8,7 @@ use atelier_messages::job::JobOutcome;
 use atelier_messages::{ErrorBody, ErrorCode, journal};
 
 use crate::host::JobHost;
-use crate::storage::{Durability, blocking};
+use crate::storage::Durability;
 
 /// A workbench's current files: path → digest.
 pub(crate) type Files = BTreeMap<String, String>;
@@ -30,8 +30,7 @@ pub(crate) async fn files_at_start(host: &JobHost) -> Result<Files, ErrorBody> {
         .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
     // Not flushed of its own: until a later step's flush makes it durable, nothing the job
     // did is, so a run after a crash lists the same files again.
-    let (jobs, job_id) = (host.jobs.clone(), host.record.job_id.clone());
-    blocking(move || jobs.record_as(&job_id, &key, &value, Durability::Rebuildable)).await?;
+    host.journal(&key, &value, Durability::Rebuildable).await?;
     Ok(files)
 }
 

@@ -43,27 +43,38 @@ pub(crate) fn spawn(
     })
 }
 
-/// Publishes every event in the outbox, oldest first.
+/// Publishes every event in the outbox, oldest first. The events a pass published are removed
+/// with the next pass's reading, in one storage call (or at once when a publish fails, so that
+/// none is published twice after a long outage outlasting the stream's duplicate window).
 async fn drain(
     jetstream: &async_nats::jetstream::Context,
     shard: u32,
     storage: &Storage,
     format: Format,
 ) -> Result<(), String> {
+    let mut published = Vec::new();
     loop {
         let reading = storage.clone();
-        let pending = blocking(move || oldest(&reading))
-            .await
-            .map_err(|error| error.to_string())?;
+        let done = std::mem::take(&mut published);
+        let pending = blocking(move || {
+            remove(&reading, &done)?;
+            oldest(&reading)
+        })
+        .await
+        .map_err(|error| error.to_string())?;
         if pending.is_empty() {
             return Ok(());
         }
         for (id, event) in pending {
-            publish(jetstream, &format!("wb-evt-{shard}-{id}"), &event, format).await?;
-            let removing = storage.clone();
-            blocking(move || remove(&removing, id))
-                .await
-                .map_err(|error| error.to_string())?;
+            let sent = publish(jetstream, &format!("wb-evt-{shard}-{id}"), &event, format).await;
+            if let Err(error) = sent {
+                let removing = storage.clone();
+                if let Err(unremoved) = blocking(move || remove(&removing, &published)).await {
+                    tracing::warn!(%unremoved, "published workshop events left in the outbox");
+                }
+                return Err(error);
+            }
+            published.push(id);
         }
     }
 }
@@ -84,10 +95,14 @@ fn oldest(storage: &Storage) -> Result<Vec<(u64, WorkshopEvent)>, CoordinatorErr
     Ok(pending)
 }
 
-fn remove(storage: &Storage, id: u64) -> Result<(), CoordinatorError> {
-    storage
-        .tree(trees::WORKSHOP_OUTBOX)?
-        .remove(id.to_be_bytes())?;
+fn remove(storage: &Storage, ids: &[u64]) -> Result<(), CoordinatorError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let outbox = storage.tree(trees::WORKSHOP_OUTBOX)?;
+    for id in ids {
+        outbox.remove(id.to_be_bytes())?;
+    }
     Ok(())
 }
 
