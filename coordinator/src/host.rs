@@ -65,23 +65,45 @@ impl RunSignals {
 /// (the control plane's), so a step key it does not know is not journaled and is answered
 /// without reading the store; an approval is always read.
 #[derive(Debug, Default)]
-pub(crate) struct Journaled(Mutex<HashSet<String>>);
+pub(crate) struct Journaled(Mutex<Known>);
+
+#[derive(Debug, Default)]
+struct Known {
+    keys: HashSet<String>,
+    /// The keys of tool results whose output is recorded with the call's applied draft changes
+    /// (durable with them): a replay of such a call is answered from the draft's record without
+    /// running it, so its journaled result needs no flush of its own.
+    answered_by_draft: HashSet<String>,
+}
 
 impl Journaled {
     pub(crate) fn new(keys: HashSet<String>) -> Self {
-        Self(Mutex::new(keys))
+        Self(Mutex::new(Known {
+            keys,
+            answered_by_draft: HashSet::new(),
+        }))
     }
 
     fn may_hold(&self, key: &str) -> bool {
-        StepKind::of(key) == Some(StepKind::Approval) || self.keys().contains(key)
+        StepKind::of(key) == Some(StepKind::Approval) || self.known().keys.contains(key)
     }
 
     fn add(&self, key: &str) {
-        self.keys().insert(key.to_string());
+        self.known().keys.insert(key.to_string());
     }
 
-    fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        // A panic while holding it left the set whole: inserts are its only change.
+    fn add_answered_by_draft(&self, call_id: &str) {
+        self.known()
+            .answered_by_draft
+            .insert(journal::tool_result(call_id));
+    }
+
+    fn answered_by_draft(&self, key: &str) -> bool {
+        self.known().answered_by_draft.contains(key)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        // A panic while holding it left the sets whole: inserts are their only change.
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -197,6 +219,7 @@ impl JobHost {
             .before_call(self.workbench(), call_id.into(), !tool.is_read_only())
             .await?;
         if let Some(output) = applied.and_then(|applied| applied.output) {
+            self.answered_by_draft(call_id);
             tracing::info!(
                 call_id,
                 "tool call already applied; answering its recorded output"
@@ -236,6 +259,7 @@ impl JobHost {
                     Some(output.output.clone()),
                 )
                 .await?;
+            self.answered_by_draft(call_id);
         }
         Ok(output)
     }
@@ -320,6 +344,12 @@ impl JobHost {
         self.deferred
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Notes that `call_id`'s output is durable with its applied draft changes: a replay is
+    /// answered from there without running the call, so its journaled result is rebuildable.
+    fn answered_by_draft(&self, call_id: &str) {
+        self.journaled.add_answered_by_draft(call_id);
     }
 
     /// The held writes, which the caller now writes (the run's end does, with its record).
@@ -447,7 +477,12 @@ impl AgentHost for JobHost {
     }
 
     async fn record(&self, key: &str, value: &Value) -> Result<(), ErrorBody> {
-        self.journal(key, value, Durability::Flushed).await?;
+        let durability = if self.journaled.answered_by_draft(key) {
+            Durability::Rebuildable
+        } else {
+            Durability::Flushed
+        };
+        self.journal(key, value, durability).await?;
         match StepKind::of(key) {
             Some(StepKind::ModelTurn) => failpoint::hit("after_model_turn"),
             Some(StepKind::ToolResult) => failpoint::hit("after_tool_result"),
@@ -527,6 +562,15 @@ mod tests {
         );
         journaled.add(&journal::tool_result("j.w2"));
         assert!(journaled.may_hold(&journal::tool_result("j.w2")));
+    }
+
+    #[test]
+    fn only_a_call_answered_by_its_draft_write_has_a_rebuildable_result() {
+        let journaled = Journaled::default();
+        journaled.add_answered_by_draft("j.w1");
+        assert!(journaled.answered_by_draft(&journal::tool_result("j.w1")));
+        assert!(!journaled.answered_by_draft(&journal::tool_result("j.w2")));
+        assert!(!journaled.answered_by_draft(&journal::crashes("j.w1")));
     }
 
     #[test]

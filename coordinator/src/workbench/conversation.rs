@@ -65,13 +65,26 @@ fn refusal(tx: &Tx<'_>, workbench: &str, continue_draft: bool) -> TxResult<Optio
     if get::<WorkbenchRecord>(tx.records, workbench.as_bytes())?.is_none() {
         return Ok(Some(not_found(workbench).to_body()));
     }
-    if let Some(job_id) = tx.state(workbench)?.running_job {
-        return Ok(Some(busy(workbench, &job_id)));
+    let running = tx.state(workbench)?.running_job;
+    let has_draft = tx.draft(workbench)?.is_some();
+    Ok(refusal_of(workbench, running, has_draft, continue_draft))
+}
+
+/// Why an existing workbench refuses a message: a job runs on it, or it has a draft the
+/// message does not continue.
+fn refusal_of(
+    workbench: &str,
+    running_job: Option<String>,
+    has_draft: bool,
+    continue_draft: bool,
+) -> Option<ErrorBody> {
+    if let Some(job_id) = running_job {
+        return Some(busy(workbench, &job_id));
     }
-    if !continue_draft && tx.draft(workbench)?.is_some() {
-        return Ok(Some(draft_exists(workbench)));
+    if !continue_draft && has_draft {
+        return Some(draft_exists(workbench));
     }
-    Ok(None)
+    None
 }
 
 /// Refuses when a job runs on the workbench.
@@ -121,14 +134,19 @@ impl Workbenches {
         })
     }
 
-    /// Answers as a submission would be answered now (without recording anything).
+    /// Answers as a submission would be answered now (without recording anything). Read
+    /// outside a transaction: the answer is advice (a submission is checked again, in the
+    /// transaction that records it), and even a read-only sled transaction writes sled's log
+    /// buffer out twice.
     pub fn check_message(
         &self,
         workbench: &str,
         continue_draft: bool,
     ) -> Result<(), CoordinatorError> {
-        super::validate_name(workbench)?;
-        match self.transact(|tx| refusal(tx, workbench, continue_draft))? {
+        self.record(workbench)?;
+        let running = self.workshop_state(workbench)?.running_job;
+        let has_draft = self.manifest(workbench, "draft")?.is_some();
+        match refusal_of(workbench, running, has_draft, continue_draft) {
             Some(error) => Err(error.into()),
             None => Ok(()),
         }
