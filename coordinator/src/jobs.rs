@@ -430,26 +430,13 @@ pub(crate) fn newest_first<T>(items: &mut [T], key: impl Fn(&T) -> (u64, &str)) 
 #[cfg(test)]
 mod tests {
     use atelier_messages::job::JobSubmit;
-    use atelier_messages::{PROTOCOL_VERSION, journal};
+    use atelier_messages::journal;
     use serde_json::json;
 
     use super::*;
 
     fn queued(jobs: &Jobs, job_id: &str) -> Result<(), CoordinatorError> {
-        let submit = JobSubmit {
-            v: PROTOCOL_VERSION,
-            job_id: job_id.into(),
-            workbench: "w".into(),
-            message: "go".into(),
-            model: None,
-            submitted_at_ms: 0,
-            auto_approve: false,
-            continue_draft: false,
-            approvals: None,
-            workflow: None,
-            batch_id: None,
-            time_limit_secs: None,
-        };
+        let submit = JobSubmit::new(job_id.into(), "w".into(), "go".into());
         let record = JobRecord::queued(&submit, NO_MODEL, None);
         jobs.storage
             .tree(trees::JOBS)?
@@ -457,12 +444,18 @@ mod tests {
         Ok(())
     }
 
+    /// A store holding a queued job `j`.
+    fn with_job(dir: &std::path::Path) -> Result<Jobs, CoordinatorError> {
+        let jobs = Jobs::new(Storage::open(&dir.join("db"))?);
+        queued(&jobs, "j")?;
+        Ok(jobs)
+    }
+
     #[test]
     fn a_run_starts_with_its_jobs_journal_keys_and_not_another_jobs()
     -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
-        let jobs = Jobs::new(Storage::open(&dir.path().join("db"))?);
-        queued(&jobs, "j")?;
+        let jobs = with_job(dir.path())?;
         queued(&jobs, "j2")?;
         jobs.record("j", &journal::tool_result("j.w1"), &json!({"ok": 1}))?;
         jobs.record("j2", &journal::tool_result("j2.w1"), &json!({"ok": 2}))?;
@@ -485,8 +478,7 @@ mod tests {
     fn a_run_of_a_job_adopted_again_and_again_knows_it_loops()
     -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
-        let jobs = Jobs::new(Storage::open(&dir.path().join("db"))?);
-        queued(&jobs, "j")?;
+        let jobs = with_job(dir.path())?;
         for _ in 0..CRASH_LOOP_ADOPTIONS {
             jobs.count_adoption("j")?;
         }
