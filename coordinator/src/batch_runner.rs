@@ -107,7 +107,11 @@ impl Actor for BatchRunner {
             busy: HashSet::new(),
             cooling: HashMap::new(),
             cursor: 0,
-            last_progress: Instant::now(),
+            // An adopted batch tells its progress at its first target's end here (a new one
+            // has just said it started).
+            last_progress: Instant::now()
+                .checked_sub(PROGRESS_EVERY)
+                .unwrap_or_else(Instant::now),
             listener,
             ticker,
         };
