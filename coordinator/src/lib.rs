@@ -204,6 +204,7 @@ pub async fn start_coordinator(
         Some(holding) => holding.shard_count().await?,
         None => 1,
     };
+    let holding = holding.map(|holding| holding.sized_for(count));
     let front = FrontDoor::new(client.clone(), config.coordinator_id.clone(), count);
     let shared = engine::Shared {
         client: client.clone(),

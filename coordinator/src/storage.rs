@@ -43,14 +43,16 @@ pub fn open_db(path: &Path) -> Result<sled::Db, CoordinatorError> {
         .open()?)
 }
 
-/// Opens the sled database of a replicated shard at `path`: its durability is the shard's
-/// changelog, and a new owner always starts from a fresh one (restored from the snapshot and
-/// the changelog, `replication::ownership`), so sled neither syncs its writes to disk nor
-/// flushes them periodically, and the directory is removed when the store is dropped.
-pub fn open_replica_db(path: &Path) -> Result<sled::Db, CoordinatorError> {
+/// Opens the sled database of a replicated shard at `path`, caching up to `cache_bytes`: its
+/// durability is the shard's changelog, and a new owner always starts from a fresh one
+/// (restored from the snapshot and the changelog, `replication::ownership`), so sled neither
+/// syncs its writes to disk nor flushes them periodically, and the directory is removed when
+/// the store is dropped.
+pub fn open_replica_db(path: &Path, cache_bytes: u64) -> Result<sled::Db, CoordinatorError> {
     Ok(sled::Config::new()
         .path(path)
         .mode(sled::Mode::HighThroughput)
+        .cache_capacity(cache_bytes)
         .temporary(true)
         .flush_every_ms(None)
         .open()?)

@@ -110,6 +110,10 @@ pub struct Settings {
     /// over its live coordinators. Fixed when the deployment is created: one made before keeps
     /// its count.
     pub store_shards: u32,
+    /// The page cache of a replicated deployment's shard stores together (MiB; default 1024),
+    /// split evenly over its shards (at least 8 MiB each): a coordinator holding every shard
+    /// caches at most this much.
+    pub store_cache_mib: u64,
 }
 
 impl Default for Settings {
@@ -156,6 +160,7 @@ impl Default for Settings {
             store_replicas: 1,
             store_snapshot_entries: 10_000,
             store_shards: atelier_messages::shard::DEFAULT_SHARD_COUNT,
+            store_cache_mib: atelier_coordinator::replication::DEFAULT_CACHE_BYTES >> 20,
         }
     }
 }
@@ -300,6 +305,7 @@ impl Settings {
                 replicas: self.store_replicas,
                 snapshot_entries: self.store_snapshot_entries,
                 shards: self.store_shards,
+                cache_bytes: self.store_cache_mib.saturating_mul(1 << 20),
             },
         ))
     }
@@ -380,6 +386,20 @@ mod tests {
         let local = settings.models.get("local").expect("the profile");
         assert_eq!(local.max_tokens, Some(64));
         assert_eq!(local.model, "qwen");
+    }
+
+    #[test]
+    fn the_shard_stores_cache_budget_comes_from_the_config_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("atelier.toml");
+        std::fs::write(&file, "replicated_store = true\nstore_cache_mib = 256\n").expect("config");
+        let settings = Settings::load(Some(&file), FlagOverrides::default()).expect("settings");
+        let replication = settings
+            .replication()
+            .expect("valid settings")
+            .expect("replicated");
+        assert_eq!(replication.cache_bytes, 256 << 20);
+        assert_eq!(replication.shard_cache_bytes(16), 16 << 20);
     }
 
     #[test]

@@ -25,7 +25,11 @@ const SETTINGS: ReplicationSettings = ReplicationSettings {
     replicas: 3,
     snapshot_entries: 10_000,
     shards: 16,
+    cache_bytes: 16 * CACHE,
 };
+
+/// The page cache of one test store.
+const CACHE: u64 = 8 << 20;
 
 /// A coordinator's view: its own connection (to node `first`, then the others) and jetstream
 /// context.
@@ -112,7 +116,7 @@ async fn a_shard_has_one_owner_and_a_deposed_owners_late_writes_are_refused() ->
     leases_a.renew(&mut lease_a).await?;
     assert_eq!(leases_b.acquire(5).await?, None, "a renewed lease stays");
 
-    let replica_a = Replica::open(&dir.path().join("a"))?;
+    let replica_a = Replica::open(&dir.path().join("a"), CACHE)?;
     let mut owner_a = take_over(&log_a, &replica_a, &lease_a).await?;
     for n in 1..=3 {
         commit(
@@ -144,7 +148,7 @@ async fn a_shard_has_one_owner_and_a_deposed_owners_late_writes_are_refused() ->
         lease_b.epoch > lease_a.epoch,
         "{lease_b:?} after {lease_a:?}"
     );
-    let replica_b = Replica::open(&dir.path().join("b"))?;
+    let replica_b = Replica::open(&dir.path().join("b"), CACHE)?;
     let mut owner_b = take_over(&log_b, &replica_b, &lease_b).await?;
     assert_eq!(
         jobs(&replica_b, &["j1", "j2", "j3"])?,
@@ -166,7 +170,7 @@ async fn a_shard_has_one_owner_and_a_deposed_owners_late_writes_are_refused() ->
     commit(&mut owner_b, &replica_b, vec![write("j4", "by b")]).await?;
 
     // A store rebuilt from the changelog alone holds each committed write once, none late.
-    let rebuilt = Replica::open(&dir.path().join("rebuilt"))?;
+    let rebuilt = Replica::open(&dir.path().join("rebuilt"), CACHE)?;
     let mut apply = |seq: u64, checked: &Checked| rebuilt.apply(seq, checked);
     let replayed = log_a.replay(5, Position::default(), &mut apply).await?;
     assert_eq!(
@@ -236,7 +240,7 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
     let leases = Leases::open(&js, &SETTINGS, "coordinator-a").await?;
     let changelog = Changelog::open(&js, &SETTINGS).await?;
     let lease = leases.acquire(2).await?.expect("free");
-    let replica = Replica::open(&dir.path().join("owner"))?;
+    let replica = Replica::open(&dir.path().join("owner"), CACHE)?;
     let mut owner = take_over(&changelog, &replica, &lease).await?;
     commit(&mut owner, &replica, vec![write("j1", "real")]).await?;
 
@@ -264,7 +268,7 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
     };
     forge(&js, 2, entry(2, lease.epoch, reserved)?).await?;
 
-    let rebuilt = Replica::open(&dir.path().join("rebuilt"))?;
+    let rebuilt = Replica::open(&dir.path().join("rebuilt"), CACHE)?;
     let mut apply = |seq: u64, checked: &Checked| rebuilt.apply(seq, checked);
     let replayed = changelog.replay(2, Position::default(), &mut apply).await?;
     let refused: Vec<ErrorCode> = replayed.refused.iter().map(|(_, body)| body.code).collect();
@@ -312,7 +316,7 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
         std::fs::read(&restored.path)?,
         std::fs::read(&snapshot.path)?
     );
-    let copy = Replica::import_from(&dir.path().join("copy"), &restored)?;
+    let copy = Replica::import_from(&dir.path().join("copy"), CACHE, &restored)?;
     assert_eq!(copy.position()?, rebuilt.position()?);
     assert_eq!(jobs(&copy, &["j1"])?, vec![Some("real".to_string())]);
     assert_eq!(snapshots.fetch(3, &fetched).await?, None);
@@ -360,7 +364,7 @@ async fn forged_entries_are_refused_on_replay_and_a_tampered_snapshot_is_not_res
     };
     store.put(legacy, &mut whole.as_slice()).await?;
     let restored = snapshots.fetch(2, &fetched).await?.expect("stored");
-    let copy = Replica::import_from(&dir.path().join("legacy"), &restored)?;
+    let copy = Replica::import_from(&dir.path().join("legacy"), CACHE, &restored)?;
     assert_eq!(copy.position()?, rebuilt.position()?);
     assert_eq!(jobs(&copy, &["j1"])?, vec![Some("real".to_string())]);
     Ok(())
@@ -378,7 +382,7 @@ async fn appends_go_on_when_the_owners_nats_node_is_killed() -> anyhow::Result<(
     let leases = Leases::open(&js, &SETTINGS, "coordinator-a").await?;
     let changelog = Changelog::open(&js, &SETTINGS).await?;
     let lease = leases.acquire(1).await?.expect("free");
-    let replica = Replica::open(&dir.path().join("owner"))?;
+    let replica = Replica::open(&dir.path().join("owner"), CACHE)?;
     let mut owner = take_over(&changelog, &replica, &lease).await?;
     commit(&mut owner, &replica, vec![write("j1", "before")]).await?;
 
@@ -410,7 +414,7 @@ async fn appends_go_on_when_the_owners_nats_node_is_killed() -> anyhow::Result<(
     };
     replica.apply(seq, &Checked::Mutations(vec![write("j2", "after")]))?;
     // Reading back may time out while the cluster settles; a replay resumes where it stopped.
-    let rebuilt = Replica::open(&dir.path().join("rebuilt"))?;
+    let rebuilt = Replica::open(&dir.path().join("rebuilt"), CACHE)?;
     let applied = std::cell::Cell::new(0);
     let mut apply = |seq: u64, checked: &Checked| {
         if seq > rebuilt.position()?.seq {
@@ -454,13 +458,13 @@ async fn a_change_larger_than_an_entry_is_applied_whole_and_an_unfinished_one_ne
     let part_written = Some("part".to_string());
 
     let lease = leases.acquire(6).await?.expect("shard 6 is free");
-    let replica = Replica::open(&dir.path().join("a"))?;
+    let replica = Replica::open(&dir.path().join("a"), CACHE)?;
     let mut owner = take_over(&changelog, &replica, &lease).await?;
     // One change in three entries, as `pack` cuts a change beyond an entry's budget. A reader
     // in the middle of it sees none of it, then all of it.
     owner.append_packed(part("a", true)).await?;
     owner.append_packed(part("b", true)).await?;
-    let reader = Replica::open(&dir.path().join("reader"))?;
+    let reader = Replica::open(&dir.path().join("reader"), CACHE)?;
     let mut apply = |seq: u64, checked: &Checked| reader.apply(seq, checked);
     let middle = changelog.replay(6, Position::default(), &mut apply).await?;
     assert!(middle.last > middle.position.seq, "{middle:?}");
@@ -482,7 +486,7 @@ async fn a_change_larger_than_an_entry_is_applied_whole_and_an_unfinished_one_ne
     owner.append_packed(part("d", true)).await?;
     leases.release(lease).await?;
     let lease = leases.acquire(6).await?.expect("released");
-    let replica_b = Replica::open(&dir.path().join("b"))?;
+    let replica_b = Replica::open(&dir.path().join("b"), CACHE)?;
     let mut owner_b = take_over(&changelog, &replica_b, &lease).await?;
     commit(&mut owner_b, &replica_b, vec![write("e", "whole")]).await?;
     let expected = vec![
@@ -494,7 +498,7 @@ async fn a_change_larger_than_an_entry_is_applied_whole_and_an_unfinished_one_ne
     ];
     assert_eq!(held(&replica_b)?, expected);
     // Replayed from the start, the changelog gives the new owner's store.
-    let fresh = Replica::open(&dir.path().join("fresh"))?;
+    let fresh = Replica::open(&dir.path().join("fresh"), CACHE)?;
     let mut apply = |seq: u64, checked: &Checked| fresh.apply(seq, checked);
     changelog.replay(6, Position::default(), &mut apply).await?;
     assert_eq!(held(&fresh)?, expected);

@@ -154,6 +154,9 @@ pub struct ReplicationSettings {
     pub snapshot_entries: u64,
     /// The shards a new deployment is split into (one made before keeps its own count).
     pub shards: u32,
+    /// The page cache of all of the deployment's shard stores together, split evenly over its
+    /// shards: a coordinator holding every shard caches at most this much.
+    pub cache_bytes: u64,
 }
 
 impl Default for ReplicationSettings {
@@ -163,7 +166,21 @@ impl Default for ReplicationSettings {
             replicas: 1,
             snapshot_entries: 10_000,
             shards: atelier_messages::shard::DEFAULT_SHARD_COUNT,
+            cache_bytes: DEFAULT_CACHE_BYTES,
         }
+    }
+}
+
+/// [`ReplicationSettings::cache_bytes`] by default: sled's own default for one store.
+pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+
+/// The least page cache a shard store gets, however many shards share the budget.
+const MIN_SHARD_CACHE_BYTES: u64 = 8 << 20;
+
+impl ReplicationSettings {
+    /// The page cache of one shard store when the deployment has `shards` shards.
+    pub fn shard_cache_bytes(&self, shards: u32) -> u64 {
+        (self.cache_bytes / u64::from(shards.max(1))).max(MIN_SHARD_CACHE_BYTES)
     }
 }
 
@@ -194,6 +211,19 @@ fn nats_error(context: &str) -> impl FnOnce(String) -> crate::error::Coordinator
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_budget_is_split_over_the_deployments_shards_with_a_floor() {
+        let settings = ReplicationSettings::default();
+        assert_eq!(settings.shard_cache_bytes(1), 1 << 30);
+        assert_eq!(settings.shard_cache_bytes(16), 64 << 20);
+        assert_eq!(
+            settings.shard_cache_bytes(1024),
+            8 << 20,
+            "1 MiB each is raised"
+        );
+        assert_eq!(settings.shard_cache_bytes(0), 1 << 30);
+    }
 
     fn group(sizes: &[usize]) -> Vec<Mutation> {
         sizes

@@ -111,6 +111,8 @@ pub struct Holding {
     snapshots: Snapshots,
     settings: ReplicationSettings,
     data_dir: PathBuf,
+    /// The page cache of each shard store it holds ([`Holding::sized_for`]).
+    shard_cache_bytes: u64,
 }
 
 impl Holding {
@@ -140,7 +142,16 @@ impl Holding {
             snapshots,
             settings,
             data_dir: data_dir.to_path_buf(),
+            shard_cache_bytes: settings.shard_cache_bytes(1),
         })
+    }
+
+    /// Splits the cache budget over a deployment of `shards` shards.
+    pub fn sized_for(self, shards: u32) -> Self {
+        Self {
+            shard_cache_bytes: self.settings.shard_cache_bytes(shards),
+            ..self
+        }
     }
 
     pub fn leases(&self) -> &Leases {
@@ -176,7 +187,11 @@ impl Holding {
         };
         let epoch = lease.epoch;
         let path = self.shard_dir(shard).join("db");
-        match take_over(&self.changelog, &self.snapshots, &lease, shard, path).await {
+        let store = StoreAt {
+            path,
+            cache_bytes: self.shard_cache_bytes,
+        };
+        match take_over(&self.changelog, &self.snapshots, &lease, shard, store).await {
             Ok((replica, shard_log, taken)) => {
                 Ok(Some(self.hold(shard, lease, replica, shard_log, taken)))
             }
@@ -308,17 +323,23 @@ struct TakenOver {
     elapsed: std::time::Duration,
 }
 
-/// Under `lease`: rebuilds `shard`'s store at `path` from the latest snapshot and the changelog
-/// after it, and fences the changelog with the lease's epoch.
+/// Where a shard's store is opened, and how much it may cache.
+struct StoreAt {
+    path: PathBuf,
+    cache_bytes: u64,
+}
+
+/// Under `lease`: rebuilds `shard`'s store at `store` from the latest snapshot and the
+/// changelog after it, and fences the changelog with the lease's epoch.
 async fn take_over(
     changelog: &Changelog,
     snapshots: &Snapshots,
     lease: &Lease,
     shard: u32,
-    path: PathBuf,
+    store: StoreAt,
 ) -> Result<(Replica, ShardLog, TakenOver), CoordinatorError> {
     let started = Instant::now();
-    let replica = restore(snapshots, shard, path).await?;
+    let replica = restore(snapshots, shard, store).await?;
     let restored = replica.position()?;
     let mut apply =
         |seq: u64, checked: &Checked| tokio::task::block_in_place(|| replica.apply(seq, checked));
@@ -332,13 +353,14 @@ async fn take_over(
     Ok((replica, shard_log, taken))
 }
 
-/// A fresh store at `path` (whatever was there may hold uncommitted writes) holding the latest
+/// A fresh store at `store` (whatever was there may hold uncommitted writes) holding the latest
 /// snapshot, if there is one.
 async fn restore(
     snapshots: &Snapshots,
     shard: u32,
-    path: PathBuf,
+    store: StoreAt,
 ) -> Result<Replica, CoordinatorError> {
+    let StoreAt { path, cache_bytes } = store;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let snapshot = snapshots.fetch(shard, &dir).await?;
     blocking(move || {
@@ -346,9 +368,9 @@ async fn restore(
             std::fs::remove_dir_all(&path).map_err(crate::error::io_error(&path))?;
         }
         let Some(snapshot) = snapshot else {
-            return Replica::open(&path);
+            return Replica::open(&path, cache_bytes);
         };
-        let restored = Replica::import_from(&path, &snapshot);
+        let restored = Replica::import_from(&path, cache_bytes, &snapshot);
         let _ = std::fs::remove_file(&snapshot.path);
         restored
     })

@@ -39,8 +39,9 @@ pub struct Replica {
 }
 
 impl Replica {
-    pub fn open(path: &Path) -> Result<Self, CoordinatorError> {
-        Self::from_db(crate::storage::open_replica_db(path)?)
+    /// A shard's store at `path` with a page cache of up to `cache_bytes`.
+    pub fn open(path: &Path, cache_bytes: u64) -> Result<Self, CoordinatorError> {
+        Self::from_db(crate::storage::open_replica_db(path, cache_bytes)?)
     }
 
     /// The store in `db` (which the coordinator's own storage also writes).
@@ -141,9 +142,13 @@ impl Replica {
         writer.finish()
     }
 
-    /// A new store at `path` holding the snapshot in `file`.
-    pub fn import_from(path: &Path, file: &SnapshotFile) -> Result<Self, CoordinatorError> {
-        let replica = Self::open(path)?;
+    /// A new store at `path` (caching up to `cache_bytes`) holding the snapshot in `file`.
+    pub fn import_from(
+        path: &Path,
+        cache_bytes: u64,
+        file: &SnapshotFile,
+    ) -> Result<Self, CoordinatorError> {
+        let replica = Self::open(path, cache_bytes)?;
         let (header, reading) = Reading::open(&file.path)?;
         match reading {
             Reading::Records(mut reader) => {
@@ -352,7 +357,7 @@ mod tests {
     fn a_shards_store_lasts_as_long_as_its_owner_holds_it() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("shard");
-        let replica = Replica::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let replica = Replica::open(&path, 8 << 20).unwrap_or_else(|e| panic!("{e}"));
         let position = Position { seq: 3, epoch: 1 };
         replica
             .set_position(position)

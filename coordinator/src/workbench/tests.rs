@@ -71,7 +71,8 @@ impl Drop for Fixture {
 
 fn fixture() -> (Fixture, Workbenches) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let mirror = Replica::open(&dir.path().join("mirror")).unwrap_or_else(|e| panic!("{e}"));
+    let mirror =
+        Replica::open(&dir.path().join("mirror"), 8 << 20).unwrap_or_else(|e| panic!("{e}"));
     let sink = MirrorSink {
         mirror: mirror.clone(),
         seq: Default::default(),
