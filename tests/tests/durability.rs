@@ -705,3 +705,51 @@ async fn stats_report_the_journal_and_retention_prunes_finished_jobs() -> anyhow
     assert_eq!(view.state, JobState::Succeeded);
     Ok(())
 }
+
+/// A watch whose job's `finished` event is gone (a server crash before it reached the disk, a
+/// stream trimmed by its limits) still ends, with the state the job's record shows.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_watch_ends_from_the_jobs_record_when_its_finished_event_is_lost() -> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    let file = cluster.dir.path().join("one.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "one"
+[[steps]]
+tool = "docx_operations"
+args = { path = "notes.docx", create_new = true, operations = [{ op = "append_paragraph", text = "a line" }] }
+"#,
+    )?;
+    let file = file.to_string_lossy().to_string();
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    cluster.cli_ok(&["run", "w", "--workflow", &file, "--job-id", "lost-end"])?;
+    let view = cluster.wait_finished("lost-end", JOB_TIMEOUT)?;
+    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
+    let js = async_nats::jetstream::new(async_nats::connect(&cluster.nats.url).await?);
+    let purged = js
+        .get_stream(subjects::EVENTS_STREAM)
+        .await?
+        .purge()
+        .filter(subjects::event("lost-end", "finished"))
+        .await?;
+    assert_eq!(purged.purged, 1, "the run's end was announced once");
+
+    let mut watch = std::process::Command::new(atelier_tests::atelier_bin())
+        .args(["watch", "lost-end", "--json", "--nats", &cluster.nats.url])
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = watch.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            watch.kill()?;
+            anyhow::bail!("the watch did not end from the job's record within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "the watch ends as the job did: {status}");
+    Ok(())
+}

@@ -37,7 +37,20 @@ impl Client {
             .await
             .context("cannot follow the job's events")?;
         let progress = Progress::new(output);
-        while let Some(message) = messages.next().await {
+        loop {
+            let Ok(next) = tokio::time::timeout(LOOK_AT_THE_RECORD_EVERY, messages.next()).await
+            else {
+                // Quiet for a while: the run may have ended with its `finished` event lost
+                // (a server crash before it reached the disk, a stream trimmed by its limits).
+                if let Some(state) = self.ended(job_id, current_run).await {
+                    progress.finish();
+                    return Ok(state);
+                }
+                continue;
+            };
+            let Some(message) = next else {
+                break;
+            };
             let message = message.context("event stream interrupted")?;
             let event: JobEvent =
                 match decode(&message.payload, format_of(message.headers.as_ref())) {
@@ -57,7 +70,16 @@ impl Client {
         }
         bail!("the event stream ended before the job finished")
     }
+
+    /// The final state of the job's run `run` (or a later one), when its record shows it ended.
+    async fn ended(&self, job_id: &str, run: u32) -> Option<JobState> {
+        let view = self.job(job_id).await.ok()?;
+        (view.state.is_terminal() && view.run >= run).then_some(view.state)
+    }
 }
+
+/// How long a watch waits for the job's next event before it looks at the job's record.
+const LOOK_AT_THE_RECORD_EVERY: Duration = Duration::from_secs(5);
 
 /// How `watch` shows events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
