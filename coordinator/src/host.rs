@@ -92,6 +92,8 @@ impl Journaled {
         self.known().keys.insert(key.to_string());
     }
 
+    /// Notes that `call_id`'s output is durable with its applied draft changes: a replay is
+    /// answered from there without running the call, so its journaled result is rebuildable.
     fn add_answered_by_draft(&self, call_id: &str) {
         self.known()
             .answered_by_draft
@@ -139,6 +141,22 @@ impl Deferred {
             .find(|(held, _)| held == key)
             .map(|(_, value)| value.clone())
     }
+}
+
+/// Runs `write` on the job store right after the `held` writes, in one storage call.
+pub(crate) async fn write_after_held<T: Send + 'static>(
+    jobs: &Jobs,
+    job_id: &str,
+    held: Deferred,
+    write: impl FnOnce(&Jobs, &str) -> Result<T, CoordinatorError> + Send + 'static,
+) -> Result<T, ErrorBody> {
+    let jobs = jobs.clone();
+    let job_id = job_id.to_string();
+    blocking(move || {
+        held.write(&jobs, &job_id)?;
+        write(&jobs, &job_id)
+    })
+    .await
 }
 
 /// The host of one job's run.
@@ -219,7 +237,7 @@ impl JobHost {
             .before_call(self.workbench(), call_id.into(), !tool.is_read_only())
             .await?;
         if let Some(output) = applied.and_then(|applied| applied.output) {
-            self.answered_by_draft(call_id);
+            self.journaled.add_answered_by_draft(call_id);
             tracing::info!(
                 call_id,
                 "tool call already applied; answering its recorded output"
@@ -259,7 +277,7 @@ impl JobHost {
                     Some(output.output.clone()),
                 )
                 .await?;
-            self.answered_by_draft(call_id);
+            self.journaled.add_answered_by_draft(call_id);
         }
         Ok(output)
     }
@@ -346,12 +364,6 @@ impl JobHost {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Notes that `call_id`'s output is durable with its applied draft changes: a replay is
-    /// answered from there without running the call, so its journaled result is rebuildable.
-    fn answered_by_draft(&self, call_id: &str) {
-        self.journaled.add_answered_by_draft(call_id);
-    }
-
     /// The held writes, which the caller now writes (the run's end does, with its record).
     pub(crate) fn take_deferred(&self) -> Deferred {
         std::mem::take(&mut *self.held())
@@ -362,14 +374,7 @@ impl JobHost {
         &self,
         write: impl FnOnce(&Jobs, &str) -> Result<T, CoordinatorError> + Send + 'static,
     ) -> Result<T, ErrorBody> {
-        let deferred = self.take_deferred();
-        let jobs = self.jobs.clone();
-        let job_id = self.job_id().to_string();
-        blocking(move || {
-            deferred.write(&jobs, &job_id)?;
-            write(&jobs, &job_id)
-        })
-        .await
+        write_after_held(&self.jobs, self.job_id(), self.take_deferred(), write).await
     }
 
     /// Journals `value` under `key` as durably as `durability` says (a rebuildable entry is held

@@ -26,7 +26,7 @@ use crate::defaults::RunClock;
 use crate::draft_store::DraftStoreHandle;
 use crate::error::CoordinatorError;
 use crate::events::EventSink;
-use crate::host::{Deferred, JobHost, Journaled, RunSignals};
+use crate::host::{JobHost, Journaled, RunSignals, write_after_held};
 use crate::jobs::{CRASH_LOOP_ADOPTIONS, JobRecord, Jobs, RunStart};
 use crate::lifecycle::Transition;
 use crate::outcome;
@@ -217,7 +217,10 @@ async fn run_job(record: JobRecord, template: OrchestratorTemplate, signals: Arc
         error: error.clone(),
         outcome,
     };
-    if let Err(store_error) = finish_run(&template.jobs, &record.job_id, deferred, finish).await {
+    let recorded = write_after_held(&template.jobs, &record.job_id, deferred, |jobs, job_id| {
+        jobs.transition(job_id, finish).map(|_| ())
+    });
+    if let Err(store_error) = recorded.await {
         tracing::error!(%store_error, "could not record the job's end");
     }
     tracing::info!(state = %final_state, code = ?error.as_ref().map(|e| e.code), "job finished");
@@ -300,22 +303,6 @@ async fn transition(jobs: &Jobs, job_id: &str, transition: Transition) -> Result
     let jobs = jobs.clone();
     let job_id = job_id.to_string();
     blocking(move || jobs.transition(&job_id, transition).map(|_| ())).await
-}
-
-/// Records the run's end (`finish`), after the writes its host still held.
-async fn finish_run(
-    jobs: &Jobs,
-    job_id: &str,
-    deferred: Deferred,
-    finish: Transition,
-) -> Result<(), ErrorBody> {
-    let jobs = jobs.clone();
-    let job_id = job_id.to_string();
-    blocking(move || {
-        deferred.write(&jobs, &job_id)?;
-        jobs.transition(&job_id, finish).map(|_| ())
-    })
-    .await
 }
 
 /// The registry name of a job's orchestrator.

@@ -182,9 +182,7 @@ impl ReplicationSettings {
     pub fn shard_cache_bytes(&self, shards: u32) -> u64 {
         (self.cache_bytes / u64::from(shards.max(1))).max(MIN_SHARD_CACHE_BYTES)
     }
-}
 
-impl ReplicationSettings {
     pub(crate) fn storage(&self) -> StorageType {
         StorageType::File
     }
