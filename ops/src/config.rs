@@ -371,16 +371,20 @@ impl Settings {
 mod tests {
     use super::*;
 
-    #[test]
-    fn model_profiles_load_from_the_config_file() {
+    /// A config file holding `text` (in a directory that lives as long as the guard).
+    fn written_config(text: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("atelier.toml");
-        std::fs::write(
-            &file,
+        std::fs::write(&file, text).expect("config");
+        (dir, file)
+    }
+
+    #[test]
+    fn model_profiles_load_from_the_config_file() {
+        let (_dir, file) = written_config(
             "default_model = \"local\"\n[models.local]\nkind = \"openai-compat\"\n\
              base_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"qwen\"\nmax_tokens = 64\n",
-        )
-        .expect("config");
+        );
         let settings = Settings::load(Some(&file), FlagOverrides::default()).expect("settings");
         assert_eq!(settings.default_model.as_deref(), Some("local"));
         let local = settings.models.get("local").expect("the profile");
@@ -390,9 +394,7 @@ mod tests {
 
     #[test]
     fn the_shard_stores_cache_budget_comes_from_the_config_file() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let file = dir.path().join("atelier.toml");
-        std::fs::write(&file, "replicated_store = true\nstore_cache_mib = 256\n").expect("config");
+        let (_dir, file) = written_config("replicated_store = true\nstore_cache_mib = 256\n");
         let settings = Settings::load(Some(&file), FlagOverrides::default()).expect("settings");
         let replication = settings
             .replication()
@@ -404,9 +406,7 @@ mod tests {
 
     #[test]
     fn the_credentials_file_comes_from_the_file_or_the_flag() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let file = dir.path().join("atelier.toml");
-        std::fs::write(&file, "nats_creds = \"/etc/atelier/app.creds\"\n").expect("config");
+        let (_dir, file) = written_config("nats_creds = \"/etc/atelier/app.creds\"\n");
         let settings = Settings::load(Some(&file), FlagOverrides::default()).expect("settings");
         assert_eq!(
             settings.nats_creds.as_deref(),
