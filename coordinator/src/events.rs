@@ -1,5 +1,12 @@
 //! Job events into the EVENTS stream, in order, without blocking the emitter.
 //!
+//! Events are notifications of what the job's record holds (docs/adr/0015): those a reader acts
+//! on — a run's end, an approval asked for — are published with the stream's acknowledgement
+//! and retried across NATS outages; the others (phases, items, tool calls, model turns,
+//! streamed text) are sent on the connection, in the same order, without waiting for one. The
+//! client holds them while it reconnects; one in flight when a connection breaks is lost, and
+//! readers that must not miss an end look at the record when the events go quiet.
+//!
 //! The queue between the job and its publisher is bounded where it can grow: while NATS is
 //! slow or away, streamed text (`assistant_delta`) beyond [`MAX_PENDING`] waiting events is
 //! dropped (the summary itself is in the job record); every other event — phases, items, tool
@@ -113,6 +120,14 @@ async fn publish(jetstream: &async_nats::jetstream::Context, event: &JobEvent, f
     }
 }
 
+/// Whether a reader acts on the event, so it is published with the stream's acknowledgement.
+fn acknowledged(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::JobFinished { .. } | EventKind::ApprovalRequested { .. }
+    )
+}
+
 async fn try_publish(
     jetstream: &async_nats::jetstream::Context,
     subject: &str,
@@ -121,6 +136,13 @@ async fn try_publish(
     payload: bytes::Bytes,
 ) -> Result<(), String> {
     let mut headers = atelier_transport::headers::with_format(format);
+    if !acknowledged(&event.kind) {
+        return jetstream
+            .client()
+            .publish_with_headers(subject.to_string(), headers, payload)
+            .await
+            .map_err(|error| error.to_string());
+    }
     // A run's end is published at least once; the stream's duplicate window keeps one copy,
     // and a resumed job's next run announces its own.
     if let EventKind::JobFinished { run, .. } = &event.kind {

@@ -27,6 +27,13 @@ use crate::workbench::Accepted;
 /// Creates the JOBS, EVENTS, workshop events and batch events streams when missing, each with
 /// `replicas` copies (a replicated deployment's count, so that losing a server loses none of
 /// them; a stream made before keeps its own).
+///
+/// The three event streams are notifications of what records hold (docs/adr/0015): with one
+/// copy they are written without waiting for the disk (`persist_mode: async`), so a server
+/// that fsyncs every write for the changelog and the submissions (`sync_interval: always`)
+/// does not also fsync each event. A server crash can then lose the last events it
+/// acknowledged, and every reader falls back to the records. With more copies the server
+/// refuses that mode; those streams are replicated and written as the server syncs.
 pub async fn ensure_streams(
     js: &jetstream::Context,
     replicas: usize,
@@ -42,7 +49,12 @@ pub async fn ensure_streams(
     // The window in which a re-announced `finished` event (same run) is dropped.
     let events = stream::Config {
         duplicate_window: Duration::from_secs(600),
-        ..event_stream(subjects::EVENTS_STREAM, subjects::EVENTS_ALL, 1 << 30)
+        ..event_stream(
+            subjects::EVENTS_STREAM,
+            subjects::EVENTS_ALL,
+            1 << 30,
+            replicas,
+        )
     };
     // The window in which a workshop event published again after a crash is dropped.
     let workshop = stream::Config {
@@ -51,12 +63,14 @@ pub async fn ensure_streams(
             subjects::workshop::EVENTS_STREAM,
             subjects::workshop::EVENTS_ALL,
             256 << 20,
+            replicas,
         )
     };
     let batches = event_stream(
         subjects::batch::EVENTS_STREAM,
         subjects::batch::EVENTS_ALL,
         256 << 20,
+        replicas,
     );
     for config in [jobs, events, workshop, batches] {
         js.get_or_create_stream(stream::Config {
@@ -69,8 +83,9 @@ pub async fn ensure_streams(
     Ok(())
 }
 
-/// An event stream kept for seven days, up to `max_bytes`, on disk.
-fn event_stream(name: &str, subjects: &str, max_bytes: i64) -> stream::Config {
+/// An event stream kept for seven days, up to `max_bytes`, on disk; with one copy, written
+/// without waiting for the disk.
+fn event_stream(name: &str, subjects: &str, max_bytes: i64, replicas: usize) -> stream::Config {
     stream::Config {
         name: name.to_string(),
         subjects: vec![subjects.to_string()],
@@ -78,6 +93,7 @@ fn event_stream(name: &str, subjects: &str, max_bytes: i64) -> stream::Config {
         max_age: Duration::from_secs(7 * 24 * 3600),
         max_bytes,
         storage: stream::StorageType::File,
+        persist_mode: (replicas <= 1).then_some(stream::PersistenceMode::Async),
         ..Default::default()
     }
 }

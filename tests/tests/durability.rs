@@ -753,3 +753,34 @@ args = { path = "notes.docx", create_new = true, operations = [{ op = "append_pa
     assert!(status.success(), "the watch ends as the job did: {status}");
     Ok(())
 }
+
+/// The event streams are notifications of what records hold (docs/adr/0015): with one copy
+/// they are written without waiting for the disk, while submissions are written as the server
+/// syncs; every reader that waits for an end also looks at the record (above).
+#[tokio::test(flavor = "multi_thread")]
+async fn event_streams_do_not_wait_for_the_disk_and_submissions_do() -> anyhow::Result<()> {
+    use async_nats::jetstream::stream::PersistenceMode;
+    let cluster = Cluster::start()?;
+    let js = async_nats::jetstream::new(async_nats::connect(&cluster.nats.url).await?);
+    let expected = [
+        (subjects::JOBS_STREAM, None),
+        (subjects::EVENTS_STREAM, Some(PersistenceMode::Async)),
+        (
+            subjects::workshop::EVENTS_STREAM,
+            Some(PersistenceMode::Async),
+        ),
+        (subjects::batch::EVENTS_STREAM, Some(PersistenceMode::Async)),
+    ];
+    for (stream, mode) in expected {
+        let config = js.get_stream(stream).await?.info().await?.config.clone();
+        assert_eq!(config.num_replicas, 1, "{stream}");
+        assert_eq!(
+            config
+                .persist_mode
+                .filter(|m| *m != PersistenceMode::Default),
+            mode,
+            "{stream}"
+        );
+    }
+    Ok(())
+}

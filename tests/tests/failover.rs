@@ -307,6 +307,20 @@ async fn the_owner_and_its_nats_server_killed_together_lose_nothing() -> anyhow:
         ) > 0
     })
     .with_context(|| cluster.logs())?;
+    // With three copies the job events are replicated and written as the servers sync (the
+    // servers refuse asynchronous writes for them).
+    let events = async_nats::jetstream::new(async_nats::connect(&cluster.nats.url).await?)
+        .get_stream(subjects::EVENTS_STREAM)
+        .await?
+        .info()
+        .await?
+        .config
+        .clone();
+    assert_eq!(events.num_replicas, 3);
+    assert_ne!(
+        events.persist_mode,
+        Some(async_nats::jetstream::stream::PersistenceMode::Async)
+    );
     cluster.cli_ok(&["wb", "create", "q3"])?;
     let notes = cluster.dir.path().join("notes.md");
     std::fs::write(&notes, "# Notes\nOne line.\n")?;

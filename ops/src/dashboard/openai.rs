@@ -197,7 +197,19 @@ impl Follow {
     /// The next chunks: a piece of the summary as the model writes it, or, once the job ended,
     /// the rest of its answer (the draft changes), the stop and `[DONE]` (or an error event).
     async fn next(mut self) -> Option<(Vec<Event>, Option<Follow>)> {
-        while let Some(event) = self.events.next().await {
+        loop {
+            let Ok(next) = tokio::time::timeout(LOOK_AT_THE_RECORD_EVERY, self.events.next()).await
+            else {
+                // Quiet for a while: the job may have ended with its `finished` event lost (a
+                // server crash before it reached the disk, the stream trimmed by its limits).
+                if ended(&self.state, &self.job_id).await {
+                    break;
+                }
+                continue;
+            };
+            let Some(event) = next else {
+                break;
+            };
             match event.kind {
                 EventKind::PhaseStarted { phase } => self.summarizing = phase == Phase::Summary,
                 EventKind::AssistantDelta { text } if self.summarizing => {
@@ -227,6 +239,21 @@ impl Follow {
         Some((end, None))
     }
 }
+
+/// Whether the job's record shows it ended.
+async fn ended(state: &Shared, job_id: &str) -> bool {
+    let request = GetJob {
+        v: PROTOCOL_VERSION,
+        job_id: job_id.to_string(),
+    };
+    ask(state, &request)
+        .await
+        .is_ok_and(|view| view.state.is_terminal())
+}
+
+/// How long a streamed answer waits for the job's next event before it looks at the job's
+/// record.
+const LOOK_AT_THE_RECORD_EVERY: Duration = Duration::from_secs(5);
 
 /// The answer as `chat.completion.chunk` events while the job runs.
 async fn stream(state: Shared, job_id: String, model: String) -> Response {
