@@ -21,8 +21,8 @@ use atelier_messages::job::{
 use atelier_messages::review::ReviewDraft;
 use atelier_messages::shard::shard_of;
 use atelier_messages::store::{
-    AddFiles, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles, ListWorkbenches,
-    PublishDraft, ReadFile, SetApprovals, StageBlob, WriteDraft,
+    AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles,
+    ListWorkbenches, PublishDraft, ReadFile, SetApprovals, StageBlob, WriteDraft,
 };
 use atelier_messages::subjects::{self, batch, ctl, store, workshop};
 use atelier_messages::verb::Verb;
@@ -286,7 +286,7 @@ impl FrontDoor {
             // One stager per blob across coordinators: two uploads of one object at once
             // replace it under a worker already reading the first.
             .route(|door, request: StageBlob| async move { door.find_in_order(&request).await })
-            .route(by_digest::<GetBlob>)
+            .route(blob_bytes)
             .into_routes()
     }
 
@@ -471,6 +471,15 @@ async fn by_batch<V: Verb + OfBatch>(door: FrontDoor, request: V) -> Result<V::R
 /// A job's verb, answered by the shard that holds the job.
 async fn by_job<V: Verb + OfJob>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
     door.to_job(request.job_id(), &request).await
+}
+
+/// A blob's content: from its workbench's shard when the request names it, else from the shard
+/// that has it.
+async fn blob_bytes(door: FrontDoor, request: GetBlob) -> Result<BlobBytes, ErrorBody> {
+    match &request.workbench {
+        Some(workbench) => door.to_workbench(workbench, &request).await,
+        None => by_digest(door, request).await,
+    }
 }
 
 /// A blob's verb: a small blob is kept in its workbench's shard, so the shard that has it

@@ -147,11 +147,19 @@ pub struct SetApprovals {
     pub approvals: crate::approval::ApprovalPolicy,
 }
 
+/// Blobs up to this size are kept in the store's database (durable with their manifest) and
+/// served whole by `atelier.store.blob`; larger ones travel through the blob bucket.
+pub const INLINE_BLOB_BYTES: usize = 64 * 1024;
+
 /// `atelier.store.blob`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GetBlob {
     pub v: u16,
     pub digest: String,
+    /// The workbench whose file it is: its shard answers at once (without it every shard is
+    /// asked).
+    #[serde(default)]
+    pub workbench: Option<String>,
 }
 
 /// `atelier.store.stage`: puts a stored blob into the blob bucket (if it is not there yet), so

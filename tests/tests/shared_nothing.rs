@@ -6,6 +6,7 @@
 use std::io::{BufWriter, Cursor, Write};
 use std::path::Path;
 
+use anyhow::Context;
 use atelier_messages::store::Listing;
 use atelier_tests::Cluster;
 use calamine::{Data, Reader, Xlsx, open_workbook_from_rs};
@@ -269,5 +270,91 @@ async fn uploads_of_one_blob_at_once_make_one_upload_and_it_reads_back_whole() -
         .await
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     assert!(std::fs::read(&target)? == content, "read back differs");
+    Ok(())
+}
+
+/// A tool call's small writes are kept in the store's database only, not copied into the blob
+/// directory shared with the host's workers (most are never read back); a later call that reads
+/// one gets it whole from the store (`atelier.store.blob`, checked by digest) into the worker's
+/// own cache, and edits on top of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_written_file_is_read_back_from_the_store_without_a_shared_copy() -> anyhow::Result<()> {
+    let cluster = Cluster::start()?;
+    let file = cluster.dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "two"
+[[steps]]
+tool = "docx_operations"
+args = { path = "notes.docx", create_new = true, operations = [{ op = "append_paragraph", text = "first line" }] }
+[[steps]]
+tool = "docx_operations"
+args = { path = "notes.docx", operations = [{ op = "append_paragraph", text = "second line" }] }
+"#,
+    )?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    cluster.cli_ok(&[
+        "run",
+        "w",
+        "--workflow",
+        &file.to_string_lossy(),
+        "--job-id",
+        "two-steps",
+    ])?;
+    let view = cluster.wait_finished("two-steps", std::time::Duration::from_secs(60))?;
+    assert_eq!(
+        view.state,
+        atelier_messages::job::JobState::Succeeded,
+        "{:?}\n{}",
+        view.error,
+        cluster.logs()
+    );
+
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let read = atelier_messages::store::ReadFile {
+        v: atelier_messages::PROTOCOL_VERSION,
+        workbench: "w".into(),
+        path: "notes.docx".into(),
+        view: atelier_messages::store::View::Draft,
+    };
+    let last = atelier_transport::request(
+        &client,
+        &read,
+        atelier_transport::Policy::once(std::time::Duration::from_secs(30)),
+    )
+    .await
+    .map_err(|error| anyhow::anyhow!("{error:?}"))?;
+    let mut document = String::new();
+    std::io::Read::read_to_string(
+        &mut zip::ZipArchive::new(Cursor::new(last.content.to_vec()))?
+            .by_name("word/document.xml")?,
+        &mut document,
+    )?;
+    let (first, second) = (
+        document
+            .find("first line")
+            .context("the first write is kept")?,
+        document.find("second line").context("the second write")?,
+    );
+    assert!(first < second, "{document}");
+
+    // Neither write is in the shared directory; the first, which the second call read, is in
+    // the worker's cache, whole.
+    let shared = walk_files(&cluster.data_dir().join("blobs"));
+    assert!(
+        !shared.iter().any(|name| name.contains(&last.digest)),
+        "{shared:?}"
+    );
+    let cached = walk_files(&cluster.data_dir().join("cache/blobs"));
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    let fetched = Path::new(&cached[0]);
+    let digest = fetched
+        .file_name()
+        .map(|name| name.to_string_lossy().to_string())
+        .unwrap_or_default();
+    assert_ne!(digest, last.digest);
+    assert!(!shared.iter().any(|name| name.contains(&digest)));
+    assert_eq!(sha256_file(fetched)?, digest);
     Ok(())
 }

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use atelier_messages::store::{BlobRef, FileContent, ManifestEntry, StageBlob};
+use atelier_messages::store::{
+    BlobRef, FileContent, GetBlob, INLINE_BLOB_BYTES, ManifestEntry, StageBlob,
+};
 use atelier_messages::tool::{DraftChanges, ToolRequest};
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, path};
 use atelier_transport::blobs::blob_of_bytes;
@@ -158,8 +160,13 @@ impl FileAccess {
             .await
     }
 
-    /// A local file holding the entry's content.
-    pub(crate) async fn local_path(&self, entry: &ManifestEntry) -> Result<PathBuf, ErrorBody> {
+    /// A local file holding the content of `workbench`'s file `entry` (the workbench, when
+    /// known, lets the store answer from its shard at once).
+    pub(crate) async fn local_path(
+        &self,
+        workbench: Option<&str>,
+        entry: &ManifestEntry,
+    ) -> Result<PathBuf, ErrorBody> {
         let relative = blob_relative(&entry.digest)?;
         // Small blobs are only a cache in the shared directory (their durable copy is in the
         // coordinator's database): a file of the wrong size is fetched from the store instead.
@@ -173,14 +180,18 @@ impl FileAccess {
             touch(&cached).await;
             return Ok(cached);
         }
-        self.fetch_blob(entry, &cached).await?;
+        self.fetch_blob(workbench, entry, &cached).await?;
         self.evict_beyond_bound(&cached).await;
         Ok(cached)
     }
 
-    /// The entry's content.
-    pub(crate) async fn read(&self, entry: &ManifestEntry) -> Result<Vec<u8>, ErrorBody> {
-        let local = self.local_path(entry).await?;
+    /// The content of `workbench`'s file `entry`.
+    pub(crate) async fn read(
+        &self,
+        workbench: Option<&str>,
+        entry: &ManifestEntry,
+    ) -> Result<Vec<u8>, ErrorBody> {
+        let local = self.local_path(workbench, entry).await?;
         tokio::fs::read(&local).await.map_err(|e| {
             ErrorBody::new(
                 ErrorCode::FileReadFailed,
@@ -189,9 +200,17 @@ impl FileAccess {
         })
     }
 
-    /// Fetches a blob from the bucket into `target`, asking the store to stage it there first
-    /// when the bucket does not hold it.
-    async fn fetch_blob(&self, entry: &ManifestEntry, target: &Path) -> Result<(), ErrorBody> {
+    /// Fetches a blob into `target`: a small one whole from the store, a large one from the
+    /// bucket, asking the store to stage it there first when the bucket does not hold it.
+    async fn fetch_blob(
+        &self,
+        workbench: Option<&str>,
+        entry: &ManifestEntry,
+        target: &Path,
+    ) -> Result<(), ErrorBody> {
+        if entry.size <= INLINE_BLOB_BYTES as u64 {
+            return self.fetch_small(workbench, entry, target).await;
+        }
         let blob = BlobRef {
             digest: entry.digest.clone(),
             size: entry.size,
@@ -212,6 +231,48 @@ impl FileAccess {
             .await
             .map_err(|error| store_failure(ErrorCode::FileReadFailed, error))?;
         bucket.fetch_to(&blob, target, false).await
+    }
+
+    /// Fetches a small blob (kept in the store's database, not always in the shared blob
+    /// directory: a tool call's writes are not) whole from the store into `target`, checked
+    /// against its digest.
+    async fn fetch_small(
+        &self,
+        workbench: Option<&str>,
+        entry: &ManifestEntry,
+        target: &Path,
+    ) -> Result<(), ErrorBody> {
+        let request = GetBlob {
+            v: PROTOCOL_VERSION,
+            digest: entry.digest.clone(),
+            workbench: workbench.map(str::to_string),
+        };
+        let reply = atelier_transport::request(&self.client, &request, Policy::STORE)
+            .await
+            .map_err(|error| store_failure(ErrorCode::FileReadFailed, error))?;
+        let content = reply.content.into_vec();
+        if sha256_hex(&content) != entry.digest {
+            return Err(ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!(
+                    "the store answered other content for {} than its digest names",
+                    entry.path
+                ),
+            ));
+        }
+        let target = target.to_path_buf();
+        let written = tokio::task::spawn_blocking(move || write_whole(&target, &content)).await;
+        match written {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!("cannot cache {}: {error}", entry.path),
+            )),
+            Err(error) => Err(ErrorBody::new(
+                ErrorCode::Internal,
+                format!("caching {} stopped: {error}", entry.path),
+            )),
+        }
     }
 
     /// Removes the least recently used cached blobs (never `keep`) until the cache fits its
@@ -350,6 +411,17 @@ pub(crate) fn evict_oldest(
 async fn touch(path: &Path) {
     let path = path.to_path_buf();
     let _ = tokio::task::spawn_blocking(move || mark_used(&path)).await;
+}
+
+/// Writes `content` to `target` through a file beside it, so no reader sees it half written
+/// (blocking).
+fn write_whole(target: &Path, content: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = target.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let temp = temp_path_for(target);
+    std::fs::write(&temp, content)?;
+    std::fs::rename(&temp, target)
 }
 
 /// Sets a cached file's modification time to now: the order of eviction (blocking).

@@ -32,7 +32,7 @@ async fn read(
     entry: Option<&ManifestEntry>,
 ) -> Result<Option<Vec<u8>>, ErrorBody> {
     match entry {
-        Some(entry) => files.read(entry).await.map(Some),
+        Some(entry) => files.read(None, entry).await.map(Some),
         None => Ok(None),
     }
 }

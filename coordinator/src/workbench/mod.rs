@@ -64,7 +64,7 @@ pub struct AppliedCall {
 
 /// Blobs up to this size are kept in sled (durable with their manifest, one flush for both)
 /// rather than fsynced as files of their own.
-pub const INLINE_BLOB_BYTES: usize = 64 * 1024;
+pub use atelier_messages::store::INLINE_BLOB_BYTES;
 
 /// Where a stored blob's content is: small blobs in sled, large ones as files.
 #[derive(Debug)]
@@ -255,7 +255,7 @@ impl Workbenches {
             )
             .into());
         }
-        let entries = self.store_files(files)?;
+        let entries = self.store_files(files, true)?;
         let manifests = self.storage.tree(trees::MANIFESTS)?;
         storage::transaction([&manifests], |[tree]| {
             let mut published =
@@ -271,8 +271,15 @@ impl Workbenches {
         self.list_files(workbench, View::Published)
     }
 
-    /// Validates paths and stores contents as blobs.
-    fn store_files(&self, files: Vec<FileContent>) -> Result<Vec<ManifestEntry>, CoordinatorError> {
+    /// Validates paths and stores contents as blobs; small ones are also written to the blob
+    /// directory for this host's workers when `for_host_workers` (files added by users, which
+    /// every job reads), not for a tool call's writes (most are never read back; a worker that
+    /// does read one asks the store for it, `atelier.store.blob`).
+    fn store_files(
+        &self,
+        files: Vec<FileContent>,
+        for_host_workers: bool,
+    ) -> Result<Vec<ManifestEntry>, CoordinatorError> {
         if files.is_empty() {
             return Err(ErrorBody::new(ErrorCode::ValidationFailed, "no files given").into());
         }
@@ -281,7 +288,10 @@ impl Workbenches {
             let path = normalize(&file.path)?;
             let (digest, size) = match &file.blob {
                 Some(blob) => (self.staged_blob(blob)?, blob.size),
-                None => (self.put_blob(&file.content)?, file.content.len() as u64),
+                None => (
+                    self.put_blob(&file.content, for_host_workers)?,
+                    file.content.len() as u64,
+                ),
             };
             entries.push(ManifestEntry {
                 kind: kind_of(&path).to_string(),
@@ -390,13 +400,17 @@ impl Workbenches {
     }
 
     /// Stores a blob. A small one goes into sled, where the flush that commits its manifest
-    /// makes it durable too (no fsync of its own), and into the blob directory as a cache for
-    /// workers on this host; a large one is written to the blob directory durably.
-    fn put_blob(&self, bytes: &[u8]) -> Result<String, CoordinatorError> {
+    /// makes it durable too (no fsync of its own), and, `for_host_workers`, into the blob
+    /// directory as a cache for workers on this host; a large one is written to the blob
+    /// directory durably.
+    fn put_blob(&self, bytes: &[u8], for_host_workers: bool) -> Result<String, CoordinatorError> {
         if bytes.len() > INLINE_BLOB_BYTES {
             return self.blobs.put(bytes);
         }
-        let digest = self.blobs.put_cached(bytes)?;
+        let digest = match for_host_workers {
+            true => self.blobs.put_cached(bytes)?,
+            false => crate::blobs::digest_of(bytes),
+        };
         self.storage
             .tree(trees::BLOBS)?
             .insert(digest.as_bytes(), bytes)?;
@@ -491,7 +505,7 @@ impl Workbenches {
         let entries = if files.is_empty() {
             Vec::new()
         } else {
-            self.store_files(files)?
+            self.store_files(files, false)?
         };
         let deleted = delete
             .iter()

@@ -75,14 +75,14 @@ impl Toolbox {
     ) -> Result<(ManifestEntry, Vec<u8>), ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?.clone();
         Format::of(&entry.path)?;
-        let bytes = self.files.read(&entry).await?;
+        let bytes = self.files.read(Some(&request.workbench), &entry).await?;
         Ok((entry, bytes))
     }
 
     async fn get_file_info(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?.clone();
         let bytes = match office::info_needs_content(&entry) {
-            true => Some(self.files.read(&entry).await?),
+            true => Some(self.files.read(Some(&request.workbench), &entry).await?),
             false => None,
         };
         blocking(move || office::describe(&entry, bytes)).await
@@ -179,9 +179,15 @@ impl Toolbox {
             (false, Some(source), None) => {
                 let entry = files::find(&request.files, &source)?;
                 office::editable(tool, &entry.path)?;
-                Ok((self.files.read(entry).await?, true))
+                Ok((
+                    self.files.read(Some(&request.workbench), entry).await?,
+                    true,
+                ))
             }
-            (false, None, Some(entry)) => Ok((self.files.read(entry).await?, false)),
+            (false, None, Some(entry)) => Ok((
+                self.files.read(Some(&request.workbench), entry).await?,
+                false,
+            )),
             (false, None, None) => Err(ErrorBody::new(
                 ErrorCode::NotFound,
                 format!(
@@ -245,7 +251,7 @@ impl Toolbox {
                 path::kind_of(&new_path)
             )));
         }
-        let content = self.files.read(&entry).await?;
+        let content = self.files.read(Some(&request.workbench), &entry).await?;
         request.change(vec![(new_path.clone(), content)], vec![entry.path.clone()]);
         Ok(json!({"path": entry.path, "new_path": new_path, "digest": entry.digest}))
     }

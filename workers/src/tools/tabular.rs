@@ -158,7 +158,10 @@ impl Toolbox {
         }
         Ok(Source {
             name: entry.path.clone(),
-            local: self.files.local_path(entry).await?,
+            local: self
+                .files
+                .local_path(Some(&request.workbench), entry)
+                .await?,
             digest: entry.digest.clone(),
         })
     }
@@ -229,7 +232,7 @@ impl Toolbox {
                     format!("{target} is {}, not an xlsx workbook", entry.kind),
                 ));
             }
-            Some(entry) => Some(self.files.read(entry).await?),
+            Some(entry) => Some(self.files.read(Some(&request.workbench), entry).await?),
             None => None,
         };
         let source = self.table_source(request, args).await?;
