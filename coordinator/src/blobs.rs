@@ -1,6 +1,6 @@
 //! Content-addressed blobs on disk: `<dir>/<first two hex>/<sha256>`, written durably; small
-//! ones are kept durable in sled by the caller and written here only as a cache
-//! ([`BlobDir::put_cached`]) for workers on this host. Garbage collection sweeps both the blobs
+//! ones are kept durable in sled by the caller, and those of files added by users are written
+//! here as a cache ([`BlobDir::put_cached`]) for workers on this host. Garbage collection sweeps both the blobs
 //! and the table databases those workers cached by a blob's digest ([`sweep_tables`]).
 //!
 //! A replicated store (docs/adr/0014) also keeps each large blob in the JetStream bucket
