@@ -798,6 +798,22 @@ impl Cluster {
         self.cli(&args)?.json()
     }
 
+    /// Creates `workbench`, runs the workflow `toml` there as job `job_id` (`atelier run
+    /// --workflow`) and waits until it succeeded.
+    pub fn run_workflow(
+        &self,
+        workbench: &str,
+        toml: &str,
+        job_id: &str,
+    ) -> anyhow::Result<atelier_messages::job::JobView> {
+        let file = self.dir.path().join(format!("{job_id}.toml"));
+        std::fs::write(&file, toml)?;
+        let file = file.to_string_lossy().to_string();
+        self.cli_ok(&["wb", "create", workbench])?;
+        self.cli_ok(&["run", workbench, "--workflow", &file, "--job-id", job_id])?;
+        self.wait_succeeded(job_id, Duration::from_secs(60))
+    }
+
     /// Polls `atelier job ID --json` until the job is in `state`.
     pub fn wait_for_state(
         &self,

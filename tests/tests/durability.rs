@@ -711,21 +711,16 @@ async fn stats_report_the_journal_and_retention_prunes_finished_jobs() -> anyhow
 #[tokio::test(flavor = "multi_thread")]
 async fn a_watch_ends_from_the_jobs_record_when_its_finished_event_is_lost() -> anyhow::Result<()> {
     let cluster = Cluster::start()?;
-    let file = cluster.dir.path().join("one.toml");
-    std::fs::write(
-        &file,
+    cluster.run_workflow(
+        "w",
         r#"
 name = "one"
 [[steps]]
 tool = "docx_operations"
 args = { path = "notes.docx", create_new = true, operations = [{ op = "append_paragraph", text = "a line" }] }
 "#,
+        "lost-end",
     )?;
-    let file = file.to_string_lossy().to_string();
-    cluster.cli_ok(&["wb", "create", "w"])?;
-    cluster.cli_ok(&["run", "w", "--workflow", &file, "--job-id", "lost-end"])?;
-    let view = cluster.wait_finished("lost-end", JOB_TIMEOUT)?;
-    assert_eq!(view.state, JobState::Succeeded, "{:?}", view.error);
     let js = async_nats::jetstream::new(async_nats::connect(&cluster.nats.url).await?);
     let purged = js
         .get_stream(subjects::EVENTS_STREAM)

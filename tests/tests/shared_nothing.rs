@@ -280,9 +280,8 @@ async fn uploads_of_one_blob_at_once_make_one_upload_and_it_reads_back_whole() -
 #[tokio::test(flavor = "multi_thread")]
 async fn a_written_file_is_read_back_from_the_store_without_a_shared_copy() -> anyhow::Result<()> {
     let cluster = Cluster::start()?;
-    let file = cluster.dir.path().join("two.toml");
-    std::fs::write(
-        &file,
+    cluster.run_workflow(
+        "w",
         r#"
 name = "two"
 [[steps]]
@@ -292,24 +291,8 @@ args = { path = "notes.docx", create_new = true, operations = [{ op = "append_pa
 tool = "docx_operations"
 args = { path = "notes.docx", operations = [{ op = "append_paragraph", text = "second line" }] }
 "#,
-    )?;
-    cluster.cli_ok(&["wb", "create", "w"])?;
-    cluster.cli_ok(&[
-        "run",
-        "w",
-        "--workflow",
-        &file.to_string_lossy(),
-        "--job-id",
         "two-steps",
-    ])?;
-    let view = cluster.wait_finished("two-steps", std::time::Duration::from_secs(60))?;
-    assert_eq!(
-        view.state,
-        atelier_messages::job::JobState::Succeeded,
-        "{:?}\n{}",
-        view.error,
-        cluster.logs()
-    );
+    )?;
 
     let client = async_nats::connect(&cluster.nats.url).await?;
     let read = atelier_messages::store::ReadFile {
