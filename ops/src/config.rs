@@ -294,6 +294,13 @@ impl Settings {
             self.store_replicas >= 1,
             "store_replicas = 0: a stream has at least one copy (3 on a three-server cluster)"
         );
+        let floor_mib = atelier_coordinator::replication::MIN_SHARD_CACHE_BYTES >> 20;
+        anyhow::ensure!(
+            self.store_cache_mib >= floor_mib,
+            "store_cache_mib = {} is too small: a shard's store caches at least {floor_mib} MiB (default {})",
+            self.store_cache_mib,
+            Settings::default().store_cache_mib
+        );
         anyhow::ensure!(
             self.store_snapshot_entries >= 1,
             "store_snapshot_entries = 0: snapshot at least every entry (default {})",
@@ -402,6 +409,16 @@ mod tests {
             .expect("replicated");
         assert_eq!(replication.cache_bytes, 256 << 20);
         assert_eq!(replication.shard_cache_bytes(16), 16 << 20);
+
+        // Below one shard's floor the setting is refused by name, not raised behind the
+        // operator's back.
+        let (_dir, file) = written_config("replicated_store = true\nstore_cache_mib = 0\n");
+        let settings = Settings::load(Some(&file), FlagOverrides::default()).expect("settings");
+        let refused = settings.replication().expect_err("refused");
+        assert!(
+            refused.to_string().starts_with("store_cache_mib = 0"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -175,7 +175,7 @@ impl Default for ReplicationSettings {
 pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
 
 /// The least page cache a shard store gets, however many shards share the budget.
-const MIN_SHARD_CACHE_BYTES: u64 = 8 << 20;
+pub const MIN_SHARD_CACHE_BYTES: u64 = 8 << 20;
 
 impl ReplicationSettings {
     /// The page cache of one shard store when the deployment has `shards` shards.
