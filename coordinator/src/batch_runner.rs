@@ -54,6 +54,9 @@ pub struct BatchRunnerState {
     busy: HashSet<String>,
     /// Workbenches answering a job that is not ours, and until when they are left alone.
     cooling: HashMap<String, Instant>,
+    /// Children dispatched whose submission failed (their shard did not answer), by job id:
+    /// submitted again at each reconcile until their shard records them.
+    unsubmitted: HashMap<String, TargetRecord>,
     /// No queued target has a lower index.
     cursor: u64,
     last_progress: Instant,
@@ -106,6 +109,7 @@ impl Actor for BatchRunner {
             in_flight: HashMap::new(),
             busy: HashSet::new(),
             cooling: HashMap::new(),
+            unsubmitted: HashMap::new(),
             cursor: 0,
             // An adopted batch tells its progress at its first target's end here (a new one
             // has just said it started).
@@ -211,6 +215,7 @@ impl BatchRunnerState {
                 }
             }
             BatchRunnerMsg::Reconcile => {
+                self.submit_again().await?;
                 let children: Vec<String> = self.in_flight.keys().cloned().collect();
                 for job_id in children {
                     self.settle(&job_id).await?;
@@ -318,11 +323,17 @@ impl BatchRunnerState {
         self.submit(&target, &job_id).await
     }
 
-    /// Submits the child job of a running target; a child that cannot be built ends its
-    /// target at once (one the intake refuses ends it with its `finished` event).
+    /// Submits the child job of a running target; a child that cannot be built or is invalid
+    /// ends its target at once (one its shard refuses ends it with its `finished` event), one
+    /// whose shard did not record it (no owner now, being handed over) is submitted again at
+    /// the next reconcile while the runner goes on with the others.
     async fn submit(&mut self, target: &TargetRecord, job_id: &str) -> Result<(), ErrorBody> {
-        match self.child(target, job_id) {
-            Ok(submit) => self.config.children.submit(&submit).await,
+        let child = self.child(target, job_id).and_then(|submit| {
+            submit.validate()?;
+            Ok(submit)
+        });
+        let submit = match child {
+            Ok(submit) => submit,
             Err(error) => {
                 let end = ChildEnd {
                     job_id: job_id.to_string(),
@@ -330,9 +341,23 @@ impl BatchRunnerState {
                     error: Some(error),
                     outcome: None,
                 };
-                self.end_target(end).await
+                return self.end_target(end).await;
             }
+        };
+        if let Err(error) = self.config.children.submit(submit).await {
+            tracing::warn!(batch_id = %self.batch_id(), %job_id, %error, "child not recorded yet; submitting it again at the next reconcile");
+            self.unsubmitted.insert(job_id.to_string(), target.clone());
         }
+        Ok(())
+    }
+
+    /// Submits again the children whose shard did not answer (a repeat of one that was
+    /// recorded after all changes nothing).
+    async fn submit_again(&mut self) -> Result<(), ErrorBody> {
+        for (job_id, target) in std::mem::take(&mut self.unsubmitted) {
+            self.submit(&target, &job_id).await?;
+        }
+        Ok(())
     }
 
     /// The child job of a target.

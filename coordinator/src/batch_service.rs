@@ -85,10 +85,7 @@ impl BatchService {
         batch_runner::start(BatchRunnerConfig {
             batch_id: batch_id.to_string(),
             batches: self.batches.clone(),
-            children: Children::new(
-                self.orchestrators.client().clone(),
-                self.orchestrators.jetstream().clone(),
-            ),
+            children: Children::new(self.orchestrators.client().clone(), self.front.clone()),
             jetstream: self.orchestrators.jetstream().clone(),
             events_format: self.orchestrators.events_format(),
         })

@@ -1,21 +1,21 @@
-//! A batch's child jobs, reached the way any client reaches jobs: submitted to the JOBS intake
-//! (message id = job id, so a second submission of one child is dropped), followed from their
-//! `finished` events, looked at and cancelled with the `atelier.ctl.*` verbs. Nothing here
-//! assumes a child runs in this process, so a batch's targets may live in any shard
-//! (docs/adr/0014).
+//! A batch's child jobs, reached through the [`FrontDoor`] as the intake and the public verbs
+//! reach jobs: recorded in their workbench's shard (`RecordSubmission`, what the JOBS intake
+//! does with a submission; a second one of the same job id changes nothing), followed from
+//! their `finished` events, looked at and cancelled with the job verbs. The front door answers
+//! in this process for a shard held here and forwards to the shard's owner otherwise, so a
+//! batch's targets may live in any shard (docs/adr/0014) without a round trip through NATS
+//! for those held here.
 
-use async_nats::HeaderMap;
 use atelier_messages::job::{
     CancelJob, EventKind, GetJob, JobEvent, JobOutcome, JobState, JobSubmit, JobView,
 };
+use atelier_messages::shard::RecordSubmission;
 use atelier_messages::workshop::CheckMessage;
-use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode, subjects};
-use atelier_transport::Policy;
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, decode, subjects};
 use atelier_transport::headers::format_of;
 use futures::{Stream, StreamExt};
 
-/// How long one look at a child may take before the runner tries again at its next reconcile.
-const LOOK: Policy = Policy::once(std::time::Duration::from_secs(10));
+use crate::front_door::FrontDoor;
 
 /// A child's end, as its `finished` event or its record tells it.
 #[derive(Debug, Clone)]
@@ -38,11 +38,11 @@ impl ChildEnd {
     }
 }
 
-/// Reaches child jobs over NATS.
+/// Reaches child jobs through the front door; follows their ends on NATS.
 #[derive(Clone)]
 pub struct Children {
     client: async_nats::Client,
-    jetstream: async_nats::jetstream::Context,
+    front: FrontDoor,
 }
 
 fn unavailable(what: &str, error: impl std::fmt::Display) -> ErrorBody {
@@ -53,26 +53,22 @@ fn unavailable(what: &str, error: impl std::fmt::Display) -> ErrorBody {
 }
 
 impl Children {
-    pub(crate) fn new(
-        client: async_nats::Client,
-        jetstream: async_nats::jetstream::Context,
-    ) -> Self {
-        Self { client, jetstream }
+    pub(crate) fn new(client: async_nats::Client, front: FrontDoor) -> Self {
+        Self { client, front }
     }
 
-    /// Submits a child; a second submission of the same job id is dropped by the stream (or,
-    /// later, found already recorded by the intake).
-    pub(crate) async fn submit(&self, submit: &JobSubmit) -> Result<(), ErrorBody> {
-        let payload = encode(submit, Format::MessagePack)?;
-        let mut headers = HeaderMap::new();
-        headers.insert("Nats-Msg-Id", submit.job_id.as_str());
-        self.jetstream
-            .publish_with_headers(subjects::JOB_SUBMIT, headers, payload.into())
+    /// Records a child in its workbench's shard, which starts it (or records it refused and
+    /// announces its end); a child recorded before changes nothing. A shard with no owner now
+    /// is not waited for (`SHARD_UNAVAILABLE`): the runner tries again at its next reconcile.
+    pub(crate) async fn submit(&self, submit: JobSubmit) -> Result<(), ErrorBody> {
+        let request = RecordSubmission {
+            v: PROTOCOL_VERSION,
+            submit,
+        };
+        self.front
+            .to_workbench_now(&request.submit.workbench, &request)
             .await
-            .map_err(|error| unavailable("submit a child job", error))?
-            .await
-            .map_err(|error| unavailable("submit a child job", error))?;
-        Ok(())
+            .map(|_| ())
     }
 
     /// The child's record; `None` when no job has that id (yet).
@@ -81,7 +77,7 @@ impl Children {
             v: PROTOCOL_VERSION,
             job_id: job_id.to_string(),
         };
-        match atelier_transport::request(&self.client, &request, LOOK).await {
+        match self.front.to_job(job_id, &request).await {
             Ok(view) => Ok(Some(view)),
             Err(error) if error.code == ErrorCode::NotFound => Ok(None),
             Err(error) => Err(error),
@@ -105,7 +101,8 @@ impl Children {
             continue_draft,
             model: None,
         };
-        atelier_transport::request(&self.client, &request, LOOK)
+        self.front
+            .to_workbench(workbench, &request)
             .await
             .map(|_| ())
     }
@@ -115,9 +112,7 @@ impl Children {
             v: PROTOCOL_VERSION,
             job_id: job_id.to_string(),
         };
-        atelier_transport::request(&self.client, &request, LOOK)
-            .await
-            .map(|_| ())
+        self.front.to_job(job_id, &request).await.map(|_| ())
     }
 
     /// The ends of every job from now on, as their `finished` events arrive (a missed one is

@@ -432,3 +432,86 @@ fn a_coordinator_refuses_replication_settings_out_of_range() -> anyhow::Result<(
     }
     Ok(())
 }
+
+/// A batch's child whose shard has no owner now is neither lost nor failed: its runner goes on
+/// with the other targets and submits it again at every reconcile (the shard's lease outlasts
+/// this test, so it stays `running`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_for_a_shard_nobody_holds_waits_while_the_batch_goes_on() -> anyhow::Result<()> {
+    let env = [
+        ("ATELIER_REPLICATED_STORE", "true"),
+        ("ATELIER_STORE_LEASE_MS", "120000"),
+        ("ATELIER_STORE_SHARDS", "8"),
+    ];
+    let cluster = Cluster::start_synced(&[], &env)?;
+    let first = pid(cluster
+        .coordinator
+        .as_ref()
+        .context("the first coordinator")?)?;
+    let mut second = cluster.spawn_coordinator("coordinator-b", &env)?;
+    let both = BTreeSet::from([first, pid(&second)?]);
+    let split = wait_for_owners(&cluster, &both, Duration::from_secs(30)).await?;
+    let held_by = |names: &[String], owner: u32| {
+        names
+            .iter()
+            .find(|name| split.get(&shard_of(name, SHARDS)) == Some(&owner))
+            .cloned()
+    };
+    let names = one_per_shard();
+    let kept = held_by(&names, first).context("a workbench of the first's")?;
+    let orphaned = held_by(&names, pid(&second)?).context("a workbench of the second's")?;
+    let batch_ids: Vec<String> = (0..64).map(|n| format!("batch-{n}")).collect();
+    let batch_id = held_by(&batch_ids, first).context("a batch id of the first's")?;
+    let notes = cluster.dir.path().join("notes.md");
+    std::fs::write(&notes, "# Notes\n")?;
+    for workbench in [&kept, &orphaned] {
+        cluster.cli_ok(&["wb", "create", workbench])?;
+        cluster.cli_ok(&["wb", "add", workbench, &notes.to_string_lossy()])?;
+    }
+
+    // One target at a time; the first (the kept shard's) waits for approval of its delete.
+    cluster.cli_ok(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        &format!("{kept},{orphaned}"),
+        "--tool",
+        "delete_file",
+        "--args",
+        r#"{"path": "notes.md"}"#,
+        "--concurrency",
+        "1",
+        "--batch-id",
+        &batch_id,
+    ])?;
+    let waiting = atelier_messages::batch::child_job_id(&batch_id, 0, 0);
+    cluster.wait_for_state(&waiting, JobState::AwaitingApproval)?;
+    second.kill();
+    cluster.cli_ok(&["cancel", &waiting])?;
+
+    // The orphaned shard's target is dispatched, its child cannot be recorded: it stays
+    // running, submitted again at each reconcile, and the batch does not fail.
+    let log = cluster.dir.path().join("coordinator.log");
+    atelier_tests::wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|log| {
+            log.matches("child not recorded yet; submitting it again")
+                .count()
+                >= 2
+        })
+    })
+    .with_context(|| cluster.logs())?;
+    let view: atelier_messages::batch::BatchView = cluster
+        .cli_ok(&["batch", "status", &batch_id, "--json"])?
+        .json()?;
+    assert_eq!(view.state, atelier_messages::batch::BatchState::Running);
+    assert_eq!(
+        (
+            view.counts.cancelled,
+            view.counts.running,
+            view.counts.failed
+        ),
+        (1, 1, 0),
+        "{view:?}"
+    );
+    Ok(())
+}
