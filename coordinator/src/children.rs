@@ -89,7 +89,8 @@ impl Children {
         Ok(self.get(job_id).await?.and_then(ChildEnd::of))
     }
 
-    /// Whether the workbench takes a message now (`WORKBENCH_BUSY` while a job runs on it).
+    /// Whether the workbench takes a message now (`WORKBENCH_BUSY` while a job runs on it;
+    /// `SHARD_UNAVAILABLE` at once while its shard has no owner).
     pub(crate) async fn check(
         &self,
         workbench: &str,
@@ -102,7 +103,7 @@ impl Children {
             model: None,
         };
         self.front
-            .to_workbench(workbench, &request)
+            .to_workbench_now(workbench, &request)
             .await
             .map(|_| ())
     }

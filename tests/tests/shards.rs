@@ -251,12 +251,11 @@ async fn coordinators_split_the_shards_and_hand_them_over_as_they_join_and_leave
     Ok(())
 }
 
-/// A coordinator killed with a long lease: until its lease runs out nobody may serve its
-/// shards, so a verb for one of them waits a while for an owner and is then refused with
-/// `SHARD_UNAVAILABLE` — never answered from another coordinator's copy — while the shards of
-/// the coordinator left are served as usual.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_verb_for_a_shard_nobody_holds_now_is_refused_as_unavailable() -> anyhow::Result<()> {
+/// Two coordinators sharing eight shards with a 120 s lease (a killed one's shards stay
+/// without an owner for the rest of a test): the cluster, the first's pid, the second, and who
+/// holds each shard.
+async fn two_coordinators_with_a_long_lease()
+-> anyhow::Result<(Cluster, u32, Process, BTreeMap<u32, u32>)> {
     let env = [
         ("ATELIER_REPLICATED_STORE", "true"),
         ("ATELIER_STORE_LEASE_MS", "120000"),
@@ -267,9 +266,19 @@ async fn a_verb_for_a_shard_nobody_holds_now_is_refused_as_unavailable() -> anyh
         .coordinator
         .as_ref()
         .context("the first coordinator")?)?;
-    let mut second = cluster.spawn_coordinator("coordinator-b", &env)?;
+    let second = cluster.spawn_coordinator("coordinator-b", &env)?;
     let both = BTreeSet::from([first, pid(&second)?]);
     let split = wait_for_owners(&cluster, &both, Duration::from_secs(30)).await?;
+    Ok((cluster, first, second, split))
+}
+
+/// A coordinator killed with a long lease: until its lease runs out nobody may serve its
+/// shards, so a verb for one of them waits a while for an owner and is then refused with
+/// `SHARD_UNAVAILABLE` — never answered from another coordinator's copy — while the shards of
+/// the coordinator left are served as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_verb_for_a_shard_nobody_holds_now_is_refused_as_unavailable() -> anyhow::Result<()> {
+    let (cluster, first, mut second, split) = two_coordinators_with_a_long_lease().await?;
     let names = one_per_shard();
     for name in &names {
         cluster.cli_ok(&["wb", "create", name])?;
@@ -438,19 +447,7 @@ fn a_coordinator_refuses_replication_settings_out_of_range() -> anyhow::Result<(
 /// this test, so it stays `running`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_child_for_a_shard_nobody_holds_waits_while_the_batch_goes_on() -> anyhow::Result<()> {
-    let env = [
-        ("ATELIER_REPLICATED_STORE", "true"),
-        ("ATELIER_STORE_LEASE_MS", "120000"),
-        ("ATELIER_STORE_SHARDS", "8"),
-    ];
-    let cluster = Cluster::start_synced(&[], &env)?;
-    let first = pid(cluster
-        .coordinator
-        .as_ref()
-        .context("the first coordinator")?)?;
-    let mut second = cluster.spawn_coordinator("coordinator-b", &env)?;
-    let both = BTreeSet::from([first, pid(&second)?]);
-    let split = wait_for_owners(&cluster, &both, Duration::from_secs(30)).await?;
+    let (cluster, first, mut second, split) = two_coordinators_with_a_long_lease().await?;
     let held_by = |names: &[String], owner: u32| {
         names
             .iter()
@@ -492,7 +489,7 @@ async fn a_child_for_a_shard_nobody_holds_waits_while_the_batch_goes_on() -> any
     // The orphaned shard's target is dispatched, its child cannot be recorded: it stays
     // running, submitted again at each reconcile, and the batch does not fail.
     let log = cluster.dir.path().join("coordinator.log");
-    atelier_tests::wait_until(Duration::from_secs(30), || {
+    atelier_tests::wait_until(Duration::from_secs(60), || {
         std::fs::read_to_string(&log).is_ok_and(|log| {
             log.matches("child not recorded yet; submitting it again")
                 .count()

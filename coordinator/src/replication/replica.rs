@@ -365,6 +365,12 @@ mod tests {
         assert_eq!(replica.position().ok(), Some(position));
         assert!(path.exists());
         drop(replica);
+        // sled removes a temporary store when its last handle goes, which a write of its log
+        // still running on sled's I/O threads may hold a moment longer.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while path.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert!(
             !path.exists(),
             "a new owner restores from the snapshot and the changelog, never from this copy"
