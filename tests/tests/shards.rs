@@ -64,17 +64,22 @@ async fn owners(cluster: &Cluster) -> anyhow::Result<BTreeMap<u32, u32>> {
     Ok(owners)
 }
 
-/// Waits until every shard is held, by exactly the processes `pids`; the owners then.
+/// Waits until every shard is held, by exactly the processes `pids`, each holding its share
+/// (a hand-over in progress leaves one with more); the owners then.
 async fn wait_for_owners(
     cluster: &Cluster,
     pids: &BTreeSet<u32>,
     timeout: Duration,
 ) -> anyhow::Result<BTreeMap<u32, u32>> {
     let deadline = Instant::now() + timeout;
+    let share = SHARDS as usize / pids.len().max(1);
     loop {
         let seen = owners(cluster).await?;
         let holders: BTreeSet<u32> = seen.values().copied().collect();
-        if seen.len() == SHARDS as usize && &holders == pids {
+        let shared = pids
+            .iter()
+            .all(|pid| seen.values().filter(|owner| *owner == pid).count() >= share);
+        if seen.len() == SHARDS as usize && &holders == pids && shared {
             return Ok(seen);
         }
         anyhow::ensure!(
@@ -454,9 +459,12 @@ async fn a_child_for_a_shard_nobody_holds_waits_while_the_batch_goes_on() -> any
             .find(|name| split.get(&shard_of(name, SHARDS)) == Some(&owner))
             .cloned()
     };
-    let names = one_per_shard();
-    let kept = held_by(&names, first).context("a workbench of the first's")?;
-    let orphaned = held_by(&names, pid(&second)?).context("a workbench of the second's")?;
+    // Targets run in the order of their names: the kept shard's first ("a-…" before "b-…").
+    let kept_names: Vec<String> = (0..64).map(|n| format!("a-{n}")).collect();
+    let orphaned_names: Vec<String> = (0..64).map(|n| format!("b-{n}")).collect();
+    let kept = held_by(&kept_names, first).context("a workbench of the first's")?;
+    let orphaned =
+        held_by(&orphaned_names, pid(&second)?).context("a workbench of the second's")?;
     let batch_ids: Vec<String> = (0..64).map(|n| format!("batch-{n}")).collect();
     let batch_id = held_by(&batch_ids, first).context("a batch id of the first's")?;
     let notes = cluster.dir.path().join("notes.md");
