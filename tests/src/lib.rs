@@ -56,6 +56,18 @@ pub fn simple_docx() -> PathBuf {
     fixtures().join("keenbench/office/simple.docx")
 }
 
+/// A model-free workflow of two steps on a new `notes.docx`: "first line" appended, then
+/// "second line" (the second step reads what the first wrote).
+pub const TWO_PARAGRAPHS_WORKFLOW: &str = r#"
+name = "two-paragraphs"
+[[steps]]
+tool = "docx_operations"
+args = { path = "notes.docx", create_new = true, operations = [{ op = "append_paragraph", text = "first line" }] }
+[[steps]]
+tool = "docx_operations"
+args = { path = "notes.docx", operations = [{ op = "append_paragraph", text = "second line" }] }
+"#;
+
 /// Real files from elsewhere that the tests use (`tests/fixtures`, with their licences).
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")

@@ -185,15 +185,7 @@ async fn killed_after_every_checkpoint_the_job_completes_identically() -> anyhow
 #[test]
 fn a_workflow_killed_after_each_unflushed_write_completes_with_each_write_once()
 -> anyhow::Result<()> {
-    let workflow = r#"
-name = "twice"
-[[steps]]
-tool = "docx_operations"
-args = { path = "notes.docx", create_new = true, operations = [{ op = "append_paragraph", text = "first line" }] }
-[[steps]]
-tool = "docx_operations"
-args = { path = "notes.docx", operations = [{ op = "append_paragraph", text = "second line" }] }
-"#;
+    let workflow = atelier_tests::TWO_PARAGRAPHS_WORKFLOW;
     // Writes: the run's start, the files it started from; saves: the plan, after step 1,
     // after step 2, the end.
     let writes = numbered("after_rebuildable_write", 2);

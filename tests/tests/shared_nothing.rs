@@ -280,19 +280,7 @@ async fn uploads_of_one_blob_at_once_make_one_upload_and_it_reads_back_whole() -
 #[tokio::test(flavor = "multi_thread")]
 async fn a_written_file_is_read_back_from_the_store_without_a_shared_copy() -> anyhow::Result<()> {
     let cluster = Cluster::start()?;
-    cluster.run_workflow(
-        "w",
-        r#"
-name = "two"
-[[steps]]
-tool = "docx_operations"
-args = { path = "notes.docx", create_new = true, operations = [{ op = "append_paragraph", text = "first line" }] }
-[[steps]]
-tool = "docx_operations"
-args = { path = "notes.docx", operations = [{ op = "append_paragraph", text = "second line" }] }
-"#,
-        "two-steps",
-    )?;
+    cluster.run_workflow("w", atelier_tests::TWO_PARAGRAPHS_WORKFLOW, "two-steps")?;
 
     let client = async_nats::connect(&cluster.nats.url).await?;
     let read = atelier_messages::store::ReadFile {
