@@ -284,27 +284,10 @@ impl BatchRunnerState {
                 return Ok(());
             }
             for target in picked {
-                if self.answering_another_job(&target).await {
-                    self.cooling
-                        .insert(target.workbench.clone(), Instant::now() + BUSY_BACKOFF);
-                    continue;
-                }
                 self.dispatch(target).await?;
             }
         }
         Ok(())
-    }
-
-    /// True when the target's workbench is answering a job that is not one of ours: the
-    /// target waits for it rather than failing with `WORKBENCH_BUSY`. (Any other refusal is
-    /// recorded on the target by dispatching it.)
-    async fn answering_another_job(&self, target: &TargetRecord) -> bool {
-        let checked = self
-            .config
-            .children
-            .check(&target.workbench, target.continue_draft)
-            .await;
-        matches!(checked, Err(error) if error.code == ErrorCode::WorkbenchBusy)
     }
 
     /// Records the target running with its child's id, then submits the child.
@@ -324,7 +307,9 @@ impl BatchRunnerState {
     }
 
     /// Submits the child job of a running target; a child that cannot be built or is invalid
-    /// ends its target at once (one its shard refuses ends it with its `finished` event), one
+    /// ends its target at once (one its shard refuses ends it with its `finished` event). One
+    /// whose workbench answers a job that is not ours is not recorded: its target goes back to
+    /// the queue and waits for the workbench rather than failing with `WORKBENCH_BUSY`. One
     /// whose shard did not record it (no owner now, being handed over) is submitted again at
     /// the next reconcile while the runner goes on with the others.
     async fn submit(&mut self, target: &TargetRecord, job_id: &str) -> Result<(), ErrorBody> {
@@ -344,10 +329,36 @@ impl BatchRunnerState {
                 return self.end_target(end).await;
             }
         };
-        if let Err(error) = self.config.children.submit(submit).await {
-            tracing::warn!(batch_id = %self.batch_id(), %job_id, %error, "child not recorded yet; submitting it again at the next reconcile");
-            self.unsubmitted.insert(job_id.to_string(), target.clone());
+        match self.config.children.submit(submit).await {
+            Ok(()) => Ok(()),
+            Err(error) if error.code == ErrorCode::WorkbenchBusy => {
+                self.wait_for_workbench(target, job_id).await
+            }
+            Err(error) => {
+                tracing::warn!(batch_id = %self.batch_id(), %job_id, %error, "child not recorded yet; submitting it again at the next reconcile");
+                self.unsubmitted.insert(job_id.to_string(), target.clone());
+                Ok(())
+            }
         }
+    }
+
+    /// Puts back in the queue a target whose workbench answers another job, and leaves that
+    /// workbench alone for [`BUSY_BACKOFF`].
+    async fn wait_for_workbench(
+        &mut self,
+        target: &TargetRecord,
+        job_id: &str,
+    ) -> Result<(), ErrorBody> {
+        self.in_flight.remove(job_id);
+        self.busy.remove(&target.workbench);
+        self.cooling
+            .insert(target.workbench.clone(), Instant::now() + BUSY_BACKOFF);
+        self.cursor = self.cursor.min(target.index);
+        let batches = self.config.batches.clone();
+        let batch_id = self.batch_id().to_string();
+        let (index, job_id) = (target.index, job_id.to_string());
+        let (record, _) = blocking(move || batches.undispatch(&batch_id, index, &job_id)).await?;
+        self.record = record;
         Ok(())
     }
 

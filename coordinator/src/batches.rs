@@ -396,6 +396,24 @@ impl Batches {
         })
     }
 
+    /// Puts a running target back in the queue, its child never recorded (its workbench was
+    /// answering another job); a no-op for a target not running that child.
+    pub fn undispatch(
+        &self,
+        batch_id: &str,
+        index: u64,
+        job_id: &str,
+    ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
+        self.change_target(batch_id, index, Durability::Rebuildable, |target| {
+            let ours = target.job_id.as_deref() == Some(job_id);
+            if target.state != TargetState::Running || !ours {
+                return None;
+            }
+            target.job_id = None;
+            Some(TargetState::Queued)
+        })
+    }
+
     /// Records how a running target's child ended, with what a succeeded child did (a no-op
     /// for a target already ended or whose job is another attempt's). Not flushed of its own:
     /// a target found running after a crash is settled again from its child's record, and the

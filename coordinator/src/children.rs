@@ -10,7 +10,6 @@ use atelier_messages::job::{
     CancelJob, EventKind, GetJob, JobEvent, JobOutcome, JobState, JobSubmit, JobView,
 };
 use atelier_messages::shard::RecordSubmission;
-use atelier_messages::workshop::CheckMessage;
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, decode, subjects};
 use atelier_transport::headers::format_of;
 use futures::{Stream, StreamExt};
@@ -58,12 +57,14 @@ impl Children {
     }
 
     /// Records a child in its workbench's shard, which starts it (or records it refused and
-    /// announces its end); a child recorded before changes nothing. A shard with no owner now
-    /// is not waited for (`SHARD_UNAVAILABLE`): the runner tries again at its next reconcile.
+    /// announces its end); a child recorded before changes nothing. A workbench answering
+    /// another job records nothing (`WORKBENCH_BUSY`). A shard with no owner now is not waited
+    /// for (`SHARD_UNAVAILABLE`): the runner tries again at its next reconcile.
     pub(crate) async fn submit(&self, submit: JobSubmit) -> Result<(), ErrorBody> {
         let request = RecordSubmission {
             v: PROTOCOL_VERSION,
             submit,
+            only_if_idle: true,
         };
         self.front
             .to_workbench_now(&request.submit.workbench, &request)
@@ -87,25 +88,6 @@ impl Children {
     /// The child's end, when its record shows one.
     pub(crate) async fn end(&self, job_id: &str) -> Result<Option<ChildEnd>, ErrorBody> {
         Ok(self.get(job_id).await?.and_then(ChildEnd::of))
-    }
-
-    /// Whether the workbench takes a message now (`WORKBENCH_BUSY` while a job runs on it;
-    /// `SHARD_UNAVAILABLE` at once while its shard has no owner).
-    pub(crate) async fn check(
-        &self,
-        workbench: &str,
-        continue_draft: bool,
-    ) -> Result<(), ErrorBody> {
-        let request = CheckMessage {
-            v: PROTOCOL_VERSION,
-            workbench: workbench.to_string(),
-            continue_draft,
-            model: None,
-        };
-        self.front
-            .to_workbench_now(workbench, &request)
-            .await
-            .map(|_| ())
     }
 
     pub(crate) async fn cancel(&self, job_id: &str) -> Result<(), ErrorBody> {

@@ -331,19 +331,24 @@ impl DraftStoreHandle {
         .await
     }
 
-    /// Records a submitted message and its job, or refuses it (see [`Accepted`]).
+    /// Records a submitted message and its job, or refuses it (see [`Accepted`]); with
+    /// `only_if_idle`, a workbench answering another job records nothing (`WORKBENCH_BUSY`).
     pub async fn accept_message(
         &self,
         mut submit: JobSubmit,
         defaults: JobDefaults,
+        only_if_idle: bool,
     ) -> Result<Accepted, ErrorBody> {
         // A workflow that only reads changes no draft, so a draft does not refuse it.
         submit.continue_draft |= submit
             .workflow
             .as_ref()
             .is_some_and(atelier_agents::catalog::only_reads);
-        self.change(move |wb| wb.accept_message(&submit, &defaults))
-            .await
+        self.change(move |wb| match only_if_idle {
+            true => wb.accept_message_if_idle(&submit, &defaults),
+            false => wb.accept_message(&submit, &defaults),
+        })
+        .await
     }
 
     /// Records the end of a job's turn in its workbench's conversation.

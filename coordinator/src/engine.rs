@@ -218,7 +218,7 @@ fn routes(
     let intake = Router::new((orchestrators.clone(), config.defaults.clone()))
         .route(
             |(orchestrators, defaults), request: RecordSubmission| async move {
-                intake::record(&orchestrators, &defaults, request.submit).await?;
+                intake::record(&orchestrators, &defaults, request).await?;
                 Ok(Done {})
             },
         )

@@ -53,6 +53,17 @@ const FORWARD: Policy = Policy {
     progress: true,
 };
 
+/// A short verb forwarded to another coordinator (a submission recorded in its shard): one
+/// plain request, without the reply subscription of its own and the progress messages a long
+/// call needs; a repeat changes nothing, so one lost with its owner is simply sent again.
+const FORWARD_SHORT: Policy = Policy {
+    attempts: 1,
+    idle_timeout: Duration::from_secs(10),
+    max_duration: Duration::from_secs(10),
+    backoff: Duration::ZERO,
+    progress: false,
+};
+
 /// The shards of this deployment and what this process holds of them.
 #[derive(Clone)]
 pub struct FrontDoor {
@@ -125,16 +136,18 @@ impl FrontDoor {
     /// `request` answered by `shard`: here if this process holds it, else by its owner; waits a
     /// while for a shard nobody holds now.
     pub async fn forward<V: Verb>(&self, shard: u32, request: &V) -> Result<V::Reply, ErrorBody> {
-        self.forward_within(shard, request, OWNER_PATIENCE).await
+        self.forward_within(shard, request, OWNER_PATIENCE, FORWARD)
+            .await
     }
 
     /// [`FrontDoor::forward`], waiting at most `patience` for a shard nobody holds now (none:
-    /// one try, then `SHARD_UNAVAILABLE`).
+    /// one try, then `SHARD_UNAVAILABLE`), asking another coordinator with `policy`.
     async fn forward_within<V: Verb>(
         &self,
         shard: u32,
         request: &V,
         patience: Duration,
+        policy: Policy,
     ) -> Result<V::Reply, ErrorBody> {
         let payload: bytes::Bytes = encode(request, Format::MessagePack)?.into();
         let deadline = tokio::time::Instant::now() + patience;
@@ -144,7 +157,7 @@ impl FrontDoor {
                 break routes.answer(V::SUBJECT, payload, format).await.into();
             }
             let subject = subjects::shard::verb(shard, V::SUBJECT);
-            match request_bytes(&self.inner.client, &subject, payload.clone(), FORWARD).await {
+            match request_bytes(&self.inner.client, &subject, payload.clone(), policy).await {
                 Ok(reply) => break reply,
                 // Nobody answers the shard's subject: no owner now (the transport's error, not
                 // the owner's answer, which is decoded below whatever its code).
@@ -169,15 +182,17 @@ impl FrontDoor {
         self.forward(self.shard_of(workbench), request).await
     }
 
-    /// `request` answered by the shard of `workbench` if it has an owner now; `SHARD_UNAVAILABLE`
-    /// at once otherwise (for callers that can come back later instead of waiting).
+    /// `request`, a short verb a repeat of which changes nothing, answered by the shard of
+    /// `workbench` if it has an owner now; `SHARD_UNAVAILABLE` at once otherwise (for callers
+    /// that can come back later instead of waiting).
     pub async fn to_workbench_now<V: Verb>(
         &self,
         workbench: &str,
         request: &V,
     ) -> Result<V::Reply, ErrorBody> {
         let shard = self.shard_of(workbench);
-        self.forward_within(shard, request, Duration::ZERO).await
+        self.forward_within(shard, request, Duration::ZERO, FORWARD_SHORT)
+            .await
     }
 
     /// `request` answered by every shard, in shard order; the first error if any refused.

@@ -174,6 +174,7 @@ async fn hand_over(front: &FrontDoor, message: jetstream::Message) {
     let request = RecordSubmission {
         v: atelier_messages::PROTOCOL_VERSION,
         submit,
+        only_if_idle: false,
     };
     let recorded = front
         .to_workbench_now(&request.submit.workbench, &request)
@@ -200,10 +201,18 @@ async fn hand_over(front: &FrontDoor, message: jetstream::Message) {
 pub(crate) async fn record(
     orchestrators: &Orchestrators,
     defaults: &JobDefaults,
-    submit: JobSubmit,
+    request: RecordSubmission,
 ) -> Result<(), ErrorBody> {
     let store = orchestrators.store().clone();
-    let record = match store.accept_message(submit, defaults.clone()).await? {
+    let RecordSubmission {
+        submit,
+        only_if_idle,
+        ..
+    } = request;
+    let accepted = store
+        .accept_message(submit, defaults.clone(), only_if_idle)
+        .await?;
+    let record = match accepted {
         Accepted::New(record) | Accepted::Existing(record) => record,
         Accepted::Refused(record) => {
             tracing::info!(job_id = %record.job_id, code = ?record.error.as_ref().map(|e| e.code), "refused job submission");

@@ -57,6 +57,11 @@ pub struct Deployment {
 pub struct RecordSubmission {
     pub v: u16,
     pub submit: crate::job::JobSubmit,
+    /// Recorded only if the workbench answers no other job: otherwise `WORKBENCH_BUSY` and
+    /// nothing recorded (a batch's child waits for its workbench instead of failing). Without
+    /// it a busy workbench refuses the job, recorded as failed with that code.
+    #[serde(default)]
+    pub only_if_idle: bool,
 }
 
 /// The value of a shard's lease in the leases bucket (key `shard-N`). The epoch is the bucket

@@ -159,6 +159,25 @@ impl Workbenches {
         submit: &JobSubmit,
         defaults: &JobDefaults,
     ) -> Result<Accepted, CoordinatorError> {
+        self.accept(submit, defaults, false)
+    }
+
+    /// [`Workbenches::accept_message`], except that a workbench answering another job records
+    /// nothing: `WORKBENCH_BUSY` (a batch's child waits for its workbench).
+    pub fn accept_message_if_idle(
+        &self,
+        submit: &JobSubmit,
+        defaults: &JobDefaults,
+    ) -> Result<Accepted, CoordinatorError> {
+        self.accept(submit, defaults, true)
+    }
+
+    fn accept(
+        &self,
+        submit: &JobSubmit,
+        defaults: &JobDefaults,
+        only_if_idle: bool,
+    ) -> Result<Accepted, CoordinatorError> {
         let workbench = submit.workbench.as_str();
         let accepted = self.transact(|tx| {
             if let Some(existing) = get::<JobRecord>(tx.jobs, submit.job_id.as_bytes())? {
@@ -170,6 +189,9 @@ impl Workbenches {
                 Ok(_) => refusal(tx, workbench, submit.continue_draft)?,
             };
             if let Some(error) = refused {
+                if only_if_idle && error.code == ErrorCode::WorkbenchBusy {
+                    return Err(abort(error.into()));
+                }
                 let record = JobRecord::refused(submit, error);
                 put(tx.jobs, submit.job_id.as_bytes(), &record)?;
                 return Ok(Accepted::Refused(record));

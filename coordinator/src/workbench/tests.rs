@@ -438,6 +438,12 @@ fn one_job_at_a_time_then_draft_exists_unless_continuing() {
         code(wb.check_message("nope", false)),
         Some(ErrorCode::NotFound)
     );
+    // Asked only if idle, a busy workbench records nothing: the same id is new once it is idle.
+    let waiting = wb.accept_message_if_idle(&submit("j5", None, true), &JobDefaults::default());
+    assert_eq!(code(waiting), Some(ErrorCode::WorkbenchBusy));
+    answered(&wb, "j4");
+    let later = wb.accept_message_if_idle(&submit("j5", None, true), &JobDefaults::default());
+    assert!(matches!(later, Ok(Accepted::New(_))), "{later:?}");
 }
 
 #[test]
