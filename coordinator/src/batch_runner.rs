@@ -19,7 +19,7 @@ use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, encode, now_ms, s
 use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
 
-use crate::batches::{BatchRecord, Batches, TargetRecord};
+use crate::batches::{BatchRecord, Batches, TargetEnd, TargetRecord};
 use crate::children::{ChildEnd, Children};
 use crate::error::CoordinatorError;
 use crate::storage::blocking;
@@ -210,7 +210,7 @@ impl BatchRunnerState {
             BatchRunnerMsg::Fill => self.fill().await?,
             BatchRunnerMsg::JobFinished(end) => {
                 if self.in_flight.contains_key(&end.job_id) {
-                    self.end_target(end).await?;
+                    self.end_target_and_go_on(end).await?;
                     self.fill().await?;
                 }
             }
@@ -265,21 +265,18 @@ impl BatchRunnerState {
         !self.record.cancel_requested && !self.record.beyond_tolerance()
     }
 
+    /// How many more targets may run now.
+    fn room(&self) -> usize {
+        match self.dispatching() {
+            true => (self.record.concurrency as usize).saturating_sub(self.in_flight.len()),
+            false => 0,
+        }
+    }
+
     /// Dispatches queued targets while there is room.
     async fn fill(&mut self) -> Result<(), ErrorBody> {
-        let now = Instant::now();
-        self.cooling.retain(|_, until| *until > now);
-        while self.dispatching() && self.in_flight.len() < self.record.concurrency as usize {
-            let want = self.record.concurrency as usize - self.in_flight.len();
-            let batches = self.config.batches.clone();
-            let batch_id = self.batch_id().to_string();
-            let mut busy = self.busy.clone();
-            busy.extend(self.cooling.keys().cloned());
-            let from = self.cursor;
-            let (picked, cursor) =
-                blocking(move || batches.next_queued(&batch_id, from, &busy, want, SCAN_LIMIT))
-                    .await?;
-            self.cursor = cursor;
+        while self.room() > 0 {
+            let picked = self.queued(self.room()).await?;
             if picked.is_empty() {
                 return Ok(());
             }
@@ -290,6 +287,22 @@ impl BatchRunnerState {
         Ok(())
     }
 
+    /// At most `want` queued targets whose workbenches are neither busy with one of ours nor
+    /// left alone for now, from the cursor on (which moves to the lowest still queued).
+    async fn queued(&mut self, want: usize) -> Result<Vec<TargetRecord>, ErrorBody> {
+        let now = Instant::now();
+        self.cooling.retain(|_, until| *until > now);
+        let batches = self.config.batches.clone();
+        let batch_id = self.batch_id().to_string();
+        let mut busy = self.busy.clone();
+        busy.extend(self.cooling.keys().cloned());
+        let from = self.cursor;
+        let (picked, cursor) =
+            blocking(move || batches.next_queued(&batch_id, from, &busy, want, SCAN_LIMIT)).await?;
+        self.cursor = cursor;
+        Ok(picked)
+    }
+
     /// Records the target running with its child's id, then submits the child.
     async fn dispatch(&mut self, target: TargetRecord) -> Result<(), ErrorBody> {
         let batches = self.config.batches.clone();
@@ -297,6 +310,11 @@ impl BatchRunnerState {
         let index = target.index;
         let (record, target) = blocking(move || batches.dispatch(&batch_id, index)).await?;
         self.record = record;
+        self.follow(target).await
+    }
+
+    /// Follows a target just recorded running: its child is in flight, then submitted.
+    async fn follow(&mut self, target: TargetRecord) -> Result<(), ErrorBody> {
         let Some(job_id) = target.job_id.clone() else {
             return Ok(());
         };
@@ -410,27 +428,63 @@ impl BatchRunnerState {
 
     /// Records the end of a child in flight on its target.
     async fn end_target(&mut self, end: ChildEnd) -> Result<(), ErrorBody> {
-        let Some((index, workbench)) = self.in_flight.remove(&end.job_id) else {
+        let Some(end) = self.take(end) else {
             return Ok(());
         };
+        let batches = self.config.batches.clone();
+        let batch_id = self.batch_id().to_string();
+        let (record, _) = blocking(move || batches.finish_target(&batch_id, &end)).await?;
+        self.ended(record).await;
+        Ok(())
+    }
+
+    /// Records the end of a child in flight on its target and, in the same write, dispatches
+    /// the next queued target if the batch still dispatches (a write per target, not two).
+    async fn end_target_and_go_on(&mut self, end: ChildEnd) -> Result<(), ErrorBody> {
+        let Some(end) = self.take(end) else {
+            return Ok(());
+        };
+        let next = match self.room() {
+            0 => None,
+            _ => self.queued(1).await?.into_iter().next(),
+        };
+        let batches = self.config.batches.clone();
+        let batch_id = self.batch_id().to_string();
+        let Some(next) = next else {
+            let (record, _) = blocking(move || batches.finish_target(&batch_id, &end)).await?;
+            self.ended(record).await;
+            return Ok(());
+        };
+        let (record, dispatched) =
+            blocking(move || batches.finish_then_dispatch(&batch_id, &end, next.index)).await?;
+        self.ended(record).await;
+        match dispatched {
+            Some(target) => self.follow(target).await,
+            None => Ok(()),
+        }
+    }
+
+    /// A child's end as its target records it, once the child is no longer in flight; `None`
+    /// for a job that is not one of ours in flight.
+    fn take(&mut self, end: ChildEnd) -> Option<TargetEnd> {
+        let (index, workbench) = self.in_flight.remove(&end.job_id)?;
+        self.busy.remove(&workbench);
         let state = match end.state {
             JobState::Succeeded => TargetState::Succeeded,
             JobState::Cancelled => TargetState::Cancelled,
             _ => TargetState::Failed,
         };
-        self.busy.remove(&workbench);
-        let batches = self.config.batches.clone();
-        let batch_id = self.batch_id().to_string();
-        let ChildEnd {
-            job_id,
-            error,
-            outcome,
-            ..
-        } = end;
-        let (record, _) = blocking(move || {
-            batches.finish_target(&batch_id, index, &job_id, state, error, outcome)
+        Some(TargetEnd {
+            index,
+            job_id: end.job_id,
+            state,
+            error: end.error,
+            outcome: end.outcome,
         })
-        .await?;
+    }
+
+    /// Takes the batch's record after a target ended; tells of its progress now and then.
+    async fn ended(&mut self, record: BatchRecord) {
         let crossed = !self.record.beyond_tolerance() && record.beyond_tolerance();
         self.record = record;
         if crossed {
@@ -439,7 +493,6 @@ impl BatchRunnerState {
         if self.last_progress.elapsed() >= PROGRESS_EVERY {
             self.emit(BatchEventKind::BatchProgress).await;
         }
-        Ok(())
     }
 
     /// Cancels every child in flight (they end at their next step boundary).

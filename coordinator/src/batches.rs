@@ -138,6 +138,45 @@ fn target_prefix(batch_id: &str) -> Vec<u8> {
     key
 }
 
+/// How a target's child ended, to be recorded on the target.
+#[derive(Debug, Clone)]
+pub struct TargetEnd {
+    pub index: u64,
+    pub job_id: String,
+    pub state: TargetState,
+    pub error: Option<ErrorBody>,
+    pub outcome: Option<JobOutcome>,
+}
+
+/// One change in a transaction over targets: the target's index and what becomes of it,
+/// given the batch as the changes before it left it (its new state, or `None` to leave it).
+type TargetChange<'a> = (
+    u64,
+    &'a dyn Fn(&BatchRecord, &mut TargetRecord) -> Option<TargetState>,
+);
+
+/// A queued target running its child (named by the batch, the target and the attempt).
+fn dispatched(batch_id: &str, target: &mut TargetRecord) -> Option<TargetState> {
+    if target.state != TargetState::Queued {
+        return None;
+    }
+    target.job_id = Some(child_job_id(batch_id, target.index, target.attempt));
+    target.error = None;
+    target.outcome = None;
+    Some(TargetState::Running)
+}
+
+/// A target running this child ended as the child did.
+fn finished(target: &mut TargetRecord, end: &TargetEnd) -> Option<TargetState> {
+    let ours = target.job_id.as_deref() == Some(end.job_id.as_str());
+    if target.state != TargetState::Running || !ours {
+        return None;
+    }
+    target.error = end.error.clone();
+    target.outcome = (end.outcome.clone()).filter(|_| end.state == TargetState::Succeeded);
+    Some(end.state)
+}
+
 impl Batches {
     pub fn new(storage: Storage) -> Self {
         Self { storage }
@@ -342,36 +381,64 @@ impl Batches {
         durability: Durability,
         change: impl Fn(&mut TargetRecord) -> Option<TargetState>,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
+        let change = |_: &BatchRecord, target: &mut TargetRecord| change(target);
+        let (batch, mut targets) =
+            self.change_targets(batch_id, durability, &[(index, &change)])?;
+        let (target, _) = targets.pop().ok_or_else(|| {
+            CoordinatorError::from(ErrorBody::new(
+                ErrorCode::Internal,
+                "a target change returned no target",
+            ))
+        })?;
+        Ok((batch, target))
+    }
+
+    /// Applies each change, in order, to its target and the batch's counts in one
+    /// transaction; each sees the batch as the changes before it left it. Every target comes
+    /// back with whether it changed.
+    fn change_targets(
+        &self,
+        batch_id: &str,
+        durability: Durability,
+        changes: &[TargetChange<'_>],
+    ) -> Result<(BatchRecord, Vec<(TargetRecord, bool)>), CoordinatorError> {
         let batches = self.batches()?;
         let targets = self.targets()?;
-        let key = target_key(batch_id, index);
         let result =
             storage::transaction([&batches, &targets], |[batches, targets]| -> TxResult<_> {
                 let mut batch: BatchRecord = get(&batches, batch_id.as_bytes())?
                     .ok_or_else(|| abort(not_found(batch_id).into()))?;
-                let mut target: TargetRecord = get(&targets, &key)?.ok_or_else(|| {
-                    abort(
-                        ErrorBody::new(
-                            ErrorCode::NotFound,
-                            format!("batch `{batch_id}` has no target {index}"),
+                let mut changed = Vec::with_capacity(changes.len());
+                for (index, change) in changes {
+                    let key = target_key(batch_id, *index);
+                    let mut target: TargetRecord = get(&targets, &key)?.ok_or_else(|| {
+                        abort(
+                            ErrorBody::new(
+                                ErrorCode::NotFound,
+                                format!("batch `{batch_id}` has no target {index}"),
+                            )
+                            .into(),
                         )
-                        .into(),
-                    )
-                })?;
-                let before = target.state;
-                let Some(after) = change(&mut target) else {
-                    return Ok((batch, target));
-                };
-                target.state = after;
-                batch.counts.shift(before, after);
-                let succeeded_now = after == TargetState::Succeeded && before != after;
-                if succeeded_now && let Some(outcome) = &target.outcome {
-                    batch.counts.count_outcome(outcome);
+                    })?;
+                    let before = target.state;
+                    let Some(after) = change(&batch, &mut target) else {
+                        changed.push((target, false));
+                        continue;
+                    };
+                    target.state = after;
+                    batch.counts.shift(before, after);
+                    let succeeded_now = after == TargetState::Succeeded && before != after;
+                    if succeeded_now && let Some(outcome) = &target.outcome {
+                        batch.counts.count_outcome(outcome);
+                    }
+                    put(&targets, &key, &target)?;
+                    changed.push((target, true));
                 }
-                batch.updated_at_ms = now_ms();
-                put(&targets, &key, &target)?;
-                put(&batches, batch_id.as_bytes(), &batch)?;
-                Ok((batch, target))
+                if changed.iter().any(|(_, changed)| *changed) {
+                    batch.updated_at_ms = now_ms();
+                    put(&batches, batch_id.as_bytes(), &batch)?;
+                }
+                Ok((batch, changed))
             });
         let changed = result.map_err(flatten)?;
         self.storage.made(durability)?;
@@ -386,13 +453,7 @@ impl Batches {
         index: u64,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
         self.change_target(batch_id, index, Durability::Flushed, |target| {
-            if target.state != TargetState::Queued {
-                return None;
-            }
-            target.job_id = Some(child_job_id(batch_id, target.index, target.attempt));
-            target.error = None;
-            target.outcome = None;
-            Some(TargetState::Running)
+            dispatched(batch_id, target)
         })
     }
 
@@ -421,21 +482,36 @@ impl Batches {
     pub fn finish_target(
         &self,
         batch_id: &str,
-        index: u64,
-        job_id: &str,
-        state: TargetState,
-        error: Option<ErrorBody>,
-        outcome: Option<JobOutcome>,
+        end: &TargetEnd,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
-        self.change_target(batch_id, index, Durability::Rebuildable, |target| {
-            let ours = target.job_id.as_deref() == Some(job_id);
-            if target.state != TargetState::Running || !ours {
+        self.change_target(batch_id, end.index, Durability::Rebuildable, |target| {
+            finished(target, end)
+        })
+    }
+
+    /// [`Batches::finish_target`] and [`Batches::dispatch`] of target `next` in one
+    /// transaction (flushed), the next target dispatched only if the batch still dispatches
+    /// once the end is counted (not cancelled, not beyond its failure tolerance): the target
+    /// dispatched, if it was.
+    pub fn finish_then_dispatch(
+        &self,
+        batch_id: &str,
+        end: &TargetEnd,
+        next: u64,
+    ) -> Result<(BatchRecord, Option<TargetRecord>), CoordinatorError> {
+        let finish = |_: &BatchRecord, target: &mut TargetRecord| finished(target, end);
+        let dispatch = |batch: &BatchRecord, target: &mut TargetRecord| {
+            if batch.cancel_requested || batch.beyond_tolerance() {
                 return None;
             }
-            target.error = error.clone();
-            target.outcome = outcome.clone().filter(|_| state == TargetState::Succeeded);
-            Some(state)
-        })
+            dispatched(batch_id, target)
+        };
+        let changes: [TargetChange<'_>; 2] = [(end.index, &finish), (next, &dispatch)];
+        let (batch, mut targets) = self.change_targets(batch_id, Durability::Flushed, &changes)?;
+        let dispatched = targets
+            .pop()
+            .and_then(|(target, changed)| changed.then_some(target));
+        Ok((batch, dispatched))
     }
 
     /// Applies `change` to the batch record durably.
@@ -587,6 +663,22 @@ mod tests {
         Some(JobOutcome::Answered)
     }
 
+    fn end(
+        index: u64,
+        job_id: &str,
+        state: TargetState,
+        error: Option<ErrorBody>,
+        outcome: Option<JobOutcome>,
+    ) -> TargetEnd {
+        TargetEnd {
+            index,
+            job_id: job_id.into(),
+            state,
+            error,
+            outcome,
+        }
+    }
+
     fn batches() -> (tempfile::TempDir, Batches) {
         let dir = tempfile::tempdir().expect("tempdir");
         let storage = Storage::open(&dir.path().join("db")).expect("storage");
@@ -627,16 +719,22 @@ mod tests {
         let (record, _) = batches.dispatch("b", 0).expect("dispatch again");
         assert_eq!(record.counts.running, 8);
         batches
-            .finish_target("b", 0, "b-t0-a0", TargetState::Succeeded, None, changed())
+            .finish_target(
+                "b",
+                &end(0, "b-t0-a0", TargetState::Succeeded, None, changed()),
+            )
             .expect("finish");
         // Another attempt's job id does not end the target.
         let (record, _) = batches
-            .finish_target("b", 2, "b-t2-a9", TargetState::Failed, None, None)
+            .finish_target("b", &end(2, "b-t2-a9", TargetState::Failed, None, None))
             .expect("stale finish");
         assert_eq!(record.counts.running, 7);
         let error = ErrorBody::new(ErrorCode::FileReadFailed, "broken");
         let (record, _) = batches
-            .finish_target("b", 2, "b-t2-a0", TargetState::Failed, Some(error), None)
+            .finish_target(
+                "b",
+                &end(2, "b-t2-a0", TargetState::Failed, Some(error), None),
+            )
             .expect("finish");
         let counts = record.counts;
         assert_eq!(
@@ -675,10 +773,16 @@ mod tests {
             batches.dispatch("r", index).expect("dispatch");
         }
         batches
-            .finish_target("r", 0, "r-t0-a0", TargetState::Succeeded, None, answered())
+            .finish_target(
+                "r",
+                &end(0, "r-t0-a0", TargetState::Succeeded, None, answered()),
+            )
             .expect("finish");
         batches
-            .finish_target("r", 1, "r-t1-a0", TargetState::Failed, None, answered())
+            .finish_target(
+                "r",
+                &end(1, "r-t1-a0", TargetState::Failed, None, answered()),
+            )
             .expect("finish");
         let running = batches.retry("r").expect_err("still running");
         assert_eq!(running.to_body().code, ErrorCode::ValidationFailed);
@@ -695,7 +799,10 @@ mod tests {
         assert_eq!(target.job_id.as_deref(), Some("r-t1-a1"));
         // The retried target counts once it succeeds, as what its new child did.
         let (record, target) = batches
-            .finish_target("r", 1, "r-t1-a1", TargetState::Succeeded, None, changed())
+            .finish_target(
+                "r",
+                &end(1, "r-t1-a1", TargetState::Succeeded, None, changed()),
+            )
             .expect("finish the retry");
         assert_eq!(target.view().outcome, changed());
         let counts = record.counts;
@@ -706,6 +813,56 @@ mod tests {
         // Creating the same id again answers the existing batch.
         let again = batches.create(&submit("r"), 9, &[]).expect("create again");
         assert_eq!(again.counts.total, 2);
+    }
+
+    #[test]
+    fn an_end_dispatches_the_next_target_in_its_write_until_the_batch_stops_dispatching() {
+        let (_dir, batches) = batches();
+        let targets: Vec<(String, Option<String>)> =
+            (0..10).map(|n| (format!("w{n}"), None)).collect();
+        batches.create(&submit("d"), 2, &targets).expect("create");
+        for index in 0..2 {
+            batches.dispatch("d", index).expect("dispatch");
+        }
+        // One failure of ten is within the batch's 10 %: target 2 starts in the same write.
+        let failed = || Some(ErrorBody::new(ErrorCode::FileReadFailed, "broken"));
+        let first = end(0, "d-t0-a0", TargetState::Failed, failed(), None);
+        let (record, next) = batches
+            .finish_then_dispatch("d", &first, 2)
+            .expect("finish then dispatch");
+        assert_eq!(next.and_then(|t| t.job_id).as_deref(), Some("d-t2-a0"));
+        let counts = record.counts;
+        assert_eq!((counts.queued, counts.running, counts.failed), (7, 2, 1));
+        // A second is beyond it: the end is recorded, target 3 stays queued.
+        let second = end(1, "d-t1-a0", TargetState::Failed, failed(), None);
+        let (record, next) = batches
+            .finish_then_dispatch("d", &second, 3)
+            .expect("finish, no dispatch");
+        assert!(next.is_none() && record.beyond_tolerance());
+        let counts = record.counts;
+        assert_eq!((counts.queued, counts.running, counts.failed), (7, 1, 2));
+        let target = &batches.page("d", None, 3, 1).expect("page")[0];
+        assert_eq!(
+            (target.state, target.job_id.as_ref()),
+            (TargetState::Queued, None)
+        );
+    }
+
+    #[test]
+    fn a_target_whose_child_was_not_recorded_goes_back_to_the_queue() {
+        let (_dir, batches) = batches();
+        let targets = vec![("a".to_string(), None)];
+        batches.create(&submit("u"), 1, &targets).expect("create");
+        batches.dispatch("u", 0).expect("dispatch");
+        // Another child's id changes nothing.
+        let (record, _) = batches.undispatch("u", 0, "u-t0-a9").expect("stale");
+        assert_eq!(record.counts.running, 1);
+        let (record, target) = batches.undispatch("u", 0, "u-t0-a0").expect("undispatch");
+        assert_eq!((record.counts.queued, record.counts.running), (1, 0));
+        assert_eq!((target.state, target.job_id), (TargetState::Queued, None));
+        // Dispatched again, it names the same child: the first was never recorded.
+        let (_, target) = batches.dispatch("u", 0).expect("dispatch again");
+        assert_eq!(target.job_id.as_deref(), Some("u-t0-a0"));
     }
 
     #[test]
