@@ -327,5 +327,31 @@ async fn a_written_file_is_read_back_from_the_store_without_a_shared_copy() -> a
     assert_ne!(digest, last.digest);
     assert!(!shared.iter().any(|name| name.contains(&digest)));
     assert_eq!(sha256_file(fetched)?, digest);
+
+    // What the worker asks for, asked by hand: the bytes for the workbench's digest; nothing
+    // (and no file outside the store) for a digest that is not one, or that no shard holds.
+    let blob = |workbench: &str, digest: &str| atelier_messages::store::GetBlob {
+        v: atelier_messages::PROTOCOL_VERSION,
+        digest: digest.into(),
+        workbench: Some(workbench.into()),
+    };
+    let once = atelier_transport::Policy::once(std::time::Duration::from_secs(30));
+    let bytes = atelier_transport::request(&client, &blob("w", &last.digest), once)
+        .await
+        .map_err(|error| anyhow::anyhow!("{error:?}"))?;
+    assert_eq!(bytes.content.as_slice(), last.content.as_slice());
+    let unknown = "0".repeat(64);
+    for (workbench, digest) in [
+        ("w", "../../../../etc/passwd"),
+        ("w", unknown.as_str()),
+        ("not-a-workbench", unknown.as_str()),
+    ] {
+        let refused = atelier_transport::request(&client, &blob(workbench, digest), once).await;
+        assert_eq!(
+            refused.err().map(|error| error.code),
+            Some(atelier_messages::ErrorCode::NotFound),
+            "{workbench} {digest}"
+        );
+    }
     Ok(())
 }
