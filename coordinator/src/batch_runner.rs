@@ -216,10 +216,7 @@ impl BatchRunnerState {
             }
             BatchRunnerMsg::Reconcile => {
                 self.submit_again().await?;
-                let children: Vec<String> = self.in_flight.keys().cloned().collect();
-                for job_id in children {
-                    self.settle(&job_id).await?;
-                }
+                self.settle_all().await?;
                 self.reload().await?;
                 self.fill().await?;
             }
@@ -245,12 +242,16 @@ impl BatchRunnerState {
         self.in_flight
             .insert(job_id.clone(), (target.index, target.workbench.clone()));
         self.busy.insert(target.workbench.clone());
-        if self.config.children.get(&job_id).await?.is_none() {
+        let children = self.config.children.clone();
+        let Some(child) = children.get(&job_id, &target.workbench).await? else {
             tracing::info!(batch_id = %self.batch_id(), %job_id, "submitting a child that was dispatched but never recorded");
             return self.submit(&target, &job_id).await;
-        }
+        };
         // It may have ended just before the crash.
-        self.settle(&job_id).await
+        match ChildEnd::of(child) {
+            Some(end) => self.end_target(end).await,
+            None => Ok(()),
+        }
     }
 
     async fn reload(&mut self) -> Result<(), ErrorBody> {
@@ -418,12 +419,22 @@ impl BatchRunnerState {
         })
     }
 
-    /// Looks at a child in flight; records its target's end if the child ended.
-    async fn settle(&mut self, job_id: &str) -> Result<(), ErrorBody> {
-        match self.config.children.end(job_id).await? {
-            Some(end) => self.end_target(end).await,
-            None => Ok(()),
+    /// Looks at every child in flight and records the ends found. A child whose shard does
+    /// not answer now is looked at again at the next reconcile, and holds up none of the others.
+    async fn settle_all(&mut self) -> Result<(), ErrorBody> {
+        let children: Vec<(String, String)> = (self.in_flight.iter())
+            .map(|(job_id, (_, workbench))| (job_id.clone(), workbench.clone()))
+            .collect();
+        for (job_id, workbench) in children {
+            match self.config.children.end_now(&job_id, &workbench).await {
+                Ok(Some(end)) => self.end_target(end).await?,
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::debug!(%job_id, %error, "child not looked at; again at the next reconcile");
+                }
+            }
         }
+        Ok(())
     }
 
     /// Records the end of a child in flight on its target.
@@ -497,8 +508,8 @@ impl BatchRunnerState {
 
     /// Cancels every child in flight (they end at their next step boundary).
     async fn cancel_children(&self) {
-        for job_id in self.in_flight.keys() {
-            if let Err(error) = self.config.children.cancel(job_id).await {
+        for (job_id, (_, workbench)) in &self.in_flight {
+            if let Err(error) = self.config.children.cancel(job_id, workbench).await {
                 tracing::debug!(%job_id, %error, "child not cancelled (it may have ended)");
             }
         }

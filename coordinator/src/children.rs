@@ -1,10 +1,10 @@
 //! A batch's child jobs, reached through the [`FrontDoor`] as the intake and the public verbs
 //! reach jobs: recorded in their workbench's shard (`RecordSubmission`, what the JOBS intake
 //! does with a submission; a second one of the same job id changes nothing), followed from
-//! their `finished` events, looked at and cancelled with the job verbs. The front door answers
-//! in this process for a shard held here and forwards to the shard's owner otherwise, so a
-//! batch's targets may live in any shard (docs/adr/0014) without a round trip through NATS
-//! for those held here.
+//! their `finished` events, looked at and cancelled with the job verbs in their workbench's
+//! shard. The front door answers in this process for a shard held here and forwards to the
+//! shard's owner otherwise, so a batch's targets may live in any shard (docs/adr/0014) without
+//! a round trip through NATS for those held here.
 
 use atelier_messages::job::{
     CancelJob, EventKind, GetJob, JobEvent, JobOutcome, JobState, JobSubmit, JobView,
@@ -27,7 +27,7 @@ pub struct ChildEnd {
 
 impl ChildEnd {
     /// The end a record shows; `None` while the job has not ended.
-    fn of(view: JobView) -> Option<Self> {
+    pub(crate) fn of(view: JobView) -> Option<Self> {
         view.state.is_terminal().then_some(Self {
             job_id: view.job_id,
             state: view.state,
@@ -72,30 +72,39 @@ impl Children {
             .map(|_| ())
     }
 
-    /// The child's record; `None` when no job has that id (yet).
-    pub(crate) async fn get(&self, job_id: &str) -> Result<Option<JobView>, ErrorBody> {
-        let request = GetJob {
-            v: PROTOCOL_VERSION,
-            job_id: job_id.to_string(),
-        };
-        match self.front.to_job(job_id, &request).await {
-            Ok(view) => Ok(Some(view)),
-            Err(error) if error.code == ErrorCode::NotFound => Ok(None),
-            Err(error) => Err(error),
-        }
+    /// The child's record, from its workbench's shard (waiting a while for a shard without an
+    /// owner now); `None` when no job has that id there (yet).
+    pub(crate) async fn get(
+        &self,
+        job_id: &str,
+        workbench: &str,
+    ) -> Result<Option<JobView>, ErrorBody> {
+        let request = get_job(job_id);
+        found(self.front.to_workbench(workbench, &request).await)
     }
 
-    /// The child's end, when its record shows one.
-    pub(crate) async fn end(&self, job_id: &str) -> Result<Option<ChildEnd>, ErrorBody> {
-        Ok(self.get(job_id).await?.and_then(ChildEnd::of))
+    /// The child's end, when its record shows one; `SHARD_UNAVAILABLE` at once while its
+    /// workbench's shard has no owner (the runner looks again at its next reconcile).
+    pub(crate) async fn end_now(
+        &self,
+        job_id: &str,
+        workbench: &str,
+    ) -> Result<Option<ChildEnd>, ErrorBody> {
+        let request = get_job(job_id);
+        let view = found(self.front.to_workbench_now(workbench, &request).await)?;
+        Ok(view.and_then(ChildEnd::of))
     }
 
-    pub(crate) async fn cancel(&self, job_id: &str) -> Result<(), ErrorBody> {
+    /// Asks the child's shard to cancel it (it ends at its next step boundary).
+    pub(crate) async fn cancel(&self, job_id: &str, workbench: &str) -> Result<(), ErrorBody> {
         let request = CancelJob {
             v: PROTOCOL_VERSION,
             job_id: job_id.to_string(),
         };
-        self.front.to_job(job_id, &request).await.map(|_| ())
+        self.front
+            .to_workbench(workbench, &request)
+            .await
+            .map(|_| ())
     }
 
     /// The ends of every job from now on, as their `finished` events arrive (a missed one is
@@ -124,5 +133,21 @@ impl Children {
                 _ => None,
             }
         }))
+    }
+}
+
+fn get_job(job_id: &str) -> GetJob {
+    GetJob {
+        v: PROTOCOL_VERSION,
+        job_id: job_id.to_string(),
+    }
+}
+
+/// A job's record, or `None` for `NOT_FOUND`.
+fn found(answer: Result<JobView, ErrorBody>) -> Result<Option<JobView>, ErrorBody> {
+    match answer {
+        Ok(view) => Ok(Some(view)),
+        Err(error) if error.code == ErrorCode::NotFound => Ok(None),
+        Err(error) => Err(error),
     }
 }

@@ -235,7 +235,7 @@ impl FrontDoor {
 
     /// `request` about job `job_id`, answered by the job's shard: the one remembered, else the
     /// one found by asking them all (remembered from then on).
-    pub async fn to_job<V: Verb>(&self, job_id: &str, request: &V) -> Result<V::Reply, ErrorBody> {
+    async fn to_job<V: Verb>(&self, job_id: &str, request: &V) -> Result<V::Reply, ErrorBody> {
         let known =
             (self.inner.job_shards.lock().ok()).and_then(|shards| shards.get(job_id).copied());
         if let Some(shard) = known {
