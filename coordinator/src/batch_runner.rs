@@ -54,6 +54,10 @@ pub struct BatchRunnerState {
     busy: HashSet<String>,
     /// Workbenches answering a job that is not ours, and until when they are left alone.
     cooling: HashMap<String, Instant>,
+    /// Workbenches found answering a job that is not ours: their next target is dispatched
+    /// once a look (which writes nothing) finds them idle, so that waiting for one writes
+    /// nothing either.
+    waited_for: HashSet<String>,
     /// Children dispatched whose submission failed (their shard did not answer), by job id:
     /// submitted again at each reconcile until their shard records them.
     unsubmitted: HashMap<String, TargetRecord>,
@@ -109,6 +113,7 @@ impl Actor for BatchRunner {
             in_flight: HashMap::new(),
             busy: HashSet::new(),
             cooling: HashMap::new(),
+            waited_for: HashSet::new(),
             unsubmitted: HashMap::new(),
             cursor: 0,
             // An adopted batch tells its progress at its first target's end here (a new one
@@ -304,8 +309,17 @@ impl BatchRunnerState {
         Ok(picked)
     }
 
-    /// Records the target running with its child's id, then submits the child.
+    /// Records the target running with its child's id, then submits the child; a target whose
+    /// workbench was found answering another job waits while a look finds it still does.
     async fn dispatch(&mut self, target: TargetRecord) -> Result<(), ErrorBody> {
+        if self.waited_for.contains(&target.workbench) {
+            let checked = self.config.children.check(&target.workbench).await;
+            if matches!(&checked, Err(error) if error.code == ErrorCode::WorkbenchBusy) {
+                self.cool(&target.workbench);
+                return Ok(());
+            }
+            self.waited_for.remove(&target.workbench);
+        }
         let batches = self.config.batches.clone();
         let batch_id = self.batch_id().to_string();
         let index = target.index;
@@ -361,6 +375,12 @@ impl BatchRunnerState {
         }
     }
 
+    /// Leaves a workbench answering another job alone for [`BUSY_BACKOFF`].
+    fn cool(&mut self, workbench: &str) {
+        self.cooling
+            .insert(workbench.to_string(), Instant::now() + BUSY_BACKOFF);
+    }
+
     /// Puts back in the queue a target whose workbench answers another job, and leaves that
     /// workbench alone for [`BUSY_BACKOFF`].
     async fn wait_for_workbench(
@@ -370,8 +390,8 @@ impl BatchRunnerState {
     ) -> Result<(), ErrorBody> {
         self.in_flight.remove(job_id);
         self.busy.remove(&target.workbench);
-        self.cooling
-            .insert(target.workbench.clone(), Instant::now() + BUSY_BACKOFF);
+        self.waited_for.insert(target.workbench.clone());
+        self.cool(&target.workbench);
         self.cursor = self.cursor.min(target.index);
         let batches = self.config.batches.clone();
         let batch_id = self.batch_id().to_string();
@@ -455,9 +475,11 @@ impl BatchRunnerState {
         let Some(end) = self.take(end) else {
             return Ok(());
         };
+        // A workbench waited for is looked at first: its target is left to `fill`.
         let next = match self.room() {
             0 => None,
-            _ => self.queued(1).await?.into_iter().next(),
+            _ => (self.queued(1).await?.into_iter())
+                .find(|target| !self.waited_for.contains(&target.workbench)),
         };
         let batches = self.config.batches.clone();
         let batch_id = self.batch_id().to_string();

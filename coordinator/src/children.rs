@@ -10,6 +10,7 @@ use atelier_messages::job::{
     CancelJob, EventKind, GetJob, JobEvent, JobOutcome, JobState, JobSubmit, JobView,
 };
 use atelier_messages::shard::RecordSubmission;
+use atelier_messages::workshop::CheckMessage;
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, decode, subjects};
 use atelier_transport::headers::format_of;
 use futures::{Stream, StreamExt};
@@ -93,6 +94,21 @@ impl Children {
         let request = get_job(job_id);
         let view = found(self.front.to_workbench_now(workbench, &request).await)?;
         Ok(view.and_then(ChildEnd::of))
+    }
+
+    /// Whether the workbench is answering a job now (`WORKBENCH_BUSY`), read without writing
+    /// anything; `SHARD_UNAVAILABLE` at once while its shard has no owner.
+    pub(crate) async fn check(&self, workbench: &str) -> Result<(), ErrorBody> {
+        let request = CheckMessage {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.to_string(),
+            continue_draft: true,
+            model: None,
+        };
+        self.front
+            .to_workbench_now(workbench, &request)
+            .await
+            .map(|_| ())
     }
 
     /// Asks the child's shard to cancel it (it ends at its next step boundary).

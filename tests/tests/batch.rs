@@ -490,16 +490,17 @@ async fn a_message_batch_runs_an_agent_job_per_workbench() -> anyhow::Result<()>
     Ok(())
 }
 
-/// A target whose workbench is answering another job waits for it instead of failing.
+/// A target whose workbench is answering another job waits for it instead of failing, and
+/// waiting writes nothing: after the one refusal its workbench is only looked at.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_target_waits_while_its_workbench_answers_another_job() -> anyhow::Result<()> {
-    let model = ScriptedModel::start(launch_plan_export_script(3_000)).await?;
+    let model = ScriptedModel::start(launch_plan_export_script(6_000)).await?;
     let cluster = Cluster::start()?;
     cluster.workbench_with_launch_plan("shared", "launch_plan.csv")?;
     let job_id = cluster.submit("shared", "Count milestones", &model.model_spec())?;
     cluster.wait_for_state(&job_id, JobState::Running)?;
     let export = r#"{"path": "launch_plan.csv", "target_path": "copy.csv", "format": "csv"}"#;
-    let out = cluster.cli(&[
+    cluster.cli_ok(&[
         "batch",
         "submit",
         "--workbenches",
@@ -509,18 +510,42 @@ async fn a_target_waits_while_its_workbench_answers_another_job() -> anyhow::Res
         "--args",
         export,
         "--continue-draft",
-        "--wait",
-        "--json",
+        "--batch-id",
+        "waits",
     ])?;
-    assert!(out.success, "{out:?}\n{}", cluster.logs());
-    let view: BatchView = out.json()?;
-    assert_eq!(view.counts.succeeded, 1, "{view:?}");
+    let status = || -> anyhow::Result<BatchView> {
+        cluster
+            .cli_ok(&["batch", "status", "waits", "--json"])?
+            .json()
+    };
+    // The target was refused once (its child not recorded: back in the queue), then the
+    // workbench is looked at every second, which leaves the batch's record as it was.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let refused = status()?;
+    std::thread::sleep(Duration::from_millis(2_500));
+    let waiting = status()?;
+    let agent: atelier_messages::job::JobView =
+        cluster.cli_ok(&["job", &job_id, "--json"])?.json()?;
+    assert_eq!(agent.state, JobState::Running, "the window was not a wait");
+    assert_eq!((refused.counts.queued, waiting.counts.queued), (1, 1));
+    assert_eq!(
+        refused.updated_at_ms, waiting.updated_at_ms,
+        "waiting for the workbench wrote to the batch"
+    );
+
     let agent = cluster.wait_finished(&job_id, Duration::from_secs(30))?;
     assert_eq!(agent.state, JobState::Succeeded);
+    let child = atelier_messages::batch::child_job_id("waits", 0, 0);
+    let target = cluster.wait_succeeded(&child, Duration::from_secs(30))?;
     assert!(
-        view.finished_at_ms.unwrap_or(0) > agent.updated_at_ms,
+        target.created_at_ms > agent.updated_at_ms,
         "the target ran after the job"
     );
+    atelier_tests::wait_until(Duration::from_secs(30), || {
+        status().is_ok_and(|view| view.state.is_terminal())
+    })?;
+    let view = status()?;
+    assert_eq!(view.counts.succeeded, 1, "{view:?}");
     let draft = cluster.draft_digests("shared")?;
     assert!(draft.contains_key("copy.csv") && draft.contains_key("summary.xlsx"));
     Ok(())
