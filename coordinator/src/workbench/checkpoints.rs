@@ -14,7 +14,7 @@ use atelier_messages::workshop::{
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
 
-use super::conversation::ensure_idle;
+use super::refusals::ensure_idle;
 use super::tx::{NewMessage, Tx, TxResult, WorkshopState, get, put};
 use super::{Manifest, WorkbenchRecord, Workbenches, abort, checkpoint_slot, key, not_found};
 use crate::error::CoordinatorError;

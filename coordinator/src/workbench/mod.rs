@@ -14,6 +14,7 @@ mod checkpoints;
 mod context_items;
 mod conversation;
 mod draft_origin;
+mod refusals;
 mod tx;
 
 pub use checkpoints::DEFAULT_CHECKPOINTS_KEPT;
