@@ -303,11 +303,14 @@ fn the_journey(
             .failed_with("NO_DRAFT")
     );
 
-    // A workflow file, with an escaped placeholder left for the document.
+    // A workflow file, with an escaped placeholder left for the document; its second step edits
+    // what the first wrote (a worker reads that write back from the store, under its account).
     std::fs::write(
         work.join("fill.toml"),
         "name = \"fill\"\n[[steps]]\ntool = \"docx_operations\"\nargs = { path = \"invoice_template.docx\", \
-         operations = [{ op = \"replace_text\", search = '\\{{company}}', replace = \"{{who}}\" }] }\n",
+         operations = [{ op = \"replace_text\", search = '\\{{company}}', replace = \"{{who}}\" }] }\n\
+         [[steps]]\ntool = \"docx_operations\"\nargs = { path = \"invoice_template.docx\", \
+         operations = [{ op = \"append_paragraph\", text = \"Checked for {{who}}\" }] }\n",
     )?;
     system.ok(&[
         "run",
@@ -319,7 +322,11 @@ fn the_journey(
         "--wait",
     ])?;
     let review = system.json(&["draft", "diff", "q3", "--json"])?;
-    assert!(review["files"].to_string().contains("Globex"), "{review}");
+    let changes = review["files"].to_string();
+    assert!(
+        changes.contains("Globex") && changes.contains("Checked for Globex"),
+        "{review}"
+    );
     let typo = system.cli(&["run", "q3", "--workflow", "fill.toml", "--set", "whom=x"])?;
     assert!(
         typo.failed_with("VALIDATION_FAILED") && typo.stderr.contains("{{who}}"),
