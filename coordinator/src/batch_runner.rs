@@ -384,7 +384,8 @@ impl BatchRunnerState {
     }
 
     /// Puts back in the queue a target whose workbench answers another job, and leaves that
-    /// workbench alone for [`BUSY_BACKOFF`].
+    /// workbench alone for [`BUSY_BACKOFF`]; from then on it is looked at (a read) before its
+    /// target is dispatched again.
     async fn wait_for_workbench(
         &mut self,
         target: &TargetRecord,
