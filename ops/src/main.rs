@@ -57,13 +57,10 @@ fn main() -> ExitCode {
     if !cli.command.is_server() && !matches!(cli.command, Command::Demo { .. }) {
         sigpipe::reset();
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
+            eprintln!("error: {error}");
             return ExitCode::FAILURE;
         }
     };
@@ -75,6 +72,26 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// The process's runtime. Tokio reads `TOKIO_WORKER_THREADS` itself and panics on a value
+/// that is not a thread count, so such a value is refused here first, by name.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    if let Some(value) = std::env::var_os(WORKER_THREADS_VARIABLE) {
+        let threads = (value.to_str()).and_then(|value| value.parse::<usize>().ok());
+        if threads.is_none_or(|threads| threads == 0) {
+            return Err(format!(
+                "VALIDATION_FAILED: {WORKER_THREADS_VARIABLE} must be a number of threads of at least 1, not {value:?}; unset it or set it to, e.g., 2"
+            ));
+        }
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start the runtime: {error}"))
+}
+
+/// The variable through which tokio takes its number of worker threads.
+const WORKER_THREADS_VARIABLE: &str = "TOKIO_WORKER_THREADS";
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(

@@ -382,3 +382,35 @@ async fn every_entry_point_answers_hostile_input_with_a_code_and_writes_nothing_
     cluster.kill_coordinator();
     Ok(())
 }
+
+/// A worker thread count in the environment that is not one is refused by name before anything
+/// starts (the runtime would panic on it); a valid one changes nothing else.
+#[test]
+fn a_worker_thread_count_that_is_not_a_number_is_refused_by_name() -> anyhow::Result<()> {
+    let run = |threads: &str| -> anyhow::Result<atelier_tests::CliOutput> {
+        Ok(Command::new(atelier_bin())
+            .args(["wb", "list", "--config", "/nonexistent/atelier.toml"])
+            .env("TOKIO_WORKER_THREADS", threads)
+            .output()?
+            .into())
+    };
+    for threads in ["", "0", "two", "-1", " 2"] {
+        let out = run(threads)?;
+        assert!(out.failed_with("VALIDATION_FAILED"), "{threads:?}: {out:?}");
+        assert!(
+            out.stderr.contains("TOKIO_WORKER_THREADS") && !out.stderr.contains("panicked"),
+            "{threads:?}: {}",
+            out.stderr
+        );
+    }
+    // A valid count starts the command, which stops at the missing configuration file.
+    let out = run("1")?;
+    assert!(
+        !out.success
+            && out
+                .stderr
+                .contains("/nonexistent/atelier.toml does not exist"),
+        "{out:?}"
+    );
+    Ok(())
+}
