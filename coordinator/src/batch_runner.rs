@@ -249,8 +249,7 @@ impl BatchRunnerState {
         self.in_flight
             .insert(job_id.clone(), (target.index, target.workbench.clone()));
         self.busy.insert(target.workbench.clone());
-        let children = self.config.children.clone();
-        let Some(child) = children.get(&job_id, &target.workbench).await? else {
+        let Some(child) = self.config.children.get(&job_id, &target.workbench).await? else {
             tracing::info!(batch_id = %self.batch_id(), %job_id, "submitting a child that was dispatched but never recorded");
             return self.submit(&target, &job_id).await;
         };

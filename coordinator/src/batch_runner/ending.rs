@@ -34,14 +34,10 @@ impl BatchRunnerState {
 
     /// Records the end of a child in flight on its target.
     pub(super) async fn end_target(&mut self, end: ChildEnd) -> Result<(), ErrorBody> {
-        let Some(end) = self.take(end) else {
-            return Ok(());
-        };
-        let batches = self.config.batches.clone();
-        let batch_id = self.batch_id().to_string();
-        let (record, _) = blocking(move || batches.finish_target(&batch_id, &end)).await?;
-        self.ended(record).await;
-        Ok(())
+        match self.take(end) {
+            Some(end) => self.finish(end).await,
+            None => Ok(()),
+        }
     }
 
     /// Records the end of a child in flight on its target and, in the same write, dispatches
@@ -56,13 +52,11 @@ impl BatchRunnerState {
             _ => (self.queued(1).await?.into_iter())
                 .find(|target| !self.waited_for.contains(&target.workbench)),
         };
+        let Some(next) = next else {
+            return self.finish(end).await;
+        };
         let batches = self.config.batches.clone();
         let batch_id = self.batch_id().to_string();
-        let Some(next) = next else {
-            let (record, _) = blocking(move || batches.finish_target(&batch_id, &end)).await?;
-            self.ended(record).await;
-            return Ok(());
-        };
         let (record, dispatched) =
             blocking(move || batches.finish_then_dispatch(&batch_id, &end, next.index)).await?;
         self.ended(record).await;
@@ -70,6 +64,15 @@ impl BatchRunnerState {
             Some(target) => self.follow(target).await,
             None => Ok(()),
         }
+    }
+
+    /// Records a child's end on its target (dispatching nothing).
+    async fn finish(&mut self, end: TargetEnd) -> Result<(), ErrorBody> {
+        let batches = self.config.batches.clone();
+        let batch_id = self.batch_id().to_string();
+        let (record, _) = blocking(move || batches.finish_target(&batch_id, &end)).await?;
+        self.ended(record).await;
+        Ok(())
     }
 
     /// A child's end as its target records it, once the child is no longer in flight; `None`
