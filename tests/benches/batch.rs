@@ -22,6 +22,9 @@
 //! `BATCH_PASSES` runs only some passes (see [`chosen`]); `BATCH_PROFILE` is a shell command
 //! started beside each timed pass as its batch is submitted, with `COORDINATOR_PID`,
 //! `WORKER_PID` and `NATS_PID` set (for `perf stat -p "$COORDINATOR_PID" -- sleep 5`).
+//! `BATCH_COORDINATOR_CPU` (cores, e.g. `0.3`) holds each coordinator to that much CPU, in a
+//! cgroup of its own (root only): several coordinators on one machine then stand for several
+//! hosts, each bringing the same CPU, instead of sharing the same cores.
 #![allow(clippy::print_stdout)]
 
 use std::path::Path;
@@ -82,6 +85,16 @@ fn chosen(pass: &str) -> bool {
     std::env::var("BATCH_PASSES")
         .map(|passes| passes.split(',').any(|chosen| chosen.trim() == pass))
         .unwrap_or(true)
+}
+
+/// The CPU each coordinator is held to (`BATCH_COORDINATOR_CPU`, in cores), if any.
+fn coordinator_cpu() -> anyhow::Result<Option<f64>> {
+    match std::env::var("BATCH_COORDINATOR_CPU") {
+        Ok(cores) => Ok(Some(cores.trim().parse().with_context(|| {
+            format!("BATCH_COORDINATOR_CPU is a number of cores, not {cores:?}")
+        })?)),
+        Err(_) => Ok(None),
+    }
 }
 
 fn name(n: usize) -> String {
@@ -248,6 +261,22 @@ struct Pass {
     cpu: Cpu,
     /// Messages written to each JetStream stream during the batch.
     writes: Vec<(&'static str, u64)>,
+    /// The share of the machine's CPU time that was busy during the batch.
+    machine_busy: f64,
+}
+
+/// The machine's CPU time so far, busy and in all, in clock ticks (`/proc/stat`).
+fn machine_ticks() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = (stat.lines().next().unwrap_or_default())
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|field| field.parse().ok())
+        .collect();
+    let all: f64 = ticks.iter().sum();
+    // Fields 4 and 5 are idle and waiting for I/O.
+    let idle = ticks.get(3).copied().unwrap_or(0.0) + ticks.get(4).copied().unwrap_or(0.0);
+    (all - idle, all)
 }
 
 /// The streams a batch writes to, with the names the table gives them.
@@ -383,6 +412,11 @@ async fn timed_pass(
         .filter_map(atelier_tests::Process::pid)
         .collect();
     let nats: Vec<u32> = cluster.nats.pid().into_iter().collect();
+    let _cap = match coordinator_cpu()? {
+        Some(cores) => Some(atelier_tests::cpu_cap::CpuCap::apply(&coordinators, cores)?),
+        None => None,
+    };
+    let machine_before = machine_ticks();
     let cpu_before = Cpu::read(&coordinators, &worker_pids, &nats);
     let writes_before = stream_writes(&client).await;
     let profiler = profile(&coordinators, &worker_pids, &nats).await?;
@@ -391,6 +425,9 @@ async fn timed_pass(
     let view = wait_end(&client, "bench").await?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu = Cpu::read(&coordinators, &worker_pids, &nats).since(&cpu_before);
+    let machine_after = machine_ticks();
+    let machine_busy =
+        (machine_after.0 - machine_before.0) / (machine_after.1 - machine_before.1).max(1.0);
     let writes = stream_writes(&client)
         .await
         .into_iter()
@@ -416,6 +453,7 @@ async fn timed_pass(
         coordinator_peak_mib: peak_rss_mib(pid),
         cpu,
         writes,
+        machine_busy,
     })
 }
 
@@ -563,14 +601,17 @@ async fn run() -> anyhow::Result<()> {
         "{count} targets, concurrency {}, two steps per target (docx replace_text, xlsx set_cells)\n",
         concurrency()
     );
+    if let Some(cores) = coordinator_cpu()? {
+        println!("Each coordinator held to {cores} CPU (a cgroup of its own).\n");
+    }
     println!(
-        "| run | wall time | targets/s | coordinator peak RSS | CPU ms per target: coordinators / workers / nats-server |"
+        "| run | wall time | targets/s | coordinator peak RSS | CPU ms per target: coordinators / workers / nats-server | machine CPU busy |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     let per_target = |seconds: f64| seconds * 1000.0 / count as f64;
     for pass in &passes {
         println!(
-            "| batch, {}, {} office worker(s) | {:.1} s | {:.1} | {:.0} MiB | {:.1} / {:.1} / {:.1} |",
+            "| batch, {}, {} office worker(s) | {:.1} s | {:.1} | {:.0} MiB | {:.1} / {:.1} / {:.1} | {:.0} % |",
             pass.store.label(),
             pass.workers,
             pass.seconds,
@@ -579,17 +620,18 @@ async fn run() -> anyhow::Result<()> {
             per_target(pass.cpu.coordinators),
             per_target(pass.cpu.workers),
             per_target(pass.cpu.nats),
+            pass.machine_busy * 100.0,
         );
     }
     if let Some(seconds) = python {
         println!(
-            "| python-docx + openpyxl script, local files, one process | {seconds:.1} s | {:.1} | — | — |",
+            "| python-docx + openpyxl script, local files, one process | {seconds:.1} s | {:.1} | — | — | — |",
             count as f64 / seconds
         );
     }
     if let Some(killed) = killed {
         println!(
-            "| append_paragraph batch, 2 workers, coordinator SIGKILLed twice (every write applied once) | {killed:.1} s | {:.1} | — | — |",
+            "| append_paragraph batch, 2 workers, coordinator SIGKILLed twice (every write applied once) | {killed:.1} s | {:.1} | — | — | — |",
             count as f64 / killed
         );
     }

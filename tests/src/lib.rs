@@ -13,8 +13,11 @@
 //! - [`browser`]: headless Chromium on the dashboard (`tests/browser` scripts).
 //! - [`python`]: the official MCP and OpenAI Python SDKs as test clients.
 //! - [`up`]: `atelier up` as the README runs it, with its roles, for user-journey tests.
+//! - [`cpu_cap`]: a CPU budget per process (a cgroup each), for benchmarks that stand several
+//!   processes on one machine for several hosts.
 
 pub mod browser;
+pub mod cpu_cap;
 pub mod docs_runner;
 pub mod nats_cluster;
 pub mod nats_jwt;
