@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::job::JobSubmit;
+use atelier_messages::shard::References;
 use atelier_messages::store::{
     BlobRef, DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo,
     Written,
@@ -420,6 +421,18 @@ impl DraftStoreHandle {
     /// the manifest that references them).
     pub async fn collect_garbage(&self) -> Result<Collected, ErrorBody> {
         self.change(|wb| wb.collect_garbage()).await
+    }
+
+    /// A page of the digests this store references (in digest order, after `after`).
+    pub async fn references(
+        &self,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<References, ErrorBody> {
+        let (digests, more) = self
+            .read(move |wb| wb.references(after.as_deref(), limit))
+            .await?;
+        Ok(References { digests, more })
     }
 
     pub async fn history(&self, workbench: String) -> Result<History, ErrorBody> {

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use atelier_messages::job::JobState;
-use atelier_messages::shard::RecordSubmission;
+use atelier_messages::shard::{ListReferences, RecordSubmission};
 use atelier_messages::store::Done;
 use atelier_messages::subjects;
 use atelier_transport::{BlobBucket, Router, Routes};
@@ -223,11 +223,20 @@ fn routes(
             },
         )
         .into_routes();
+    let references = Router::new(store.clone())
+        .route(|store, request: ListReferences| async move {
+            request.validate()?;
+            store
+                .references(request.after, request.limit as usize)
+                .await
+        })
+        .into_routes();
     store_service::routes(&shared.client, store.clone())
         .join(control::routes(control))
         .join(workshop_service::routes(workshop))
         .join(batch_service::routes(batches))
         .join(intake)
+        .join(references)
 }
 
 /// Starts every unfinished job of the shard, each waiting for a slot like a new one, without

@@ -6,7 +6,7 @@
 //! owner listens. A shard with no owner (a hand-over) is asked again for a while, then the verb
 //! is answered `SHARD_UNAVAILABLE`: never from a stale copy.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use atelier_messages::job::{
     Ping, Pong, ResumeJob,
 };
 use atelier_messages::review::ReviewDraft;
-use atelier_messages::shard::shard_of;
+use atelier_messages::shard::{ListReferences, MAX_LISTED_REFERENCES, shard_of};
 use atelier_messages::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles,
     ListWorkbenches, PublishDraft, ReadFile, SetApprovals, StageBlob, WriteDraft,
@@ -27,18 +27,20 @@ use atelier_messages::store::{
 use atelier_messages::subjects::{self, batch, ctl, store, workshop};
 use atelier_messages::verb::Verb;
 use atelier_messages::workshop::{
-    AddContextItem, CheckMessage, CollectGarbage, CreateCheckpoint, GetHistory, ListCheckpoints,
-    ListContextItems, ListModels, Regenerate, RemoveContextItem, RestoreCheckpoint, Rewind,
-    SetModel,
+    AddContextItem, CheckMessage, CollectGarbage, Collected, CreateCheckpoint, GetHistory,
+    ListCheckpoints, ListContextItems, ListModels, Regenerate, RemoveContextItem,
+    RestoreCheckpoint, Rewind, SetModel,
 };
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode};
 use atelier_transport::{Policy, Router, Routes, request_bytes};
 use futures::StreamExt;
-use futures::future::join_all;
+use futures::future::{join_all, try_join_all};
 use futures::stream::FuturesUnordered;
 
+use crate::collector::HostCollector;
 use crate::error::CoordinatorError;
 use crate::jobs::newest_first;
+use crate::storage::blocking;
 
 /// How long a verb for a shard nobody holds waits for an owner before `SHARD_UNAVAILABLE`.
 const OWNER_PATIENCE: Duration = Duration::from_secs(15);
@@ -78,13 +80,21 @@ struct Inner {
     held: RwLock<BTreeMap<u32, Routes>>,
     /// The shard of each job found so far (a job never changes shard: its workbench's is fixed).
     job_shards: Mutex<HashMap<String, u32>>,
+    /// A replicated deployment's garbage collection on this host (none: the one shard of a
+    /// store of this data directory's own collects, in the order of its writes).
+    collector: Option<HostCollector>,
 }
 
 /// Job shards remembered before the memory starts over.
 const REMEMBERED_JOBS: usize = 100_000;
 
 impl FrontDoor {
-    pub fn new(client: async_nats::Client, coordinator_id: String, count: u32) -> Self {
+    pub fn new(
+        client: async_nats::Client,
+        coordinator_id: String,
+        count: u32,
+        collector: Option<HostCollector>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 client,
@@ -92,6 +102,7 @@ impl FrontDoor {
                 count: count.max(1),
                 held: RwLock::default(),
                 job_shards: Mutex::default(),
+                collector,
             }),
         }
     }
@@ -251,6 +262,47 @@ impl FrontDoor {
         Ok(reply)
     }
 
+    /// Garbage collection: a replicated deployment's sweeps this host's caches against every
+    /// shard's references ([`HostCollector`]); a store of this data directory's own is swept
+    /// by its one shard, in the order of its writes.
+    async fn collect_garbage(&self, request: CollectGarbage) -> Result<Collected, ErrorBody> {
+        let Some(collector) = &self.inner.collector else {
+            return anywhere(self.clone(), request).await;
+        };
+        let referenced = self.references().await?;
+        let collector = collector.clone();
+        blocking(move || collector.sweep(&referenced)).await
+    }
+
+    /// The union of the digests every shard references, each asked a page at a time; a shard
+    /// that cannot answer fails the whole, so that nothing is swept on a partial view.
+    pub async fn references(&self) -> Result<BTreeSet<String>, ErrorBody> {
+        let shards = (0..self.inner.count).map(|shard| self.shard_references(shard));
+        let mut union = BTreeSet::new();
+        for digests in try_join_all(shards).await? {
+            union.extend(digests);
+        }
+        Ok(union)
+    }
+
+    async fn shard_references(&self, shard: u32) -> Result<Vec<String>, ErrorBody> {
+        let mut digests = Vec::new();
+        let mut after = None;
+        loop {
+            let request = ListReferences {
+                v: PROTOCOL_VERSION,
+                after,
+                limit: MAX_LISTED_REFERENCES,
+            };
+            let page = self.forward(shard, &request).await?;
+            after = page.digests.last().cloned();
+            digests.extend(page.digests);
+            if !page.more || after.is_none() {
+                return Ok(digests);
+            }
+        }
+    }
+
     /// Every workbench of the deployment, by name.
     pub async fn list_workbenches(
         &self,
@@ -328,7 +380,7 @@ impl FrontDoor {
             .route(by_workbench::<ListCheckpoints>)
             .route(by_workbench::<CreateCheckpoint>)
             .route(by_workbench::<RestoreCheckpoint>)
-            .route(anywhere::<CollectGarbage>)
+            .route(|door, r: CollectGarbage| async move { door.collect_garbage(r).await })
             .route(by_workbench::<ReviewDraft>)
             .route(by_workbench::<AddContextItem>)
             .route(by_workbench::<ListContextItems>)

@@ -7,7 +7,8 @@
 //!
 //! # Layout
 //! - [`storage`]: the sled database and its trees.
-//! - [`blobs`]: content-addressed blobs on disk.
+//! - [`blobs`]: content-addressed blobs on disk. [`collector`]: a replicated deployment's
+//!   garbage collection of this host's caches, against every shard's references.
 //! - [`workbench`]: manifests, drafts, publish/discard, idempotent draft writes.
 //! - [`jobs`]: job records and RPI checkpoints.
 //! - [`lifecycle`]: job state transitions, the one place that decides them.
@@ -48,6 +49,7 @@ mod batch_service;
 pub mod batches;
 pub mod blobs;
 pub mod children;
+pub mod collector;
 mod compression;
 pub mod context;
 mod control;
@@ -205,7 +207,17 @@ pub async fn start_coordinator(
         None => 1,
     };
     let holding = holding.map(|holding| holding.sized_for(count));
-    let front = FrontDoor::new(client.clone(), config.coordinator_id.clone(), count);
+    let collector = config.replication.map(|settings| collector::HostCollector {
+        blobs: blobs.clone(),
+        table_cache: config.table_cache_dir(),
+        grace: settings.blob_grace,
+    });
+    let front = FrontDoor::new(
+        client.clone(),
+        config.coordinator_id.clone(),
+        count,
+        collector,
+    );
     let shared = engine::Shared {
         client: client.clone(),
         jetstream: jetstream.clone(),

@@ -64,6 +64,47 @@ pub struct RecordSubmission {
     pub only_if_idle: bool,
 }
 
+/// The most digests one [`References`] page holds (about 600 KB in MessagePack, under NATS's
+/// default payload limit of 1 MB).
+pub const MAX_LISTED_REFERENCES: u32 = 8_192;
+
+/// The blob digests a shard's manifests (published, draft, checkpoints) and draft revisions
+/// reference, in digest order, from just after `after`: what a replicated deployment's garbage
+/// collection must keep, gathered from every shard a page at a time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListReferences {
+    pub v: u16,
+    /// The last digest of the page before (none: from the first).
+    #[serde(default)]
+    pub after: Option<String>,
+    /// At most this many (1 to [`MAX_LISTED_REFERENCES`]).
+    pub limit: u32,
+}
+
+impl ListReferences {
+    /// Refuses a limit outside `1..=MAX_LISTED_REFERENCES`.
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        if (1..=MAX_LISTED_REFERENCES).contains(&self.limit) {
+            return Ok(());
+        }
+        Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "a page lists 1 to {MAX_LISTED_REFERENCES} references, not {}",
+                self.limit
+            ),
+        ))
+    }
+}
+
+/// A page of a shard's referenced digests.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct References {
+    pub digests: Vec<String>,
+    /// Whether more follow the page's last digest.
+    pub more: bool,
+}
+
 /// The value of a shard's lease in the leases bucket (key `shard-N`). The epoch is the bucket
 /// revision that created the lease; renewals keep it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -251,6 +251,11 @@ pub mod shard {
     /// [`prefix`] only.
     pub const RECORD_SUBMISSION: &str = "atelier.intake.record";
 
+    /// The blob digests a shard references, a page at a time
+    /// ([`crate::shard::ListReferences`]), under [`prefix`] only: a replicated deployment's
+    /// garbage collection keeps the union of every shard's.
+    pub const REFERENCES: &str = "atelier.gc.references";
+
     /// The deployment's record (its shard count, [`crate::shard::Deployment`]), written once
     /// in the changelog stream.
     pub const DEPLOYMENT: &str = "atelier.shardlog.deployment";

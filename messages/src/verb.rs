@@ -77,6 +77,7 @@ verbs! {
     GetHistory => History, workshop::HISTORY;
     CheckMessage => Done, workshop::CHECK;
     crate::shard::RecordSubmission => Done, crate::subjects::shard::RECORD_SUBMISSION;
+    crate::shard::ListReferences => crate::shard::References, crate::subjects::shard::REFERENCES;
     ListModels => ModelChoices, workshop::MODELS;
     Rewind => Rewound, workshop::REWIND;
     Regenerate => Regenerated, workshop::REGENERATE;

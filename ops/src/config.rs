@@ -114,6 +114,10 @@ pub struct Settings {
     /// split evenly over its shards (at least 8 MiB each): a coordinator holding every shard
     /// caches at most this much.
     pub store_cache_mib: u64,
+    /// A replicated deployment's garbage collection (`atelier gc`) keeps the blobs a host's
+    /// caches took in the last this many seconds, referenced or not (default 3600): another
+    /// shard's write may be between storing a blob and referencing it.
+    pub store_blob_grace_secs: u64,
 }
 
 impl Default for Settings {
@@ -161,6 +165,7 @@ impl Default for Settings {
             store_snapshot_entries: 10_000,
             store_shards: atelier_messages::shard::DEFAULT_SHARD_COUNT,
             store_cache_mib: atelier_coordinator::replication::DEFAULT_CACHE_BYTES >> 20,
+            store_blob_grace_secs: atelier_coordinator::replication::DEFAULT_BLOB_GRACE.as_secs(),
         }
     }
 }
@@ -313,6 +318,7 @@ impl Settings {
                 snapshot_entries: self.store_snapshot_entries,
                 shards: self.store_shards,
                 cache_bytes: self.store_cache_mib.saturating_mul(1 << 20),
+                blob_grace: std::time::Duration::from_secs(self.store_blob_grace_secs),
             },
         ))
     }

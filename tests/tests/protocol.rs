@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use atelier_messages::store::{DraftDiff, Listing};
-use atelier_messages::{ErrorCode, Format, decode_reply, subjects};
+use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, decode_reply, subjects};
 use atelier_tests::{Cluster, call_tool, nats_request};
 use serde_json::{Value, json};
 
@@ -34,7 +34,10 @@ async fn malformed_payloads_get_codes_on_every_subject_and_nothing_crashes() -> 
     let on_shard: Vec<String> = subjects::store::ALL
         .iter()
         .chain(&subjects::workshop::ALL)
-        .chain(&[subjects::shard::RECORD_SUBMISSION])
+        .chain(&[
+            subjects::shard::RECORD_SUBMISSION,
+            subjects::shard::REFERENCES,
+        ])
         .map(|verb| subjects::shard::verb(0, verb))
         .collect();
     request_subjects.extend(on_shard);
@@ -65,6 +68,17 @@ async fn malformed_payloads_get_codes_on_every_subject_and_nothing_crashes() -> 
         // JSON in, JSON out.
         let reply_value: Value = serde_json::from_slice(&reply)?;
         assert_eq!(reply_value["error"]["code"], "UNSUPPORTED_VERSION");
+    }
+    // A page of references is 1 to MAX_LISTED_REFERENCES long.
+    let references = subjects::shard::verb(0, subjects::shard::REFERENCES);
+    for limit in [0, atelier_messages::shard::MAX_LISTED_REFERENCES + 1] {
+        let page = format!(r#"{{"v": {PROTOCOL_VERSION}, "limit": {limit}}}"#);
+        let reply = nats_request(&client, &references, page.into_bytes(), true).await?;
+        assert_eq!(
+            code_of(&reply, Format::Json),
+            Some(ErrorCode::ValidationFailed),
+            "limit {limit}"
+        );
     }
     // Garbage on the JetStream submit subject is dropped; the coordinator keeps answering.
     let js = async_nats::jetstream::new(client.clone());

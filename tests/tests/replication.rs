@@ -26,6 +26,7 @@ const SETTINGS: ReplicationSettings = ReplicationSettings {
     snapshot_entries: 10_000,
     shards: 16,
     cache_bytes: 16 * CACHE,
+    blob_grace: atelier_coordinator::replication::DEFAULT_BLOB_GRACE,
 };
 
 /// The page cache of one test store.

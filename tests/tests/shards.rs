@@ -520,3 +520,66 @@ async fn a_child_for_a_shard_nobody_holds_waits_while_the_batch_goes_on() -> any
     );
     Ok(())
 }
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// A replicated deployment's garbage collection keeps whatever any shard references: the files
+/// of workbenches in every shard stay in the host's blob cache, a blob nobody references is
+/// kept while it is newer than the grace period (another shard's write may be about to
+/// reference it) and removed once older.
+#[tokio::test(flavor = "multi_thread")]
+async fn garbage_collection_keeps_what_any_shard_references() -> anyhow::Result<()> {
+    let env = env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let cluster = Cluster::start_synced(&[], &env)?;
+    let first = pid(cluster
+        .coordinator
+        .as_ref()
+        .context("the first coordinator")?)?;
+    wait_for_owners(&cluster, &BTreeSet::from([first]), Duration::from_secs(10)).await?;
+    let names = one_per_shard();
+    let sources = tempfile::tempdir()?;
+    for name in &names {
+        cluster.cli_ok(&["wb", "create", name])?;
+        let file = sources.path().join(format!("{name}.txt"));
+        std::fs::write(&file, format!("notes of {name}\n"))?;
+        let path = file.to_string_lossy().to_string();
+        cluster.cli_ok(&["wb", "add", name, &path, "--as", "notes.txt"])?;
+    }
+    let blobs = cluster.data_dir().join("blobs");
+    let blob = |digest: &str| blobs.join(&digest[..2]).join(digest);
+    let cached: Vec<_> = (names.iter())
+        .map(|name| blob(&sha256_hex(format!("notes of {name}\n").as_bytes())))
+        .collect();
+    assert!(cached.iter().all(|path| path.exists()), "{cached:?}");
+    let stray = blob(&sha256_hex(b"referenced by nobody"));
+    std::fs::create_dir_all(stray.parent().context("a blob's folder")?)?;
+    std::fs::write(&stray, b"referenced by nobody")?;
+
+    let collected: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
+    assert_eq!(collected["removed_blobs"], 0, "{collected}");
+    assert_eq!(
+        collected["kept_blobs"],
+        names.len() as u64 + 1,
+        "{collected}"
+    );
+    assert!(stray.exists());
+
+    let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(7_200);
+    std::fs::File::options()
+        .write(true)
+        .open(&stray)?
+        .set_modified(two_hours_ago)?;
+    let collected: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
+    assert_eq!(collected["removed_blobs"], 1, "{collected}");
+    assert!(!stray.exists());
+    assert!(cached.iter().all(|path| path.exists()), "{cached:?}");
+    for name in &names {
+        let notes = cluster.cli_ok(&["wb", "cat", name, "notes.txt"])?;
+        assert_eq!(notes.stdout, format!("notes of {name}\n"));
+    }
+    Ok(())
+}

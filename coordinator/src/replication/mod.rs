@@ -157,6 +157,10 @@ pub struct ReplicationSettings {
     /// The page cache of all of the deployment's shard stores together, split evenly over its
     /// shards: a coordinator holding every shard caches at most this much.
     pub cache_bytes: u64,
+    /// How long a blob or table database written to a host's caches is kept by a garbage
+    /// collection whatever references it: a write of another shard may be between storing its
+    /// blob and referencing it.
+    pub blob_grace: Duration,
 }
 
 impl Default for ReplicationSettings {
@@ -167,9 +171,14 @@ impl Default for ReplicationSettings {
             snapshot_entries: 10_000,
             shards: atelier_messages::shard::DEFAULT_SHARD_COUNT,
             cache_bytes: DEFAULT_CACHE_BYTES,
+            blob_grace: DEFAULT_BLOB_GRACE,
         }
     }
 }
+
+/// [`ReplicationSettings::blob_grace`] by default: an hour, far beyond any write's time
+/// between storing its blobs and referencing them.
+pub const DEFAULT_BLOB_GRACE: Duration = Duration::from_secs(3600);
 
 /// [`ReplicationSettings::cache_bytes`] by default: sled's own default for one store.
 pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;

@@ -5,7 +5,7 @@
 //! (`<wb>\0ckpt\0<id>`) and its metadata in the workshop tree. Each change is one transaction
 //! that also records its system event in the conversation, flushed before it returns.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 use atelier_messages::store::Published;
 use atelier_messages::workshop::{
@@ -284,24 +284,7 @@ impl Workbenches {
     /// references. Runs in the DraftStore's order, so no write is between storing its blobs
     /// and referencing them.
     pub fn collect_garbage(&self) -> Result<Collected, CoordinatorError> {
-        let mut referenced: HashSet<String> = HashSet::new();
-        for entry in self.storage.tree(trees::MANIFESTS)?.iter() {
-            let manifest: Manifest = storage::decode(&entry?.1)?;
-            referenced.extend(manifest.into_values().map(|file| file.digest));
-        }
-        for entry in self.storage.tree(trees::WORKSHOP)?.iter() {
-            let (slot, bytes) = entry?;
-            if slot.windows(5).any(|window| window == b"\0rev\0") {
-                let revision: super::tx::Revision = storage::decode(&bytes)?;
-                referenced.extend(
-                    revision
-                        .draft
-                        .unwrap_or_default()
-                        .into_values()
-                        .map(|f| f.digest),
-                );
-            }
-        }
+        let referenced = self.referenced()?;
         let swept = self.blobs.sweep(|digest| referenced.contains(digest))?;
         let tables = match &self.table_cache {
             Some(dir) => crate::blobs::sweep_tables(dir, |digest| referenced.contains(digest))?,
@@ -319,5 +302,45 @@ impl Workbenches {
             kept_blobs: swept.kept,
             removed_tables: tables.removed,
         })
+    }
+
+    /// At most `limit` of the digests this store references, in order, from just after `after`;
+    /// and whether more follow.
+    pub fn references(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<String>, bool), CoordinatorError> {
+        let referenced = self.referenced()?;
+        let mut from = match after {
+            Some(after) => referenced
+                .range::<str, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded)),
+            None => referenced.range::<str, _>(..),
+        };
+        let page: Vec<String> = from.by_ref().take(limit).cloned().collect();
+        Ok((page, from.next().is_some()))
+    }
+
+    /// Every digest a manifest (published, draft, checkpoint) or a draft revision references.
+    fn referenced(&self) -> Result<BTreeSet<String>, CoordinatorError> {
+        let mut referenced = BTreeSet::new();
+        for entry in self.storage.tree(trees::MANIFESTS)?.iter() {
+            let manifest: Manifest = storage::decode(&entry?.1)?;
+            referenced.extend(manifest.into_values().map(|file| file.digest));
+        }
+        for entry in self.storage.tree(trees::WORKSHOP)?.iter() {
+            let (slot, bytes) = entry?;
+            if slot.windows(5).any(|window| window == b"\0rev\0") {
+                let revision: super::tx::Revision = storage::decode(&bytes)?;
+                referenced.extend(
+                    revision
+                        .draft
+                        .unwrap_or_default()
+                        .into_values()
+                        .map(|f| f.digest),
+                );
+            }
+        }
+        Ok(referenced)
     }
 }

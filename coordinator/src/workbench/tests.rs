@@ -595,3 +595,28 @@ fn regenerate_answers_any_earlier_user_message_after_saying_what_goes() {
         Some(ErrorCode::NoDraft)
     );
 }
+
+#[test]
+fn references_come_in_digest_order_a_page_at_a_time() {
+    let (_dir, wb) = fixture();
+    wb.create("w").unwrap_or_else(|e| panic!("{e}"));
+    wb.add("w", vec![file("a.txt", "one"), file("b.txt", "two")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A draft revision references the third.
+    write(&wb, "w", "c1", vec![file("c.txt", "three")], &[]).unwrap_or_else(|e| panic!("{e}"));
+    let mut expected: Vec<String> = ["one", "two", "three"]
+        .iter()
+        .map(|content| crate::blobs::digest_of(content.as_bytes()))
+        .collect();
+    expected.sort();
+
+    let (first, more) = wb.references(None, 2).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(first, expected[..2]);
+    assert!(more);
+    let (second, more) =
+        (wb.references(first.last().map(String::as_str), 2)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(second, expected[2..]);
+    assert!(!more);
+    let (all, more) = wb.references(None, 10).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((all, more), (expected, false));
+}
