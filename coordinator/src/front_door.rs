@@ -6,7 +6,7 @@
 //! owner listens. A shard with no owner (a hand-over) is asked again for a while, then the verb
 //! is answered `SHARD_UNAVAILABLE`: never from a stale copy.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -19,28 +19,30 @@ use atelier_messages::job::{
     Ping, Pong, ResumeJob,
 };
 use atelier_messages::review::ReviewDraft;
-use atelier_messages::shard::{ListReferences, MAX_LISTED_REFERENCES, shard_of};
+use atelier_messages::shard::{SweepHost, shard_of};
 use atelier_messages::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles,
     ListWorkbenches, PublishDraft, ReadFile, SetApprovals, StageBlob, WriteDraft,
 };
+use atelier_messages::subjects::shard::SWEEP_HOST;
 use atelier_messages::subjects::{self, batch, ctl, store, workshop};
 use atelier_messages::verb::Verb;
 use atelier_messages::workshop::{
-    AddContextItem, CheckMessage, CollectGarbage, Collected, CreateCheckpoint, GetHistory,
-    ListCheckpoints, ListContextItems, ListModels, Regenerate, RemoveContextItem,
-    RestoreCheckpoint, Rewind, SetModel,
+    AddContextItem, CheckMessage, CollectGarbage, CreateCheckpoint, GetHistory, ListCheckpoints,
+    ListContextItems, ListModels, Regenerate, RemoveContextItem, RestoreCheckpoint, Rewind,
+    SetModel,
 };
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode_reply, encode};
 use atelier_transport::{Policy, Router, Routes, request_bytes};
 use futures::StreamExt;
-use futures::future::{join_all, try_join_all};
+use futures::future::join_all;
 use futures::stream::FuturesUnordered;
 
 use crate::collector::HostCollector;
 use crate::error::CoordinatorError;
 use crate::jobs::newest_first;
-use crate::storage::blocking;
+
+mod gc;
 
 /// How long a verb for a shard nobody holds waits for an owner before `SHARD_UNAVAILABLE`.
 const OWNER_PATIENCE: Duration = Duration::from_secs(15);
@@ -262,47 +264,6 @@ impl FrontDoor {
         Ok(reply)
     }
 
-    /// Garbage collection: a replicated deployment's sweeps this host's caches against every
-    /// shard's references ([`HostCollector`]); a store of this data directory's own is swept
-    /// by its one shard, in the order of its writes.
-    async fn collect_garbage(&self, request: CollectGarbage) -> Result<Collected, ErrorBody> {
-        let Some(collector) = &self.inner.collector else {
-            return anywhere(self.clone(), request).await;
-        };
-        let referenced = self.references().await?;
-        let collector = collector.clone();
-        blocking(move || collector.sweep(&referenced)).await
-    }
-
-    /// The union of the digests every shard references, each asked a page at a time; a shard
-    /// that cannot answer fails the whole, so that nothing is swept on a partial view.
-    pub async fn references(&self) -> Result<BTreeSet<String>, ErrorBody> {
-        let shards = (0..self.inner.count).map(|shard| self.shard_references(shard));
-        let mut union = BTreeSet::new();
-        for digests in try_join_all(shards).await? {
-            union.extend(digests);
-        }
-        Ok(union)
-    }
-
-    async fn shard_references(&self, shard: u32) -> Result<Vec<String>, ErrorBody> {
-        let mut digests = Vec::new();
-        let mut after = None;
-        loop {
-            let request = ListReferences {
-                v: PROTOCOL_VERSION,
-                after,
-                limit: MAX_LISTED_REFERENCES,
-            };
-            let page = self.forward(shard, &request).await?;
-            after = page.digests.last().cloned();
-            digests.extend(page.digests);
-            if !page.more || after.is_none() {
-                return Ok(digests);
-            }
-        }
-    }
-
     /// Every workbench of the deployment, by name.
     pub async fn list_workbenches(
         &self,
@@ -334,6 +295,15 @@ impl FrontDoor {
                 .serve(client.clone(), wildcard.into(), Some(queue.into()), "")
                 .await?;
             tasks.push(served);
+        }
+        if self.inner.collector.is_some() {
+            // Every coordinator sweeps its own host: no queue group.
+            let sweeps = Router::new(self.clone())
+                .route(|door, _: SweepHost| async move { door.sweep_this_host().await })
+                .into_routes()
+                .serve(client.clone(), SWEEP_HOST.into(), None, "")
+                .await?;
+            tasks.push(sweeps);
         }
         Ok(tasks)
     }

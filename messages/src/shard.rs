@@ -105,6 +105,23 @@ pub struct References {
     pub more: bool,
 }
 
+/// Asks every coordinator of a replicated deployment (on [`SWEEP_HOST`], no queue group) to
+/// sweep its host's caches against the union of every shard's references; each answers
+/// [`HostSwept`]. What `atelier gc` does with a replicated store.
+///
+/// [`SWEEP_HOST`]: crate::subjects::shard::SWEEP_HOST
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepHost {
+    pub v: u16,
+}
+
+/// What one coordinator's host collected.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostSwept {
+    pub coordinator: String,
+    pub collected: crate::workshop::Collected,
+}
+
 /// The value of a shard's lease in the leases bucket (key `shard-N`). The epoch is the bucket
 /// revision that created the lease; renewals keep it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -256,6 +256,10 @@ pub mod shard {
     /// garbage collection keeps the union of every shard's.
     pub const REFERENCES: &str = "atelier.gc.references";
 
+    /// Every coordinator of a replicated deployment sweeps its host's caches
+    /// ([`crate::shard::SweepHost`]); answered by each, not by a queue group.
+    pub const SWEEP_HOST: &str = "atelier.gc.sweep";
+
     /// The deployment's record (its shard count, [`crate::shard::Deployment`]), written once
     /// in the changelog stream.
     pub const DEPLOYMENT: &str = "atelier.shardlog.deployment";

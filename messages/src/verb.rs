@@ -78,6 +78,7 @@ verbs! {
     CheckMessage => Done, workshop::CHECK;
     crate::shard::RecordSubmission => Done, crate::subjects::shard::RECORD_SUBMISSION;
     crate::shard::ListReferences => crate::shard::References, crate::subjects::shard::REFERENCES;
+    crate::shard::SweepHost => crate::shard::HostSwept, crate::subjects::shard::SWEEP_HOST;
     ListModels => ModelChoices, workshop::MODELS;
     Rewind => Rewound, workshop::REWIND;
     Regenerate => Regenerated, workshop::REGENERATE;

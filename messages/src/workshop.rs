@@ -427,6 +427,26 @@ pub struct Collected {
     /// Cached table databases (of this host's workers) whose file no blob is left of.
     #[serde(default)]
     pub removed_tables: u64,
+    /// Hosts whose caches were swept: every coordinator of a replicated deployment that
+    /// answered, 1 otherwise.
+    #[serde(default)]
+    pub hosts: u64,
+    /// Coordinators of a replicated deployment alive when the collection started that did not
+    /// answer in time (their hosts were not swept).
+    #[serde(default)]
+    pub hosts_unanswered: u64,
+}
+
+impl Collected {
+    /// This collection and `other`'s (of another host) together.
+    pub fn add(&mut self, other: &Collected) {
+        self.removed_blobs += other.removed_blobs;
+        self.freed_bytes += other.freed_bytes;
+        self.kept_blobs += other.kept_blobs;
+        self.removed_tables += other.removed_tables;
+        self.hosts += other.hosts;
+        self.hosts_unanswered += other.hosts_unanswered;
+    }
 }
 
 /// What a context item is.

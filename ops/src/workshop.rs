@@ -357,12 +357,22 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
                 print_json(&collected)?;
             } else {
                 println!(
-                    "removed {} blob(s) and {} cached table(s) ({} bytes); {} blob(s) kept",
+                    "removed {} blob(s) and {} cached table(s) ({} bytes); {} blob(s) kept{}",
                     collected.removed_blobs,
                     collected.removed_tables,
                     collected.freed_bytes,
-                    collected.kept_blobs
+                    collected.kept_blobs,
+                    match collected.hosts {
+                        0 | 1 => String::new(),
+                        hosts => format!(", on {hosts} hosts"),
+                    }
                 );
+                if collected.hosts_unanswered > 0 {
+                    eprintln!(
+                        "{} coordinator(s) did not answer in time: their hosts were not swept; run `atelier gc` again",
+                        collected.hosts_unanswered
+                    );
+                }
             }
         }
     }

@@ -581,5 +581,32 @@ async fn garbage_collection_keeps_what_any_shard_references() -> anyhow::Result<
         let notes = cluster.cli_ok(&["wb", "cat", name, "notes.txt"])?;
         assert_eq!(notes.stdout, format!("notes of {name}\n"));
     }
+
+    // With a second coordinator (its own data directory, as on another host), one collection
+    // sweeps both hosts, whichever coordinator it reaches.
+    let second = cluster.spawn_coordinator("coordinator-b", &env)?;
+    let both = BTreeSet::from([first, pid(&second)?]);
+    wait_for_owners(&cluster, &both, Duration::from_secs(30)).await?;
+    let second_blobs = cluster.dir.path().join("coordinator-b").join("blobs");
+    let strays = [
+        stray.clone(),
+        second_blobs.join(stray.strip_prefix(&blobs)?),
+    ];
+    for stray in &strays {
+        std::fs::create_dir_all(stray.parent().context("a blob's folder")?)?;
+        std::fs::write(stray, b"referenced by nobody")?;
+        std::fs::File::options()
+            .write(true)
+            .open(stray)?
+            .set_modified(two_hours_ago)?;
+    }
+    let collected: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
+    assert_eq!(collected["hosts"], 2, "{collected}");
+    assert_eq!(collected["hosts_unanswered"], 0, "{collected}");
+    assert_eq!(collected["removed_blobs"], 2, "{collected}");
+    assert!(strays.iter().all(|stray| !stray.exists()));
+    assert!(cached.iter().all(|path| path.exists()), "{cached:?}");
+    let text = cluster.cli_ok(&["gc"])?;
+    assert!(text.stdout.contains("on 2 hosts"), "{}", text.stdout);
     Ok(())
 }

@@ -301,6 +301,8 @@ impl Workbenches {
             freed_bytes: swept.freed_bytes + tables.freed_bytes,
             kept_blobs: swept.kept,
             removed_tables: tables.removed,
+            hosts: 1,
+            hosts_unanswered: 0,
         })
     }
 
