@@ -71,6 +71,11 @@ impl BlobDir {
         }
     }
 
+    /// The bucket that keeps the durable copy of a replicated store's blobs, if there is one.
+    pub fn durable(&self) -> Option<Arc<BlobBucket>> {
+        self.remote.as_ref().map(|remote| remote.bucket.clone())
+    }
+
     /// Puts the blob file at `path` into the durable copy, if there is one.
     pub async fn replicate(&self, path: &Path, blob: &BlobRef) -> Result<(), CoordinatorError> {
         let Some(remote) = &self.remote else {

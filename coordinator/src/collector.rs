@@ -59,7 +59,7 @@ impl HostCollector {
             kept_blobs: swept.kept,
             removed_tables: tables.removed,
             hosts: 1,
-            hosts_unanswered: 0,
+            ..Collected::default()
         })
     }
 

@@ -189,7 +189,12 @@ pub async fn start_coordinator(
     let mut holding = None;
     if let Some(settings) = config.replication {
         let durable = patiently("opening the replicated store's blob bucket", || async {
-            Ok(atelier_transport::BlobBucket::ensure_durable(&client, settings.replicas).await?)
+            Ok(atelier_transport::BlobBucket::ensure_durable(
+                &client,
+                settings.replicas,
+                settings.blob_grace,
+            )
+            .await?)
         })
         .await?;
         blobs = blobs.with_remote(durable);

@@ -435,6 +435,15 @@ pub struct Collected {
     /// answer in time (their hosts were not swept).
     #[serde(default)]
     pub hosts_unanswered: u64,
+    /// Blobs removed from a replicated store's bucket (`atelier-blob-store`), where no shard
+    /// references them and the grace period has passed, and their bytes.
+    #[serde(default)]
+    pub removed_stored_blobs: u64,
+    #[serde(default)]
+    pub freed_stored_bytes: u64,
+    /// Blobs the bucket keeps.
+    #[serde(default)]
+    pub kept_stored_blobs: u64,
 }
 
 impl Collected {
@@ -446,6 +455,9 @@ impl Collected {
         self.removed_tables += other.removed_tables;
         self.hosts += other.hosts;
         self.hosts_unanswered += other.hosts_unanswered;
+        self.removed_stored_blobs += other.removed_stored_blobs;
+        self.freed_stored_bytes += other.freed_stored_bytes;
+        self.kept_stored_blobs += other.kept_stored_blobs;
     }
 }
 

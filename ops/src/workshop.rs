@@ -367,6 +367,14 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
                         hosts => format!(", on {hosts} hosts"),
                     }
                 );
+                if collected.removed_stored_blobs + collected.kept_stored_blobs > 0 {
+                    println!(
+                        "the replicated store's bucket: removed {} blob(s) ({} bytes); {} kept",
+                        collected.removed_stored_blobs,
+                        collected.freed_stored_bytes,
+                        collected.kept_stored_blobs
+                    );
+                }
                 if collected.hosts_unanswered > 0 {
                     eprintln!(
                         "{} coordinator(s) did not answer in time: their hosts were not swept; run `atelier gc` again",

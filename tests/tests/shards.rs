@@ -610,3 +610,72 @@ async fn garbage_collection_keeps_what_any_shard_references() -> anyhow::Result<
     assert!(text.stdout.contains("on 2 hosts"), "{}", text.stdout);
     Ok(())
 }
+
+/// Text of more than the 64 KiB a shard's store keeps inline: a blob of the replicated store's
+/// bucket.
+fn large_text(tag: &str) -> String {
+    (0..8_000)
+        .map(|line| format!("{tag} line {line}\n"))
+        .collect()
+}
+
+/// The replicated store's bucket keeps what any shard references; an object nobody references
+/// is removed once the grace period has passed since it was written or last reused, and one
+/// reused after half of it is freshened first.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_stores_bucket_loses_what_no_shard_references_after_the_grace_period()
+-> anyhow::Result<()> {
+    let mut env = env();
+    env.push(("ATELIER_STORE_BLOB_GRACE_SECS", "2".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let cluster = Cluster::start_synced(&[], &env)?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let bucket = async_nats::jetstream::new(client)
+        .get_object_store(subjects::BLOB_STORE_BUCKET)
+        .await?;
+    let sources = tempfile::tempdir()?;
+    let add = |workbench: &str, content: &str| -> anyhow::Result<()> {
+        let file = sources.path().join(format!("{workbench}.txt"));
+        std::fs::write(&file, content)?;
+        let path = file.to_string_lossy().to_string();
+        cluster.cli_ok(&["wb", "add", workbench, &path, "--as", "big.txt"])?;
+        Ok(())
+    };
+    cluster.cli_ok(&["wb", "create", "kept"])?;
+    add("kept", &large_text("kept"))?;
+    // Two objects nobody references yet: one will be, the other never.
+    let (reused, orphan) = (large_text("reused"), large_text("orphan"));
+    for content in [&reused, &orphan] {
+        let mut bytes = content.as_bytes();
+        bucket.put(sha256_hex(bytes).as_str(), &mut bytes).await?;
+    }
+    let collected: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
+    assert_eq!(collected["removed_stored_blobs"], 0, "{collected}");
+    assert_eq!(collected["kept_stored_blobs"], 3, "{collected}");
+
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let reused_digest = sha256_hex(reused.as_bytes());
+    let written = bucket.info(&reused_digest).await?.modified;
+    cluster.cli_ok(&["wb", "create", "reuser"])?;
+    add("reuser", &reused)?;
+    let freshened = bucket.info(&reused_digest).await?.modified;
+    assert!(freshened > written, "{written:?} then {freshened:?}");
+
+    let collected: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
+    assert_eq!(collected["removed_stored_blobs"], 1, "{collected}");
+    assert_eq!(collected["kept_stored_blobs"], 2, "{collected}");
+    assert!(bucket.get(sha256_hex(orphan.as_bytes())).await.is_err());
+    // What is referenced reads back from the bucket once the host's cache has lost it.
+    for (workbench, content) in [("kept", large_text("kept")), ("reuser", reused)] {
+        let digest = sha256_hex(content.as_bytes());
+        let cached = cluster
+            .data_dir()
+            .join("blobs")
+            .join(&digest[..2])
+            .join(&digest);
+        std::fs::remove_file(&cached)?;
+        let read = cluster.cli_ok(&["wb", "cat", workbench, "big.txt"])?;
+        assert!(read.stdout == content, "{workbench}: other content");
+    }
+    Ok(())
+}

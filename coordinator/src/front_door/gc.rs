@@ -1,8 +1,10 @@
 //! Garbage collection through the front door: a store of this data directory's own is swept by
 //! its one shard; a replicated deployment's coordinators each sweep their own host against the
-//! union of every shard's references ([`crate::collector`]).
+//! union of every shard's references ([`crate::collector`]), and the one a collection reaches
+//! sweeps the store's bucket against it ([`atelier_transport::BlobBucket::collect`]).
 
 use std::collections::BTreeSet;
+use std::time::SystemTime;
 
 use atelier_messages::shard::{HostSwept, ListReferences, MAX_LISTED_REFERENCES};
 use atelier_messages::workshop::{CollectGarbage, Collected};
@@ -20,10 +22,19 @@ impl FrontDoor {
         &self,
         request: CollectGarbage,
     ) -> Result<Collected, ErrorBody> {
-        match &self.inner.collector {
-            Some(_) => crate::collector::sweep_every_host(&self.inner.client).await,
-            None => anywhere(self.clone(), request).await,
+        let Some(collector) = &self.inner.collector else {
+            return anywhere(self.clone(), request).await;
+        };
+        let mut collected = crate::collector::sweep_every_host(&self.inner.client).await?;
+        if let Some(bucket) = collector.blobs.durable() {
+            let gathered = SystemTime::now();
+            let referenced = self.references().await?;
+            let swept = bucket.collect(&referenced, gathered).await?;
+            collected.removed_stored_blobs = swept.removed;
+            collected.freed_stored_bytes = swept.freed_bytes;
+            collected.kept_stored_blobs = swept.kept;
         }
+        Ok(collected)
     }
 
     /// Sweeps this host's caches against every shard's references (none: not a replicated

@@ -302,7 +302,7 @@ impl Workbenches {
             kept_blobs: swept.kept,
             removed_tables: tables.removed,
             hosts: 1,
-            hosts_unanswered: 0,
+            ..Collected::default()
         })
     }
 

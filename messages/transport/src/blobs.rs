@@ -50,7 +50,12 @@ pub struct BlobBucket {
     /// The server's `max_payload` when the bucket was opened (0: unknown).
     max_payload: usize,
     uploads: Uploads,
+    /// Set on a bucket whose objects are collected ([`collect`]): reused objects are freshened.
+    freshness: Option<Arc<collect::Freshness>>,
 }
+
+mod collect;
+pub use collect::BucketSwept;
 
 /// Uploads under way through one bucket handle (and its clones), by digest: a second upload of
 /// a digest waits for the first and then finds the object there. Two uploads of one object at
@@ -112,6 +117,7 @@ impl BlobBucket {
                 name,
                 max_payload,
                 uploads: Uploads::default(),
+                freshness: None,
             });
         }
         let store = jetstream
@@ -129,15 +135,18 @@ impl BlobBucket {
             name,
             max_payload,
             uploads: Uploads::default(),
+            freshness: None,
         })
     }
 
     /// Opens (creating it when missing, with `replicas` copies) the bucket that keeps a
     /// replicated store's large blobs for good: a coordinator that takes the store over reads
-    /// them from there.
+    /// them from there. Its garbage is collected with `grace` ([`BlobBucket::collect`]): an
+    /// object reused more than half of it after it was written is freshened first.
     pub async fn ensure_durable(
         client: &async_nats::Client,
         replicas: usize,
+        grace: Duration,
     ) -> Result<Self, ErrorBody> {
         let jetstream = async_nats::jetstream::new(client.clone());
         let name = BLOB_STORE_BUCKET;
@@ -155,11 +164,13 @@ impl BlobBucket {
                 .await
                 .map_err(|error| unavailable(name, "create", error))?,
         };
+        let freshness = collect::Freshness::open(&jetstream, name, grace).await?;
         Ok(Self {
             store,
             name,
             max_payload: client.server_info().max_payload,
             uploads: Uploads::default(),
+            freshness: Some(Arc::new(freshness)),
         })
     }
 
@@ -183,6 +194,7 @@ impl BlobBucket {
             name: BLOB_BUCKET,
             max_payload: client.server_info().max_payload,
             uploads: Uploads::default(),
+            freshness: None,
         })
     }
 
@@ -241,9 +253,10 @@ impl BlobBucket {
         let lock = self.uploads.lock_of(&blob.digest);
         let uploaded = {
             let _one_at_a_time = lock.lock().await;
-            match self.contains(blob).await {
-                true => Ok(()),
-                false => upload().await,
+            match self.holds(blob).await {
+                Ok(true) => Ok(()),
+                Ok(false) => upload().await,
+                Err(error) => Err(error),
             }
         };
         self.uploads.release(&blob.digest, lock);
