@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use atelier_messages::store::BlobRef;
+use atelier_messages::workshop::Collected;
 use atelier_transport::BlobBucket;
 
 use sha2::{Digest, Sha256};
@@ -222,6 +223,24 @@ impl BlobDir {
 }
 
 impl Swept {
+    /// A collection of one host: these blobs swept and `tables`, logged.
+    pub fn with_tables(self, tables: Swept) -> Collected {
+        tracing::info!(
+            removed = self.removed,
+            freed_bytes = self.freed_bytes,
+            removed_tables = tables.removed,
+            "blob garbage collected"
+        );
+        Collected {
+            removed_blobs: self.removed,
+            freed_bytes: self.freed_bytes + tables.freed_bytes,
+            kept_blobs: self.kept,
+            removed_tables: tables.removed,
+            hosts: 1,
+            ..Collected::default()
+        }
+    }
+
     /// Keeps the files named by `digest` when `keep` accepts it, else removes them (one found
     /// file counted as removed, their bytes as freed; a file already gone is no error). A
     /// name that is not a digest is left alone.

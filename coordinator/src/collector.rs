@@ -46,21 +46,11 @@ impl HostCollector {
                 || self.young(&self.table_cache.join(format!("{digest}.duckdb")), now)
         };
         let tables = sweep_tables(&self.table_cache, keep_table)?;
-        tracing::info!(
+        tracing::debug!(
             referenced = referenced.len(),
-            removed = swept.removed,
-            freed_bytes = swept.freed_bytes,
-            removed_tables = tables.removed,
-            "this host's blob caches garbage collected"
+            "this host's caches swept against every shard's references"
         );
-        Ok(Collected {
-            removed_blobs: swept.removed,
-            freed_bytes: swept.freed_bytes + tables.freed_bytes,
-            kept_blobs: swept.kept,
-            removed_tables: tables.removed,
-            hosts: 1,
-            ..Collected::default()
-        })
+        Ok(swept.with_tables(tables))
     }
 
     /// Whether the file at `path` was written within the grace period before `now`.

@@ -290,20 +290,7 @@ impl Workbenches {
             Some(dir) => crate::blobs::sweep_tables(dir, |digest| referenced.contains(digest))?,
             None => crate::blobs::Swept::default(),
         };
-        tracing::info!(
-            removed = swept.removed,
-            freed_bytes = swept.freed_bytes,
-            removed_tables = tables.removed,
-            "blob garbage collected"
-        );
-        Ok(Collected {
-            removed_blobs: swept.removed,
-            freed_bytes: swept.freed_bytes + tables.freed_bytes,
-            kept_blobs: swept.kept,
-            removed_tables: tables.removed,
-            hosts: 1,
-            ..Collected::default()
-        })
+        Ok(swept.with_tables(tables))
     }
 
     /// At most `limit` of the digests this store references, in order, from just after `after`;
