@@ -1130,3 +1130,67 @@ async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and
     browser::assert_screenshots(&artifacts, &["b1-list", "b2-batch", "b3-retried"])?;
     Ok(())
 }
+
+/// A streamed chat completion whose job's `finished` event never reaches its readers (the
+/// events stream stores it under another subject, as if it were lost) still ends: after five
+/// quiet seconds it looks at the job's record and sends the answer, the stop and `[DONE]`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_completion_ends_from_the_jobs_record_when_its_finished_event_is_lost()
+-> anyhow::Result<()> {
+    use async_nats::jetstream::stream::SubjectTransform;
+    let model = ScriptedModel::start(notes_script()).await?;
+    let cluster = Cluster::start()?;
+    cluster.workbench_with_launch_plan("q3", "plan.csv")?;
+    cluster.cli_ok(&["wb", "set-model", "q3", &model.model_spec()])?;
+    let js = async_nats::jetstream::new(async_nats::connect(&cluster.nats.url).await?);
+    let events = atelier_messages::subjects::EVENTS_STREAM;
+    let mut config = js.get_stream(events).await?.info().await?.config.clone();
+    config.subject_transform = Some(SubjectTransform {
+        source: atelier_messages::subjects::EVENTS_FINISHED.to_string(),
+        destination: "atelier.lost.{{wildcard(1)}}".to_string(),
+    });
+    js.update_stream(config).await?;
+    let token = "lost-end-token";
+    let dashboard =
+        DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, Some(token)).await?;
+
+    let started = Instant::now();
+    let request = json!({
+        "model": "q3",
+        "stream": true,
+        "messages": [{"role": "user", "content": "Write notes.md"}],
+    });
+    let response = (dashboard.http)
+        .post(format!("{}/v1/chat/completions", dashboard.url))
+        .bearer_auth(token)
+        .json(&request)
+        .send()
+        .await?;
+    ensure!(response.status().is_success(), "{}", response.status());
+    let body = tokio::time::timeout(Duration::from_secs(60), response.text()).await??;
+    let chunks: Vec<Value> = (body.lines())
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let text: String = (chunks.iter())
+        .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert!(text.starts_with("notes.md is in the draft."), "{body}");
+    let finish = chunks
+        .iter()
+        .find_map(|c| c["choices"][0]["finish_reason"].as_str());
+    assert_eq!(finish, Some("stop"), "{body}");
+    assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
+    // The end came from the record: its event is in the stream, where no reader looks.
+    let job_id = (chunks.first())
+        .and_then(|chunk| chunk["id"].as_str()?.strip_prefix("chatcmpl-"))
+        .context("the job's id")?;
+    let lost = js.get_stream(events).await?;
+    let lost = lost
+        .get_last_raw_message_by_subject(&format!("atelier.lost.{job_id}"))
+        .await;
+    assert!(lost.is_ok(), "the finished event was stored elsewhere");
+    assert!(started.elapsed() >= Duration::from_secs(5), "{body}");
+    Ok(())
+}
