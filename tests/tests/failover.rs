@@ -427,3 +427,63 @@ async fn a_clean_stop_hands_the_store_over_at_once() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Streams made before with one copy, as a deployment that grew from one server has them: a
+/// coordinator with `store_replicas = 3` raises the submissions' stream to three copies and
+/// says how to make again an event stream the server cannot raise (written without waiting for
+/// the disk); the streams it makes itself have three.
+#[tokio::test(flavor = "multi_thread")]
+async fn streams_made_with_fewer_copies_are_raised_or_said() -> anyhow::Result<()> {
+    use async_nats::jetstream::stream::{Config, PersistenceMode, RetentionPolicy};
+    let cluster = Cluster::start_three_nodes().await?;
+    let js = async_nats::jetstream::new(async_nats::connect(&cluster.nats.url).await?);
+    js.create_stream(Config {
+        name: subjects::JOBS_STREAM.into(),
+        subjects: vec![subjects::JOB_SUBMIT.into()],
+        retention: RetentionPolicy::WorkQueue,
+        ..Default::default()
+    })
+    .await?;
+    js.create_stream(Config {
+        name: subjects::EVENTS_STREAM.into(),
+        subjects: vec![subjects::EVENTS_ALL.into()],
+        persist_mode: Some(PersistenceMode::Async),
+        ..Default::default()
+    })
+    .await?;
+    let mut env = replicated().to_vec();
+    env.push(("ATELIER_STORE_REPLICAS", "3"));
+    let url = cluster.nats.url.clone();
+    let _coordinator = cluster.spawn_coordinator_on("coordinator", &url, &env)?;
+    wait_until(Duration::from_secs(30), || {
+        lines(&cluster, "coordinator", "coordinator ready") > 0
+    })
+    .with_context(|| cluster.logs())?;
+
+    let copies = |name: &'static str| {
+        let js = js.clone();
+        async move {
+            let mut stream = js.get_stream(name).await?;
+            anyhow::Ok(stream.info().await?.config.num_replicas)
+        }
+    };
+    assert_eq!(copies(subjects::JOBS_STREAM).await?, 3);
+    assert_eq!(copies(subjects::EVENTS_STREAM).await?, 1);
+    assert_eq!(copies(subjects::workshop::EVENTS_STREAM).await?, 3);
+    let told = format!("nats stream rm {} -f", subjects::EVENTS_STREAM);
+    assert_eq!(
+        lines(&cluster, "coordinator", &told),
+        1,
+        "{}",
+        cluster.logs()
+    );
+    assert_eq!(
+        lines(
+            &cluster,
+            "coordinator",
+            "stream raised to store_replicas copies"
+        ),
+        1
+    );
+    Ok(())
+}
