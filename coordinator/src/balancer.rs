@@ -43,7 +43,7 @@ impl Balancer {
         let members = crate::patiently("opening the members bucket", || async {
             shared
                 .jetstream
-                .create_key_value(settings.expiring_bucket(
+                .create_or_update_key_value(settings.expiring_bucket(
                     shard::MEMBERS_BUCKET,
                     "Atelier coordinators alive, which shards are balanced over",
                 ))

@@ -26,7 +26,7 @@ use crate::workbench::Accepted;
 
 /// Creates the JOBS, EVENTS, workshop events and batch events streams when missing, each with
 /// `replicas` copies (a replicated deployment's count, so that losing a server loses none of
-/// them); a stream made before with fewer is raised to them ([`raise_copies`]).
+/// them); a stream made before with fewer is raised at start ([`crate::copies`]).
 ///
 /// The three event streams are notifications of what records hold (docs/adr/0015): with one
 /// copy they are written without waiting for the disk (`persist_mode: async`), so a server
@@ -73,43 +73,14 @@ pub async fn ensure_streams(
         replicas,
     );
     for config in [jobs, events, workshop, batches] {
-        let made = js
-            .get_or_create_stream(stream::Config {
-                num_replicas: replicas,
-                ..config
-            })
-            .await
-            .map_err(|error| CoordinatorError::Nats(error.to_string()))?;
-        let existing = made.cached_info().config.clone();
-        if existing.num_replicas < replicas {
-            raise_copies(js, existing, replicas).await;
-        }
+        js.get_or_create_stream(stream::Config {
+            num_replicas: replicas,
+            ..config
+        })
+        .await
+        .map_err(|error| CoordinatorError::Nats(error.to_string()))?;
     }
     Ok(())
-}
-
-/// Raises a stream made before with fewer copies to `replicas`, its messages kept. The server
-/// cannot raise one written without waiting for the disk (an event stream made with one copy):
-/// that one is said, with what to do (its events are notifications of records, docs/adr/0015).
-async fn raise_copies(js: &jetstream::Context, existing: stream::Config, replicas: usize) {
-    let name = existing.name.clone();
-    let copies = existing.num_replicas;
-    if existing.persist_mode == Some(stream::PersistenceMode::Async) {
-        tracing::warn!(stream = %name, copies, wanted = replicas, "a stream made with fewer copies than store_replicas, written without waiting for the disk, cannot be raised: remove it (`nats stream rm {name} -f`) and restart this coordinator, which makes it again with {replicas} copies");
-        return;
-    }
-    let raised = stream::Config {
-        num_replicas: replicas,
-        ..existing
-    };
-    match js.update_stream(raised).await {
-        Ok(_) => {
-            tracing::info!(stream = %name, copies, raised_to = replicas, "stream raised to store_replicas copies");
-        }
-        Err(error) => {
-            tracing::warn!(stream = %name, copies, wanted = replicas, %error, "could not raise a stream to store_replicas copies: `nats stream edit {name} --replicas {replicas}`");
-        }
-    }
 }
 
 /// An event stream kept for seven days, up to `max_bytes`, on disk; with one copy, written

@@ -35,7 +35,8 @@
 //!   (one per running batch), which reaches its children over NATS ([`children`]);
 //!   `batch_service`: the `atelier.batch.*` verbs.
 //! - [`templates`]: `{{variables}}` in workflows and batch messages, target globs.
-//! - [`intake`]: streams and the JetStream job consumer.
+//! - [`intake`]: streams and the JetStream job consumer; `copies`: streams and buckets made
+//!   before with fewer copies than `store_replicas`, raised at start.
 //! - [`events`]: ordered event publishing into the EVENTS stream.
 //! - `workshop_events`: the workshop events' outbox published into its stream.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
@@ -53,6 +54,7 @@ pub mod collector;
 mod compression;
 pub mod context;
 mod control;
+mod copies;
 pub mod defaults;
 pub mod draft_store;
 mod engine;
@@ -245,6 +247,9 @@ pub async fn start_coordinator(
             ))
         }
     };
+    if replicas > 1 {
+        copies::raise_all(&jetstream, replicas).await;
+    }
     tasks.push(intake::run_intake(jetstream, front.clone()));
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), shards = count, "coordinator ready");
     Ok(CoordinatorHandle { tasks, front, held })

@@ -428,10 +428,10 @@ async fn a_clean_stop_hands_the_store_over_at_once() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Streams made before with one copy, as a deployment that grew from one server has them: a
-/// coordinator with `store_replicas = 3` raises the submissions' stream to three copies and
-/// says how to make again an event stream the server cannot raise (written without waiting for
-/// the disk); the streams it makes itself have three.
+/// Streams and buckets made before with one copy, as a deployment that grew from one server has
+/// them: a coordinator with `store_replicas = 3` raises them to three copies and says how to
+/// make again an event stream the server cannot raise (written without waiting for the disk);
+/// the streams it makes itself have three.
 #[tokio::test(flavor = "multi_thread")]
 async fn streams_made_with_fewer_copies_are_raised_or_said() -> anyhow::Result<()> {
     use async_nats::jetstream::stream::{Config, PersistenceMode, RetentionPolicy};
@@ -451,6 +451,19 @@ async fn streams_made_with_fewer_copies_are_raised_or_said() -> anyhow::Result<(
         ..Default::default()
     })
     .await?;
+    // A bucket and an object store too, as a replicated deployment on one server made them.
+    js.create_key_value(async_nats::jetstream::kv::Config {
+        bucket: subjects::shard::LEASES_BUCKET.into(),
+        history: 1,
+        max_age: Duration::from_millis(LEASE_MS.parse()?),
+        ..Default::default()
+    })
+    .await?;
+    js.create_object_store(async_nats::jetstream::object_store::Config {
+        bucket: subjects::shard::SNAPSHOTS_BUCKET.into(),
+        ..Default::default()
+    })
+    .await?;
     let mut env = replicated().to_vec();
     env.push(("ATELIER_STORE_REPLICAS", "3"));
     let url = cluster.nats.url.clone();
@@ -460,16 +473,20 @@ async fn streams_made_with_fewer_copies_are_raised_or_said() -> anyhow::Result<(
     })
     .with_context(|| cluster.logs())?;
 
-    let copies = |name: &'static str| {
+    let copies = |name: String| {
         let js = js.clone();
         async move {
             let mut stream = js.get_stream(name).await?;
             anyhow::Ok(stream.info().await?.config.num_replicas)
         }
     };
-    assert_eq!(copies(subjects::JOBS_STREAM).await?, 3);
-    assert_eq!(copies(subjects::EVENTS_STREAM).await?, 1);
-    assert_eq!(copies(subjects::workshop::EVENTS_STREAM).await?, 3);
+    assert_eq!(copies(subjects::JOBS_STREAM.into()).await?, 3);
+    assert_eq!(copies(subjects::EVENTS_STREAM.into()).await?, 1);
+    assert_eq!(copies(subjects::workshop::EVENTS_STREAM.into()).await?, 3);
+    let leases = format!("KV_{}", subjects::shard::LEASES_BUCKET);
+    assert_eq!(copies(leases).await?, 3);
+    let snapshots = format!("OBJ_{}", subjects::shard::SNAPSHOTS_BUCKET);
+    assert_eq!(copies(snapshots).await?, 3);
     let told = format!("nats stream rm {} -f", subjects::EVENTS_STREAM);
     assert_eq!(
         lines(&cluster, "coordinator", &told),
@@ -477,13 +494,35 @@ async fn streams_made_with_fewer_copies_are_raised_or_said() -> anyhow::Result<(
         "{}",
         cluster.logs()
     );
+    // The submissions' stream and the snapshots' (the leases' bucket is made again as set).
     assert_eq!(
         lines(
             &cluster,
             "coordinator",
             "stream raised to store_replicas copies"
         ),
-        1
+        2
     );
+    Ok(())
+}
+
+/// A coordinator restarted with another lease takes it: the leases' bucket is set to the new
+/// life instead of refusing the start, and the store is served as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coordinator_restarted_with_another_lease_takes_it() -> anyhow::Result<()> {
+    let mut env = replicated().to_vec();
+    let mut cluster = Cluster::start_synced(&[], &env)?;
+    cluster.cli_ok(&["wb", "create", "kept"])?;
+    cluster.kill_coordinator();
+    env.retain(|(key, _)| *key != "ATELIER_STORE_LEASE_MS");
+    env.push(("ATELIER_STORE_LEASE_MS", "9000"));
+    cluster.start_coordinator_with_env(&env)?;
+    let listed = cluster.cli_ok(&["wb", "list"])?.stdout;
+    assert!(listed.contains("kept"), "{listed}");
+    let js = async_nats::jetstream::new(async_nats::connect(&cluster.nats.url).await?);
+    let mut leases = js
+        .get_stream(format!("KV_{}", subjects::shard::LEASES_BUCKET))
+        .await?;
+    assert_eq!(leases.info().await?.config.max_age, Duration::from_secs(9));
     Ok(())
 }

@@ -43,7 +43,7 @@ impl Leases {
         owner: &str,
     ) -> Result<Self, CoordinatorError> {
         let kv = jetstream
-            .create_key_value(settings.expiring_bucket(
+            .create_or_update_key_value(settings.expiring_bucket(
                 shard::LEASES_BUCKET,
                 "Atelier shard leases: one owner per shard",
             ))

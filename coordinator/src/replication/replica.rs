@@ -187,6 +187,10 @@ impl Snapshots {
         jetstream: &jetstream::Context,
         settings: &ReplicationSettings,
     ) -> Result<Self, CoordinatorError> {
+        // One made before is taken as it is (its copies are raised at start, `copies`).
+        if let Ok(store) = jetstream.get_object_store(shard::SNAPSHOTS_BUCKET).await {
+            return Ok(Self { store });
+        }
         let store = jetstream
             .create_object_store(object_store::Config {
                 bucket: shard::SNAPSHOTS_BUCKET.to_string(),
