@@ -190,6 +190,7 @@ pub async fn start_coordinator(
     let mut blobs = BlobDir::open(config.blob_dir())?;
     let mut holding = None;
     if let Some(settings) = config.replication {
+        warn_of_a_store_of_its_own(&config.data_dir);
         let durable = patiently("opening the replicated store's blob bucket", || async {
             Ok(atelier_transport::BlobBucket::ensure_durable(
                 &client,
@@ -253,6 +254,16 @@ pub async fn start_coordinator(
     tasks.push(intake::run_intake(jetstream, front.clone()));
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), shards = count, "coordinator ready");
     Ok(CoordinatorHandle { tasks, front, held })
+}
+
+/// Says so when the data directory also holds a store of its own, which a replicated store does
+/// not read: its workbenches and jobs are not served while the store is replicated.
+fn warn_of_a_store_of_its_own(data_dir: &std::path::Path) {
+    let own = data_dir.join("db");
+    let holds_something = std::fs::read_dir(&own).is_ok_and(|mut entries| entries.next().is_some());
+    if holds_something {
+        tracing::warn!(store = %own.display(), "this data directory holds a store of its own, which a replicated store does not read: its workbenches and jobs are not served while replicated_store is on (start without it to serve them again; moving them into a replicated store is not built)");
+    }
 }
 
 /// How long start-up waits for JetStream to answer: a server that has just restarted, or

@@ -526,3 +526,24 @@ async fn a_coordinator_restarted_with_another_lease_takes_it() -> anyhow::Result
     assert_eq!(leases.info().await?.config.max_age, Duration::from_secs(9));
     Ok(())
 }
+
+/// A data directory whose coordinator ran with a store of its own, started again with a
+/// replicated store: the coordinator says that store is not served (its workbenches would
+/// otherwise seem gone), and started without it again, serves them as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_of_its_own_is_named_when_the_store_becomes_replicated() -> anyhow::Result<()> {
+    let mut cluster = Cluster::start_synced(&[], &[])?;
+    cluster.cli_ok(&["wb", "create", "mine"])?;
+    cluster.kill_coordinator();
+    cluster.start_coordinator_with_env(&replicated())?;
+    let log = cluster.logs();
+    assert!(
+        log.contains("this data directory holds a store of its own"),
+        "{log}"
+    );
+    assert!(!cluster.cli_ok(&["wb", "list"])?.stdout.contains("mine"));
+    cluster.kill_coordinator();
+    cluster.start_coordinator()?;
+    assert!(cluster.cli_ok(&["wb", "list"])?.stdout.contains("mine"));
+    Ok(())
+}
