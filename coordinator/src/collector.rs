@@ -64,7 +64,7 @@ impl HostCollector {
 }
 
 /// How long a collection waits for every coordinator's host to be swept.
-const SWEEP_PATIENCE: Duration = Duration::from_secs(120);
+const SWEEP_PATIENCE: Duration = Duration::from_secs(30);
 
 fn unavailable(what: &str, error: impl std::fmt::Display) -> ErrorBody {
     ErrorBody::new(

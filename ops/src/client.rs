@@ -25,6 +25,16 @@ pub use watch::WatchOutput;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A verb that may work for minutes (a garbage collection over every host and a large bucket):
+/// waited for while the coordinator says it is at it.
+pub(crate) const LONG: Policy = Policy {
+    attempts: 1,
+    idle_timeout: Duration::from_secs(30),
+    max_duration: Duration::from_secs(3600),
+    backoff: Duration::ZERO,
+    progress: true,
+};
+
 /// A message to submit as a job.
 #[derive(Debug)]
 pub struct Submission<'a> {
@@ -76,7 +86,15 @@ pub(crate) fn coded(error: ErrorBody) -> anyhow::Error {
 
 impl Client {
     pub(crate) async fn call<V: Verb>(&self, request: &V) -> anyhow::Result<V::Reply> {
-        atelier_transport::request(&self.nats, request, Policy::once(TIMEOUT))
+        self.call_with(request, Policy::once(TIMEOUT)).await
+    }
+
+    pub(crate) async fn call_with<V: Verb>(
+        &self,
+        request: &V,
+        policy: Policy,
+    ) -> anyhow::Result<V::Reply> {
+        atelier_transport::request(&self.nats, request, policy)
             .await
             .map_err(coded)
     }

@@ -199,10 +199,10 @@ impl Client {
     }
 
     pub async fn collect_garbage(&self) -> anyhow::Result<Collected> {
-        self.call(&CollectGarbage {
+        let request = CollectGarbage {
             v: PROTOCOL_VERSION,
-        })
-        .await
+        };
+        self.call_with(&request, crate::client::LONG).await
     }
 
     /// Follows a job to its end, printing progress (or the final view as JSON).
