@@ -179,6 +179,18 @@ pub async fn start_coordinator(
     // their last owner, and JetStream may not answer for a while then (the intake attaches with
     // retries).
     let replicas = config.replication.map_or(1, |settings| settings.replicas);
+    if replicas > 1 && client.server_info().cluster.is_none() {
+        return Err(CoordinatorError::Rejected(
+            atelier_messages::ErrorBody::new(
+                atelier_messages::ErrorCode::ValidationFailed,
+                format!(
+                    "store_replicas = {replicas} needs a cluster of at least {replicas} NATS servers \
+                 with JetStream, and the server this coordinator reached is not in a cluster: \
+                 connect to the cluster, or set store_replicas = 1 for a single server"
+                ),
+            ),
+        ));
+    }
     patiently("creating the streams", || {
         intake::ensure_streams(&jetstream, replicas)
     })

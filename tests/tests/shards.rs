@@ -427,6 +427,8 @@ fn a_coordinator_refuses_replication_settings_out_of_range() -> anyhow::Result<(
         ("ATELIER_STORE_LEASE_MS", "100"),
         ("ATELIER_STORE_REPLICAS", "0"),
         ("ATELIER_STORE_SNAPSHOT_ENTRIES", "0"),
+        // Three copies on one server that is not in a cluster.
+        ("ATELIER_STORE_REPLICAS", "3"),
     ] {
         let data = dir.path().join(format!("data-{setting}-{value}"));
         let data = data.to_string_lossy();
