@@ -2,11 +2,13 @@
 //! the host's blob directory and its workers' table databases, which are caches there: a large
 //! blob's durable copy is in the replicated store's bucket, a small one's in its shard's store.
 //! So what is kept is the union of the digests every shard references, gathered a page at a
-//! time from each ([`FrontDoor::references`](crate::front_door::FrontDoor::references)), and whatever was written within a grace period: another
-//! shard's write may be between storing its blob here and referencing it, and no order between
-//! shards says otherwise. The blobs of a shard another coordinator holds now are kept as long
-//! as that shard references them. Every coordinator sweeps its own host: the one a collection
-//! reaches asks them all ([`sweep_every_host`]) and adds up their answers.
+//! time from each ([`FrontDoor::references`]), and whatever was written within a grace period:
+//! another shard's write may be between storing its blob here and referencing it, and no order
+//! between shards says otherwise. The blobs of a shard another coordinator holds now are kept
+//! as long as that shard references them. Every coordinator sweeps its own host: the one a
+//! collection reaches asks them all ([`sweep_every_host`]) and adds up their answers.
+//!
+//! [`FrontDoor::references`]: crate::front_door::FrontDoor::references
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -15,9 +15,9 @@ use super::{FrontDoor, anywhere};
 use crate::storage::blocking;
 
 impl FrontDoor {
-    /// Garbage collection: a replicated deployment's sweeps this host's caches against every
-    /// shard's references ([`HostCollector`]); a store of this data directory's own is swept
-    /// by its one shard, in the order of its writes.
+    /// Garbage collection: a replicated deployment's has every host's caches swept against
+    /// every shard's references ([`crate::collector`]), then the store's bucket; a store of
+    /// this data directory's own is swept by its one shard, in the order of its writes.
     pub(super) async fn collect_garbage(
         &self,
         request: CollectGarbage,
