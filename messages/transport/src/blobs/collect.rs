@@ -11,10 +11,13 @@
 //!   before the references were gathered, by a tombstone written under the same check, then
 //!   the object's chunks.
 //!
+//! Chunks no object names (an upload that died before its metadata, a removal whose purge
+//! failed) are removed too, once their last chunk is older than the grace period.
+//!
 //! A writer that references an object within half the grace period of reading it (far more
 //! than any write takes) is thus never left with a removed object, whichever comes first.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
 
 use async_nats::datetime::{self, DateTime};
@@ -58,6 +61,9 @@ pub struct BucketSwept {
     pub removed: u64,
     pub freed_bytes: u64,
     pub kept: u64,
+    /// Sets of chunks no object's metadata names (an upload that died before writing it, a
+    /// removal whose purge failed), removed.
+    pub orphans: u64,
 }
 
 /// An object's metadata as last written, and the stream sequence of that write.
@@ -190,12 +196,14 @@ impl BlobBucket {
         let mut listed = (self.store.list().await)
             .map_err(|error| unavailable(self.name, "list its objects", error))?;
         let mut candidates = Vec::new();
+        let mut live = HashSet::new();
         let mut swept = BucketSwept::default();
         while let Some(info) = listed.next().await {
             let info = info.map_err(|error| unavailable(self.name, "list its objects", error))?;
             if info.deleted {
                 continue;
             }
+            live.insert(info.nuid.clone());
             match referenced.contains(&info.name) || !older_than(&info, cutoff) {
                 true => swept.kept += 1,
                 false => candidates.push(info.name),
@@ -210,7 +218,58 @@ impl BlobBucket {
                 None => swept.kept += 1,
             }
         }
+        swept.orphans = self.remove_orphan_chunks(&live, cutoff).await?;
         Ok(swept)
+    }
+
+    /// Removes the chunks of every upload no listed object names (`live`: the listed objects'
+    /// upload ids) whose last chunk is older than `cutoff`; an upload under way, whose chunks
+    /// are new, is left alone. How many uploads' chunks were removed.
+    async fn remove_orphan_chunks(
+        &self,
+        live: &HashSet<String>,
+        cutoff: Option<DateTime>,
+    ) -> Result<u64, ErrorBody> {
+        let freshness = self.freshness()?;
+        let Some(cutoff) = cutoff else {
+            return Ok(0);
+        };
+        let prefix = format!("$O.{}.C.", self.name);
+        let mut subjects = (freshness
+            .stream
+            .info_with_subjects(format!("{prefix}>"))
+            .await)
+            .map_err(|error| unavailable(self.name, "list its chunks", error))?;
+        let mut orphans = Vec::new();
+        while let Some(entry) = subjects.next().await {
+            let (subject, _) =
+                entry.map_err(|error| unavailable(self.name, "list its chunks", error))?;
+            let nuid = subject.strip_prefix(&prefix).unwrap_or_default();
+            if !nuid.is_empty() && !live.contains(nuid) {
+                orphans.push(subject);
+            }
+        }
+        let mut removed = 0;
+        for subject in orphans {
+            let last = freshness
+                .stream
+                .get_last_raw_message_by_subject(&subject)
+                .await;
+            if !last.is_ok_and(|message| message.time < cutoff) {
+                continue;
+            }
+            (freshness.stream.purge().filter(&subject).await)
+                .map_err(|error| unavailable(self.name, "remove orphan chunks", error))?;
+            removed += 1;
+        }
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                bucket = self.name,
+                "chunks no object names removed"
+            );
+        }
+        Ok(removed)
     }
 
     /// Removes object `digest` if it is still older than `cutoff` when its tombstone is
@@ -368,6 +427,47 @@ mod tests {
         let referenced = BTreeSet::from([object.digest.clone()]);
         let swept = bucket.collect(&referenced, later).await;
         let swept = swept.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((swept.removed, swept.kept), (0, 1));
+        assert_eq!((swept.removed, swept.kept, swept.orphans), (0, 1, 0));
+    }
+
+    /// Chunks no object names (an upload that died before its metadata) are removed once
+    /// older than the grace period; new ones (an upload under way) and a live object's stay.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn chunks_no_object_names_are_removed_once_old() {
+        let (_server, client) = server().await;
+        let grace = Duration::from_secs(60);
+        let bucket =
+            (BlobBucket::ensure_durable(&client, 1, grace).await).unwrap_or_else(|e| panic!("{e}"));
+        let bytes = vec![3u8; 50_000];
+        let object = blob(&bytes);
+        let put = bucket.put_bytes(&bytes, &object).await;
+        put.unwrap_or_else(|e| panic!("{e}"));
+        let jetstream = async_nats::jetstream::new(client.clone());
+        let orphan = format!("$O.{}.C.deadupload", bucket.name);
+        let published = jetstream
+            .publish(orphan.clone(), vec![1u8; 10].into())
+            .await;
+        let acked = published.unwrap_or_else(|e| panic!("{e}")).await;
+        acked.unwrap_or_else(|e| panic!("{e}"));
+        let referenced = BTreeSet::from([object.digest.clone()]);
+
+        let now = bucket.collect(&referenced, SystemTime::now()).await;
+        assert_eq!(now.unwrap_or_else(|e| panic!("{e}")).orphans, 0);
+        let later = SystemTime::now() + grace * 2;
+        let swept = bucket.collect(&referenced, later).await;
+        let swept = swept.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((swept.orphans, swept.removed, swept.kept), (1, 0, 1));
+        let freshness = bucket.freshness().unwrap_or_else(|e| panic!("{e}"));
+        let left = freshness
+            .stream
+            .get_last_raw_message_by_subject(&orphan)
+            .await;
+        assert!(left.is_err(), "the orphan chunk is gone");
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let target = dir.path().join("blob");
+        let fetched = bucket.fetch_to(&object, &target, false).await;
+        fetched.unwrap_or_else(|e| panic!("{e}"));
+        let read = std::fs::read(&target).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read, bytes);
     }
 }
