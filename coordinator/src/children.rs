@@ -15,6 +15,7 @@ use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, decode, subjects}
 use atelier_transport::headers::format_of;
 use futures::{Stream, StreamExt};
 
+use crate::error::unavailable;
 use crate::front_door::FrontDoor;
 
 /// A child's end, as its `finished` event or its record tells it.
@@ -43,13 +44,6 @@ impl ChildEnd {
 pub struct Children {
     client: async_nats::Client,
     front: FrontDoor,
-}
-
-fn unavailable(what: &str, error: impl std::fmt::Display) -> ErrorBody {
-    ErrorBody::new(
-        ErrorCode::ToolWorkerUnavailable,
-        format!("could not {what}: {error}"),
-    )
 }
 
 impl Children {

@@ -23,7 +23,7 @@ use atelier_transport::headers::{format_of, with_format};
 use futures::StreamExt;
 
 use crate::blobs::{BlobDir, Swept, sweep_tables};
-use crate::error::CoordinatorError;
+use crate::error::{CoordinatorError, unavailable};
 
 /// This host's caches and how long a new file in them is kept whatever references it.
 #[derive(Debug, Clone)]
@@ -67,13 +67,6 @@ impl HostCollector {
 
 /// How long a collection waits for every coordinator's host to be swept.
 const SWEEP_PATIENCE: Duration = Duration::from_secs(30);
-
-fn unavailable(what: &str, error: impl std::fmt::Display) -> ErrorBody {
-    ErrorBody::new(
-        ErrorCode::ToolWorkerUnavailable,
-        format!("could not {what}: {error}; is JetStream enabled on the NATS server?"),
-    )
-}
 
 /// Asks every coordinator alive to sweep its host ([`SweepHost`]) and adds up their answers;
 /// one that does not answer within [`SWEEP_PATIENCE`] is counted in `hosts_unanswered`. The

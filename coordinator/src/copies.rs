@@ -34,13 +34,10 @@ fn every_stream() -> Vec<String> {
 /// Raises every stream there is with fewer than `replicas` copies.
 pub async fn raise_all(js: &jetstream::Context, replicas: usize) {
     for name in every_stream() {
-        let Ok(mut made) = js.get_stream(&name).await else {
+        let Ok(made) = js.get_stream(&name).await else {
             continue;
         };
-        let Ok(info) = made.info().await else {
-            continue;
-        };
-        let existing = info.config.clone();
+        let existing = made.cached_info().config.clone();
         if existing.num_replicas < replicas {
             raise(js, existing, replicas).await;
         }

@@ -51,3 +51,11 @@ pub(crate) fn io_error(
         source,
     }
 }
+
+/// A NATS call that failed: `TOOL_WORKER_UNAVAILABLE`, saying what could not be done.
+pub(crate) fn unavailable(what: &str, error: impl std::fmt::Display) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ToolWorkerUnavailable,
+        format!("could not {what}: {error}"),
+    )
+}
