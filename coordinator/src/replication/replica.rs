@@ -188,17 +188,14 @@ impl Snapshots {
         settings: &ReplicationSettings,
     ) -> Result<Self, CoordinatorError> {
         // One made before is taken as it is (its copies are raised at start, `copies`).
-        if let Ok(store) = jetstream.get_object_store(shard::SNAPSHOTS_BUCKET).await {
-            return Ok(Self { store });
-        }
-        let store = jetstream
-            .create_object_store(object_store::Config {
-                bucket: shard::SNAPSHOTS_BUCKET.to_string(),
-                description: Some("Atelier shard snapshots (docs/adr/0014)".to_string()),
-                storage: settings.storage(),
-                num_replicas: settings.replicas,
-                ..Default::default()
-            })
+        let config = object_store::Config {
+            bucket: shard::SNAPSHOTS_BUCKET.to_string(),
+            description: Some("Atelier shard snapshots (docs/adr/0014)".to_string()),
+            storage: settings.storage(),
+            num_replicas: settings.replicas,
+            ..Default::default()
+        };
+        let store = atelier_transport::blobs::object_store_or_create(jetstream, config)
             .await
             .map_err(|error| nats_error("the snapshots bucket")(error.to_string()))?;
         Ok(Self { store })

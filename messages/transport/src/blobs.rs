@@ -104,6 +104,18 @@ fn unavailable(name: &str, what: &str, error: impl std::fmt::Display) -> ErrorBo
     )
 }
 
+/// The object store `config.bucket` as it was made, or made with `config` when missing: a
+/// store made before keeps its settings (creating it again with others would be refused).
+pub async fn object_store_or_create(
+    jetstream: &async_nats::jetstream::Context,
+    config: object_store::Config,
+) -> Result<ObjectStore, async_nats::jetstream::context::CreateObjectStoreError> {
+    if let Ok(store) = jetstream.get_object_store(&config.bucket).await {
+        return Ok(store);
+    }
+    jetstream.create_object_store(config).await
+}
+
 impl BlobBucket {
     /// Opens the bucket, creating it with `replicas` copies when missing (the coordinator does
     /// at start).
@@ -111,24 +123,14 @@ impl BlobBucket {
         let jetstream = async_nats::jetstream::new(client.clone());
         let max_payload = client.server_info().max_payload;
         let name = BLOB_BUCKET;
-        if let Ok(store) = jetstream.get_object_store(name).await {
-            return Ok(Self {
-                store,
-                name,
-                max_payload,
-                uploads: Uploads::default(),
-                freshness: None,
-            });
-        }
-        let store = jetstream
-            .create_object_store(object_store::Config {
-                bucket: name.to_string(),
-                description: Some("Atelier blobs in transit, named by sha256".to_string()),
-                max_age: OBJECT_MAX_AGE,
-                num_replicas: replicas,
-                ..Default::default()
-            })
-            .await
+        let config = object_store::Config {
+            bucket: name.to_string(),
+            description: Some("Atelier blobs in transit, named by sha256".to_string()),
+            max_age: OBJECT_MAX_AGE,
+            num_replicas: replicas,
+            ..Default::default()
+        };
+        let store = (object_store_or_create(&jetstream, config).await)
             .map_err(|error| unavailable(name, "create", error))?;
         Ok(Self {
             store,
@@ -150,20 +152,14 @@ impl BlobBucket {
     ) -> Result<Self, ErrorBody> {
         let jetstream = async_nats::jetstream::new(client.clone());
         let name = BLOB_STORE_BUCKET;
-        let store = match jetstream.get_object_store(name).await {
-            Ok(store) => store,
-            Err(_) => jetstream
-                .create_object_store(object_store::Config {
-                    bucket: name.to_string(),
-                    description: Some(
-                        "Atelier blobs of a replicated store, named by sha256".into(),
-                    ),
-                    num_replicas: replicas,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|error| unavailable(name, "create", error))?,
+        let config = object_store::Config {
+            bucket: name.to_string(),
+            description: Some("Atelier blobs of a replicated store, named by sha256".into()),
+            num_replicas: replicas,
+            ..Default::default()
         };
+        let store = (object_store_or_create(&jetstream, config).await)
+            .map_err(|error| unavailable(name, "create", error))?;
         let freshness = collect::Freshness::open(&jetstream, name, grace).await?;
         Ok(Self {
             store,
