@@ -610,6 +610,19 @@ async fn garbage_collection_keeps_what_any_shard_references() -> anyhow::Result<
     assert!(cached.iter().all(|path| path.exists()), "{cached:?}");
     let text = cluster.cli_ok(&["gc"])?;
     assert!(text.stdout.contains("on 2 hosts"), "{}", text.stdout);
+    // Garbage on the hosts' subject gets a code, and the coordinators go on.
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let reply = atelier_tests::nats_request(
+        &client,
+        subjects::shard::SWEEP_HOST,
+        b"{not json".to_vec(),
+        true,
+    )
+    .await?;
+    let reply: serde_json::Value = serde_json::from_slice(&reply)?;
+    assert_eq!(reply["error"]["code"], "VALIDATION_FAILED", "{reply}");
+    let collected: serde_json::Value = cluster.cli_ok(&["gc", "--json"])?.json()?;
+    assert_eq!(collected["hosts"], 2, "{collected}");
     Ok(())
 }
 
