@@ -13,8 +13,10 @@
 //! before anything is built ([`check`]): a profile's key goes only to that profile's base URL,
 //! the `openai_api_key` only to the configured OpenAI base URL, the `anthropic_api_key` (or
 //! `ANTHROPIC_API_KEY`) only to the configured Anthropic base URL, and an `openai-compat:`
-//! server named in a spec never gets a key; an ad-hoc `openai-compat:` URL beyond this machine is
-//! refused unless the operator allows ad-hoc URLs; `replay:` reads only files in the configured
+//! server named in a spec never gets a key; an ad-hoc `openai-compat:` URL is read with the HTTP
+//! client's own parser and refused when it is not http(s), carries credentials, or (unless the
+//! operator allows ad-hoc URLs) names a host other than `localhost` or a loopback address,
+//! host names never being looked up (see `url_check`); `replay:` reads only files in the configured
 //! replay directory; an unknown profile is refused. A refused spec is `MODEL_NOT_ALLOWED`.
 
 use std::collections::BTreeMap;
@@ -32,6 +34,7 @@ use crate::replay::ReplayProvider;
 use crate::text_tools::ToolMode;
 
 mod profile;
+mod url_check;
 pub use profile::{ModelProfile, ProfileKind};
 
 const DEFAULT_MAX_RETRIES: u32 = 3;
@@ -270,26 +273,6 @@ impl ProviderSettings {
     }
 }
 
-/// True when `url`'s host is this machine (`localhost`, `127.0.0.0/8`, `[::1]`).
-fn is_loopback_url(url: &str) -> bool {
-    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = after_scheme
-        .split(['/', '?', '#'])
-        .next()
-        .unwrap_or_default();
-    let host_port = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    let host = match host_port.strip_prefix('[') {
-        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
-        None => host_port.split(':').next().unwrap_or_default(),
-    };
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 /// Parses `spec` and checks it against the operator's settings (see the module docs).
 pub fn check(spec: &str, settings: &ProviderSettings) -> Result<ModelSpec, AgentError> {
     let refuse = |reason: String| AgentError::NotAllowed {
@@ -320,12 +303,7 @@ pub fn check(spec: &str, settings: &ProviderSettings) -> Result<ModelSpec, Agent
             }
         }
         ModelSpec::OpenAiCompat { base_url, .. } => {
-            if !settings.allow_adhoc_urls && !is_loopback_url(base_url) {
-                return Err(refuse(format!(
-                    "ad-hoc model URLs beyond this machine are off ({base_url}); the operator can \
-                     allow them with `allow_adhoc_model_urls = true` in atelier.toml"
-                )));
-            }
+            url_check::check_adhoc_url(base_url, settings.allow_adhoc_urls).map_err(refuse)?;
         }
         ModelSpec::Replay { path } => {
             let Some(dir) = &settings.replay_dir else {

@@ -16,6 +16,13 @@ use crate::window::{ServerProbe, Window};
 /// The base URL of the OpenAI API.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
+/// The URL a client at `base_url` posts each turn to: `{base_url}/chat/completions`, a trailing
+/// `/` of the base dropped. The ad-hoc URL check ([`crate::spec::check`]) parses this very
+/// string with the HTTP client's own parser, so the host checked is the host requested.
+pub(crate) fn chat_completions_url(base_url: &str) -> String {
+    format!("{}/chat/completions", base_url.trim_end_matches('/'))
+}
+
 /// The OpenAI API itself, or a server that speaks its Chat Completions dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
@@ -54,11 +61,7 @@ impl OpenAiProvider {
             Flavor::OpenAi => format!("openai:{model}"),
             Flavor::Compatible => format!("openai-compat:{base_url}#{model}"),
         };
-        let endpoint = Endpoint::new(
-            format!("{base_url}/chat/completions"),
-            &options,
-            Auth::Bearer,
-        )?;
+        let endpoint = Endpoint::new(chat_completions_url(base_url), &options, Auth::Bearer)?;
         if flavor == Flavor::OpenAi && !endpoint.has_key() {
             return Err(AgentError::NotConfigured(format!(
                 "`{label}` needs an API key: set the OPENAI_API_KEY environment variable \

@@ -47,4 +47,5 @@ mod small_model_tests;
 mod tests;
 
 pub use crate::http::{ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, RetryPolicy};
+pub(crate) use client::chat_completions_url;
 pub use client::{DEFAULT_BASE_URL, Flavor, OpenAiProvider};

@@ -31,6 +31,7 @@ mod server;
 
 pub use fit::{Dropped, fit};
 pub use server::ServerProbe;
+pub(crate) use server::probe_urls;
 
 use crate::AgentError;
 use crate::provider::ChatMessage;

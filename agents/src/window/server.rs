@@ -19,6 +19,32 @@ struct Facts {
     tokenizer: bool,
 }
 
+/// llama.cpp's settings, under the server's root.
+const PROPS: &str = "props";
+/// llama.cpp's tokenizer, under the server's root.
+const TOKENIZE: &str = "tokenize";
+/// Ollama's model details, under the server's root.
+const API_SHOW: &str = "api/show";
+
+/// The server's root behind `base_url` (…`/v1`): its trailing `/` and a final `/v1` dropped.
+fn server_root(base_url: &str) -> &str {
+    let base = base_url.trim_end_matches('/');
+    base.strip_suffix("/v1").unwrap_or(base)
+}
+
+/// The URL of `path` under a server's `root`.
+fn probe_url(root: &str, path: &str) -> String {
+    format!("{root}/{path}")
+}
+
+/// Every URL a probe of the server behind `base_url` may ask. The ad-hoc URL check
+/// ([`crate::spec::check`]) parses these very strings, so the hosts checked are the hosts
+/// requested.
+pub(crate) fn probe_urls(base_url: &str) -> [String; 3] {
+    let root = server_root(base_url);
+    [PROPS, TOKENIZE, API_SHOW].map(|path| probe_url(root, path))
+}
+
 /// One server's window and tokenizer, asked once.
 #[derive(Debug)]
 pub struct ServerProbe {
@@ -35,8 +61,7 @@ impl ServerProbe {
     /// A probe of the server behind `base_url` (…`/v1`) serving `model`; `api_key` goes only to
     /// that server, as with its chat requests.
     pub fn new(base_url: &str, model: &str, api_key: Option<String>) -> Self {
-        let base = base_url.trim_end_matches('/');
-        let root = base.strip_suffix("/v1").unwrap_or(base).to_string();
+        let root = server_root(base_url).to_string();
         // reqwest is built without a crypto provider; installing ring twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
@@ -63,7 +88,7 @@ impl ServerProbe {
             return None;
         }
         let reply = self
-            .post("tokenize", &json!({"content": text, "add_special": true}))
+            .post(TOKENIZE, &json!({"content": text, "add_special": true}))
             .await?;
         let tokens = reply.get("tokens")?.as_array()?.len();
         u64::try_from(tokens).ok()
@@ -96,7 +121,7 @@ impl ServerProbe {
 
     /// llama.cpp: `GET /props` → `default_generation_settings.n_ctx` (a slot's window).
     async fn llama_cpp(&self) -> Option<Facts> {
-        let props = self.get("props").await?;
+        let props = self.get(PROPS).await?;
         let window = props
             .get("default_generation_settings")?
             .get("n_ctx")?
@@ -109,7 +134,7 @@ impl ServerProbe {
 
     /// Ollama: `POST /api/show` → the `num_ctx` the model is run with, when it sets one.
     async fn ollama(&self) -> Option<Facts> {
-        let show = self.post("api/show", &json!({"model": self.model})).await?;
+        let show = self.post(API_SHOW, &json!({"model": self.model})).await?;
         let parameters = show.get("parameters")?.as_str()?;
         let window = parameters.lines().find_map(|line| {
             let mut words = line.split_whitespace();
@@ -124,7 +149,7 @@ impl ServerProbe {
     }
 
     async fn get(&self, path: &str) -> Option<Value> {
-        let request = self.client.as_ref()?.get(format!("{}/{path}", self.root));
+        let request = self.client.as_ref()?.get(probe_url(&self.root, path));
         self.json(request).await
     }
 
@@ -132,7 +157,7 @@ impl ServerProbe {
         let request = self
             .client
             .as_ref()?
-            .post(format!("{}/{path}", self.root))
+            .post(probe_url(&self.root, path))
             .json(body);
         self.json(request).await
     }
