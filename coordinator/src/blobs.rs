@@ -116,6 +116,12 @@ impl BlobDir {
         Ok(true)
     }
 
+    /// Where uploads received in pieces are kept until whole ([`crate::pieces`]); its files are
+    /// not named by digests, so a sweep passes them by.
+    pub fn uploads_dir(&self) -> PathBuf {
+        self.root.join("uploads")
+    }
+
     fn path_of(&self, digest: &str) -> PathBuf {
         self.root.join(&digest[..2]).join(digest)
     }
@@ -173,6 +179,30 @@ impl BlobDir {
                 .map_err(io_error(&dir))?;
         }
         Ok(digest)
+    }
+
+    /// Takes the checked file `part` (in [`BlobDir::uploads_dir`], on this file system) as the
+    /// blob `digest`, durably: renamed into place and its directory fsynced (the caller
+    /// fsynced the file). A blob already here stays as it is and `part` is removed.
+    pub fn adopt(&self, part: &Path, digest: &str) -> Result<PathBuf, CoordinatorError> {
+        let Some(target) = self.path_for(digest) else {
+            return Err(atelier_messages::ErrorBody::new(
+                atelier_messages::ErrorCode::ValidationFailed,
+                format!("blob digest {digest:?} is not a lower-case hex sha256"),
+            )
+            .into());
+        };
+        if target.exists() {
+            std::fs::remove_file(part).map_err(io_error(part))?;
+            return Ok(target);
+        }
+        let dir = self.root.join(&digest[..2]);
+        std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        std::fs::rename(part, &target).map_err(io_error(&target))?;
+        std::fs::File::open(&dir)
+            .and_then(|handle| handle.sync_all())
+            .map_err(io_error(&dir))?;
+        Ok(target)
     }
 
     /// Reads a blob; `None` when absent or the digest is malformed.

@@ -21,12 +21,8 @@ fn every_stream() -> Vec<String> {
     .to_vec();
     names.extend([shard::LEASES_BUCKET, shard::MEMBERS_BUCKET].map(|kv| format!("KV_{kv}")));
     names.extend(
-        [
-            subjects::BLOB_BUCKET,
-            subjects::BLOB_STORE_BUCKET,
-            shard::SNAPSHOTS_BUCKET,
-        ]
-        .map(|objects| format!("OBJ_{objects}")),
+        [subjects::BLOB_STORE_BUCKET, shard::SNAPSHOTS_BUCKET]
+            .map(|objects| format!("OBJ_{objects}")),
     );
     names
 }

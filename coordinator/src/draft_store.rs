@@ -6,10 +6,9 @@
 //! manifests that changes swap atomically, so the handle runs them on the blocking pool
 //! directly instead of queueing them behind writes.
 //!
-//! Files too large to travel inline arrive staged in the blob bucket (see
-//! [`atelier_transport::blobs`]): the handle imports them into the blob directory, streamed and
-//! digest-verified, before the change that references them is queued, and stages stored blobs
-//! in the bucket for workers that do not share the blob directory.
+//! Files too large to travel inline arrive in pieces (`atelier.store.upload`, [`crate::pieces`]):
+//! the handle takes each into the blob directory once its digest checks, and a change that
+//! names one (`FileContent::staged`) finds it there, or in a replicated store's bucket.
 //!
 //! The orchestrator reaches the store through a [`DraftStoreHandle`] in the same process; the
 //! `atelier.store.*` verbs (see `store_service`) are the same handle behind NATS for clients
@@ -21,8 +20,8 @@ use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::job::JobSubmit;
 use atelier_messages::shard::References;
 use atelier_messages::store::{
-    BlobRef, DraftDiff, FileContent, Listing, ManifestEntry, Published, View, WorkbenchInfo,
-    Written,
+    DraftDiff, FileContent, Listing, ManifestEntry, Published, UploadBlob, Uploaded, View,
+    WorkbenchInfo, Written,
 };
 use atelier_messages::tool::DraftChanges;
 use atelier_messages::workshop::{
@@ -30,16 +29,15 @@ use atelier_messages::workshop::{
     Regenerated, Restored, Rewound,
 };
 use atelier_messages::{ErrorBody, ErrorCode};
-use atelier_transport::BlobBucket;
-use atelier_transport::blobs::blob_of_bytes;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{Notify, oneshot};
 
 use crate::JobDefaults;
+use crate::blobs::is_digest;
 use crate::error::CoordinatorError;
 use crate::jobs::JobRecord;
 use crate::storage::blocking;
-use crate::workbench::{Accepted, AppliedCall, BlobSource, RewindDraft, TurnEnd, Workbenches};
+use crate::workbench::{Accepted, AppliedCall, RewindDraft, TurnEnd, Workbenches};
 
 /// A change to run against the workbenches, serialized by the actor.
 type Change = Box<dyn FnOnce(&Workbenches) + Send>;
@@ -48,8 +46,6 @@ type Change = Box<dyn FnOnce(&Workbenches) + Send>;
 #[derive(Debug, Clone)]
 pub struct DraftStoreConfig {
     pub workbenches: Workbenches,
-    /// The blob bucket large files travel through (`None`: inline files only).
-    pub bucket: Option<BlobBucket>,
     /// Told after every change (the workshop events' publisher waits on it).
     pub changed: Arc<Notify>,
 }
@@ -108,7 +104,6 @@ impl Actor for DraftStore {
 pub struct DraftStoreHandle {
     actor: ActorRef<DraftStoreMsg>,
     workbenches: Workbenches,
-    bucket: Option<BlobBucket>,
 }
 
 impl DraftStoreHandle {
@@ -116,18 +111,10 @@ impl DraftStoreHandle {
         config: DraftStoreConfig,
     ) -> Result<(Self, tokio::task::JoinHandle<()>), CoordinatorError> {
         let workbenches = config.workbenches.clone();
-        let bucket = config.bucket.clone();
         let (actor, join) = Actor::spawn(None, DraftStore, config)
             .await
             .map_err(|error| CoordinatorError::Actor(error.to_string()))?;
-        Ok((
-            Self {
-                actor,
-                workbenches,
-                bucket,
-            },
-            join,
-        ))
+        Ok((Self { actor, workbenches }, join))
     }
 
     pub fn stop(&self) {
@@ -176,61 +163,31 @@ impl DraftStoreHandle {
         self.change(move |wb| wb.add(&workbench, files)).await
     }
 
-    /// Brings the files staged in the blob bucket into the blob directory (durably), so the
-    /// change that references them finds them there.
+    /// Checks that every staged file a change names is here (uploaded to this coordinator) or
+    /// in a replicated store's bucket (brought here, durably): `NOT_FOUND` otherwise.
     async fn import(&self, files: &[FileContent]) -> Result<(), ErrorBody> {
         for blob in files.iter().filter_map(|file| file.blob.as_ref()) {
-            let blobs = self.workbenches.blob_dir();
-            if blobs.has(&blob.digest, blob.size) {
-                continue;
-            }
-            let Some(target) = blobs.path_for(&blob.digest) else {
+            let blobs = self.workbenches.blob_dir().clone();
+            let (digest, size) = (blob.digest.clone(), blob.size);
+            if !is_digest(&digest) {
                 return Err(ErrorBody::new(
                     ErrorCode::ValidationFailed,
+                    format!("blob digest {digest:?} is not a lower-case hex sha256"),
+                ));
+            }
+            let here = blocking(move || Ok(blobs.fetch(&digest)? && blobs.has(&digest, size)));
+            if !here.await? {
+                return Err(ErrorBody::new(
+                    ErrorCode::NotFound,
                     format!(
-                        "blob digest {:?} is not a lower-case hex sha256",
-                        blob.digest
+                        "blob {} ({} bytes) is not in the store: upload it first \
+                         (atelier.store.upload)",
+                        blob.digest, blob.size
                     ),
                 ));
-            };
-            let Some(bucket) = &self.bucket else {
-                return Err(ErrorBody::new(
-                    ErrorCode::ValidationFailed,
-                    "this store takes files inline only (no blob bucket)",
-                ));
-            };
-            bucket.fetch_to(blob, &target, true).await?;
-            blobs.replicate(&target, blob).await?;
-            tracing::info!(digest = %blob.digest, size = blob.size, "blob imported from the bucket");
+            }
         }
         Ok(())
-    }
-
-    /// Puts a stored blob into the blob bucket for workers without the blob directory.
-    pub async fn stage(&self, digest: String) -> Result<BlobRef, ErrorBody> {
-        let Some(bucket) = self.bucket.clone() else {
-            return Err(ErrorBody::new(
-                ErrorCode::ValidationFailed,
-                "this store has no blob bucket; fetch blobs with atelier.store.blob",
-            ));
-        };
-        let source = self.read(move |wb| wb.blob_source(&digest)).await?;
-        match source {
-            BlobSource::Bytes(bytes) => {
-                let blob = blob_of_bytes(&bytes);
-                bucket.put_bytes(&bytes, &blob).await?;
-                Ok(blob)
-            }
-            BlobSource::File(path, size) => {
-                let digest = path
-                    .file_name()
-                    .map(|name| name.to_string_lossy().to_string())
-                    .unwrap_or_default();
-                let blob = BlobRef { digest, size };
-                bucket.put_file(&path, &blob).await?;
-                Ok(blob)
-            }
-        }
     }
 
     pub async fn publish(&self, workbench: String) -> Result<Published, ErrorBody> {
@@ -299,8 +256,50 @@ impl DraftStoreHandle {
         self.read(move |wb| wb.diff(&workbench)).await
     }
 
-    pub async fn blob(&self, digest: String) -> Result<Vec<u8>, ErrorBody> {
-        self.read(move |wb| wb.blob(&digest)).await
+    /// The piece of the blob `digest` at `offset`, `length` bytes long (none: the whole blob,
+    /// when it is at most one piece), and the blob's size.
+    pub async fn blob_piece(
+        &self,
+        digest: String,
+        offset: u64,
+        length: Option<u64>,
+    ) -> Result<(Vec<u8>, u64), ErrorBody> {
+        self.read(move |wb| {
+            let source = wb.blob_source(&digest)?;
+            crate::pieces::read_piece(source, &digest, offset, length)
+        })
+        .await
+    }
+
+    /// Receives a piece of an upload; the piece that completes it has the blob checked and
+    /// taken into the blob directory (and a replicated store's bucket), where `add` and draft
+    /// writes find it.
+    pub async fn upload(&self, request: UploadBlob) -> Result<Uploaded, ErrorBody> {
+        let blob = crate::pieces::check(&request).map_err(ErrorBody::from)?;
+        let whole = Uploaded {
+            received: blob.size,
+            complete: true,
+        };
+        let blobs = self.workbenches.blob_dir().clone();
+        if blobs.has(&blob.digest, blob.size) {
+            return Ok(whole);
+        }
+        let dir = blobs.uploads_dir();
+        let received = blocking(move || crate::pieces::receive(&dir, &request)).await?;
+        let part = match received {
+            crate::pieces::Received::Partial(received) => {
+                return Ok(Uploaded {
+                    received,
+                    complete: false,
+                });
+            }
+            crate::pieces::Received::Whole(part) => part,
+        };
+        let (adopting, digest) = (blobs.clone(), blob.digest.clone());
+        let target = blocking(move || adopting.adopt(&part, &digest)).await?;
+        blobs.replicate(&target, &blob).await?;
+        tracing::info!(digest = %blob.digest, size = blob.size, "upload received");
+        Ok(whole)
     }
 
     /// The recorded outcome of a call id already applied to `workbench`'s draft.

@@ -11,7 +11,7 @@ use atelier_messages::job::JobState;
 use atelier_messages::shard::{ListReferences, RecordSubmission};
 use atelier_messages::store::Done;
 use atelier_messages::subjects;
-use atelier_transport::{BlobBucket, Router, Routes};
+use atelier_transport::{Router, Routes};
 
 use crate::batches::Batches;
 use crate::blobs::BlobDir;
@@ -31,8 +31,6 @@ use crate::{workshop_events, workshop_service};
 pub(crate) struct Shared {
     pub client: async_nats::Client,
     pub jetstream: async_nats::jetstream::Context,
-    /// Where workers' blobs are staged.
-    pub bucket: BlobBucket,
     pub blobs: BlobDir,
     /// Jobs running at once in this process, whatever their shard.
     pub slots: Arc<tokio::sync::Semaphore>,
@@ -74,7 +72,6 @@ impl Engine {
                 .with_checkpoints_kept(config.checkpoints_kept)
                 .with_stale_draft_after(config.stale_draft_after)
                 .with_table_cache(config.table_cache_dir()),
-            bucket: Some(shared.bucket.clone()),
             changed,
         })
         .await?;

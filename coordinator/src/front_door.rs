@@ -14,6 +14,7 @@ use atelier_messages::batch::{
     CancelBatch, GetBatch, ListBatches, ListTargets, RetryBatch, SettleBatch, SubmitBatch,
     UpdateBatch,
 };
+use atelier_messages::feed::ReadEvents;
 use atelier_messages::job::{
     ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobView, ListJobs, MAX_LISTED_JOBS,
     Ping, Pong, ResumeJob,
@@ -22,7 +23,7 @@ use atelier_messages::review::ReviewDraft;
 use atelier_messages::shard::{SweepHost, shard_of};
 use atelier_messages::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles,
-    ListWorkbenches, PublishDraft, ReadFile, SetApprovals, StageBlob, WriteDraft,
+    ListWorkbenches, PublishDraft, ReadFile, SetApprovals, UploadBlob, WriteDraft,
 };
 use atelier_messages::subjects::shard::SWEEP_HOST;
 use atelier_messages::subjects::{self, batch, ctl, store, workshop};
@@ -231,21 +232,6 @@ impl FrontDoor {
         Err(none_found(not_found))
     }
 
-    /// `request` answered by the first shard, in shard order, that does not answer
-    /// `NOT_FOUND`: asked one at a time, for a verb with an effect that more than one shard
-    /// could have (staging a blob several shards hold), so that every coordinator's request
-    /// reaches the same shard and no two processes act on one thing at once.
-    async fn find_in_order<V: Verb>(&self, request: &V) -> Result<V::Reply, ErrorBody> {
-        let mut not_found = None;
-        for shard in 0..self.inner.count {
-            match self.forward(shard, request).await {
-                Err(error) if error.code == ErrorCode::NotFound => not_found = Some(error),
-                answer => return answer,
-            }
-        }
-        Err(none_found(not_found))
-    }
-
     /// `request` about job `job_id`, answered by the job's shard: the one remembered, else the
     /// one found by asking them all (remembered from then on).
     async fn to_job<V: Verb>(&self, job_id: &str, request: &V) -> Result<V::Reply, ErrorBody> {
@@ -320,10 +306,8 @@ impl FrontDoor {
             .route(by_workbench::<DiscardDraft>)
             .route(by_workbench::<WriteDraft>)
             .route(by_workbench::<SetApprovals>)
-            // One stager per blob across coordinators: two uploads of one object at once
-            // replace it under a worker already reading the first.
-            .route(|door, request: StageBlob| async move { door.find_in_order(&request).await })
             .route(blob_bytes)
+            .route(by_workbench::<UploadBlob>)
             .into_routes()
     }
 
@@ -336,6 +320,9 @@ impl FrontDoor {
             .route(by_job::<CancelJob>)
             .route(by_job::<ApproveCall>)
             .route(by_job::<ResumeJob>)
+            .route(|door, r: ReadEvents| async move {
+                crate::event_feed::read(&door.inner.client, r).await
+            })
             .into_routes()
     }
 
@@ -484,7 +471,7 @@ macro_rules! keyed {
 }
 
 keyed!(workbench: OfWorkbench => CreateWorkbench, AddFiles, ListFiles, ReadFile, DiffDraft,
-    PublishDraft, DiscardDraft, WriteDraft, SetApprovals, GetHistory, CheckMessage, Rewind,
+    PublishDraft, DiscardDraft, WriteDraft, SetApprovals, UploadBlob, GetHistory, CheckMessage, Rewind,
     Regenerate, SetModel, ListCheckpoints, CreateCheckpoint, RestoreCheckpoint, ReviewDraft,
     AddContextItem, ListContextItems, RemoveContextItem);
 keyed!(job_id: OfJob => GetJob, CancelJob, ApproveCall, ResumeJob);

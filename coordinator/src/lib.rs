@@ -37,7 +37,9 @@
 //! - [`templates`]: `{{variables}}` in workflows and batch messages, target globs.
 //! - [`intake`]: streams and the JetStream job consumer; `copies`: streams and buckets made
 //!   before with fewer copies than `store_replicas`, raised at start.
-//! - [`events`]: ordered event publishing into the EVENTS stream.
+//! - [`events`]: ordered event publishing into the EVENTS stream; `event_feed`: the event
+//!   streams read a page at a time for clients (`atelier.ctl.events`).
+//! - `pieces`: blobs read and uploaded in pieces (`atelier.store.blob`, `atelier.store.upload`).
 //! - `workshop_events`: the workshop events' outbox published into its stream.
 //! - [`error`]: the crate error type, [`CoordinatorError`].
 //!
@@ -59,6 +61,7 @@ pub mod defaults;
 pub mod draft_store;
 mod engine;
 pub mod error;
+mod event_feed;
 pub mod events;
 pub mod front_door;
 mod host;
@@ -67,6 +70,7 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod orchestrator;
 mod outcome;
+mod pieces;
 pub mod replication;
 pub mod review;
 pub mod storage;
@@ -195,10 +199,6 @@ pub async fn start_coordinator(
         intake::ensure_streams(&jetstream, replicas)
     })
     .await?;
-    let bucket = patiently("opening the blob bucket", || async {
-        Ok(atelier_transport::BlobBucket::ensure(&client, replicas).await?)
-    })
-    .await?;
     let mut blobs = BlobDir::open(config.blob_dir())?;
     let mut holding = None;
     if let Some(settings) = config.replication {
@@ -241,7 +241,6 @@ pub async fn start_coordinator(
     let shared = engine::Shared {
         client: client.clone(),
         jetstream: jetstream.clone(),
-        bucket,
         blobs,
         slots: std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_running_jobs.max(1))),
         front: front.clone(),

@@ -3,8 +3,9 @@
 
 use atelier_messages::ErrorBody;
 use atelier_messages::store::{
-    AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, FileBytes, GetBlob,
-    ListFiles, ListWorkbenches, PublishDraft, ReadFile, SetApprovals, StageBlob, WriteDraft,
+    AddFiles, BlobBytes, BlobRef, CreateWorkbench, DiffDraft, DiscardDraft, Done, FileBytes,
+    GetBlob, ListFiles, ListWorkbenches, PublishDraft, ReadFile, SetApprovals, UploadBlob,
+    WriteDraft,
 };
 use atelier_messages::tool::DraftChanges;
 use atelier_transport::blobs::inline_budget;
@@ -50,18 +51,22 @@ pub(crate) fn routes(client: &async_nats::Client, handle: DraftStoreHandle) -> R
                 .set_approvals(request.workbench, request.approvals)
                 .await
         })
-        .route(|store, request: StageBlob| async move { store.stage(request.digest).await })
         .route(|store, request: GetBlob| async move {
-            let content = store.blob(request.digest.clone()).await?;
+            let (content, size) = store
+                .blob_piece(request.digest.clone(), request.offset, request.length)
+                .await?;
             Ok(BlobBytes {
                 digest: request.digest,
                 content: ByteBuf::from(content),
+                size,
             })
-        });
+        })
+        .route(|store, request: UploadBlob| async move { store.upload(request).await });
     router.into_routes()
 }
 
-/// A file's content: inline when small, else staged in the blob bucket and named by digest.
+/// A file's content: inline when small, else named by digest (read in pieces with
+/// `atelier.store.blob`).
 async fn read_file(
     store: &DraftStoreHandle,
     request: ReadFile,
@@ -75,7 +80,10 @@ async fn read_file(
         )
         .await?;
     if entry.size > inline {
-        let blob = store.stage(entry.digest.clone()).await?;
+        let blob = BlobRef {
+            digest: entry.digest.clone(),
+            size: entry.size,
+        };
         return Ok(FileBytes {
             path: entry.path,
             digest: entry.digest,

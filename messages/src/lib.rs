@@ -8,6 +8,8 @@
 //!
 //! # Layout
 //! - [`subjects`]: subject names, streams, queue groups.
+//! - [`access`]: the NATS accounts and the services that cross them.
+//! - [`feed`]: reading an event stream a page at a time (`atelier.ctl.events`).
 //! - [`approval`]: action classes, approval policies and decisions.
 //! - [`verb`]: the [`Verb`](verb::Verb) trait: each request type with its subject and reply.
 //! - [`codec`]: formats, versioned decoding, the reply envelope.
@@ -26,10 +28,12 @@
 //! - [`batch`]: one action over many targets, its views, verbs and events.
 //! - [`limits`]: nesting and size limits every entry point applies.
 
+pub mod access;
 pub mod approval;
 pub mod batch;
 pub mod codec;
 pub mod error;
+pub mod feed;
 pub mod job;
 pub mod journal;
 pub mod limits;

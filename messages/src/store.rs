@@ -14,9 +14,9 @@ pub struct ManifestEntry {
     pub kind: String,
 }
 
-/// File content inside a request or reply: inline in `content`, or, for a large file, staged
-/// in the blob bucket ([`crate::subjects::BLOB_BUCKET`]) under its digest and named by `blob`
-/// (then `content` is empty).
+/// File content inside a request or reply: inline in `content`, or, for a large file, uploaded
+/// to the store in pieces (`atelier.store.upload`) and named by `blob` (then `content` is
+/// empty).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileContent {
     pub path: String,
@@ -151,7 +151,12 @@ pub struct SetApprovals {
 /// served whole by `atelier.store.blob`; larger ones travel through the blob bucket.
 pub const INLINE_BLOB_BYTES: usize = 64 * 1024;
 
-/// `atelier.store.blob`
+/// Most bytes one `atelier.store.blob` or `atelier.store.upload` carries; a larger blob moves
+/// in pieces.
+pub const BLOB_PIECE_BYTES: u64 = 1024 * 1024;
+
+/// `atelier.store.blob`: a blob's content, whole (a blob of at most [`BLOB_PIECE_BYTES`]), or
+/// the piece `length` bytes long at `offset`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GetBlob {
     pub v: u16,
@@ -160,14 +165,37 @@ pub struct GetBlob {
     /// asked).
     #[serde(default)]
     pub workbench: Option<String>,
+    /// Where the piece starts.
+    #[serde(default)]
+    pub offset: u64,
+    /// How long the piece is (none: the whole blob); at most [`BLOB_PIECE_BYTES`].
+    #[serde(default)]
+    pub length: Option<u64>,
 }
 
-/// `atelier.store.stage`: puts a stored blob into the blob bucket (if it is not there yet), so
-/// that a worker without the coordinator's blob directory can fetch it in chunks.
+/// `atelier.store.upload`: the piece of the blob `digest` (of `size` bytes) at `offset`, sent
+/// in order; `upload` names one upload (letters, digits, `-`, at most 64), so two uploads of one
+/// blob never mix. The piece that completes the blob has it checked against its digest and
+/// kept for `atelier.store.add` and draft writes (as `FileContent::staged`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StageBlob {
+pub struct UploadBlob {
     pub v: u16,
+    /// The workbench the blob is for (its shard's owner receives the pieces).
+    pub workbench: String,
+    pub upload: String,
     pub digest: String,
+    pub size: u64,
+    pub offset: u64,
+    pub content: ByteBuf,
+}
+
+/// What the store holds of an upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Uploaded {
+    /// Bytes received so far: the next piece starts here.
+    pub received: u64,
+    /// Whether the blob is whole, checked and staged.
+    pub complete: bool,
 }
 
 /// A workbench as listed.
@@ -248,6 +276,9 @@ pub struct FileBytes {
 pub struct BlobBytes {
     pub digest: String,
     pub content: ByteBuf,
+    /// The whole blob's size.
+    #[serde(default)]
+    pub size: u64,
 }
 
 /// Differences of the draft against published.

@@ -37,9 +37,6 @@ pub mod inbox {
     pub const CLIENT: &str = "_INBOX_client";
 }
 
-/// The JetStream object store bucket large files travel through (chunked, digest-verified),
-/// each object named by its content's lower-case hex sha256.
-pub const BLOB_BUCKET: &str = "atelier-blobs";
 /// The object store bucket that keeps a replicated store's large blobs for good (docs/adr/0014).
 pub const BLOB_STORE_BUCKET: &str = "atelier-blob-store";
 
@@ -52,6 +49,8 @@ pub mod ctl {
     pub const APPROVE: &str = "atelier.ctl.approve";
     pub const RESUME: &str = "atelier.ctl.resume";
     pub const STATS: &str = "atelier.ctl.stats";
+    /// A page of an event stream's events (`ReadEvents`): how clients follow events.
+    pub const EVENTS: &str = "atelier.ctl.events";
     /// Wildcard the control plane subscribes to.
     pub const WILDCARD: &str = "atelier.ctl.*";
     /// Queue group shared by coordinators answering control requests.
@@ -70,8 +69,9 @@ pub mod store {
     pub const DISCARD: &str = "atelier.store.discard";
     pub const WRITE: &str = "atelier.store.write";
     pub const BLOB: &str = "atelier.store.blob";
-    pub const STAGE: &str = "atelier.store.stage";
     pub const APPROVALS: &str = "atelier.store.approvals";
+    /// A piece of a blob sent to the store (`UploadBlob`).
+    pub const UPLOAD: &str = "atelier.store.upload";
     /// Every store verb, for subscription and for bad-input tests.
     pub const ALL: [&str; 12] = [
         CREATE,
@@ -84,8 +84,8 @@ pub mod store {
         DISCARD,
         WRITE,
         BLOB,
-        STAGE,
         APPROVALS,
+        UPLOAD,
     ];
     /// Wildcard the DraftStore subscribes to.
     pub const WILDCARD: &str = "atelier.store.*";
@@ -192,6 +192,12 @@ pub mod review {
     /// Queue group shared by the office workers.
     pub const QUEUE: &str = "atelier-review";
 }
+
+/// Every tool pool's request subject (what workers serve).
+pub const TOOL_WILDCARD: &str = "atelier.tool.*";
+
+/// Every pool supervisor's scaling decisions: `atelier.pool.<pool>.scaled`.
+pub const POOL_SCALED: &str = "atelier.pool.*.scaled";
 
 /// The request subject of a tool pool: `atelier.tool.<pool>`.
 pub fn tool(pool: &str) -> String {

@@ -25,9 +25,9 @@ use crate::job::{
 };
 use crate::review::{DiffFile, FileDiff, Review, ReviewDraft};
 use crate::store::{
-    AddFiles, BlobBytes, BlobRef, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff,
-    FileBytes, GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile,
-    SetApprovals, StageBlob, WorkbenchInfo, WriteDraft, Written,
+    AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, Done, DraftDiff, FileBytes,
+    GetBlob, ListFiles, ListWorkbenches, Listing, PublishDraft, Published, ReadFile, SetApprovals,
+    UploadBlob, Uploaded, WorkbenchInfo, WriteDraft, Written,
 };
 use crate::subjects::{batch, ctl, review, store, workshop};
 use crate::workshop::{AddContextItem, ContextItem, ListContextItems, RemoveContextItem};
@@ -65,7 +65,7 @@ verbs! {
     DiscardDraft => Done, store::DISCARD;
     WriteDraft => Written, store::WRITE;
     GetBlob => BlobBytes, store::BLOB;
-    StageBlob => BlobRef, store::STAGE;
+    UploadBlob => Uploaded, store::UPLOAD;
     SetApprovals => WorkbenchInfo, store::APPROVALS;
     ListJobs => Vec<JobView>, ctl::JOBS;
     GetJob => JobView, ctl::JOB;
@@ -74,6 +74,7 @@ verbs! {
     ApproveCall => JobView, ctl::APPROVE;
     ResumeJob => JobView, ctl::RESUME;
     GetStats => CoordinatorStats, ctl::STATS;
+    crate::feed::ReadEvents => crate::feed::EventPage, ctl::EVENTS;
     GetHistory => History, workshop::HISTORY;
     CheckMessage => Done, workshop::CHECK;
     crate::shard::RecordSubmission => Done, crate::subjects::shard::RECORD_SUBMISSION;

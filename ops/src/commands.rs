@@ -239,7 +239,7 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
         }
         WbCommand::Cat { name, path, draft } => {
             let file = client.cat(&name, &path, draft).await?;
-            write_to_stdout(client, &file).await?;
+            write_to_stdout(client, &name, &file).await?;
         }
         WbCommand::SetModel { name, spec } => {
             let set = client.set_model(&name, &spec).await?;
@@ -254,7 +254,7 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
 }
 
 /// Writes a file's content to stdout (a large one through a temporary file, never whole in memory).
-async fn write_to_stdout(client: &Client, file: &FileBytes) -> anyhow::Result<()> {
+async fn write_to_stdout(client: &Client, workbench: &str, file: &FileBytes) -> anyhow::Result<()> {
     use std::io::Write;
     if file.blob.is_none() {
         std::io::stdout().write_all(&file.content)?;
@@ -262,7 +262,7 @@ async fn write_to_stdout(client: &Client, file: &FileBytes) -> anyhow::Result<()
     }
     let temp = tempfile::tempdir()?;
     let local = temp.path().join("content");
-    client.save(file, &local).await?;
+    client.save(workbench, file, &local).await?;
     std::io::copy(
         &mut std::fs::File::open(&local)?,
         &mut std::io::stdout().lock(),

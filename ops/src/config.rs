@@ -338,7 +338,7 @@ impl Settings {
 
     /// Where `up` records the workers' URL (with the worker role's credentials).
     pub fn worker_url_file(&self) -> PathBuf {
-        self.data_dir.join("nats-worker.url")
+        self.data_dir.join(crate::autoscale::WORKER_URL_FILE)
     }
 
     /// The NATS URL for a worker: configured, or the worker URL a running `atelier up` recorded.

@@ -41,7 +41,9 @@ impl EmbeddedNats {
         let config = write_config(&dir, port, &roles)?;
         let log = std::fs::File::create(dir.join("nats-server.log"))
             .context("cannot create the server log")?;
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        crate::child_env::without_secrets(command.as_std_mut());
+        let child = command
             .arg("-c")
             .arg(&config)
             .stdin(Stdio::null())
@@ -140,7 +142,7 @@ fn write_config(dir: &Path, port: u16, roles: &Roles) -> anyhow::Result<PathBuf>
     let store = dir.join("jetstream");
     let config = format!(
         "host: 127.0.0.1\nport: {port}\nmax_payload: {MAX_PAYLOAD_BYTES}\njetstream {{\n  store_dir: {store:?}\n}}\n{}",
-        roles.authorization(),
+        roles.accounts(),
         store = store.display().to_string()
     );
     let path = dir.join("nats-server.conf");

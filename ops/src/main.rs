@@ -10,7 +10,8 @@
 //! - `client`: typed requests to a running system; `config`: figment settings.
 //! - `system`: starting the coordinator and workers (`up`, `coordinator`, `worker`);
 //!   `embedded`: the `nats-server` child; `nats_roles`: its users and permissions;
-//!   `nats_connect`: reaching NATS with a process's credentials.
+//!   `nats_connect`: reaching NATS with a process's credentials; `child_env`: what the children
+//!   it starts inherit (no secrets).
 //! - `dashboard`, `metrics`, `telemetry`: the ops dashboard, `/metrics`, tracing and OTLP.
 //! - `demo`: the README's demo job; `eval`: scoring a directory of tasks (`atelier eval`).
 //! - `mcp`: `atelier mcp`, the workbenches for MCP clients (the official SDK, `rmcp`).
@@ -19,6 +20,7 @@
 mod autoscale;
 mod batch;
 mod chat;
+mod child_env;
 mod cli;
 mod client;
 mod commands;

@@ -257,12 +257,10 @@ impl System {
         for pool in Pool::ALL {
             pools.entry(pool).or_insert(PoolBounds { min: 1, max: 1 });
         }
-        let supervisor_client = connect(
-            &url_of(Role::Coordinator),
-            creds.as_deref(),
-            Role::Coordinator,
-        )
-        .await?;
+        // The supervisor is of the workers' kind: it asks their numbers and reports decisions
+        // in their account.
+        let supervisor_client =
+            connect(&url_of(Role::Worker), creds.as_deref(), Role::Worker).await?;
         let autoscaler = crate::autoscale::start(
             supervisor_client.clone(),
             pools,

@@ -1,9 +1,10 @@
-// A client this project did not write — nats.js from npm — reads Atelier's event streams the way
+// A client this project did not write — nats.js from npm — reads Atelier's events the way
 // docs/protocol.md tells: the client role's URL (NATS_URL, with its credentials) and inbox
-// prefix, an ordered consumer of its own per stream. STREAMS lists `STREAM=SUBJECT` pairs
-// (comma-separated). Prints one JSON line per stored message: {stream, subject, contentType,
-// data}, where data is the payload parsed as JSON (null when it is not JSON); then `DONE`.
-import { connect } from 'nats';
+// prefix, and the `atelier.ctl.events` verb in JSON, a page after the last sequence seen, until
+// a page brings nothing new. STREAMS lists `STREAM=FILTER` pairs (comma-separated; STREAM is
+// jobs, workshop or batches). Prints one JSON line per event: {stream, seq, subject, data};
+// then `DONE`.
+import { connect, headers } from 'nats';
 
 const url = new URL(process.env.NATS_URL);
 const nc = await connect({
@@ -12,19 +13,24 @@ const nc = await connect({
   pass: decodeURIComponent(url.password),
   inboxPrefix: '_INBOX_client',
 });
-const js = nc.jetstream();
 const text = new TextDecoder();
+const json = headers();
+json.set('Content-Type', 'application/json');
 try {
   for (const pair of process.env.STREAMS.split(',')) {
-    const [stream, subject] = pair.split('=');
-    const consumer = await js.consumers.get(stream, { filterSubjects: [subject] });
-    const messages = await consumer.fetch({ max_messages: 1000, expires: 3000 });
-    for await (const message of messages) {
-      let data = null;
-      try { data = JSON.parse(text.decode(message.data)); } catch { data = null; }
-      const contentType = message.headers?.get('Content-Type') || null;
-      console.log(JSON.stringify({ stream, subject: message.subject, contentType, data }));
-      if (message.info.pending === 0) break;
+    const [stream, filter] = pair.split('=');
+    let after = 0;
+    for (;;) {
+      const request = JSON.stringify({ v: 1, stream, filter, after });
+      const reply = await nc.request('atelier.ctl.events', request, { headers: json, timeout: 10000 });
+      const answer = JSON.parse(text.decode(reply.data));
+      if (answer.error) throw new Error(`${answer.error.code}: ${answer.error.message}`);
+      const page = answer.ok;
+      for (const event of page.events) {
+        console.log(JSON.stringify({ stream, seq: event.seq, subject: event.subject, data: event.event }));
+      }
+      if (page.events.length === 0 && page.scanned_to === after) break;
+      after = page.scanned_to;
     }
   }
   console.log('DONE');

@@ -354,6 +354,23 @@ pub struct Cluster {
     pub workers: Vec<Process>,
 }
 
+/// The accounts example (```conf) of docs/operations.md, with every user's password `password`.
+pub fn documented_accounts(password: &str) -> anyhow::Result<String> {
+    let guide = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md"),
+    )?;
+    let block = guide
+        .split("```conf\n")
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains("accounts {"))
+        .context("docs/operations.md has no ```conf block of accounts")?;
+    Ok(["COORDINATOR", "WORKER", "CLIENT"]
+        .iter()
+        .fold(block.to_string(), |conf, role| {
+            conf.replace(&format!("${role}_PASSWORD"), &format!("{password:?}"))
+        }))
+}
+
 /// Output of a CLI run.
 #[derive(Debug)]
 pub struct CliOutput {

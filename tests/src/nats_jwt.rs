@@ -1,7 +1,8 @@
 //! A NATS operator (decentralized JWT) setup for tests, built from scratch: an operator, a
-//! system account, an application account with JetStream, and a user of that account, each an
-//! nkey with a JWT signed by its issuer — what `nsc` would generate — plus the server
-//! configuration that trusts them (memory resolver) and the user's `.creds` file.
+//! system account, Atelier's three accounts (docs/adr/0016) with their exports and imports, and
+//! a user of each, each an nkey with a JWT signed by its issuer — what `nsc` would generate —
+//! plus the server configuration that trusts them (memory resolver) and each user's `.creds`
+//! file.
 //!
 //! A NATS JWT is `base64url(header) . base64url(claims) . base64url(signature)`, unpadded, with
 //! the header `{"typ":"JWT","alg":"ed25519-nkey"}`; the signature is the issuer's ed25519
@@ -10,6 +11,7 @@
 //! key), `name`, and `nats` (`type` operator/account/user, `version` 2, and the type's fields).
 
 use anyhow::Context;
+use atelier_messages::access::{ANSWER_WITHIN, Account, Answers, RESPONSES_MAX, Role, services};
 use data_encoding::{BASE32_NOPAD, BASE64URL_NOPAD};
 use nkeys::KeyPair;
 use serde_json::{Value, json};
@@ -86,18 +88,32 @@ pub fn operator_jwt(operator: &KeyPair, name: &str) -> anyhow::Result<String> {
 }
 
 /// An account JWT issued by `operator`, with unlimited limits, JetStream enabled when
-/// `jetstream` (never for the system account: the server refuses to start then).
+/// `jetstream` (never for the system account: the server refuses to start then), and the
+/// `exports` and `imports` given.
 pub fn account_jwt(
     operator: &KeyPair,
     account: &KeyPair,
     name: &str,
     jetstream: bool,
 ) -> anyhow::Result<String> {
+    account_jwt_with(operator, account, name, jetstream, json!([]), json!([]))
+}
+
+fn account_jwt_with(
+    operator: &KeyPair,
+    account: &KeyPair,
+    name: &str,
+    jetstream: bool,
+    exports: Value,
+    imports: Value,
+) -> anyhow::Result<String> {
     let nats = json!({
         "type": "account",
         "version": 2,
         "limits": unlimited_account(jetstream),
         "default_permissions": { "pub": {}, "sub": {} },
+        "exports": exports,
+        "imports": imports,
     });
     sign(
         claims(operator, &account.public_key(), name, nats),
@@ -105,14 +121,23 @@ pub fn account_jwt(
     )
 }
 
-/// A user JWT issued by `account`, allowed everything in its account.
-pub fn user_jwt(account: &KeyPair, user: &KeyPair, name: &str) -> anyhow::Result<String> {
-    let nats = json!({
+/// A user JWT issued by `account`, with `permissions` (the `pub`, `sub` and `resp` claims;
+/// empty ones allow everything in its account).
+pub fn user_jwt(
+    account: &KeyPair,
+    user: &KeyPair,
+    name: &str,
+    permissions: Value,
+) -> anyhow::Result<String> {
+    let mut nats = json!({
         "type": "user",
         "version": 2,
         "pub": {}, "sub": {},
         "subs": -1, "data": -1, "payload": -1,
     });
+    if let (Some(nats), Some(permissions)) = (nats.as_object_mut(), permissions.as_object()) {
+        nats.extend(permissions.clone());
+    }
     sign(claims(account, &user.public_key(), name, nats), account)
 }
 
@@ -131,16 +156,47 @@ pub fn creds_file(user_jwt: &str, user: &KeyPair) -> anyhow::Result<String> {
     ))
 }
 
-/// A whole operator-mode trust chain: operator, system account, an application account with
-/// JetStream, and one user of the application account.
+/// Nanoseconds in a Go duration string of minutes (`20m`), as JWT claims carry durations.
+fn nanos_of_minutes(duration: &str) -> anyhow::Result<u64> {
+    let minutes: u64 = duration
+        .strip_suffix('m')
+        .context("a duration in minutes")?
+        .parse()?;
+    Ok(minutes * 60 * 1_000_000_000)
+}
+
+/// The `pub`, `sub` and `resp` claims of a role's user.
+fn permissions_of(role: Role) -> anyhow::Result<Value> {
+    let rights = role.rights();
+    if rights.publish == [">"] {
+        return Ok(json!({}));
+    }
+    let mut permissions = json!({
+        "pub": { "allow": rights.publish },
+        "sub": { "allow": rights.subscribe },
+    });
+    if rights.responds
+        && let Some(object) = permissions.as_object_mut()
+    {
+        object.insert(
+            "resp".into(),
+            json!({ "max": RESPONSES_MAX, "ttl": nanos_of_minutes(ANSWER_WITHIN)? }),
+        );
+    }
+    Ok(permissions)
+}
+
+/// A whole operator-mode trust chain with Atelier's accounts (docs/adr/0016), made from the
+/// code's table as `nsc` would: an operator, a system account, the three accounts with their
+/// exports and imports, and one user per role with its rights.
 pub struct OperatorSetup {
     pub operator_jwt: String,
     pub system_account: String,
     pub system_account_jwt: String,
-    pub account: String,
-    pub account_jwt: String,
-    /// The application user's `.creds` file contents.
-    pub user_creds: String,
+    /// Each account's public key and JWT.
+    pub accounts: Vec<(String, String)>,
+    /// Each role's `.creds` file contents.
+    creds: Vec<(Role, String)>,
 }
 
 impl OperatorSetup {
@@ -148,30 +204,91 @@ impl OperatorSetup {
     pub fn generate() -> anyhow::Result<Self> {
         let operator = KeyPair::new_operator();
         let system = KeyPair::new_account();
-        let account = KeyPair::new_account();
-        let user = KeyPair::new_user();
-        let user_jwt = user_jwt(&account, &user, "atelier")?;
+        let keys: Vec<(Account, KeyPair)> = Account::ALL
+            .into_iter()
+            .map(|account| (account, KeyPair::new_account()))
+            .collect();
+        let key_of = |wanted: Account| {
+            keys.iter()
+                .find(|(account, _)| *account == wanted)
+                .map(|(_, key)| key.public_key())
+                .unwrap_or_default()
+        };
+        let mut accounts = Vec::new();
+        let mut creds = Vec::new();
+        for (account, key) in &keys {
+            let exports: Vec<Value> = services()
+                .filter(|service| service.exporter == *account)
+                .map(|service| {
+                    Ok(json!({
+                        "name": service.subject,
+                        "subject": service.subject,
+                        "type": "service",
+                        "response_type": match service.answers {
+                            Answers::One => "Singleton",
+                            Answers::Many => "Stream",
+                        },
+                        "response_threshold": nanos_of_minutes(ANSWER_WITHIN)?,
+                    }))
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let imports: Vec<Value> = services()
+                .filter(|service| service.importers.contains(account))
+                .map(|service| {
+                    json!({
+                        "name": service.subject,
+                        "subject": service.subject,
+                        "account": key_of(service.exporter),
+                        "type": "service",
+                    })
+                })
+                .collect();
+            let jwt = account_jwt_with(
+                &operator,
+                key,
+                account.name(),
+                account.jetstream(),
+                json!(exports),
+                json!(imports),
+            )?;
+            accounts.push((key.public_key(), jwt));
+            let role = account.role();
+            let user = KeyPair::new_user();
+            let user_jwt = user_jwt(key, &user, role.user(), permissions_of(role)?)?;
+            creds.push((role, creds_file(&user_jwt, &user)?));
+        }
         Ok(Self {
             operator_jwt: operator_jwt(&operator, "TEST")?,
             system_account: system.public_key(),
             system_account_jwt: account_jwt(&operator, &system, "SYS", false)?,
-            account: account.public_key(),
-            account_jwt: account_jwt(&operator, &account, "APP", true)?,
-            user_creds: creds_file(&user_jwt, &user)?,
+            accounts,
+            creds,
         })
     }
 
-    /// The server configuration lines that trust this operator (memory resolver, both
-    /// accounts preloaded).
+    /// The `.creds` file contents of `role`'s user.
+    pub fn creds(&self, role: Role) -> &str {
+        self.creds
+            .iter()
+            .find(|(of, _)| *of == role)
+            .map(|(_, creds)| creds.as_str())
+            .unwrap_or_default()
+    }
+
+    /// The server configuration lines that trust this operator (memory resolver, every
+    /// account preloaded).
     pub fn server_config(&self) -> String {
+        let mut preload = String::new();
+        for (key, jwt) in self
+            .accounts
+            .iter()
+            .chain([&(self.system_account.clone(), self.system_account_jwt.clone())])
+        {
+            preload.push_str(&format!("  {key}: {jwt}\n"));
+        }
         format!(
-            "operator: {}\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n  {}: {}\n  {}: {}\n}}\n",
-            self.operator_jwt,
-            self.system_account,
-            self.account,
-            self.account_jwt,
-            self.system_account,
-            self.system_account_jwt,
+            "operator: {}\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n{preload}}}\n",
+            self.operator_jwt, self.system_account,
         )
     }
 }

@@ -10,27 +10,30 @@ use anyhow::Context;
 
 use crate::{atelier_bin, wait_until};
 
-/// One of the embedded server's users, with the URL file that holds its credentials.
+/// One of the embedded server's users: the client's and the worker's credentials are in URL
+/// files of the data directory; the coordinator's only in the server's configuration (which the
+/// tests, as the operator, may read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    Coordinator,
     Worker,
     Client,
 }
 
 impl Role {
-    fn url_file(self) -> &'static str {
-        match self {
-            Role::Worker => "nats-worker.url",
-            Role::Client => "nats.url",
-        }
-    }
-
     /// The inbox prefix the role's connections must use (the server lets each role read only
     /// its own replies).
     pub fn inbox_prefix(self) -> &'static str {
+        self.access().inbox_prefix()
+    }
+
+    /// The role as the code's accounts table names it.
+    pub fn access(self) -> atelier_messages::access::Role {
+        use atelier_messages::access::Role as Access;
         match self {
-            Role::Worker => atelier_messages::subjects::inbox::WORKER,
-            Role::Client => atelier_messages::subjects::inbox::CLIENT,
+            Role::Coordinator => Access::Coordinator,
+            Role::Worker => Access::Worker,
+            Role::Client => Access::Client,
         }
     }
 }
@@ -65,8 +68,9 @@ impl Up {
             .stderr(Stdio::from(log))
             .spawn()?;
         let up = Self { child, data, dir };
+        // The clients' URL is written once everything serves (the workers' earlier, for them).
         wait_until(Duration::from_secs(30), || {
-            up.data.join("nats-worker.url").exists()
+            up.data.join("nats.url").exists()
         })
         .with_context(|| format!("`atelier up` did not start:\n{}", up.log()))?;
         Ok(up)
@@ -89,7 +93,29 @@ impl Up {
 
     /// The URL, with credentials, of `role`.
     pub fn url(&self, role: Role) -> anyhow::Result<String> {
-        Ok(std::fs::read_to_string(self.data.join(role.url_file()))?)
+        let file = match role {
+            Role::Client => "nats.url",
+            Role::Worker => "nats-worker.url",
+            Role::Coordinator => return self.coordinator_url(),
+        };
+        Ok(std::fs::read_to_string(self.data.join(file))?)
+    }
+
+    /// The coordinator's URL, its password read from the server's configuration.
+    fn coordinator_url(&self) -> anyhow::Result<String> {
+        let config = std::fs::read_to_string(self.data.join("nats/nats-server.conf"))?;
+        let password = config
+            .split("user: \"coordinator\", password: \"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .context("no coordinator user in the server's configuration")?;
+        let client = self.url(Role::Client)?;
+        let host = client
+            .trim()
+            .rsplit('@')
+            .next()
+            .context("no host in the client's URL")?;
+        Ok(format!("nats://coordinator:{password}@{host}"))
     }
 
     /// Connects as `role`, with its inbox prefix, as a third-party client would.

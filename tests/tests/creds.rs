@@ -5,6 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use atelier_messages::access::Role;
 use atelier_messages::job::JobState;
 use atelier_tests::nats_jwt::OperatorSetup;
 use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
@@ -19,10 +20,16 @@ async fn every_process_connects_to_an_operator_mode_server_with_creds() -> anyho
     let setup = OperatorSetup::generate()?;
     let nats = NatsServer::start_operator(dir.path(), &setup)?;
     let url = nats.url.as_str();
-    let creds_path = dir.path().join("atelier.creds");
-    std::fs::write(&creds_path, &setup.user_creds)?;
-    std::fs::set_permissions(&creds_path, std::fs::Permissions::from_mode(0o600))?;
-    let creds = creds_path.to_string_lossy().to_string();
+    // Each process presents its own account's user (docs/adr/0016); the clients' is `creds`.
+    let write_creds = |name: &str, role: Role| -> anyhow::Result<String> {
+        let path = dir.path().join(name);
+        std::fs::write(&path, setup.creds(role))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(path.to_string_lossy().to_string())
+    };
+    let creds = write_creds("atelier.creds", Role::Client)?;
+    let coordinator_creds = write_creds("coordinator.creds", Role::Coordinator)?;
+    let worker_creds = write_creds("worker.creds", Role::Worker)?;
     let data = dir.path().join("data").to_string_lossy().to_string();
     let logs = || {
         ["coordinator", "worker-tabular", "worker-office"]
@@ -48,7 +55,7 @@ async fn every_process_connects_to_an_operator_mode_server_with_creds() -> anyho
             "--nats",
             url,
             "--creds",
-            &creds,
+            &coordinator_creds,
             "--data",
             &data,
         ],
@@ -59,7 +66,15 @@ async fn every_process_connects_to_an_operator_mode_server_with_creds() -> anyho
         workers.push(Process::spawn(
             &format!("worker-{pool}"),
             &[
-                "worker", "--pool", pool, "--nats", url, "--creds", &creds, "--data", &data,
+                "worker",
+                "--pool",
+                pool,
+                "--nats",
+                url,
+                "--creds",
+                &worker_creds,
+                "--data",
+                &data,
             ],
             dir.path(),
         )?);
@@ -191,7 +206,7 @@ async fn every_process_connects_to_an_operator_mode_server_with_creds() -> anyho
     // Another account's user is not this server's: refused the same way.
     let stranger = OperatorSetup::generate()?;
     let stranger_path = dir.path().join("stranger.creds");
-    std::fs::write(&stranger_path, &stranger.user_creds)?;
+    std::fs::write(&stranger_path, stranger.creds(Role::Client))?;
     let stranger_path = stranger_path.to_string_lossy().to_string();
     let refused = cli(&["wb", "list", "--nats", url, "--creds", &stranger_path])?;
     assert!(!refused.success);

@@ -261,11 +261,9 @@ fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()>
 }
 
 #[test]
-fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_role_permissions()
+fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_in_pieces()
 -> anyhow::Result<()> {
-    use atelier_messages::PROTOCOL_VERSION;
-    use atelier_messages::store::{Listing, StageBlob};
-    use atelier_transport::{BlobBucket, Policy};
+    use atelier_messages::store::Listing;
 
     let up = Up::start_with(
         &["--autoscale", "tabular=1..2"],
@@ -297,7 +295,7 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
     assert_eq!(pool(&all, "office")["autoscale"]["min"], 1);
     assert_eq!(pool(&all, "office")["autoscale"]["max"], 1);
 
-    // A 2.4 MB CSV in and out through the client's permissions on the blob bucket.
+    // A 2.4 MB CSV in and out, in pieces, through the client's account.
     let csv = up.data().with_file_name("sales.csv");
     let mut content = String::from("id,region,amount\n");
     for id in 0..120_000 {
@@ -329,32 +327,23 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_under_r
 
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        // The worker role stages, fetches and uploads blobs, as workers on other hosts do.
+        // The worker role fetches blobs in pieces from the store, as workers on other hosts do.
         let worker = up.connect_as(Role::Worker).await?;
-        let stage = StageBlob {
-            v: PROTOCOL_VERSION,
+        let blob = atelier_messages::store::BlobRef {
             digest: entry.digest.clone(),
+            size: entry.size,
         };
-        let blob =
-            atelier_transport::request(&worker, &stage, Policy::once(Duration::from_secs(30)))
-                .await
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        assert_eq!(blob.size, entry.size);
-        let bucket = BlobBucket::open(&worker)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         let fetched = up.data().with_file_name("fetched.csv");
-        bucket
-            .fetch_to(&blob, &fetched, false)
+        atelier_transport::pieces::fetch_to(&worker, Some("big"), &blob, &fetched, false, &|_| {})
             .await
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         assert_eq!(std::fs::read(&fetched)?, content.as_bytes());
 
-        // A write of several hundred KiB from the autoscaled worker process comes back through
-        // the bucket.
-        let client = up.connect_as(Role::Client).await?;
+        // A write of several hundred KiB from the autoscaled worker process comes back in
+        // pieces (a tool call as the coordinator makes it: only its account reaches the pools).
+        let coordinator = up.connect_as(Role::Coordinator).await?;
         let output = atelier_tests::call_tool(
-            &client,
+            &coordinator,
             &listing,
             "copy-1",
             "table_export",
@@ -407,13 +396,14 @@ fn add_situation(up: &Up) -> anyhow::Result<()> {
 }
 
 #[test]
-fn a_nats_js_client_reads_the_events_as_json_when_the_operator_says_so() -> anyhow::Result<()> {
+fn a_nats_js_client_reads_the_events_as_json_through_the_events_verb() -> anyhow::Result<()> {
     let browser = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
     anyhow::ensure!(
         browser.join("node_modules/nats").exists(),
         "nats.js is missing: `npm ci --prefix tests/browser`"
     );
-    let up = Up::start_with(&[], &[("ATELIER_EVENTS_FORMAT", "json")])?;
+    // Stored as MessagePack (the default): the verb answers a JSON request in JSON.
+    let up = Up::start()?;
     up.cli_ok(&["wb", "create", "q3"])?;
     let args = r#"{"path": "notes.md", "content": "North leads.\n"}"#;
     let job = up.cli_ok(&["run", "q3", "write_text_file", "--args", args])?;
@@ -422,9 +412,7 @@ fn a_nats_js_client_reads_the_events_as_json_when_the_operator_says_so() -> anyh
     add_situation(&up)?;
 
     // Read as docs/protocol.md says, by a client this project did not write.
-    let streams = format!(
-        "ATELIER_WORKSHOP_EVENTS=atelier.workshop.evt.q3.>,ATELIER_EVENTS=atelier.evt.{job}.>"
-    );
+    let streams = format!("workshop=atelier.workshop.evt.q3.>,jobs=atelier.evt.{job}.>");
     let read = || -> anyhow::Result<Vec<serde_json::Value>> {
         let output = Command::new("node")
             .arg(browser.join("events.mjs"))
@@ -452,12 +440,15 @@ fn a_nats_js_client_reads_the_events_as_json_when_the_operator_says_so() -> anyh
     })
     .with_context(|| format!("{messages:#?}"))?;
     for message in &messages {
-        assert_eq!(message["contentType"], "application/json", "{message}");
         assert!(message["data"].is_object(), "readable as it is: {message}");
+        assert!(
+            message["seq"].as_u64().is_some_and(|seq| seq > 0),
+            "{message}"
+        );
     }
     let workshop: Vec<&str> = messages
         .iter()
-        .filter(|m| m["stream"] == "ATELIER_WORKSHOP_EVENTS")
+        .filter(|m| m["stream"] == "workshop")
         .filter_map(|m| m["data"]["kind"].as_str())
         .collect();
     assert_eq!(
@@ -486,8 +477,9 @@ async fn msgpack_events_say_so_and_atelier_decode_prints_them_as_json() -> anyho
     let up = Up::start()?;
     up.cli_ok(&["wb", "create", "q3"])?;
     add_situation(&up)?;
-    let client = up.connect_as(Role::Client).await?;
-    let consumer = async_nats::jetstream::new(client)
+    // Read from the stream itself, as an operator with the coordinator's account would.
+    let coordinator = up.connect_as(Role::Coordinator).await?;
+    let consumer = async_nats::jetstream::new(coordinator)
         .get_stream("ATELIER_WORKSHOP_EVENTS")
         .await?
         .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
@@ -565,5 +557,96 @@ fn watch_stops_at_its_timeout_and_the_job_goes_on() -> anyhow::Result<()> {
     assert_eq!(followed.status.code(), Some(0), "{followed:?}");
     let listing = up.cli_ok(&["wb", "ls", "q3", "--draft", "--json"])?;
     assert!(!listing.contains("plan.csv"), "{listing}");
+    Ok(())
+}
+
+/// The processes `up` started, and theirs: every descendant of `pid`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let parent_of = |child: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
+        // `pid (comm) state ppid …`; the name may hold spaces, so read after its `)`.
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let all: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut found = vec![pid];
+    let mut index = 0;
+    while index < found.len() {
+        let parent = found[index];
+        found.extend(all.iter().filter(|&&p| parent_of(p) == Some(parent)));
+        index += 1;
+    }
+    found.split_off(1)
+}
+
+/// No password of the embedded server's users, and no secret of `up`'s environment, is on the
+/// command line or in the environment of any process `up` started (`ps` shows command lines to
+/// every local user): the workers read their URL from the data directory.
+#[test]
+fn no_secret_on_a_command_line_or_in_a_childs_environment() -> anyhow::Result<()> {
+    let key = "sk-test-a-key-nobody-else-may-see";
+    let up = Up::start_with(
+        &[],
+        &[
+            ("OPENAI_API_KEY", key),
+            ("SOME_SERVICE_TOKEN", "token-nobody-may-see"),
+        ],
+    )?;
+    up.cli_ok(&["wb", "create", "q3"])?;
+    let password = |role: Role| -> anyhow::Result<String> {
+        let url = up.url(role)?;
+        let credentials = url.trim().trim_start_matches("nats://");
+        let (user_password, _) = credentials.split_once('@').context("no credentials")?;
+        let (_, password) = user_password.split_once(':').context("no password")?;
+        Ok(password.to_string())
+    };
+    let secrets = [
+        password(Role::Coordinator)?,
+        password(Role::Worker)?,
+        password(Role::Client)?,
+        key.to_string(),
+        "token-nobody-may-see".to_string(),
+    ];
+    let children = descendants(up.pid());
+    assert!(
+        children.len() >= 3,
+        "nats-server and one worker per pool: {children:?}"
+    );
+    let mut workers = 0;
+    for child in children {
+        let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+        let environ = std::fs::read(format!("/proc/{child}/environ")).unwrap_or_default();
+        let (cmdline, environ) = (
+            String::from_utf8_lossy(&cmdline).replace('\0', " "),
+            String::from_utf8_lossy(&environ),
+        );
+        workers += usize::from(cmdline.contains(" worker --supervised"));
+        for secret in &secrets {
+            assert!(!cmdline.contains(secret.as_str()), "{child}: {cmdline}");
+            assert!(
+                !environ.contains(secret.as_str()),
+                "{child} has a secret in its environment"
+            );
+        }
+    }
+    assert_eq!(workers, 2, "one supervised worker per pool");
+    // The workers serve, with the URL they read from the data directory.
+    let args = r#"{"path": "notes.md", "content": "served\n"}"#;
+    up.cli_ok(&["run", "q3", "write_text_file", "--args", args, "--wait"])?;
+    assert_eq!(
+        up.cli_ok(&["wb", "cat", "q3", "notes.md", "--draft"])?,
+        "served\n"
+    );
     Ok(())
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use anyhow::Context;
 use atelier_tests::scripted::{Script, ScriptedModel};
 use atelier_tests::up::Up;
-use atelier_tests::{CliOutput, NatsServer, Process, atelier_bin, fixtures, wait_until};
+use atelier_tests::{
+    CliOutput, NatsServer, Process, atelier_bin, documented_accounts, fixtures, wait_until,
+};
 use serde_json::{Value, json};
 
 /// Where the journey runs.
@@ -40,7 +42,8 @@ impl Distributed {
     /// and `env` (the workers share the first's).
     fn start_with(coordinators: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let nats = NatsServer::start_with_extra_config(dir.path(), &documented_accounts()?)?;
+        let nats =
+            NatsServer::start_with_extra_config(dir.path(), &documented_accounts(PASSWORD)?)?;
         let host_port = nats.url.trim_start_matches("nats://").to_string();
         let url = |user: &str| format!("nats://{user}:{PASSWORD}@{host_port}");
         let data_of = |name: &str| dir.path().join(name).to_string_lossy().to_string();
@@ -95,23 +98,6 @@ impl Distributed {
         all.extend(["--nats", &self.client_url]);
         run_in(self.dir.path(), &all)
     }
-}
-
-/// The accounts example (```conf) of docs/operations.md, with every password set.
-fn documented_accounts() -> anyhow::Result<String> {
-    let guide = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md"),
-    )?;
-    let block = guide
-        .split("```conf\n")
-        .filter_map(|rest| rest.split("```").next())
-        .find(|block| block.contains("accounts {"))
-        .context("docs/operations.md has no ```conf block of accounts")?;
-    Ok(["COORDINATOR", "WORKER", "CLIENT"]
-        .iter()
-        .fold(block.to_string(), |conf, role| {
-            conf.replace(&format!("${role}_PASSWORD"), &format!("{PASSWORD:?}"))
-        }))
 }
 
 fn run_in(dir: &Path, args: &[&str]) -> anyhow::Result<CliOutput> {

@@ -1,7 +1,7 @@
 //! Shared-nothing hosts: on a stock `nats-server` (1 MiB `max_payload`), files far larger than
-//! one message travel through the blob bucket (JetStream's object store). A worker on a data
-//! directory of its own fetches the blobs it needs by digest and sends large draft writes back
-//! the same way.
+//! one message travel in pieces through the store (`atelier.store.blob`, `atelier.store.upload`).
+//! A worker on a data directory of its own fetches the blobs it needs by digest and sends large
+//! draft writes back the same way.
 
 use std::io::{BufWriter, Cursor, Write};
 use std::path::Path;
@@ -90,7 +90,7 @@ async fn a_worker_on_its_own_data_serves_a_100_mb_csv_and_writes_xlsx_back_into_
         .join(&digest);
     assert_eq!(sha256_file(&cached)?, digest);
 
-    // A result of several MiB goes back through the bucket, not inline.
+    // A result of several MiB goes back in pieces, not inline.
     let detail = atelier_tests::call_tool(
         &client,
         &listing,
@@ -157,24 +157,28 @@ async fn staged_files_that_do_not_match_their_names_are_refused_and_nothing_is_a
 -> anyhow::Result<()> {
     use atelier_messages::store::{AddFiles, BlobRef, FileContent};
     use atelier_messages::{ErrorCode, PROTOCOL_VERSION};
-    use atelier_transport::{BlobBucket, Policy};
+    use atelier_transport::Policy;
+    use atelier_transport::pieces::{Source, upload};
 
     let cluster = Cluster::start_with_max_payload(&[], STOCK_MAX_PAYLOAD)?;
     cluster.cli_ok(&["wb", "create", "bad"])?;
     let client = async_nats::connect(&cluster.nats.url).await?;
-    let bucket = BlobBucket::open(&client)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    // An object whose content is not what its name says (a client lying, or corruption).
+    // An upload whose content is not what its name says (a client lying, or corruption).
     let honest = atelier_transport::blobs::blob_of_bytes(b"the real content");
     let liar = BlobRef {
         digest: atelier_transport::blobs::blob_of_bytes(b"something else").digest,
         size: honest.size,
     };
-    bucket
-        .put_bytes(b"the real content", &liar)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let lied = upload(
+        &client,
+        "bad",
+        Source::Bytes(b"the real content"),
+        &liar,
+        &|_| {},
+    )
+    .await
+    .err();
+    assert_eq!(lied.map(|e| e.code), Some(ErrorCode::FileWriteFailed));
     let cases = [
         (
             BlobRef {
@@ -190,7 +194,7 @@ async fn staged_files_that_do_not_match_their_names_are_refused_and_nothing_is_a
             },
             ErrorCode::NotFound,
         ),
-        (liar.clone(), ErrorCode::FileReadFailed),
+        (liar.clone(), ErrorCode::NotFound),
         (
             BlobRef {
                 digest: honest.digest.clone(),
@@ -220,7 +224,7 @@ async fn staged_files_that_do_not_match_their_names_are_refused_and_nothing_is_a
     let stored = walk_files(&blobs);
     assert!(
         !stored.iter().any(|name| name.contains(&liar.digest)),
-        "the corrupt object became a blob: {stored:?}"
+        "the lying upload became a blob: {stored:?}"
     );
     Ok(())
 }
@@ -249,7 +253,8 @@ async fn uploads_of_one_blob_at_once_make_one_upload_and_it_reads_back_whole() -
     let dir = tempfile::tempdir()?;
     let nats = atelier_tests::NatsServer::start_with_max_payload(dir.path(), STOCK_MAX_PAYLOAD)?;
     let client = async_nats::connect(&nats.url).await?;
-    let bucket = BlobBucket::ensure(&client, 1)
+    let grace = std::time::Duration::from_secs(3600);
+    let bucket = BlobBucket::ensure_durable(&client, 1, grace)
         .await
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     // Four chunks of 512 KiB.
@@ -260,7 +265,10 @@ async fn uploads_of_one_blob_at_once_make_one_upload_and_it_reads_back_whole() -
         uploaded.map_err(|e| anyhow::anyhow!("{e:?}"))?;
     }
     let mut stream = async_nats::jetstream::new(client.clone())
-        .get_stream(format!("OBJ_{}", atelier_messages::subjects::BLOB_BUCKET))
+        .get_stream(format!(
+            "OBJ_{}",
+            atelier_messages::subjects::BLOB_STORE_BUCKET
+        ))
         .await?;
     let last = stream.info().await?.state.last_sequence;
     assert_eq!(last, 5, "four chunks and one meta message: one upload");
@@ -334,6 +342,8 @@ async fn a_written_file_is_read_back_from_the_store_without_a_shared_copy() -> a
         v: atelier_messages::PROTOCOL_VERSION,
         digest: digest.into(),
         workbench: Some(workbench.into()),
+        offset: 0,
+        length: None,
     };
     let once = atelier_transport::Policy::once(std::time::Duration::from_secs(30));
     let bytes = atelier_transport::request(&client, &blob("w", &last.digest), once)

@@ -265,3 +265,44 @@ fn the_dashboard_closes_connections_that_trickle_their_headers_or_sit_idle() -> 
     assert!(answer.starts_with("HTTP/1.1 "), "{answer}");
     Ok(())
 }
+
+/// A model server that answers with a redirect is not followed elsewhere: the URL the check
+/// saw is the only one asked, so a loopback server cannot send the workbench's data to a host
+/// nobody checked. The job fails with `PROVIDER_NOT_CONFIGURED`, naming the redirect, and the
+/// server redirected to never hears a request.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_servers_redirect_is_not_followed() -> anyhow::Result<()> {
+    use atelier_messages::job::JobState;
+    use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
+    let elsewhere = ScriptedModel::start(launch_plan_export_script(0)).await?;
+    let target = format!("{}/chat/completions", elsewhere.base_url);
+    let redirecting = axum::Router::new().fallback(move || {
+        let target = target.clone();
+        async move {
+            (
+                axum::http::StatusCode::TEMPORARY_REDIRECT,
+                [(axum::http::header::LOCATION, target)],
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let spec = format!(
+        "openai-compat:http://{}/v1#scripted-model",
+        listener.local_addr()?
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, redirecting).await;
+    });
+    let cluster = atelier_tests::Cluster::start()?;
+    cluster.workbench_with_launch_plan("moved", "plan.csv")?;
+    let job_id = cluster.submit("moved", "count the rows", &spec)?;
+    let view = cluster.wait_finished(&job_id, Duration::from_secs(60))?;
+    assert_eq!(view.state, JobState::Failed);
+    let error = view.error.map(|error| error.code);
+    assert_eq!(
+        error,
+        Some(atelier_messages::ErrorCode::ProviderNotConfigured)
+    );
+    assert!(elsewhere.requests().is_empty(), "the redirect was followed");
+    Ok(())
+}

@@ -420,7 +420,11 @@ impl Call {
         }
         let output = result?;
         let changes = match changes {
-            Some(changes) => Some(self.files.stage_large_files(changes).await?),
+            Some(changes) => Some(
+                self.files
+                    .stage_large_files(&request.workbench, changes)
+                    .await?,
+            ),
             None => None,
         };
         Ok(ToolOutput {

@@ -9,13 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use atelier_messages::store::{
-    BlobRef, FileContent, GetBlob, INLINE_BLOB_BYTES, ManifestEntry, StageBlob,
-};
+use atelier_messages::store::{BlobRef, FileContent, GetBlob, INLINE_BLOB_BYTES, ManifestEntry};
 use atelier_messages::tool::{DraftChanges, ToolRequest};
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, path};
+use atelier_transport::Policy;
 use atelier_transport::blobs::blob_of_bytes;
-use atelier_transport::{BlobBucket, Policy};
+use atelier_transport::pieces;
 use sha2::{Digest, Sha256};
 
 /// Finds a workbench file by path (normalized first: `SANDBOX_VIOLATION` on escapes).
@@ -126,11 +125,10 @@ impl Deref for ToolCall {
     }
 }
 
-/// Reads workbench content for tool calls, and sends large draft writes through the blob
-/// bucket.
+/// Reads workbench content for tool calls, and sends large draft writes to the store in
+/// pieces.
 pub(crate) struct FileAccess {
     client: async_nats::Client,
-    bucket: tokio::sync::OnceCell<BlobBucket>,
     blob_dir: Option<PathBuf>,
     blob_cache: PathBuf,
     /// Most bytes the fetched-blob cache keeps (least recently used blobs go first).
@@ -146,18 +144,10 @@ impl FileAccess {
     ) -> Self {
         Self {
             client,
-            bucket: tokio::sync::OnceCell::new(),
             blob_dir,
             blob_cache: cache_dir.join("blobs"),
             cache_bytes,
         }
-    }
-
-    /// The blob bucket (opened at first use: the coordinator creates it).
-    async fn bucket(&self) -> Result<&BlobBucket, ErrorBody> {
-        self.bucket
-            .get_or_try_init(|| BlobBucket::open(&self.client))
-            .await
     }
 
     /// A local file holding the content of `workbench`'s file `entry` (the workbench, when
@@ -200,8 +190,7 @@ impl FileAccess {
         })
     }
 
-    /// Fetches a blob into `target`: a small one whole from the store, a large one from the
-    /// bucket, asking the store to stage it there first when the bucket does not hold it.
+    /// Fetches a blob into `target`: a small one whole, a large one in pieces, from the store.
     async fn fetch_blob(
         &self,
         workbench: Option<&str>,
@@ -215,22 +204,9 @@ impl FileAccess {
             digest: entry.digest.clone(),
             size: entry.size,
         };
-        let bucket = self
-            .bucket()
+        pieces::fetch_to(&self.client, workbench, &blob, target, false, &|_| {})
             .await
-            .map_err(|error| store_failure(ErrorCode::FileReadFailed, error))?;
-        match bucket.fetch_to(&blob, target, false).await {
-            Err(error) if error.code == ErrorCode::NotFound => {}
-            other => return other,
-        }
-        let stage = StageBlob {
-            v: PROTOCOL_VERSION,
-            digest: entry.digest.clone(),
-        };
-        atelier_transport::request(&self.client, &stage, Policy::STAGE)
-            .await
-            .map_err(|error| store_failure(ErrorCode::FileReadFailed, error))?;
-        bucket.fetch_to(&blob, target, false).await
+            .map_err(|error| store_failure(ErrorCode::FileReadFailed, error))
     }
 
     /// Fetches a small blob (kept in the store's database, not always in the shared blob
@@ -246,6 +222,8 @@ impl FileAccess {
             v: PROTOCOL_VERSION,
             digest: entry.digest.clone(),
             workbench: workbench.map(str::to_string),
+            offset: 0,
+            length: None,
         };
         let reply = atelier_transport::request(&self.client, &request, Policy::STORE)
             .await
@@ -295,9 +273,11 @@ impl FileAccess {
 
     /// The draft changes with the files beyond the inline budget
     /// ([`inline_budget`](atelier_transport::blobs::inline_budget), counted over the files in
-    /// order) uploaded to the blob bucket and named by digest instead of carried inline.
+    /// order) uploaded to `workbench`'s store in pieces and named by digest instead of carried
+    /// inline.
     pub(crate) async fn stage_large_files(
         &self,
+        workbench: &str,
         mut changes: DraftChanges,
     ) -> Result<DraftChanges, ErrorBody> {
         let budget = atelier_transport::blobs::inline_budget(&self.client);
@@ -308,11 +288,10 @@ impl FileAccess {
                 continue;
             }
             let blob = blob_of_bytes(&file.content);
-            let bucket = self
-                .bucket()
+            let source = pieces::Source::Bytes(&file.content);
+            pieces::upload(&self.client, workbench, source, &blob, &|_| {})
                 .await
                 .map_err(|error| store_failure(ErrorCode::FileWriteFailed, error))?;
-            bucket.put_bytes(&file.content, &blob).await?;
             *file = FileContent::staged(std::mem::take(&mut file.path), blob);
         }
         Ok(changes)

@@ -6,10 +6,9 @@
 //! runs the tool with bounded concurrency (blocking work on Tokio's blocking threads) and replies
 //! with a [`ToolOutput`](atelier_messages::tool::ToolOutput) or an
 //! [`ErrorBody`](atelier_messages::ErrorBody) in the request's format. Workers never write files:
-//! reads come from the shared blob directory or, on another host, from the blob bucket (JetStream's
-//! object store; the DraftStore stages a blob there on `atelier.store.stage`), cached by digest
-//! under a size bound; draft changes go back in the reply, files larger than 256 KiB through the
-//! bucket.
+//! reads come from the shared blob directory or, on another host, from the store in pieces
+//! (`atelier.store.blob`), cached by digest under a size bound; draft changes go back in the
+//! reply, files larger than 256 KiB uploaded to the store in pieces (`atelier.store.upload`).
 //!
 //! # Layout
 //! - [`executor`]: the ToolExecutor actor (subscription, concurrency, replies).

@@ -311,7 +311,11 @@ pub(crate) fn is_json(response: &reqwest::Response) -> bool {
 fn http_client(options: &ClientOptions) -> Result<reqwest::Client, AgentError> {
     // reqwest is built without a crypto provider; installing ring twice is harmless.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder().connect_timeout(options.connect_timeout);
+    // A model server is asked at the URL checked for it, never sent on elsewhere: a redirect
+    // would take the workbench's data to a host no one checked (an answer of 3xx is an error).
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(options.connect_timeout)
+        .redirect(reqwest::redirect::Policy::none());
     if let Some(ceiling) = options.request_timeout {
         builder = builder.timeout(ceiling);
     }

@@ -63,6 +63,10 @@ pub(super) fn classify_status(
             error: AgentError::Unavailable(detail),
             retry_after,
         },
+        s if s.is_redirection() => Failure::Fatal(AgentError::NotConfigured(format!(
+            "{detail}; a model server's redirects are not followed (they could lead where the \
+             model URL's check never looked): configure the URL it redirects to"
+        ))),
         s if s.is_client_error() && names_context_overflow(message) => {
             Failure::Fatal(AgentError::ContextOverflow(detail))
         }
@@ -150,6 +154,12 @@ mod tests {
         assert!(matches!(
             invalid,
             Failure::Fatal(AgentError::RequestRefused { status: 400, .. })
+        ));
+        // A redirect is not followed and not tried again: the URL is the operator's to fix.
+        let moved = classify_status(StatusCode::FOUND, "", wait);
+        assert!(matches!(
+            moved,
+            Failure::Fatal(AgentError::NotConfigured(_))
         ));
     }
 

@@ -64,8 +64,10 @@ impl ServerProbe {
         let root = server_root(base_url).to_string();
         // reqwest is built without a crypto provider; installing ring twice is harmless.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // Never sent on by a redirect to a host the model URL's check did not see.
         let client = reqwest::Client::builder()
             .timeout(PROBE_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .ok();
         Self {

@@ -1,5 +1,6 @@
-//! Large files through JetStream's object store: the bucket [`BLOB_BUCKET`] holds each blob as
-//! an object named by its lower-case hex sha256, stored in chunks far below any server's
+//! Large files through JetStream's object store, between coordinators: a replicated store's
+//! bucket [`BLOB_STORE_BUCKET`] holds each large blob as an object named by its lower-case hex
+//! sha256, stored in chunks far below any server's
 //! `max_payload`. Uploads stream from a file or a buffer; downloads stream into a temporary file
 //! beside the target while the content is hashed, and only a file whose size and sha256 match
 //! the name is renamed into place, so neither side holds a large file whole in memory and a
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::object_store::{self, ObjectStore};
 use atelier_messages::store::BlobRef;
-use atelier_messages::subjects::{BLOB_BUCKET, BLOB_STORE_BUCKET};
+use atelier_messages::subjects::BLOB_STORE_BUCKET;
 use atelier_messages::{ErrorBody, ErrorCode};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,10 +31,6 @@ pub fn inline_budget(client: &async_nats::Client) -> usize {
         max_payload => INLINE_MAX_BYTES.min(max_payload / 2),
     }
 }
-
-/// How long an object stays in the bucket (the coordinator's blob directory is the durable copy;
-/// a blob asked for again is staged again).
-pub const OBJECT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// Largest chunk of an upload; a chunk is also at most half the server's `max_payload`.
 const CHUNK_BYTES: usize = 512 * 1024;
@@ -117,30 +114,6 @@ pub async fn object_store_or_create(
 }
 
 impl BlobBucket {
-    /// Opens the bucket, creating it with `replicas` copies when missing (the coordinator does
-    /// at start).
-    pub async fn ensure(client: &async_nats::Client, replicas: usize) -> Result<Self, ErrorBody> {
-        let jetstream = async_nats::jetstream::new(client.clone());
-        let max_payload = client.server_info().max_payload;
-        let name = BLOB_BUCKET;
-        let config = object_store::Config {
-            bucket: name.to_string(),
-            description: Some("Atelier blobs in transit, named by sha256".to_string()),
-            max_age: OBJECT_MAX_AGE,
-            num_replicas: replicas,
-            ..Default::default()
-        };
-        let store = (object_store_or_create(&jetstream, config).await)
-            .map_err(|error| unavailable(name, "create", error))?;
-        Ok(Self {
-            store,
-            name,
-            max_payload,
-            uploads: Uploads::default(),
-            freshness: None,
-        })
-    }
-
     /// Opens (creating it when missing, with `replicas` copies) the bucket that keeps a
     /// replicated store's large blobs for good: a coordinator that takes the store over reads
     /// them from there. Its garbage is collected with `grace` ([`BlobBucket::collect`]): an
@@ -178,26 +151,10 @@ impl BlobBucket {
         }
     }
 
-    /// Opens the bucket the coordinator created.
-    pub async fn open(client: &async_nats::Client) -> Result<Self, ErrorBody> {
-        let jetstream = async_nats::jetstream::new(client.clone());
-        let store = jetstream
-            .get_object_store(BLOB_BUCKET)
-            .await
-            .map_err(|error| unavailable(BLOB_BUCKET, "open", error))?;
-        Ok(Self {
-            store,
-            name: BLOB_BUCKET,
-            max_payload: client.server_info().max_payload,
-            uploads: Uploads::default(),
-            freshness: None,
-        })
-    }
-
     /// Whether the bucket holds `blob` whole.
     pub async fn contains(&self, blob: &BlobRef) -> bool {
         match self.store.info(&blob.digest).await {
-            Ok(info) => !info.deleted && info.size as u64 == blob.size,
+            Ok(info) => holds_whole(&info, blob),
             Err(_) => false,
         }
     }
@@ -347,6 +304,16 @@ impl BlobBucket {
     }
 }
 
+/// Whether the object `info` describes is `blob` whole: not deleted, of its size, and recorded
+/// with its content's sha256 (an object of the right size whose content is another's, written
+/// under its name, is not: it is uploaded again).
+pub(crate) fn holds_whole(info: &object_store::ObjectInfo, blob: &BlobRef) -> bool {
+    let recorded = hex::decode(&blob.digest)
+        .ok()
+        .map(|digest| format!("SHA-256={}", data_encoding::BASE64URL.encode(&digest)));
+    !info.deleted && info.size as u64 == blob.size && recorded.is_some() && info.digest == recorded
+}
+
 /// How long a download waits for its next bytes before it gives up on that reading: an object
 /// uploaded again while it is read (two processes staging one digest at once) has its first
 /// chunks purged, and a reader of those waits for messages that are gone. Reading it again
@@ -430,7 +397,7 @@ async fn download(
     Ok(())
 }
 
-fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ErrorBody + '_ {
+pub(crate) fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ErrorBody + '_ {
     move |error| {
         ErrorBody::new(
             ErrorCode::FileWriteFailed,
@@ -440,7 +407,7 @@ fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ErrorBody + '_ {
 }
 
 /// A path beside `target` no other download uses.
-fn temp_beside(target: &Path) -> PathBuf {
+pub(crate) fn temp_beside(target: &Path) -> PathBuf {
     let mut name = target
         .file_name()
         .map(|name| name.to_os_string())

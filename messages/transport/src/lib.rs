@@ -9,7 +9,9 @@
 //! (`TOOL_WORKER_UNAVAILABLE`, `TOOL_TIMEOUT`, `VALIDATION_FAILED` for an oversized payload).
 //!
 //! # Layout
-//! - [`blobs`]: large files through JetStream's object store (chunked, digest-verified).
+//! - [`blobs`]: large files through JetStream's object store (chunked, digest-verified), for
+//!   coordinators. [`pieces`]: blobs through the store in pieces, for clients and workers.
+//! - [`feed`]: following an event stream a page at a time (`atelier.ctl.events`).
 //! - [`connect`]: connect options with the credentials a URL or a credentials file carries.
 //! - [`headers`]: the payload format of a message, trace-context propagation, progress marks.
 //! - [`request`]: typed request/reply with a [`Policy`] (timeouts, retries, progress).
@@ -22,7 +24,9 @@ pub mod blobs;
 pub mod connect;
 pub mod error;
 pub mod failpoint;
+pub mod feed;
 pub mod headers;
+pub mod pieces;
 pub mod request;
 pub mod serve;
 

@@ -57,16 +57,6 @@ impl Policy {
         progress: false,
     };
 
-    /// Staging a blob in the bucket (`atelier.store.stage`): the store uploads it before it
-    /// answers, which for a file of gigabytes takes a while.
-    pub const STAGE: Policy = Policy {
-        attempts: 3,
-        idle_timeout: Duration::from_secs(900),
-        max_duration: Duration::from_secs(900),
-        backoff: Duration::from_millis(250),
-        progress: false,
-    };
-
     /// One try with one deadline (CLI and dashboard requests).
     pub const fn once(timeout: Duration) -> Policy {
         Policy {

@@ -20,7 +20,7 @@
 
 mod supervisor;
 
-pub use supervisor::{Autoscaler, Launcher, start};
+pub use supervisor::{Autoscaler, Launcher, WORKER_URL_FILE, start};
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -23,12 +23,16 @@ use tokio::task::JoinHandle;
 use super::{Decision, Demand, PoolBounds, Scaler, Tuning};
 use crate::dashboard::workers;
 
+/// The file in a data directory that holds the workers' NATS URL.
+pub const WORKER_URL_FILE: &str = "nats-worker.url";
+
 /// How worker processes are started.
 #[derive(Debug, Clone)]
 pub struct Launcher {
     /// The `atelier` executable.
     pub exe: PathBuf,
-    /// The workers' NATS URL (the worker role's on the embedded server).
+    /// The workers' NATS URL (the worker role's on the embedded server): given to each worker
+    /// through `<data>/nats-worker.url`, readable by its owner only, never on a command line.
     pub nats_url: String,
     pub creds: Option<PathBuf>,
     pub data_dir: PathBuf,
@@ -40,6 +44,12 @@ pub struct Launcher {
 }
 
 impl Launcher {
+    /// Writes the workers' URL where the workers it starts read it (`--data`), readable by its
+    /// owner only.
+    pub fn record_url(&self) -> anyhow::Result<()> {
+        crate::nats_roles::write_private(&self.data_dir.join(WORKER_URL_FILE), &self.nats_url)
+    }
+
     fn spawn(&self, pool: Pool, slot: usize) -> anyhow::Result<tokio::process::Child> {
         let mut command = if self.pin_cpus {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -54,13 +64,15 @@ impl Launcher {
         };
         command
             .args(["worker", "--supervised", "--pool", pool.as_str()])
-            .args(["--nats", &self.nats_url])
             .arg("--data")
             .arg(&self.data_dir)
             // The worker retires when this pipe closes, so it never outlives the autoscaler.
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .kill_on_drop(true);
+        // The worker reads its URL from the data directory ([`Launcher::record_url`]).
+        command.env_remove("ATELIER_NATS_URL");
+        crate::child_env::without_secrets(command.as_std_mut());
         if let Some(creds) = &self.creds {
             command.arg("--creds").arg(creds);
         }
@@ -339,6 +351,7 @@ pub async fn start(
             })
             .collect(),
     }));
+    launcher.record_url()?;
     let service = register(&nats, Arc::clone(&stats)).await?;
     let mut supervisors = Vec::new();
     for (pool, bounds) in pools {

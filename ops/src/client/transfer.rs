@@ -1,5 +1,5 @@
 //! Moving files between this machine and a workbench: `wb add` (small files inline, large ones
-//! staged in the blob bucket with an upload bar), saving a read file and exporting a view.
+//! uploaded to the store in pieces with an upload bar), saving a read file and exporting a view.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use atelier_messages::PROTOCOL_VERSION;
 use atelier_messages::store::{AddFiles, BlobRef, FileBytes, FileContent, Listing};
 use atelier_transport::blobs::{blob_of_file, inline_budget};
-use atelier_transport::{BlobBucket, Policy};
+use atelier_transport::{Policy, pieces};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{Client, coded};
@@ -45,7 +45,10 @@ impl Client {
                 contents.push(FileContent::inline(path, content));
                 continue;
             }
-            contents.push(FileContent::staged(path, self.upload(file).await?));
+            contents.push(FileContent::staged(
+                path,
+                self.upload(workbench, file).await?,
+            ));
         }
         let add = AddFiles {
             v: PROTOCOL_VERSION,
@@ -58,35 +61,41 @@ impl Client {
             .map_err(coded)
     }
 
-    /// Uploads a file to the blob bucket in chunks (streamed from disk, with a progress bar on a
-    /// terminal) and names it by digest.
-    async fn upload(&self, file: &Path) -> anyhow::Result<BlobRef> {
+    /// Uploads a file to the workbench's store in pieces (read from disk a piece at a time,
+    /// with a progress bar on a terminal) and names it by digest.
+    async fn upload(&self, workbench: &str, file: &Path) -> anyhow::Result<BlobRef> {
         let blob = blob_of_file(file).await.map_err(coded)?;
-        let bucket = BlobBucket::open(&self.nats).await.map_err(coded)?;
-        let opened = tokio::fs::File::open(file)
-            .await
-            .with_context(|| format!("cannot read {}", file.display()))?;
         let bar = ProgressBar::new(blob.size).with_style(bytes_style());
         bar.set_message(format!("uploading {}", file.display()));
-        let mut reader = Counted {
-            inner: tokio::io::BufReader::with_capacity(256 * 1024, opened),
-            bar: bar.clone(),
-        };
-        let uploaded = bucket.put_reader(&mut reader, &blob).await;
+        let shown = |sent: u64| bar.set_position(sent);
+        let uploaded = pieces::upload(
+            &self.nats,
+            workbench,
+            pieces::Source::File(file),
+            &blob,
+            &shown,
+        )
+        .await;
         bar.finish_and_clear();
         uploaded.map_err(coded)?;
         Ok(blob)
     }
 
-    /// Writes a file read with [`Client::cat`] to `target` (a large one streamed from the blob
-    /// bucket, digest-verified).
-    pub async fn save(&self, file: &FileBytes, target: &Path) -> anyhow::Result<()> {
+    /// Writes a file of `workbench` read with [`Client::cat`] to `target` (a large one fetched
+    /// in pieces, digest-verified).
+    pub async fn save(
+        &self,
+        workbench: &str,
+        file: &FileBytes,
+        target: &Path,
+    ) -> anyhow::Result<()> {
         let Some(blob) = &file.blob else {
             return std::fs::write(target, &file.content)
                 .with_context(|| format!("cannot write {}", target.display()));
         };
-        let bucket = BlobBucket::open(&self.nats).await.map_err(coded)?;
-        bucket.fetch_to(blob, target, false).await.map_err(coded)
+        pieces::fetch_to(&self.nats, Some(workbench), blob, target, false, &|_| {})
+            .await
+            .map_err(coded)
     }
 
     /// Writes every file of a view under `dir`; returns the paths written.
@@ -105,7 +114,7 @@ impl Client {
                 std::fs::create_dir_all(parent)
                     .with_context(|| format!("cannot create {}", parent.display()))?;
             }
-            self.save(&file, &target).await?;
+            self.save(workbench, &file, &target).await?;
             written.push(target);
         }
         Ok(written)
@@ -151,27 +160,6 @@ fn file_name(path: &Path) -> anyhow::Result<String> {
 fn bytes_style() -> ProgressStyle {
     ProgressStyle::with_template("[{elapsed_precise}] {bar:24} {bytes}/{total_bytes} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_bar())
-}
-
-/// A reader that advances a progress bar by the bytes read through it.
-struct Counted<R> {
-    inner: R,
-    bar: ProgressBar,
-}
-
-impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<R> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let std::task::Poll::Ready(Ok(())) = &polled {
-            self.bar.inc((buf.filled().len() - before) as u64);
-        }
-        polled
-    }
 }
 
 #[cfg(test)]

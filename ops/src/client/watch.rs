@@ -1,14 +1,12 @@
-//! Following a job: `Client::watch` reads its events from the EVENTS stream until its current
+//! Following a job: `Client::watch` reads its events (`atelier.ctl.events`) until its current
 //! run finishes, and shows them as the caller asked ([`WatchOutput`]).
 
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use async_nats::jetstream::{self, consumer};
+use atelier_messages::feed::EventStream;
 use atelier_messages::job::{EventKind, JobEvent, JobOutcome, JobState};
-use atelier_messages::{ErrorBody, decode, subjects};
-use atelier_transport::headers::format_of;
-use futures::StreamExt;
+use atelier_messages::{ErrorBody, subjects};
+use atelier_transport::feed::EventFeed;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Client;
@@ -19,27 +17,19 @@ impl Client {
     pub async fn watch(&self, job_id: &str, output: WatchOutput) -> anyhow::Result<JobState> {
         // Not recorded yet (just submitted): its first run.
         let current_run = self.job(job_id).await.map(|view| view.run).unwrap_or(0);
-        let js = jetstream::new(self.nats.clone());
-        let stream = js
-            .get_stream(subjects::EVENTS_STREAM)
-            .await
-            .context("no EVENTS stream: is a coordinator running?")?;
-        let consumer = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: subjects::job_events(job_id),
-                deliver_policy: consumer::DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .context("cannot follow the job's events")?;
-        let mut messages = consumer
-            .messages()
-            .await
-            .context("cannot follow the job's events")?;
+        let mut feed = EventFeed::new(
+            self.nats.clone(),
+            EventStream::Jobs,
+            Some(subjects::job_events(job_id)),
+            0,
+        );
         let progress = Progress::new(output);
         loop {
-            let Ok(next) = tokio::time::timeout(LOOK_AT_THE_RECORD_EVERY, messages.next()).await
-            else {
+            let next = feed
+                .next_within(LOOK_AT_THE_RECORD_EVERY)
+                .await
+                .map_err(|error| anyhow::anyhow!("cannot follow the job's events: {error}"))?;
+            let Some(stored) = next else {
                 // Quiet for a while: the run may have ended with its `finished` event lost
                 // (a server crash before it reached the disk, a stream trimmed by its limits).
                 if let Some(state) = self.ended(job_id, current_run).await {
@@ -48,18 +38,13 @@ impl Client {
                 }
                 continue;
             };
-            let Some(message) = next else {
-                break;
+            let event: JobEvent = match stored.decode() {
+                Ok(event) => event,
+                Err(error) => {
+                    tracing::warn!(%error, "skipping an undecodable event");
+                    continue;
+                }
             };
-            let message = message.context("event stream interrupted")?;
-            let event: JobEvent =
-                match decode(&message.payload, format_of(message.headers.as_ref())) {
-                    Ok(event) => event,
-                    Err(error) => {
-                        tracing::warn!(%error, "skipping an undecodable event");
-                        continue;
-                    }
-                };
             progress.show(&event);
             if let EventKind::JobFinished { state, run, .. } = event.kind
                 && run >= current_run
@@ -68,7 +53,6 @@ impl Client {
                 return Ok(state);
             }
         }
-        bail!("the event stream ended before the job finished")
     }
 
     /// The final state of the job's run `run` (or a later one), when its record shows it ended.

@@ -36,11 +36,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use async_nats::jetstream::{self, consumer};
+use atelier_messages::feed::EventStream;
 use atelier_messages::job::JobEvent;
-use atelier_messages::{decode, subjects};
-use atelier_transport::headers::format_of;
-use futures::StreamExt;
+use atelier_messages::{ErrorBody, subjects};
+use atelier_transport::feed::EventFeed;
 
 use crate::dashboard::live::Live;
 
@@ -230,87 +229,44 @@ async fn connect(
     Ok(client)
 }
 
-/// Follows the EVENTS stream for as long as the dashboard runs, resuming after the last
-/// sequence applied whenever the consumer fails (NATS restarted, stream not created yet…).
+/// Follows the job events for as long as the dashboard runs, resuming after the last
+/// sequence applied whenever reading fails (NATS restarted, no coordinator yet…).
 async fn feed(state: Arc<AppState>) {
     state.connection.connected.store(true, Ordering::Relaxed);
     loop {
         if let Err(error) = follow(&state).await {
-            tracing::debug!(error = %format!("{error:#}"), "event feed interrupted; resuming");
+            tracing::debug!(%error, "event feed interrupted; resuming");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
-async fn follow(state: &AppState) -> anyhow::Result<()> {
-    let js = jetstream::new(state.nats.clone());
-    let stream = js
-        .get_stream(subjects::EVENTS_STREAM)
-        .await
-        .context("no EVENTS stream yet")?;
-    let next = state.live.last_sequence() + 1;
-    let deliver_policy = if next == 1 {
-        consumer::DeliverPolicy::All
-    } else {
-        consumer::DeliverPolicy::ByStartSequence {
-            start_sequence: next,
-        }
-    };
-    let consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: subjects::EVENTS_ALL.to_string(),
-            deliver_policy,
-            ..Default::default()
-        })
-        .await
-        .context("cannot create the events consumer")?;
-    let mut messages = consumer.messages().await?;
-    while let Some(message) = messages.next().await {
-        let message = message.context("events consumer failed")?;
-        let sequence = message.info().map(|info| info.stream_sequence).unwrap_or(0);
-        match decode::<JobEvent>(&message.payload, format_of(message.headers.as_ref())) {
-            Ok(event) => state.live.apply(sequence, &event),
-            Err(error) => tracing::debug!(%error, sequence, "skipping an undecodable event"),
+async fn follow(state: &AppState) -> Result<(), ErrorBody> {
+    let after = state.live.last_sequence();
+    let mut feed = EventFeed::new(state.nats.clone(), EventStream::Jobs, None, after);
+    loop {
+        let stored = feed.next().await?;
+        match stored.decode::<JobEvent>() {
+            Ok(event) => state.live.apply(stored.seq, &event),
+            Err(error) => tracing::debug!(%error, "skipping an undecodable event"),
         }
     }
-    bail!("the events consumer ended")
 }
 
-/// Every event of one job, from the start of the stream (what `atelier watch --json` prints).
+/// Every event of one job so far (what `atelier watch --json` prints).
 pub async fn job_events(nats: &async_nats::Client, job_id: &str) -> anyhow::Result<Vec<JobEvent>> {
-    let js = jetstream::new(nats.clone());
-    let stream = js
-        .get_stream(subjects::EVENTS_STREAM)
+    let mut feed = EventFeed::new(
+        nats.clone(),
+        EventStream::Jobs,
+        Some(subjects::job_events(job_id)),
+        0,
+    );
+    let stored = tokio::time::timeout(Duration::from_secs(10), feed.drain())
         .await
-        .context("no EVENTS stream: is a coordinator running?")?;
-    let mut consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: subjects::job_events(job_id),
-            deliver_policy: consumer::DeliverPolicy::All,
-            ..Default::default()
-        })
-        .await?;
-    let mut events = Vec::new();
-    if consumer.info().await?.num_pending == 0 {
-        return Ok(events);
-    }
-    let mut messages = consumer.messages().await?;
-    let read = async {
-        while let Some(message) = messages.next().await {
-            let message = message?;
-            if let Ok(event) =
-                decode::<JobEvent>(&message.payload, format_of(message.headers.as_ref()))
-            {
-                events.push(event);
-            }
-            if message.info().map(|info| info.pending).unwrap_or(0) == 0 {
-                break;
-            }
-        }
-        anyhow::Ok(())
-    };
-    tokio::time::timeout(Duration::from_secs(10), read)
-        .await
-        .context("reading the job's events timed out")??;
-    Ok(events)
+        .context("reading the job's events timed out")?
+        .map_err(|error| anyhow::anyhow!("cannot read the job's events: {error}"))?;
+    Ok(stored
+        .iter()
+        .filter_map(|event| event.decode::<JobEvent>().ok())
+        .collect())
 }

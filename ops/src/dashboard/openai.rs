@@ -9,11 +9,11 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer};
+use atelier_messages::feed::EventStream;
 use atelier_messages::job::{EventKind, GetJob, JobEvent, JobState, JobSubmit, JobView, Phase};
 use atelier_messages::store::ListWorkbenches;
-use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, decode, now_ms, subjects};
-use atelier_transport::headers::format_of;
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms, subjects};
+use atelier_transport::feed::EventFeed;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -185,7 +185,7 @@ fn chunk(job_id: &str, model: &str, delta: Value, finish: Option<&str>) -> Event
 
 /// A streamed answer's progress: the job's events, what was sent, whether the summary is on.
 struct Follow {
-    events: std::pin::Pin<Box<dyn futures::Stream<Item = JobEvent> + Send>>,
+    events: EventFeed,
     state: Shared,
     job_id: String,
     model: String,
@@ -198,8 +198,12 @@ impl Follow {
     /// the rest of its answer (the draft changes), the stop and `[DONE]` (or an error event).
     async fn next(mut self) -> Option<(Vec<Event>, Option<Follow>)> {
         loop {
-            let Ok(next) = tokio::time::timeout(LOOK_AT_THE_RECORD_EVERY, self.events.next()).await
-            else {
+            let next = self.events.next_within(LOOK_AT_THE_RECORD_EVERY).await;
+            let Ok(next) = next else {
+                // The events cannot be read: the job's record tells how it ended.
+                break;
+            };
+            let Some(stored) = next else {
                 // Quiet for a while: the job may have ended with its `finished` event lost (a
                 // server crash before it reached the disk, the stream trimmed by its limits).
                 if ended(&self.state, &self.job_id).await {
@@ -207,8 +211,8 @@ impl Follow {
                 }
                 continue;
             };
-            let Some(event) = next else {
-                break;
+            let Ok(event) = stored.decode::<JobEvent>() else {
+                continue;
             };
             match event.kind {
                 EventKind::PhaseStarted { phase } => self.summarizing = phase == Phase::Summary,
@@ -257,10 +261,12 @@ const LOOK_AT_THE_RECORD_EVERY: Duration = Duration::from_secs(5);
 
 /// The answer as `chat.completion.chunk` events while the job runs.
 async fn stream(state: Shared, job_id: String, model: String) -> Response {
-    let events = match job_events(&state, &job_id).await {
-        Ok(events) => events,
-        Err(body) => return error(&body),
-    };
+    let events = EventFeed::new(
+        state.nats.clone(),
+        EventStream::Jobs,
+        Some(subjects::job_events(&job_id)),
+        0,
+    );
     let first = chunk(
         &job_id,
         &model,
@@ -268,7 +274,7 @@ async fn stream(state: Shared, job_id: String, model: String) -> Response {
         None,
     );
     let follow = Follow {
-        events: Box::pin(events),
+        events,
         state,
         job_id,
         model,
@@ -282,32 +288,4 @@ async fn stream(state: Shared, job_id: String, model: String) -> Response {
     Sse::new(all)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(10)))
         .into_response()
-}
-
-/// The job's events from its start, decoded.
-async fn job_events(
-    state: &Shared,
-    job_id: &str,
-) -> Result<impl futures::Stream<Item = JobEvent> + Send + use<>, ErrorBody> {
-    let unavailable =
-        |e: String| ErrorBody::new(ErrorCode::Internal, format!("cannot follow the job: {e}"));
-    let consumer = jetstream::new(state.nats.clone())
-        .get_stream(subjects::EVENTS_STREAM)
-        .await
-        .map_err(|e| unavailable(e.to_string()))?
-        .create_consumer(consumer::pull::OrderedConfig {
-            filter_subject: subjects::job_events(job_id),
-            deliver_policy: consumer::DeliverPolicy::All,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    let messages = consumer
-        .messages()
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    Ok(messages.filter_map(|message| async move {
-        let message = message.ok()?;
-        decode::<JobEvent>(&message.payload, format_of(message.headers.as_ref())).ok()
-    }))
 }

@@ -7,7 +7,7 @@ use atelier_messages::store::{
     FileBytes, ListFiles, ListWorkbenches, Listing, ManifestEntry, ReadFile, View,
 };
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
-use atelier_transport::BlobBucket;
+use atelier_transport::pieces;
 use rmcp::model::{
     ListResourcesResult, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
 };
@@ -146,12 +146,12 @@ pub(super) async fn read(
     let file: FileBytes = server
         .ask(&ReadFile {
             v: PROTOCOL_VERSION,
-            workbench,
+            workbench: workbench.clone(),
             path: path.clone(),
             view,
         })
         .await?;
-    let bytes = content(server, file).await?;
+    let bytes = content(server, &workbench, file).await?;
     let contents = match String::from_utf8(bytes) {
         Ok(text) if !mime_of(&path).starts_with("application/vnd") => {
             ResourceContents::text(text, uri.to_string())
@@ -168,8 +168,12 @@ pub(super) async fn read(
     Ok(ReadResourceResult::new(vec![contents.with_mime_type(mime_of(&path))]).into())
 }
 
-/// A file's bytes: inline, or fetched from the blob bucket.
-async fn content(server: &AtelierMcp, file: FileBytes) -> Result<Vec<u8>, ErrorBody> {
+/// A file's bytes: inline, or fetched from the store in pieces.
+async fn content(
+    server: &AtelierMcp,
+    workbench: &str,
+    file: FileBytes,
+) -> Result<Vec<u8>, ErrorBody> {
     let Some(blob) = &file.blob else {
         return Ok(file.content.into_vec());
     };
@@ -182,11 +186,10 @@ async fn content(server: &AtelierMcp, file: FileBytes) -> Result<Vec<u8>, ErrorB
             ),
         ));
     }
-    let bucket = BlobBucket::open(&server.nats).await?;
     let dir = tempfile::tempdir()
         .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
     let target = dir.path().join("blob");
-    bucket.fetch_to(blob, &target, false).await?;
+    pieces::fetch_to(&server.nats, Some(workbench), blob, &target, false, &|_| {}).await?;
     std::fs::read(&target)
         .map_err(|error| ErrorBody::new(ErrorCode::FileReadFailed, error.to_string()))
 }

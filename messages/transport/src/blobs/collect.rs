@@ -168,7 +168,7 @@ impl BlobBucket {
             let Some(Meta { mut info, seq }) = self.meta(&blob.digest).await? else {
                 return Ok(false);
             };
-            if info.deleted || info.size as u64 != blob.size {
+            if !super::holds_whole(&info, blob) {
                 return Ok(false);
             }
             if !older_than(&info, before(SystemTime::now(), freshness.grace / 2)) {

@@ -1,0 +1,224 @@
+//! Blobs moved through the store in pieces, for clients and workers, which have no JetStream
+//! rights (docs/adr/0016): a download asks `atelier.store.blob` for consecutive pieces (a few
+//! at once) into a temporary file beside the target, hashing on the way, and renames it into
+//! place only when size and sha256 match; an upload sends `atelier.store.upload` pieces in
+//! order, going on from wherever the store says it holds the upload (a lost answer, an owner
+//! that changed), until the store has checked the whole blob against its digest.
+
+use std::path::Path;
+
+use atelier_messages::store::{BLOB_PIECE_BYTES, BlobRef, GetBlob, UploadBlob};
+use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use serde_bytes::ByteBuf;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use crate::blobs::{temp_beside, write_error};
+use crate::{Policy, request};
+
+/// Pieces of a download asked for at once.
+const WINDOW: usize = 4;
+
+/// Times an upload may be told to go back before it gives up.
+const RESTARTS: u32 = 3;
+
+/// The piece size for `client`: [`BLOB_PIECE_BYTES`], or half the server's `max_payload` when
+/// that is smaller (room for the rest of the message).
+pub fn piece_bytes(client: &async_nats::Client) -> u64 {
+    match client.server_info().max_payload {
+        0 => BLOB_PIECE_BYTES,
+        max_payload => BLOB_PIECE_BYTES.min(max_payload as u64 / 2).max(1),
+    }
+}
+
+/// Downloads `blob` (of `workbench`, when known: its shard answers at once) into `target`,
+/// fsynced with its directory when `durable`; `progress` is told the bytes written so far.
+pub async fn fetch_to(
+    client: &async_nats::Client,
+    workbench: Option<&str>,
+    blob: &BlobRef,
+    target: &Path,
+    durable: bool,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(), ErrorBody> {
+    let temp = temp_beside(target);
+    let fetched = fetch_into(client, workbench, blob, &temp, durable, progress).await;
+    if let Err(error) = fetched {
+        let _ = tokio::fs::remove_file(&temp).await;
+        return Err(error);
+    }
+    tokio::fs::rename(&temp, target)
+        .await
+        .map_err(write_error(target))?;
+    if durable && let Some(parent) = target.parent() {
+        let dir = tokio::fs::File::open(parent)
+            .await
+            .map_err(write_error(parent))?;
+        dir.sync_all().await.map_err(write_error(parent))?;
+    }
+    Ok(())
+}
+
+async fn fetch_into(
+    client: &async_nats::Client,
+    workbench: Option<&str>,
+    blob: &BlobRef,
+    temp: &Path,
+    durable: bool,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(), ErrorBody> {
+    if let Some(parent) = temp.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(write_error(parent))?;
+    }
+    let mut file = tokio::fs::File::create(temp)
+        .await
+        .map_err(write_error(temp))?;
+    let piece = piece_bytes(client);
+    let ask = |offset: u64| {
+        let request = GetBlob {
+            v: PROTOCOL_VERSION,
+            digest: blob.digest.clone(),
+            workbench: workbench.map(str::to_string),
+            offset,
+            length: Some(piece.min(blob.size - offset)),
+        };
+        async move { request_piece(client, &request).await }
+    };
+    let mut hasher = Sha256::new();
+    let mut pending = FuturesOrdered::new();
+    let mut next_offset = 0;
+    let mut written = 0;
+    while written < blob.size {
+        while pending.len() < WINDOW && next_offset < blob.size {
+            pending.push_back(ask(next_offset));
+            next_offset += piece.min(blob.size - next_offset);
+        }
+        let Some(asked) = pending.next().await else {
+            break;
+        };
+        let content = asked?;
+        if content.is_empty() {
+            return Err(changed(blob, written));
+        }
+        hasher.update(&content);
+        file.write_all(&content).await.map_err(write_error(temp))?;
+        written += content.len() as u64;
+        progress(written);
+    }
+    let digest = hex::encode(hasher.finalize());
+    if digest != blob.digest || written != blob.size {
+        return Err(ErrorBody::new(
+            ErrorCode::FileReadFailed,
+            format!(
+                "blob {} arrived as {written} bytes with digest {digest}; refusing corrupt content",
+                blob.digest
+            ),
+        ));
+    }
+    file.flush().await.map_err(write_error(temp))?;
+    if durable {
+        file.sync_all().await.map_err(write_error(temp))?;
+    }
+    Ok(())
+}
+
+fn changed(blob: &BlobRef, at: u64) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::FileReadFailed,
+        format!(
+            "blob {} ended after {at} of its {} bytes",
+            blob.digest, blob.size
+        ),
+    )
+}
+
+async fn request_piece(client: &async_nats::Client, piece: &GetBlob) -> Result<Vec<u8>, ErrorBody> {
+    let answer = request(client, piece, Policy::STORE).await?;
+    Ok(answer.content.into_vec())
+}
+
+/// Where an upload's bytes come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    File(&'a Path),
+    Bytes(&'a [u8]),
+}
+
+impl Source<'_> {
+    async fn read_at(&self, offset: u64, length: u64) -> Result<Vec<u8>, ErrorBody> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let length = usize::try_from(length).unwrap_or(usize::MAX);
+        match self {
+            Source::Bytes(bytes) => Ok(bytes
+                .get(start..start.saturating_add(length).min(bytes.len()))
+                .unwrap_or_default()
+                .to_vec()),
+            Source::File(path) => {
+                let read_error = |error: std::io::Error| {
+                    ErrorBody::new(
+                        ErrorCode::FileReadFailed,
+                        format!("cannot read {}: {error}", path.display()),
+                    )
+                };
+                let mut file = tokio::fs::File::open(path).await.map_err(read_error)?;
+                file.seek(std::io::SeekFrom::Start(offset))
+                    .await
+                    .map_err(read_error)?;
+                let mut piece = vec![0; length];
+                file.read_exact(&mut piece).await.map_err(read_error)?;
+                Ok(piece)
+            }
+        }
+    }
+}
+
+/// Uploads `source` (whose digest and size are `blob`) to the store for `workbench`, in
+/// pieces; `progress` is told the bytes the store holds so far. Then `blob` may be named in
+/// `atelier.store.add` or a draft write as `FileContent::staged`.
+pub async fn upload(
+    client: &async_nats::Client,
+    workbench: &str,
+    source: Source<'_>,
+    blob: &BlobRef,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(), ErrorBody> {
+    let upload = hex::encode(rand::random::<[u8; 12]>());
+    let piece = piece_bytes(client);
+    let mut offset = 0;
+    let mut restarts = 0;
+    loop {
+        let length = piece.min(blob.size - offset);
+        let content = source.read_at(offset, length).await?;
+        let piece_sent = UploadBlob {
+            v: PROTOCOL_VERSION,
+            workbench: workbench.to_string(),
+            upload: upload.clone(),
+            digest: blob.digest.clone(),
+            size: blob.size,
+            offset,
+            content: ByteBuf::from(content),
+        };
+        let answer = request(client, &piece_sent, Policy::STORE).await?;
+        progress(answer.received);
+        if answer.complete {
+            return Ok(());
+        }
+        if answer.received != offset + length {
+            restarts += 1;
+            if restarts > RESTARTS {
+                return Err(ErrorBody::new(
+                    ErrorCode::FileWriteFailed,
+                    format!(
+                        "the upload of {} was sent back to byte {} {restarts} times; try again",
+                        blob.digest, answer.received
+                    ),
+                ));
+            }
+        }
+        offset = answer.received.min(blob.size);
+    }
+}
