@@ -61,7 +61,7 @@ pub(crate) struct SourceMeta {
 pub(crate) struct TableCache {
     root: PathBuf,
     locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
-    /// Loading runs under the queries' memory limit and threads, and its own time limit.
+    /// Loading runs in the calling query's slot, share of the budget and threads; own time limit.
     limits: Limits,
 }
 
@@ -352,7 +352,7 @@ fn ingest(
     limits: &Limits,
 ) -> Result<(), ErrorBody> {
     let config = Config::default()
-        .max_memory(&limits.memory)
+        .max_memory(&limits.database_memory())
         .and_then(|config| config.threads(limits.threads));
     let conn = config
         .and_then(|config| Connection::open_with_flags(database, config))

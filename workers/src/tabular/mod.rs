@@ -3,10 +3,12 @@
 //! Each file is ingested once per content digest (see [`ingest`]); every tool call then runs on a
 //! connection to that database opened read-only, with external access disabled, extension
 //! loading off and the configuration locked, so a query can read table `data` and nothing else
-//! on the machine. Opened databases are kept (a few, most recently used) so warm calls only clone
-//! a connection. All functions here block: callers run them on Tokio's blocking threads.
+//! on the machine. Opened databases are kept (as many as the worker has query slots, most
+//! recently used) so warm calls only clone a connection; the worker's memory budget is shared by
+//! them (see [`budget`]). All functions here block: callers run them on Tokio's blocking threads.
 
 mod ast;
+mod budget;
 mod cells;
 mod dialect;
 mod encoding;
@@ -23,7 +25,6 @@ mod tests;
 mod workbook;
 
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use atelier_messages::{ErrorBody, ErrorCode};
@@ -36,6 +37,7 @@ pub(crate) use profile::{Description, RowsRead, Stats};
 pub(crate) use query::{DEFAULT_WINDOW_ROWS, MAX_WINDOW_ROWS, QueryWindow, Window};
 pub(crate) use workbook::{CellRef, UpdateMode, UpdateRequest, Updated};
 
+use budget::{OpenDatabases, Slots};
 use ingest::TableCache;
 use query::CheckedQuery;
 
@@ -43,20 +45,20 @@ use query::CheckedQuery;
 const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default: how long loading a CSV into its cached database may take.
 const INGEST_TIMEOUT: Duration = Duration::from_secs(600);
-/// Default: DuckDB's memory limit per cached database (shared by its concurrent calls).
-const QUERY_MEMORY: &str = "2GB";
+/// Default: the worker's DuckDB memory budget, shared by its query slots (see [`budget`]).
+const QUERY_MEMORY: u64 = 2_000_000_000;
+/// Default: how many calls run DuckDB at once in a worker (and databases are kept open).
+const QUERY_SLOTS: usize = 2;
 /// Default: DuckDB threads per cached database.
 const QUERY_THREADS: i64 = 2;
 /// Default: the most bytes one `table_export` or `table_update_from_export` may write (see
 /// [`export`]); the file is built in the worker's memory before it goes to the draft.
 const EXPORT_BYTES: u64 = 256 * 1024 * 1024;
-/// Databases kept open; older ones are closed (their files stay cached on disk).
-const OPEN_DATABASES: usize = 16;
-
 /// Environment overrides of the limits (until `WorkerConfig` carries them).
 const ENV_TIMEOUT_MS: &str = "ATELIER_TABULAR_QUERY_TIMEOUT_MS";
 const ENV_INGEST_TIMEOUT_MS: &str = "ATELIER_TABULAR_INGEST_TIMEOUT_MS";
 const ENV_MEMORY: &str = "ATELIER_TABULAR_MEMORY_LIMIT";
+const ENV_SLOTS: &str = "ATELIER_TABULAR_QUERY_SLOTS";
 const ENV_THREADS: &str = "ATELIER_TABULAR_THREADS";
 const ENV_EXPORT_BYTES: &str = "ATELIER_TABULAR_EXPORT_MAX_BYTES";
 
@@ -66,8 +68,11 @@ pub(crate) struct Limits {
     pub(crate) timeout: Duration,
     /// How long loading a CSV may take (under the same memory limit and threads).
     pub(crate) ingest_timeout: Duration,
-    /// A DuckDB memory size, e.g. `2GB` or `512MB`.
-    pub(crate) memory: String,
+    /// The worker's DuckDB memory budget in bytes, whatever the number of tables.
+    pub(crate) memory_bytes: u64,
+    /// How many calls run DuckDB at once; each database gets `memory_bytes / slots`.
+    pub(crate) slots: usize,
+    /// DuckDB threads per database.
     pub(crate) threads: i64,
     /// The most bytes an export may write (CSV bytes; XLSX cell content, see [`export`]).
     pub(crate) export_bytes: u64,
@@ -80,7 +85,8 @@ impl Default for Limits {
         Self {
             timeout: QUERY_TIMEOUT,
             ingest_timeout: INGEST_TIMEOUT,
-            memory: QUERY_MEMORY.to_string(),
+            memory_bytes: QUERY_MEMORY,
+            slots: QUERY_SLOTS,
             threads: QUERY_THREADS,
             export_bytes: EXPORT_BYTES,
             cache_bytes: crate::DEFAULT_TABLE_CACHE_BYTES,
@@ -90,7 +96,8 @@ impl Default for Limits {
 
 impl Limits {
     /// The defaults, overridden by `ATELIER_TABULAR_QUERY_TIMEOUT_MS`,
-    /// `ATELIER_TABULAR_INGEST_TIMEOUT_MS`, `ATELIER_TABULAR_MEMORY_LIMIT`,
+    /// `ATELIER_TABULAR_INGEST_TIMEOUT_MS`, `ATELIER_TABULAR_MEMORY_LIMIT` (a DuckDB size such as
+    /// `2GB` or `512MiB`, for the whole worker), `ATELIER_TABULAR_QUERY_SLOTS`,
     /// `ATELIER_TABULAR_THREADS` and `ATELIER_TABULAR_EXPORT_MAX_BYTES` when set and valid.
     pub(crate) fn from_env() -> Self {
         let mut limits = Self::default();
@@ -103,7 +110,13 @@ impl Limits {
             limits.ingest_timeout = Duration::from_millis(ms.max(1));
         }
         if let Some(memory) = var(ENV_MEMORY) {
-            limits.memory = memory.trim().to_string();
+            match budget::parse_size(&memory) {
+                Some(bytes) => limits.memory_bytes = bytes,
+                None => tracing::warn!(%memory, "{ENV_MEMORY} is not a memory size; ignored"),
+            }
+        }
+        if let Some(slots) = var(ENV_SLOTS).and_then(|v| v.trim().parse::<usize>().ok()) {
+            limits.slots = slots.max(1);
         }
         if let Some(threads) = var(ENV_THREADS).and_then(|v| v.trim().parse::<i64>().ok()) {
             limits.threads = threads.max(1);
@@ -112,6 +125,12 @@ impl Limits {
             limits.export_bytes = bytes.max(1);
         }
         limits
+    }
+
+    /// The memory limit of each database, as DuckDB reads it: the budget divided by the slots.
+    pub(crate) fn database_memory(&self) -> String {
+        let share = self.memory_bytes / u64::try_from(self.slots.max(1)).unwrap_or(1);
+        format!("{}KiB", (share / 1024).max(1))
     }
 }
 
@@ -136,7 +155,8 @@ pub(crate) struct ExportRequest<'a> {
 pub(crate) struct TabularEngine {
     cache: TableCache,
     limits: Limits,
-    open: Mutex<Vec<(String, Connection)>>,
+    slots: Slots,
+    open: OpenDatabases,
 }
 
 impl TabularEngine {
@@ -153,21 +173,20 @@ impl TabularEngine {
     pub(crate) fn with_limits(cache_dir: &Path, limits: Limits) -> Self {
         Self {
             cache: TableCache::new(cache_dir, limits.clone()),
+            slots: Slots::new(limits.slots),
+            open: OpenDatabases::new(limits.slots),
             limits,
-            open: Mutex::new(Vec::new()),
         }
     }
 
     /// `table_get_map`.
     pub(crate) fn map(&self, csv: CsvFile<'_>) -> Result<TableMap, ErrorBody> {
-        let conn = self.open(csv)?;
-        self.guarded(&conn, || map::read_map(&conn, csv.name))
+        self.on_table(csv, |conn| map::read_map(conn, csv.name))
     }
 
     /// `table_describe`.
     pub(crate) fn describe(&self, csv: CsvFile<'_>) -> Result<Description, ErrorBody> {
-        let conn = self.open(csv)?;
-        self.guarded(&conn, || profile::describe(&conn))
+        self.on_table(csv, profile::describe)
     }
 
     /// `table_stats` (all columns when `columns` is `None`).
@@ -176,8 +195,7 @@ impl TabularEngine {
         csv: CsvFile<'_>,
         columns: Option<&[String]>,
     ) -> Result<Stats, ErrorBody> {
-        let conn = self.open(csv)?;
-        self.guarded(&conn, || profile::stats(&conn, columns))
+        self.on_table(csv, |conn| profile::stats(conn, columns))
     }
 
     /// `table_read_rows`: `count` rows from 1-based `start`, in file order.
@@ -188,8 +206,7 @@ impl TabularEngine {
         count: u64,
         columns: Option<&[String]>,
     ) -> Result<RowsRead, ErrorBody> {
-        let conn = self.open(csv)?;
-        self.guarded(&conn, || profile::read_rows(&conn, start, count, columns))
+        self.on_table(csv, |conn| profile::read_rows(conn, start, count, columns))
     }
 
     /// `table_query`.
@@ -199,8 +216,7 @@ impl TabularEngine {
         sql: &str,
         window: Window,
     ) -> Result<QueryWindow, ErrorBody> {
-        let conn = self.open(csv)?;
-        self.guarded(&conn, || query::run_window(&conn, sql, csv.name, window))
+        self.on_table(csv, |conn| query::run_window(conn, sql, csv.name, window))
     }
 
     /// `table_export`: the file content to write and the response.
@@ -209,17 +225,16 @@ impl TabularEngine {
         csv: CsvFile<'_>,
         request: ExportRequest<'_>,
     ) -> Result<Exported, ErrorBody> {
-        let conn = self.open(csv)?;
-        self.guarded(&conn, || {
-            let checked = checked_or_whole(&conn, request.query, csv.name)?;
-            let columns = query::describe(&conn, &checked)?;
+        self.on_table(csv, |conn| {
+            let checked = checked_or_whole(conn, request.query, csv.name)?;
+            let columns = query::describe(conn, &checked)?;
             let target = ExportTarget {
                 format: request.format,
                 sheet: request.sheet,
                 target_path: request.target_path,
                 max_bytes: self.limits.export_bytes,
             };
-            export::export(&conn, &checked, &columns, target)
+            export::export(conn, &checked, &columns, target)
         })
     }
 
@@ -231,54 +246,28 @@ impl TabularEngine {
         request: &UpdateRequest<'_>,
         existing: Option<&[u8]>,
     ) -> Result<Updated, ErrorBody> {
-        let conn = self.open(csv)?;
-        self.guarded(&conn, || {
-            let checked = checked_or_whole(&conn, request.query, csv.name)?;
-            let columns = query::describe(&conn, &checked)?;
-            let grid =
-                workbook::Grid::collect(&conn, &checked, &columns, self.limits.export_bytes)?;
+        self.on_table(csv, |conn| {
+            let checked = checked_or_whole(conn, request.query, csv.name)?;
+            let columns = query::describe(conn, &checked)?;
+            let grid = workbook::Grid::collect(conn, &checked, &columns, self.limits.export_bytes)?;
             workbook::update(request, existing, grid)
         })
     }
 
-    /// Runs `work` under the query timeout.
-    fn guarded<T>(
+    /// Runs `work` on a connection to the file's database under the query timeout, holding a
+    /// query slot throughout: the database is ingested on first use, then opened once and its
+    /// connection cloned for each call.
+    fn on_table<T>(
         &self,
-        conn: &Connection,
-        work: impl FnOnce() -> Result<T, ErrorBody>,
+        csv: CsvFile<'_>,
+        work: impl FnOnce(&Connection) -> Result<T, ErrorBody>,
     ) -> Result<T, ErrorBody> {
-        query::with_deadline(conn, self.limits.timeout, work)
-    }
-
-    /// A query connection to the file's database: ingested on first use, then opened once and
-    /// cloned for each call.
-    fn open(&self, csv: CsvFile<'_>) -> Result<Connection, ErrorBody> {
-        if let Some(conn) = self.clone_open(csv.digest)? {
-            return Ok(conn);
-        }
-        let database = self.cache.database(csv.path, csv.digest)?;
-        let base = open_read_only(&database, &self.limits)?;
-        let conn = base.try_clone().map_err(open_failed)?;
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if !open.iter().any(|(digest, _)| digest == csv.digest) {
-            open.push((csv.digest.to_string(), base));
-            if open.len() > OPEN_DATABASES {
-                open.remove(0);
-            }
-        }
-        Ok(conn)
-    }
-
-    /// A clone of the open database's connection, marking it most recently used.
-    fn clone_open(&self, digest: &str) -> Result<Option<Connection>, ErrorBody> {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(position) = open.iter().position(|(d, _)| d == digest) else {
-            return Ok(None);
-        };
-        let entry = open.remove(position);
-        let conn = entry.1.try_clone().map_err(open_failed);
-        open.push(entry);
-        conn.map(Some)
+        let slot = self.slots.acquire();
+        let conn = self.open.connect(&slot, csv.digest, || {
+            let database = self.cache.database(csv.path, csv.digest)?;
+            open_read_only(&database, &self.limits)
+        })?;
+        query::with_deadline(&conn, self.limits.timeout, || work(&conn))
     }
 }
 
@@ -301,8 +290,8 @@ fn open_failed(e: duckdb::Error) -> ErrorBody {
 }
 
 /// Opens a cached database for queries: read-only, no file system or network access, no
-/// extension loading or installing, bounded memory and threads, and the configuration locked
-/// so SQL cannot change any of it.
+/// extension loading or installing, its share of the worker's memory budget, bounded threads,
+/// and the configuration locked so SQL cannot change any of it.
 fn open_read_only(database: &Path, limits: &Limits) -> Result<Connection, ErrorBody> {
     let config = Config::default()
         .access_mode(AccessMode::ReadOnly)
@@ -310,7 +299,7 @@ fn open_read_only(database: &Path, limits: &Limits) -> Result<Connection, ErrorB
         .and_then(|c| c.enable_autoload_extension(false))
         .and_then(|c| c.with("autoinstall_known_extensions", "false"))
         .and_then(|c| c.with("allow_community_extensions", "false"))
-        .and_then(|c| c.max_memory(&limits.memory))
+        .and_then(|c| c.max_memory(&limits.database_memory()))
         .and_then(|c| c.threads(limits.threads))
         .and_then(|c| c.with("lock_configuration", "true"));
     config

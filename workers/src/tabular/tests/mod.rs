@@ -1,6 +1,7 @@
 //! Engine tests on real DuckDB and real files.
 
 mod bounds;
+mod budget;
 mod real_world;
 mod tools;
 mod update;

@@ -191,7 +191,7 @@ fn query_windows_count_only_when_needed() {
 fn memory_limit_is_tool_timeout_and_the_engine_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let limits = Limits {
-        memory: "128MB".into(),
+        memory_bytes: 128 << 20,
         ..Limits::default()
     };
     let engine = TabularEngine::with_limits(&dir.path().join("cache"), limits);
