@@ -83,11 +83,15 @@ pub enum ErrorCode {
     ShardUnavailable,
     /// A shard snapshot's content does not match its digest; it is not restored.
     SnapshotCorrupt,
+    /// A table tool's DuckDB work (the query, or loading the table) needed more memory than the
+    /// worker's budget allows; nothing was returned. Narrow the query (filters, fewer columns,
+    /// aggregate in steps) rather than retrying it unchanged.
+    QueryOutOfMemory,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 40] = [
+    pub const ALL: [ErrorCode; 41] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -128,6 +132,7 @@ impl ErrorCode {
         ErrorCode::ShardFenced,
         ErrorCode::ShardUnavailable,
         ErrorCode::SnapshotCorrupt,
+        ErrorCode::QueryOutOfMemory,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -173,6 +178,7 @@ impl ErrorCode {
             ErrorCode::ShardFenced => "SHARD_FENCED",
             ErrorCode::ShardUnavailable => "SHARD_UNAVAILABLE",
             ErrorCode::SnapshotCorrupt => "SNAPSHOT_CORRUPT",
+            ErrorCode::QueryOutOfMemory => "QUERY_OUT_OF_MEMORY",
         }
     }
 }

@@ -27,7 +27,7 @@ use super::Limits;
 use super::dialect::{NumberFormat, detect_null_markers, detect_number_format, sample_values};
 use super::encoding::{self, Detected, WEAK_GUESS};
 use super::evict::{evict_databases, wal_of};
-use super::query::with_deadline;
+use super::query::{is_out_of_memory, with_deadline};
 use crate::files::{check_digest, mark_used, temp_path_for};
 
 /// Rows the pre-checks sample (dialect, number format, null markers); the final read's own
@@ -116,19 +116,19 @@ impl TableCache {
     }
 }
 
-/// A load failure: the memory limit is a resource limit, like the time limit
-/// (`TOOL_TIMEOUT`); anything else is the file's (`FILE_READ_FAILED`).
+/// A load failure: running out of the worker's memory budget is `QUERY_OUT_OF_MEMORY` (the file
+/// is too large for this worker); anything else is the file's (`FILE_READ_FAILED`).
 fn read_failed(csv: &Path) -> impl Fn(duckdb::Error) -> ErrorBody + '_ {
     move |e| {
         let message = e.to_string();
         if message.contains("No space left on device") {
             return disk_full(&message);
         }
-        if message.contains("Out of Memory") {
+        if is_out_of_memory(&e) {
             return ErrorBody::new(
-                ErrorCode::ToolTimeout,
+                ErrorCode::QueryOutOfMemory,
                 format!(
-                    "loading {} exceeded the worker's memory limit (ATELIER_TABULAR_MEMORY_LIMIT): {message}",
+                    "loading {} needed more memory than this worker gives a table (raise ATELIER_TABULAR_MEMORY_LIMIT, or split the file): {message}",
                     csv.display()
                 ),
             );

@@ -93,19 +93,32 @@ fn refused(message: impl Into<String>) -> ErrorBody {
 }
 
 /// DuckDB's errors on the user's query are the user's to fix (`VALIDATION_FAILED` with DuckDB's
-/// own message); running out of the memory limit is a resource limit, like the timeout
-/// (`TOOL_TIMEOUT`).
+/// own message); running out of the worker's memory budget is `QUERY_OUT_OF_MEMORY`, with what
+/// to do instead.
 pub(crate) fn query_failed(e: duckdb::Error) -> ErrorBody {
     let message = e.to_string();
-    if message.contains("Out of Memory") {
+    if is_out_of_memory(&e) {
         return ErrorBody::new(
-            ErrorCode::ToolTimeout,
+            ErrorCode::QueryOutOfMemory,
             format!(
-                "query exceeded the worker's memory limit; narrow it (filters, fewer columns, LIMIT): {message}"
+                "the query needed more memory than this worker gives a table; narrow it (filters, \
+                 fewer columns, LIMIT) or aggregate in steps (GROUP BY first, then summarize the \
+                 groups) instead of retrying it unchanged: {message}"
             ),
         );
     }
     refused(format!("query failed: {message}"))
+}
+
+/// Whether DuckDB gave up for lack of memory: its error says so first (an error a query raises
+/// itself, e.g. with `error('Out of Memory Error')`, is an `Invalid Input Error`).
+pub(crate) fn is_out_of_memory(e: &duckdb::Error) -> bool {
+    match e {
+        duckdb::Error::DuckDBFailure(_, Some(message)) => {
+            message.trim_start().starts_with("Out of Memory Error")
+        }
+        _ => false,
+    }
 }
 
 /// The answer of `json_serialize_sql`.

@@ -109,7 +109,7 @@ fn three_heavy_calls_on_three_tables_stay_within_one_worker_budget() {
     let report = measured(Limits::default().slots, BUDGET);
     assert_eq!(
         report["codes"],
-        json!(vec!["TOOL_TIMEOUT"; 3]),
+        json!(vec!["QUERY_OUT_OF_MEMORY"; 3]),
         "{report}"
     );
     let growth = report["growth"].as_u64().unwrap();
