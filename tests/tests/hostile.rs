@@ -414,3 +414,96 @@ fn a_worker_thread_count_that_is_not_a_number_is_refused_by_name() -> anyhow::Re
     );
     Ok(())
 }
+
+/// A workbook fuzzing found, on 1,000 rows: in each, an inline string's stray end tags would make
+/// calamine's value reader see a cell at column HGIRC (121 GB of dense cells in all). The
+/// package's own parts are written here, the sheet being the hostile one.
+fn stray_end_tags_xlsx(rows: u32) -> anyhow::Result<Vec<u8>> {
+    use std::io::Write;
+    const MAIN: &str = "http://schemas.openxmlformats.org/spreadsheetml/2006/main";
+    const RELS: &str = "http://schemas.openxmlformats.org/package/2006/relationships";
+    const DOC: &str = "http://schemas.openxmlformats.org/officeDocument/2006/relationships";
+    let cells: String = (1..=rows)
+        .map(|r| {
+            format!(
+                r#"<row r="{r}"><c r="A{r}" t="inlineStr"><is><t>x</p></is#</c><c r="B{r}" t="inlineStr"><is><t>y</t></is></c><c r="hgirC{r}"><v>1</v></c></row>"#
+            )
+        })
+        .collect();
+    let parts = [
+        (
+            "[Content_Types].xml",
+            r#"<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>"#
+                .to_string(),
+        ),
+        (
+            "_rels/.rels",
+            format!(
+                r#"<Relationships xmlns="{RELS}"><Relationship Id="rId1" Type="{DOC}/officeDocument" Target="xl/workbook.xml"/></Relationships>"#
+            ),
+        ),
+        (
+            "xl/workbook.xml",
+            format!(
+                r#"<workbook xmlns="{MAIN}" xmlns:r="{DOC}"><sheets><sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>"#
+            ),
+        ),
+        (
+            "xl/_rels/workbook.xml.rels",
+            format!(
+                r#"<Relationships xmlns="{RELS}"><Relationship Id="rId1" Type="{DOC}/worksheet" Target="worksheets/sheet1.xml"/></Relationships>"#
+            ),
+        ),
+        (
+            "xl/worksheets/sheet1.xml",
+            format!(r#"<worksheet xmlns="{MAIN}"><sheetData>{cells}</sheetData></worksheet>"#),
+        ),
+    ];
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, content) in parts {
+        writer.start_file(name, zip::write::SimpleFileOptions::default())?;
+        writer.write_all(content.as_bytes())?;
+    }
+    Ok(writer.finish()?.into_inner())
+}
+
+/// The stray-end-tag workbook through a real office worker: `get_file_map` is refused as damaged
+/// (FILE_READ_FAILED) before any reader sizes a sheet by it, twice, and the worker that answered
+/// is still running and answers another call.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workbook_whose_stray_end_tags_hide_a_huge_sheet_is_refused_and_the_worker_lives()
+-> anyhow::Result<()> {
+    let mut cluster = Cluster::start_with(&["office"])?;
+    cluster.cli_ok(&["wb", "create", "stray"])?;
+    let file = cluster.dir.path().join("stray.xlsx");
+    std::fs::write(&file, stray_end_tags_xlsx(1000)?)?;
+    cluster.cli_ok(&["wb", "add", "stray", &file.to_string_lossy()])?;
+    let listing: Listing = cluster.cli_ok(&["wb", "ls", "stray", "--json"])?.json()?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    for attempt in ["first", "second"] {
+        let args = json!({"path": "stray.xlsx"});
+        let call_id = format!("stray-{attempt}");
+        let reply = call_tool(&client, &listing, &call_id, "get_file_map", args, "office").await?;
+        assert_eq!(
+            reply.err().map(|e| e.code),
+            Some(ErrorCode::FileReadFailed),
+            "{attempt} get_file_map\n{}",
+            cluster.logs()
+        );
+    }
+    for worker in &mut cluster.workers {
+        let exited = worker.wait_status(Duration::from_millis(200));
+        assert!(exited.is_none(), "{} exited: {exited:?}", worker.name);
+    }
+    let alive = call_tool(
+        &client,
+        &listing,
+        "stray-alive",
+        "list_files",
+        json!({}),
+        "office",
+    )
+    .await?;
+    assert!(alive.is_ok(), "{alive:?}");
+    Ok(())
+}

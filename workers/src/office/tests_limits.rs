@@ -1,6 +1,7 @@
 //! Crafted files that would make a reader abort the process (an allocation sized by the file's
 //! own numbers) or read without end, each built here by code: every tool that reads the format
-//! refuses them with `FILE_TOO_COMPLEX` (the error kind, not its words), quickly. The refusals
+//! refuses them with `FILE_TOO_COMPLEX`, or `FILE_READ_FAILED` for XML the readers would read
+//! differently (the error kind, not its words), quickly. The refusals
 //! run in a child process (this test binary again) that prints its peak memory: the child must
 //! exit normally (an abort would kill it) and stay small. Legitimate workbooks of some size
 //! still open.
@@ -220,6 +221,21 @@ fn deep_document() -> Vec<u8> {
     zip_of(&list)
 }
 
+/// Found by fuzzing, in each of `rows` rows: a stray end tag in an inline string makes
+/// calamine's value reader end it at the next cell's `</is>` and read a cell at column HGIRC
+/// (3,785,395 columns of dense cells a row, 121 GB for 1,000 rows), which a pass counting depth
+/// never reaches. The package pass refuses the sheet as damaged.
+fn stray_end_tags(rows: u32) -> Vec<u8> {
+    let data: String = (1..=rows)
+        .map(|r| {
+            format!(
+                r#"<row r="{r}"><c r="A{r}" t="inlineStr"><is><t>x</p></is#</c><c r="B{r}" t="inlineStr"><is><t>y</t></is></c><c r="hgirC{r}"><v>1</v></c></row>"#
+            )
+        })
+        .collect();
+    xlsx("A1", &data, &[])
+}
+
 /// A crafted file, the tools to try it with, and the code each must answer.
 struct Case {
     name: &'static str,
@@ -297,6 +313,18 @@ fn package_cases() -> Vec<Case> {
             FileTooComplex,
         ),
         case("deep_document", "deep.docx", deep_document, FileTooComplex),
+        case(
+            "stray_end_tags",
+            "stray.xlsx",
+            || stray_end_tags(1),
+            ErrorCode::FileReadFailed,
+        ),
+        case(
+            "stray_end_tags_1000_rows",
+            "stray1000.xlsx",
+            || stray_end_tags(1000),
+            ErrorCode::FileReadFailed,
+        ),
     ]
 }
 

@@ -10,7 +10,9 @@
 mod guard;
 mod ods;
 mod opc;
+mod refs;
 mod scan;
+mod sheet_data;
 #[cfg(test)]
 pub(crate) mod tests;
 mod xml_pass;

@@ -180,13 +180,13 @@ fn resolves_relationship_targets() {
 }
 
 #[test]
-fn a_repeated_cell_reference_is_read_as_calamine_reads_it() {
-    let sheet = |cell: &str| {
+fn sheet_xml_the_readers_would_disagree_on_is_refused() {
+    let sheet = |cells: &str| {
         let mut entries = parts(&crate::office::xlsx::blank_workbook().unwrap());
         let xml = String::from_utf8(entries["xl/worksheets/sheet1.xml"].clone()).unwrap();
         let xml = xml.replace(
             "<sheetData/>",
-            &format!("<sheetData><row r=\"1\"><c r=\"A1\"><v>1</v></c>{cell}</row></sheetData>"),
+            &format!("<sheetData><row r=\"1\">{cells}</row></sheetData>"),
         );
         entries.insert("xl/worksheets/sheet1.xml".into(), xml.into_bytes());
         let list: Vec<(&str, &[u8])> = entries
@@ -195,14 +195,28 @@ fn a_repeated_cell_reference_is_read_as_calamine_reads_it() {
             .collect();
         Package::open(zip_of(&list), "XLSX").err()
     };
-    // calamine keeps the last `r` of the first three of r, s, t: the cell is at XFD1048576.
-    let err = sheet(r#"<c r="B1" r="XFD1048576"><v>2</v></c>"#).unwrap();
-    assert_eq!(err.code, ErrorCode::FileTooComplex, "{}", err.message);
-    // A repeated `r` outside the grid is refused whichever calamine keeps.
-    let err = sheet(r#"<c r="B1" s="0" t="n" r="ZZZZZ99999999"><v>2</v></c>"#).unwrap();
-    assert_eq!(err.code, ErrorCode::FileTooComplex, "{}", err.message);
-    // A malformed attribute is refused as damaged, not skipped.
-    let err = sheet(r#"<c r="B1" s><v>2</v></c><c r="XFD1048576"><v>3</v></c>"#).unwrap();
-    assert_eq!(err.code, ErrorCode::FileReadFailed, "{}", err.message);
-    assert!(sheet(r#"<c r="B1" s="0"><v>2</v></c>"#).is_none());
+    // Found by fuzzing: calamine's value reader ends the first cell's `is` at the second
+    // cell's `</is>` and then reads a cell at column HGIRC; a depth-counting reader does not.
+    let found = r#"<c r="A1" t="inlineStr"><is><t>x</p></is#</c><c r="B1" t="inlineStr"><is><t>y</t></is></c><c r="hgirC1"><v>1</v></c>"#;
+    for cells in [
+        found,
+        r#"<c r="A1"><v><v>1</v></v></c>"#,
+        r#"<c r="A1"><f>1<f>2</f></f></c>"#,
+        r#"<c r="A1"><v>1</w></c>"#,
+        r#"<c r="A1"><v>1</v></c></x>"#,
+        r#"<c r="A1" r="B1"><v>1</v></c>"#,
+        r#"<c r="B1" r="XFD1048576"><v>2</v></c>"#,
+        r#"<c r="B1" s><v>2</v></c><c r="XFD1048576"><v>3</v></c>"#,
+    ] {
+        let err = sheet(cells).unwrap_or_else(|| panic!("{cells}: opened"));
+        assert_eq!(
+            err.code,
+            ErrorCode::FileReadFailed,
+            "{cells}: {}",
+            err.message
+        );
+        assert!(err.message.contains("damaged"), "{}", err.message);
+    }
+    let fine = r#"<c r="A1" t="inlineStr"><is><r><t>a</t></r><t>b</t></is></c><c r="B1"><f>A1</f><v>1</v></c>"#;
+    assert!(sheet(fine).is_none());
 }
