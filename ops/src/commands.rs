@@ -9,7 +9,7 @@ use atelier_messages::store::FileBytes;
 use crate::cli::{Command, DraftCommand, WbCommand};
 use crate::client::{self, Client, Decision, WatchOutput};
 use crate::output::{
-    print_job, print_jobs, print_json, print_listing, print_pools, print_review, print_stats,
+    print_job, print_jobs, print_json, print_listing, print_pools, print_review, print_stats, shown,
 };
 use crate::{batch, chat, context_items, eval, workshop};
 
@@ -53,12 +53,12 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
                 if json {
                     print_json(&serde_json::json!({"job_id": job_id}))?;
                 } else {
-                    println!("{job_id}");
+                    println!("{}", shown(&job_id));
                 }
                 return Ok(ExitCode::SUCCESS);
             }
             if !json {
-                println!("submitted job {job_id}");
+                println!("submitted job {}", shown(&job_id));
             }
             return client.follow(&job_id, json).await;
         }
@@ -179,7 +179,7 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
     match command {
         WbCommand::Create { name } => {
             let info = client.create(&name).await?;
-            println!("created workbench {}", info.name);
+            println!("created workbench {}", shown(&info.name));
         }
         WbCommand::Approvals {
             name,
@@ -193,7 +193,9 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
             }
             println!(
                 "{}: additive calls {:?}, destructive calls {:?}",
-                info.name, policy.additive, policy.destructive
+                shown(&info.name),
+                policy.additive,
+                policy.destructive
             );
         }
         WbCommand::List { json } => {
@@ -218,7 +220,10 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
                 };
                 println!(
                     "{:<24} {:>6} {:>12} {:>12}",
-                    wb.name, wb.file_count, draft, wb.checkpoints
+                    shown(&wb.name),
+                    wb.file_count,
+                    draft,
+                    wb.checkpoints
                 );
             }
         }
@@ -228,7 +233,11 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
             as_path,
         } => {
             let listing = client.add(&name, &files, as_path.as_deref()).await?;
-            println!("{} now has {} published file(s)", name, listing.files.len());
+            println!(
+                "{} now has {} published file(s)",
+                shown(&name),
+                listing.files.len()
+            );
         }
         WbCommand::Ls { name, draft, json } => {
             let listing = client.ls(&name, draft).await?;
@@ -243,7 +252,12 @@ async fn wb_command(client: &Client, command: WbCommand) -> anyhow::Result<()> {
         }
         WbCommand::SetModel { name, spec } => {
             let set = client.set_model(&name, &spec).await?;
-            println!("{name} now uses {} (message {})", set.model, set.event_id);
+            println!(
+                "{} now uses {} (message {})",
+                shown(&name),
+                shown(&set.model),
+                shown(&set.event_id)
+            );
         }
         WbCommand::Export { name, dir, draft } => {
             let written = client.export(&name, &dir, draft).await?;
@@ -284,13 +298,13 @@ async fn draft_command(client: &Client, command: DraftCommand) -> anyhow::Result
             println!(
                 "published {} file(s) in {}; the previous state is checkpoint {}",
                 published.files.len(),
-                name,
-                published.checkpoint_id
+                shown(&name),
+                shown(&published.checkpoint_id)
             );
         }
         DraftCommand::Discard { name } => {
             client.discard(&name).await?;
-            println!("discarded the draft of {name}");
+            println!("discarded the draft of {}", shown(&name));
         }
     }
     Ok(())

@@ -69,7 +69,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", output::shown_lines(&format!("{error:#}")));
             ExitCode::FAILURE
         }
     }

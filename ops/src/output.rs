@@ -1,8 +1,77 @@
 //! How the CLI prints jobs, listings, stats and draft reviews for people (`--json` prints the values as they are).
+//!
+//! Every text a server or a client of it chose (workbench names, paths, models, messages,
+//! summaries, error texts) is printed through [`shown`] or [`shown_lines`], which write control
+//! characters as escapes: a workbench named `\x1b]0;…` cannot retitle, recolour or clear the
+//! terminal of whoever lists the jobs.
+
+use std::borrow::Cow;
+use std::fmt;
 
 use atelier_messages::job::{CoordinatorStats, ItemStatus, JobOutcome, JobView};
 use atelier_messages::review::{Change, Changes, ContentDiff, Review, UnitOp};
 use atelier_messages::store::{DraftOrigin, Listing, View};
+
+/// A text as a terminal may show it: every control character (C0 and DEL, C1) and the
+/// bidirectional overrides written as an escape (`\x1b`, `\x9b`, `\u{202e}`), so the text can
+/// neither move the cursor, recolour or retitle the terminal, nor hide or reorder what follows.
+/// Pads as a `&str` does (`{:<16}`).
+pub struct Shown<'a> {
+    text: &'a str,
+    /// Newline and tab kept (a summary, a message); else escaped too (a table cell, a field).
+    multiline: bool,
+}
+
+/// One line (a table cell, a field): every control character escaped, newline and tab too.
+pub fn shown(text: &str) -> Shown<'_> {
+    Shown {
+        text,
+        multiline: false,
+    }
+}
+
+/// Lines of text (a summary, an answer): newline and tab kept, every other control escaped.
+pub fn shown_lines(text: &str) -> Shown<'_> {
+    Shown {
+        text,
+        multiline: true,
+    }
+}
+
+impl Shown<'_> {
+    fn is_escaped(&self, c: char) -> bool {
+        if self.multiline && matches!(c, '\n' | '\t') {
+            return false;
+        }
+        c.is_control()
+            || matches!(
+                c,
+                '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+            )
+    }
+
+    /// The text with its control characters escaped (borrowed when it has none).
+    pub fn escaped(&self) -> Cow<'_, str> {
+        if !self.text.chars().any(|c| self.is_escaped(c)) {
+            return Cow::Borrowed(self.text);
+        }
+        let mut out = String::with_capacity(self.text.len() + 8);
+        for c in self.text.chars() {
+            match (self.is_escaped(c), u32::from(c)) {
+                (false, _) => out.push(c),
+                (true, code) if code <= 0xff => out.push_str(&format!("\\x{code:02x}")),
+                (true, code) => out.push_str(&format!("\\u{{{code:x}}}")),
+            }
+        }
+        Cow::Owned(out)
+    }
+}
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.escaped())
+    }
+}
 
 /// Pretty JSON on stdout.
 /// `atelier decode`: the message on stdin (JSON when it starts like JSON, else MessagePack)
@@ -34,11 +103,11 @@ pub fn print_stats(stats: &CoordinatorStats, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(stats);
     }
-    println!("coordinator      {}", stats.coordinator);
+    println!("coordinator      {}", shown(&stats.coordinator));
     println!("storage          {} bytes", stats.storage_bytes);
     println!("journal entries  {}", stats.journal_entries);
     for (state, count) in &stats.jobs_by_state {
-        println!("jobs {state:<12}{count}");
+        println!("jobs {:<12}{count}", shown(state));
     }
     Ok(())
 }
@@ -59,7 +128,7 @@ pub fn print_pools(
         };
         println!(
             "{:<8} workers {:<3} slots {}/{} busy  waiting {:<4} dispatch wait avg {:.3} s  {autoscale}",
-            pool.pool,
+            shown(&pool.pool),
             pool.instances.len(),
             pool.in_flight,
             pool.slots,
@@ -76,13 +145,13 @@ pub fn print_pools(
                 decision.direction.as_str(),
                 decision.from,
                 decision.to,
-                decision.reason
+                shown(&decision.reason)
             );
         }
         for instance in &pool.instances {
             println!(
                 "  {:<40} {}/{} busy  waiting {:<4} requests {:<6}{}",
-                instance.worker,
+                shown(&instance.worker),
                 instance.in_flight,
                 instance.max_concurrency,
                 instance.pending,
@@ -99,10 +168,10 @@ pub fn print_listing(listing: &Listing) {
     for file in &listing.files {
         println!(
             "{:<40} {:>6} {:>10}  {}",
-            file.path,
-            file.kind,
+            shown(&file.path),
+            shown(&file.kind),
             file.size,
-            &file.digest[..12.min(file.digest.len())]
+            shown(file.digest.get(..12).unwrap_or(&file.digest))
         );
     }
     if let Some(origin) = &listing.draft {
@@ -116,11 +185,13 @@ pub fn print_listing(listing: &Listing) {
 
 /// `the draft started 26 h ago by message m3 (job J)`, and what to do when it is stale.
 pub fn draft_note(origin: &DraftOrigin, workbench: &str) -> String {
-    let mut note = format!("the draft {}", origin.describe(atelier_messages::now_ms()));
+    let described = origin.describe(atelier_messages::now_ms());
+    let mut note = format!("the draft {}", shown(&described));
     if origin.stale {
         note.push_str(&format!(
             " is old: review it and publish or discard it (`atelier draft diff|publish|discard \
-             {workbench}`)"
+             {}`)",
+            shown(workbench)
         ));
     }
     note
@@ -134,9 +205,9 @@ pub fn print_jobs(jobs: &[JobView]) {
     for job in jobs {
         println!(
             "{:<34} {:<18} {:<16} {:<10} {:>3}/{:<3}  {}",
-            job.job_id,
+            shown(&job.job_id),
             job.state.as_str(),
-            job.workbench,
+            shown(&job.workbench),
             job.phase.as_str(),
             job.items_done(),
             job.items.len(),
@@ -160,10 +231,10 @@ fn result_column(job: &JobView) -> String {
 }
 
 pub fn print_job(job: &JobView) {
-    println!("job        {}", job.job_id);
+    println!("job        {}", shown(&job.job_id));
     println!("state      {}", job.state);
-    println!("workbench  {}", job.workbench);
-    println!("model      {}", job.model);
+    println!("workbench  {}", shown(&job.workbench));
+    println!("model      {}", shown(&job.model));
     println!("phase      {}", job.phase);
     println!(
         "items      {} done, {} failed, {} total",
@@ -177,7 +248,7 @@ pub fn print_job(job: &JobView) {
             ItemStatus::Done => 'x',
             ItemStatus::Failed => '!',
         };
-        println!("  [{mark}] {}. {}", item.index, item.label);
+        println!("  [{mark}] {}. {}", item.index, shown(&item.label));
     }
     println!(
         "turns      {} model, {} tool calls",
@@ -192,28 +263,31 @@ pub fn print_job(job: &JobView) {
     if let Some(pending) = &job.pending_approval {
         println!(
             "awaiting   approval of {} {} (call {}); `atelier approve {}` or `--reject`",
-            pending.tool, pending.arguments, pending.call_id, job.job_id
+            shown(&pending.tool),
+            shown(&pending.arguments.to_string()),
+            shown(&pending.call_id),
+            shown(&job.job_id)
         );
     }
     if let Some(error) = &job.error {
-        println!("error      {error}");
+        println!("error      {}", shown(&error.to_string()));
     }
     if let Some(outcome) = &job.outcome {
-        println!("outcome    {outcome}");
+        println!("outcome    {}", shown(&outcome.to_string()));
     }
     if let Some(summary) = &job.summary {
-        println!("\n{summary}");
+        println!("\n{}", shown_lines(summary));
     }
 }
 
 /// A draft's review: one block per changed file with what changed inside it.
 pub fn print_review(review: &Review) {
     if !review.has_draft {
-        println!("{} has no draft", review.workbench);
+        println!("{} has no draft", shown(&review.workbench));
         return;
     }
     if review.files.is_empty() {
-        println!("the draft of {} changes nothing", review.workbench);
+        println!("the draft of {} changes nothing", shown(&review.workbench));
     }
     for file in &review.files {
         let mark = match file.change {
@@ -221,7 +295,7 @@ pub fn print_review(review: &Review) {
             Change::Modified => 'M',
             Change::Deleted => 'D',
         };
-        println!("{mark} {}", file.path);
+        println!("{mark} {}", shown(&file.path));
         print_content(&file.content);
     }
 }
@@ -242,9 +316,10 @@ fn print_units<T>(name: &str, changes: &Changes<T>, show: impl Fn(&T) -> String)
             }
         };
         println!(
-            "    {mark} {} {}: {text}",
+            "    {mark} {} {}: {}",
             name.trim_end_matches('s'),
-            unit.position
+            unit.position,
+            shown(&text)
         );
     }
     if changes.truncated {
@@ -262,7 +337,7 @@ fn print_content(content: &ContentDiff) {
         } => {
             println!("  lines: +{lines_added} -{lines_removed}");
             for line in unified.lines() {
-                println!("    {line}");
+                println!("    {}", shown(line));
             }
             if *truncated {
                 println!("    … (diff cut)");
@@ -274,7 +349,11 @@ fn print_content(content: &ContentDiff) {
             rows,
         } => {
             if !columns_added.is_empty() || !columns_removed.is_empty() {
-                println!("  columns: +{columns_added:?} -{columns_removed:?}");
+                println!(
+                    "  columns: +{} -{}",
+                    shown(&format!("{columns_added:?}")),
+                    shown(&format!("{columns_removed:?}"))
+                );
             }
             print_units("rows", rows, |row| row.join(","));
         }
@@ -284,15 +363,25 @@ fn print_content(content: &ContentDiff) {
             sheets,
         } => {
             if !sheets_added.is_empty() || !sheets_removed.is_empty() {
-                println!("  sheets: +{sheets_added:?} -{sheets_removed:?}");
+                println!(
+                    "  sheets: +{} -{}",
+                    shown(&format!("{sheets_added:?}")),
+                    shown(&format!("{sheets_removed:?}"))
+                );
             }
             for sheet in sheets {
                 println!(
                     "  sheet {}: {} cell(s) changed",
-                    sheet.sheet, sheet.cells_changed
+                    shown(&sheet.sheet),
+                    sheet.cells_changed
                 );
                 for cell in &sheet.sample {
-                    println!("    {}: {} → {}", cell.cell, cell.old, cell.new);
+                    println!(
+                        "    {}: {} → {}",
+                        shown(&cell.cell),
+                        shown(&cell.old.to_string()),
+                        shown(&cell.new.to_string())
+                    );
                 }
                 if sheet.truncated {
                     println!("    … (more cells than shown)");
@@ -306,6 +395,27 @@ fn print_content(content: &ContentDiff) {
         ContentDiff::Binary { old_size, new_size } => {
             println!("  binary: {old_size} → {new_size} bytes")
         }
-        ContentDiff::Unavailable { reason } => println!("  (content not compared: {reason})"),
+        ContentDiff::Unavailable { reason } => {
+            println!("  (content not compared: {})", shown(reason))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_escaped_never_raw() {
+        let name = "q3\u{1b}[31m\u{1b}]0;owned\u{7}\r\u{9b}2J\u{202e}x";
+        let cell = format!("{:<8}|", shown(name));
+        assert!(!cell.chars().any(|c| c.is_control()), "{cell:?}");
+        assert_eq!(cell, "q3\\x1b[31m\\x1b]0;owned\\x07\\x0d\\x9b2J\\u{202e}x|");
+        // Clean text is borrowed and padded as it is.
+        assert!(matches!(shown("q3").escaped(), Cow::Borrowed("q3")));
+        assert_eq!(format!("{:<4}|", shown("q3")), "q3  |");
+        // A table cell escapes newlines and tabs; lines of text keep them.
+        assert_eq!(shown("a\nb\tc").to_string(), "a\\x0ab\\x09c");
+        assert_eq!(shown_lines("a\nb\tc\u{1b}").to_string(), "a\nb\tc\\x1b");
     }
 }

@@ -129,3 +129,65 @@ async fn reqwest_status(up: &Up) -> anyhow::Result<u16> {
         .status()
         .as_u16())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_with_control_characters_are_printed_escaped_by_the_cli() -> anyhow::Result<()> {
+    let up = Up::start()?;
+    // A client that skips every check can still get such a name recorded (its job fails
+    // NOT_FOUND): the CLI's tables and fields show it escaped, never raw.
+    let evil = "red\u{1b}[31m\u{1b}]0;pwned\u{7}";
+    let mut submit = atelier_messages::job::JobSubmit::new(
+        "escaped-names".into(),
+        evil.into(),
+        "hi\u{1b}[2J".into(),
+    );
+    submit.model = Some("\u{1b}[5mmodel".into());
+    let nats = up.connect_as(atelier_tests::up::Role::Client).await?;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", submit.job_id.as_str());
+    let payload = atelier_messages::encode(&submit, atelier_messages::Format::MessagePack)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    async_nats::jetstream::new(nats)
+        .publish_with_headers(
+            atelier_messages::subjects::JOB_SUBMIT,
+            headers,
+            payload.into(),
+        )
+        .await?
+        .await?;
+    atelier_tests::wait_until(std::time::Duration::from_secs(30), || {
+        up.cli_ok(&["jobs", "--json"])
+            .is_ok_and(|listed| listed.contains("escaped-names"))
+    })?;
+    let raw = |bytes: &[u8]| bytes.iter().any(|b| matches!(b, 0x1b | 0x07));
+    let table = up.cli(&["jobs"])?;
+    assert!(table.status.success());
+    assert!(
+        !raw(&table.stdout),
+        "{:?}",
+        String::from_utf8_lossy(&table.stdout)
+    );
+    let shown = String::from_utf8_lossy(&table.stdout);
+    assert!(shown.contains("red\\x1b[31m\\x1b]0;pwned\\x07"), "{shown}");
+    let job = up.cli(&["job", "escaped-names"])?;
+    assert!(job.status.success());
+    assert!(
+        !raw(&job.stdout),
+        "{:?}",
+        String::from_utf8_lossy(&job.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&job.stdout).contains("red\\x1b[31m"),
+        "{}",
+        String::from_utf8_lossy(&job.stdout)
+    );
+    // An error text naming it, on stderr, too.
+    let refused = up.cli(&["draft", "diff", evil])?;
+    assert!(!refused.status.success());
+    assert!(
+        !raw(&refused.stderr),
+        "{:?}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    Ok(())
+}
