@@ -63,6 +63,11 @@ pub struct Settings {
     /// Extra `Host` names the dashboard answers to (e.g. behind a proxy); it always answers to
     /// its own address, and on loopback to `localhost`.
     pub dashboard_hosts: Vec<String>,
+    /// MCP sessions the dashboard's `/mcp` holds at once (default 1000); an `initialize` beyond
+    /// is refused with 503 `TOO_MANY_SESSIONS` until one closes or expires.
+    pub mcp_max_sessions: usize,
+    /// How long an MCP session through which nothing passed stays open (seconds; default 300).
+    pub mcp_session_idle_secs: u64,
     /// OTLP/HTTP endpoint for traces (e.g. `http://127.0.0.1:4318`); else `OTEL_EXPORTER_OTLP_ENDPOINT`.
     pub otlp_endpoint: Option<String>,
     /// How long the step journal of a finished job is kept (seconds; default 7 days).
@@ -144,6 +149,8 @@ impl Default for Settings {
             http_addr: DEFAULT_HTTP_ADDR.to_string(),
             dashboard_token: None,
             dashboard_hosts: Vec::new(),
+            mcp_max_sessions: crate::mcp::DEFAULT_MAX_SESSIONS,
+            mcp_session_idle_secs: crate::mcp::DEFAULT_SESSION_IDLE_SECS,
             otlp_endpoint: None,
             journal_retention_secs: 7 * 24 * 3600,
             max_running_jobs: 64,
@@ -223,16 +230,30 @@ impl Settings {
         Ok(settings)
     }
 
-    /// The dashboard's address and token.
+    /// The dashboard's address, token and MCP sessions' limits.
     pub fn dashboard(&self) -> anyhow::Result<crate::dashboard::DashboardConfig> {
         let addr = self.http_addr.parse().map_err(|error| {
             anyhow::anyhow!("http_addr `{}` is not HOST:PORT: {error}", self.http_addr)
         })?;
+        anyhow::ensure!(
+            self.mcp_max_sessions >= 1,
+            "mcp_max_sessions = 0: /mcp would refuse every client (default {})",
+            crate::mcp::DEFAULT_MAX_SESSIONS
+        );
+        anyhow::ensure!(
+            self.mcp_session_idle_secs >= 1,
+            "mcp_session_idle_secs = 0: every MCP session would close at once (default {})",
+            crate::mcp::DEFAULT_SESSION_IDLE_SECS
+        );
         Ok(crate::dashboard::DashboardConfig {
             addr,
             token: self.dashboard_token.clone(),
             any_port_when_taken: self.http_addr == DEFAULT_HTTP_ADDR,
             hosts: self.dashboard_hosts.clone(),
+            mcp: crate::mcp::SessionLimits {
+                max_sessions: self.mcp_max_sessions,
+                idle: std::time::Duration::from_secs(self.mcp_session_idle_secs),
+            },
         })
     }
 

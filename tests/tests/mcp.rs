@@ -414,6 +414,144 @@ async fn the_dashboard_serves_mcp_over_http_behind_its_token() -> anyhow::Result
     Ok(())
 }
 
+/// An `initialize` on `/mcp` with request id `id`, without a session: the response as it came.
+async fn initialize(
+    http: &reqwest::Client,
+    url: &str,
+    id: u64,
+) -> anyhow::Result<reqwest::Response> {
+    let message = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "cap", "version": "1"}}});
+    Ok(http
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(message.to_string())
+        .send()
+        .await?)
+}
+
+/// The session an accepted `initialize` opened (its answer read to the end).
+async fn opened(response: reqwest::Response) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        response.status() == reqwest::StatusCode::OK,
+        "initialize answered {}",
+        response.status()
+    );
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string)
+        .context("a session id")?;
+    response.text().await?;
+    Ok(session)
+}
+
+/// Checks that `response` refuses an `initialize` (request id `id`) for want of sessions.
+async fn assert_no_room(response: reqwest::Response, id: u64) -> anyhow::Result<()> {
+    assert_eq!(response.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    assert!(retry_after.is_some_and(|secs| secs > 0), "{retry_after:?}");
+    let body: Value = response.json().await?;
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert_eq!(body["id"], id, "{body}");
+    assert_eq!(body["error"]["code"], -32000, "{body}");
+    assert_eq!(body["error"]["data"]["code"], "TOO_MANY_SESSIONS", "{body}");
+    assert_eq!(body["error"]["data"]["max_sessions"], 3, "{body}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_sessions_are_capped_and_a_closed_or_idle_one_gives_its_place_back()
+-> anyhow::Result<()> {
+    let up = Up::start_with(
+        &[],
+        &[
+            ("ATELIER_MCP_MAX_SESSIONS", "3"),
+            ("ATELIER_MCP_SESSION_IDLE_SECS", "8"),
+        ],
+    )?;
+    let url = format!("http://{}/mcp", up.dashboard_addr()?);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let mut sessions = Vec::new();
+    for id in 1..=3 {
+        sessions.push(opened(initialize(&http, &url, id).await?).await?);
+    }
+    // A fourth is refused with the status, Retry-After and the code, as JSON-RPC.
+    assert_no_room(initialize(&http, &url, 4).await?, 4).await?;
+
+    // A session closed by its client gives its place back.
+    let closed = http
+        .delete(&url)
+        .header("Mcp-Session-Id", &sessions[0])
+        .header("MCP-Protocol-Version", "2025-06-18")
+        .send()
+        .await?;
+    assert!(closed.status().is_success(), "{}", closed.status());
+    opened(initialize(&http, &url, 5).await?).await?;
+    assert_no_room(initialize(&http, &url, 6).await?, 6).await?;
+
+    // So does one idle for longer than mcp_session_idle_secs: it is closed and forgotten.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut id = 7;
+    loop {
+        let response = initialize(&http, &url, id).await?;
+        if response.status() == reqwest::StatusCode::OK {
+            opened(response).await?;
+            break;
+        }
+        assert_no_room(response, id).await?;
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "idle sessions were never closed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        id += 1;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_malformed_mcp_body_is_400_with_the_json_rpc_code_and_an_oversized_one_413()
+-> anyhow::Result<()> {
+    let up = Up::start()?;
+    let url = format!("http://{}/mcp", up.dashboard_addr()?);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let send = |body: String| {
+        http.post(&url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+    };
+    // Not JSON: 400 and the JSON-RPC parse error.
+    let response = send(r#"{"jsonrpc": "2.0", "id": 1, "method""#.to_string()).await?;
+    assert_eq!(response.status(), reqwest::StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await?;
+    assert_eq!(body["error"]["code"], -32700, "{body}");
+    assert_eq!(body["id"], Value::Null, "{body}");
+    // JSON, but no JSON-RPC message: 400 and invalid request.
+    let response = send(json!({"id": 2, "hello": "world"}).to_string()).await?;
+    assert_eq!(response.status(), reqwest::StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await?;
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert_eq!(body["id"], 2, "{body}");
+    // Over the limit: 413.
+    let huge = json!({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"pad": "x".repeat(5 << 20)}});
+    let response = send(huge.to_string()).await?;
+    assert_eq!(response.status(), reqwest::StatusCode::PAYLOAD_TOO_LARGE);
+    // A good request is still served.
+    opened(initialize(&http, &url, 4).await?).await?;
+    Ok(())
+}
+
 /// What `tests/python/mcp_client.py` (the official MCP Python SDK) must see on either transport.
 fn assert_python_host(result: &Value) {
     assert_eq!(

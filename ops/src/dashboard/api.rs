@@ -97,7 +97,10 @@ pub fn router(state: Shared) -> Router {
         .route("/api/throughput", get(throughput))
         .route("/api/live", get(live))
         .route("/metrics", get(metrics_text))
-        .nest_service("/mcp", crate::mcp::http_service(state.nats.clone()))
+        .nest_service(
+            "/mcp",
+            crate::mcp::http_service(state.nats.clone(), state.mcp),
+        )
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .layer(axum::middleware::from_fn_with_state(

@@ -54,6 +54,8 @@ pub struct DashboardConfig {
     pub any_port_when_taken: bool,
     /// Extra `Host` names to answer to (see [`allowed_hosts`]).
     pub hosts: Vec<String>,
+    /// How many MCP sessions `/mcp` holds at once, and how long an idle one.
+    pub mcp: crate::mcp::SessionLimits,
 }
 
 /// The `Host` values (and `Origin` hosts) the dashboard answers to once it listens on `addr`:
@@ -110,6 +112,8 @@ pub struct AppState {
     pub token: Option<String>,
     /// The `Host` values requests may carry (`None`: any).
     pub hosts: Option<Vec<String>>,
+    /// The limits of `/mcp`'s sessions.
+    pub mcp: crate::mcp::SessionLimits,
 }
 
 /// A running dashboard.
@@ -147,6 +151,7 @@ pub async fn start(
         connection,
         token: config.token.filter(|t| !t.trim().is_empty()),
         hosts: allowed_hosts(addr, &config.hosts),
+        mcp: config.mcp,
     });
     let feeder = tokio::spawn(feed(Arc::clone(&state)));
     let router = api::router(state);

@@ -16,10 +16,11 @@
 //! - **Errors**: MCP errors whose `data.code` is Atelier's stable code (`NOT_FOUND`,
 //!   `SANDBOX_VIOLATION`, `VALIDATION_FAILED`, …).
 //! - The same server answers streamable HTTP at the dashboard's `/mcp` ([`http_service`]),
-//!   behind the dashboard's host check and token.
+//!   behind the dashboard's host check and token, with bounded sessions (`http`).
 //!
 //! stdout carries only the protocol; logs go to stderr.
 
+mod http;
 mod jobs;
 mod resources;
 
@@ -39,11 +40,13 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
+
+pub use self::http::{
+    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_SECS, SessionLimits, http_service,
+};
 
 /// How long one store or control request may take.
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -53,33 +56,10 @@ pub async fn serve_stdio(
     nats: async_nats::Client,
     workbench: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let server = AtelierMcp {
-        nats,
-        bound: workbench,
-        session: uuid::Uuid::now_v7().simple().to_string(),
-    };
+    let server = AtelierMcp::new(nats, workbench);
     let service = server.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The same server over streamable HTTP (one per MCP session), for the dashboard's `/mcp`.
-/// The dashboard's guard checks the `Host`, `Origin` and token in front of it.
-pub fn http_service(
-    nats: async_nats::Client,
-) -> StreamableHttpService<AtelierMcp, LocalSessionManager> {
-    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
-    StreamableHttpService::new(
-        move || {
-            Ok(AtelierMcp {
-                nats: nats.clone(),
-                bound: None,
-                session: uuid::Uuid::now_v7().simple().to_string(),
-            })
-        },
-        LocalSessionManager::default().into(),
-        config,
-    )
 }
 
 /// One MCP session's server.
@@ -161,6 +141,15 @@ const OWN_TOOLS: [OwnTool; 3] = [
 ];
 
 impl AtelierMcp {
+    /// A new session's server, bound to `workbench` when given.
+    fn new(nats: async_nats::Client, workbench: Option<String>) -> Self {
+        Self {
+            nats,
+            bound: workbench,
+            session: uuid::Uuid::now_v7().simple().to_string(),
+        }
+    }
+
     /// A request to a coordinator verb, its error kept whole.
     async fn ask<V: Verb>(&self, request: &V) -> Result<V::Reply, ErrorBody> {
         atelier_transport::request(&self.nats, request, Policy::once(REQUEST_TIMEOUT)).await
