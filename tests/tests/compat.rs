@@ -131,6 +131,31 @@ async fn reqwest_status(up: &Up) -> anyhow::Result<u16> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_model_no_workbench_can_be_named_is_refused_at_v1_with_400() -> anyhow::Result<()> {
+    let up = Up::start()?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/v1/chat/completions", up.dashboard_addr()?);
+    let long = "x".repeat(300);
+    for model in ["\u{1b}[31mred", "q3\u{7}", "q3\u{9b}2J", long.as_str(), ""] {
+        let request = json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+        let response = http.post(&url).json(&request).send().await?;
+        assert_eq!(response.status(), 400, "{model:?}");
+        let body: Value = response.json().await?;
+        assert_eq!(body["error"]["code"], "VALIDATION_FAILED", "{body}");
+        assert_eq!(body["error"]["param"], "model", "{body}");
+    }
+    // Not a chat request at all: 400 in the same shape.
+    let response = http.post(&url).json(&json!({"model": "q3"})).send().await?;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await?;
+    assert_eq!(body["error"]["code"], "VALIDATION_FAILED", "{body}");
+    let jobs: Vec<Value> = serde_json::from_str(&up.cli_ok(&["jobs", "--json"])?)?;
+    assert!(jobs.is_empty(), "a refused request starts no job: {jobs:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn names_with_control_characters_are_printed_escaped_by_the_cli() -> anyhow::Result<()> {
     let up = Up::start()?;
     // A client that skips every check can still get such a name recorded (its job fails

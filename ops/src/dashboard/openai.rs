@@ -16,6 +16,7 @@ use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms, subjects}
 use atelier_transport::feed::EventFeed;
 use axum::Json;
 use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -104,11 +105,36 @@ fn text_of(content: &Value) -> String {
     }
 }
 
-/// `POST /v1/chat/completions`.
+/// An OpenAI-shaped refusal of the request itself (`param`: the field at fault).
+fn invalid_request(status: StatusCode, param: Option<&str>, message: &str) -> Response {
+    let shaped = json!({"error": {
+        "message": message, "type": "invalid_request_error",
+        "code": ErrorCode::ValidationFailed.as_str(), "param": param
+    }});
+    (status, Json(shaped)).into_response()
+}
+
+/// `POST /v1/chat/completions`. The body must be a chat request (else `400`, or `413` when it
+/// is over the server's limit) whose `model` is a workbench name (else `400`, `param: model`).
 pub async fn chat_completions(
     State(state): State<Shared>,
-    Json(request): Json<ChatRequest>,
+    request: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Response {
+    let request = match request {
+        Ok(Json(request)) => request,
+        Err(rejection) => {
+            let message = format!("the body is not a chat completion request: {rejection}");
+            let status = match rejection.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            return invalid_request(status, None, &message);
+        }
+    };
+    if let Err(body) = crate::mcp::check_workbench_name(&request.model) {
+        return invalid_request(StatusCode::BAD_REQUEST, Some("model"), &body.message);
+    }
     let Some(message) = request.messages.iter().rev().find(|m| m.role == "user") else {
         return error(&ErrorBody::new(
             ErrorCode::ValidationFailed,

@@ -213,6 +213,7 @@ impl AtelierMcp {
                 ));
             }
         };
+        check_workbench_name(&workbench)?;
         Ok((workbench, Value::Object(args)))
     }
 
@@ -305,6 +306,27 @@ impl AtelierMcp {
     }
 }
 
+/// Refuses a workbench name no workbench can have (`VALIDATION_FAILED`) before it reaches a job:
+/// 1 to 64 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot, as the coordinator
+/// names them. A name with control characters would otherwise be recorded as a failed job's.
+pub(crate) fn check_workbench_name(name: &str) -> Result<(), ErrorBody> {
+    let max = atelier_coordinator::workbench::MAX_NAME_LEN;
+    let valid = !name.is_empty()
+        && name.len() <= max
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if valid {
+        return Ok(());
+    }
+    let shown = crate::output::shown(name.get(..max).unwrap_or(name)).to_string();
+    Err(invalid(format!(
+        "`{shown}` is no workbench name: 1 to {max} characters of A-Z a-z 0-9 . _ - and not \
+         starting with a dot"
+    )))
+}
+
 fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, ErrorBody> {
     serde_json::to_value(value)
         .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))
@@ -375,5 +397,31 @@ impl ServerHandler for AtelierMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         resources::read(self, &request.uri).await.map_err(mcp_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workbench_names_are_checked_before_any_job() {
+        assert!(check_workbench_name("q3.sales_2024-v2").is_ok());
+        for bad in [
+            "",
+            ".hidden",
+            "a/b",
+            "q3\u{1b}[31m",
+            "q3\u{7}",
+            &"x".repeat(65),
+        ] {
+            let refused = check_workbench_name(bad).map_err(|e| e.code);
+            assert_eq!(refused, Err(ErrorCode::ValidationFailed), "{bad:?}");
+        }
+        let message = check_workbench_name("q3\u{1b}[31m")
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        assert!(!message.contains('\u{1b}'), "{message:?}");
     }
 }
