@@ -288,7 +288,8 @@ fn answer(
 }
 
 #[test]
-fn a_request_sent_again_writes_once() -> anyhow::Result<()> {
+fn a_request_sent_again_writes_once_and_its_id_reused_for_another_call_runs_its_own_job()
+-> anyhow::Result<()> {
     let up = Up::start()?;
     up.cli_ok(&["wb", "create", "q3"])?;
     let mut server = Command::new(atelier_bin())
@@ -321,21 +322,41 @@ fn a_request_sent_again_writes_once() -> anyhow::Result<()> {
         &mut stdin,
         &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     )?;
-    let write = |content: &str| {
-        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "write_text_file", "arguments": {"path": "log.txt", "content": content}}})
+    let write = |path: &str, content: &str| {
+        json!({"jsonrpc": "2.0", "id": 40, "method": "tools/call", "params": {
+        "name": "write_text_file", "arguments": {"path": path, "content": content}}})
     };
-    send(&mut stdin, &write("first\n"))?;
-    let first = answer(&mut lines, 7)?;
-    // The same request id again, even with other arguments: the same job, nothing more written.
-    send(&mut stdin, &write("second\n"))?;
-    let again = answer(&mut lines, 7)?;
     let job = |message: &Value| message["result"]["structuredContent"]["job_id"].clone();
-    assert_eq!(job(&first), job(&again), "{first} {again}");
+    send(&mut stdin, &write("a.txt", "first\n"))?;
+    let first = answer(&mut lines, 40)?;
     assert_eq!(
-        up.cli_ok(&["wb", "cat", "q3", "log.txt", "--draft"])?,
+        first["result"]["structuredContent"]["state"], "succeeded",
+        "{first}"
+    );
+    // The same request again (a client's retry): the same job, nothing more written.
+    send(&mut stdin, &write("a.txt", "first\n"))?;
+    let again = answer(&mut lines, 40)?;
+    assert_eq!(job(&first), job(&again), "{first} {again}");
+    // The same request id for another call: its own job, which writes b.txt; never the first
+    // call's answer.
+    send(&mut stdin, &write("b.txt", "second\n"))?;
+    let other = answer(&mut lines, 40)?;
+    assert_eq!(
+        other["result"]["structuredContent"]["state"], "succeeded",
+        "{other}"
+    );
+    assert_ne!(job(&first), job(&other), "{first} {other}");
+    assert_eq!(
+        up.cli_ok(&["wb", "cat", "q3", "a.txt", "--draft"])?,
         "first\n"
     );
+    assert_eq!(
+        up.cli_ok(&["wb", "cat", "q3", "b.txt", "--draft"])?,
+        "second\n"
+    );
+    let jobs: Vec<atelier_messages::job::JobView> =
+        serde_json::from_str(&up.cli_ok(&["jobs", "--json"])?)?;
+    assert_eq!(jobs.len(), 2, "one job per distinct call: {jobs:?}");
     drop(stdin);
     let _ = server.wait();
     Ok(())

@@ -1,6 +1,7 @@
 //! The MCP calls that run as jobs: a writing tool (a one-step workflow, as `atelier run`) and
-//! `submit_job` (a message for Atelier's own agent). Each job's id comes from the session and
-//! the MCP request id, so a request sent again finds its job instead of starting another; the
+//! `submit_job` (a message for Atelier's own agent). Each job's id is the call's id (the
+//! session, the MCP request id and what the call asks), so a request sent again finds its job
+//! instead of starting another, and a request id used again for another call starts its own; the
 //! call waits for the job's end, telling the client of its progress (and of an approval it
 //! waits for) when the client asked for progress.
 
@@ -23,6 +24,7 @@ const POLL: Duration = Duration::from_millis(200);
 /// A writing tool as a one-step job on the workbench's draft.
 pub(super) async fn write(
     server: &AtelierMcp,
+    call_id: &str,
     spec: &ToolSpec,
     workbench: &str,
     args: Value,
@@ -34,7 +36,7 @@ pub(super) async fn write(
         message: workflow.describe(),
         workflow: Some(workflow),
         continue_draft: true,
-        ..job(server, workbench, context)
+        ..job(call_id, workbench)
     };
     let view = run(server, submit, context).await?;
     Ok(json!({
@@ -48,6 +50,7 @@ pub(super) async fn write(
 /// `submit_job`: a message for Atelier's agent; its summary and outcome.
 pub(super) async fn submit_job(
     server: &AtelierMcp,
+    call_id: &str,
     workbench: &str,
     args: &Value,
     context: &RequestContext<RoleServer>,
@@ -65,19 +68,15 @@ pub(super) async fn submit_job(
             .get("continue_draft")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        ..job(server, workbench, context)
+        ..job(call_id, workbench)
     };
     let view = run(server, submit, context).await?;
     to_value(&view)
 }
 
 /// A submission for this call, to be completed.
-fn job(server: &AtelierMcp, workbench: &str, context: &RequestContext<RoleServer>) -> JobSubmit {
-    JobSubmit::new(
-        server.call_id(context),
-        workbench.to_string(),
-        String::new(),
-    )
+fn job(call_id: &str, workbench: &str) -> JobSubmit {
+    JobSubmit::new(call_id.to_string(), workbench.to_string(), String::new())
 }
 
 /// Submits (once per id) and waits for the job's end; a job that did not succeed is its error.

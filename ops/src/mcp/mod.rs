@@ -8,9 +8,11 @@
 //!   and `submit_job` (a whole task for Atelier's own agent, with progress notifications).
 //! - A reading tool is one request to its worker pool over the files the agent would see (the
 //!   draft when there is one). A writing tool runs as a one-step job, as `atelier run` does:
-//!   journaled, applied to the draft once — the job id comes from the session and the MCP
-//!   request id, so a request sent again changes nothing more —, waiting for approval where the
-//!   workbench's policy asks (`atelier approve JOB`). Nothing is ever published.
+//!   journaled, applied to the draft once — the job id comes from the session, the MCP request
+//!   id and what the call asks (tool and arguments), so the same request sent again changes
+//!   nothing more, and a request id used again for another call is another job —, waiting for
+//!   approval where the workbench's policy asks (`atelier approve JOB`). Nothing is ever
+//!   published.
 //! - **Resources**: each file as `atelier://WORKBENCH/PATH` (published) and
 //!   `atelier://WORKBENCH/PATH?view=draft`.
 //! - **Errors**: MCP errors whose `data.code` is Atelier's stable code (`NOT_FOUND`,
@@ -217,19 +219,21 @@ impl AtelierMcp {
         Ok((workbench, Value::Object(args)))
     }
 
-    /// An id for this call, unique per session and MCP request (the same request sent again
-    /// gets the same id): a short numeric or alphanumeric request id as it is, any other
-    /// (punctuation, length) by its hash, so two ids never meet.
-    fn call_id(&self, context: &RequestContext<RoleServer>) -> String {
-        use std::hash::{Hash, Hasher};
+    /// An id for this call (the id of its job when it writes): the session, then a digest of
+    /// the MCP request id and of what the call asks (the tool and its arguments, keys in order).
+    /// The same request sent again gets the same id, so it finds its job instead of writing
+    /// again; a request id used again for another call gets another id, so it is never answered
+    /// with the first call's result.
+    fn call_id(
+        &self,
+        context: &RequestContext<RoleServer>,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> String {
+        let mut asked = String::new();
+        canonical(&Value::Object(args.clone()), &mut asked);
         let request = context.id.to_string();
-        let plain = request.len() <= 20 && request.chars().all(|c| c.is_ascii_alphanumeric());
-        if plain {
-            return format!("mcp-{}-{request}", self.session);
-        }
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        request.hash(&mut hasher);
-        format!("mcp-{}-_{:016x}", self.session, hasher.finish())
+        format!("mcp-{}-{}", self.session, digest(&[&request, tool, &asked]))
     }
 
     async fn run(
@@ -238,6 +242,7 @@ impl AtelierMcp {
         args: Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, ErrorBody> {
+        let call_id = self.call_id(context, name, &args);
         if name == "list_workbenches" {
             let listed = self
                 .ask(&ListWorkbenches {
@@ -256,7 +261,7 @@ impl AtelierMcp {
                 };
                 to_value(&self.ask(&review).await?)
             }
-            "submit_job" => jobs::submit_job(self, &workbench, &args, context).await,
+            "submit_job" => jobs::submit_job(self, &call_id, &workbench, &args, context).await,
             _ => {
                 let Some(spec) = worker_tools().into_iter().find(|s| s.name.as_str() == name)
                 else {
@@ -265,8 +270,8 @@ impl AtelierMcp {
                     )));
                 };
                 match spec.is_read_only() {
-                    true => self.read(&spec, workbench, args, context).await,
-                    false => jobs::write(self, &spec, &workbench, args, context).await,
+                    true => self.read(&spec, call_id, workbench, args).await,
+                    false => jobs::write(self, &call_id, &spec, &workbench, args, context).await,
                 }
             }
         }
@@ -276,9 +281,9 @@ impl AtelierMcp {
     async fn read(
         &self,
         spec: &ToolSpec,
+        call_id: String,
         workbench: String,
         args: Value,
-        context: &RequestContext<RoleServer>,
     ) -> Result<Value, ErrorBody> {
         let listing: Listing = self
             .ask(&ListFiles {
@@ -292,7 +297,7 @@ impl AtelierMcp {
         };
         let request = ToolRequest {
             v: PROTOCOL_VERSION,
-            call_id: self.call_id(context),
+            call_id,
             job_id: None,
             workbench,
             tool: spec.name.to_string(),
@@ -325,6 +330,55 @@ pub(crate) fn check_workbench_name(name: &str) -> Result<(), ErrorBody> {
         "`{shown}` is no workbench name: 1 to {max} characters of A-Z a-z 0-9 . _ - and not \
          starting with a dot"
     )))
+}
+
+/// `value` as JSON with every object's keys in order, so that two spellings of the same
+/// arguments read the same.
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (n, key) in keys.into_iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// 96 bits (24 hex digits) digesting `parts`, each told apart from the next by its length.
+/// Stable within one process, which is as long as a session's ids must be.
+fn digest(parts: &[&str]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut out = String::new();
+    for seed in [0x5eed_u64, 0x0a7e_11e7] {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        seed.hash(&mut hasher);
+        for part in parts {
+            part.hash(&mut hasher);
+        }
+        out.push_str(&format!("{:016x}", hasher.finish()));
+    }
+    out.truncate(24);
+    out
 }
 
 fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, ErrorBody> {
@@ -403,6 +457,36 @@ impl ServerHandler for AtelierMcp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spelled(value: &Value) -> String {
+        let mut out = String::new();
+        canonical(value, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_calls_id_tells_what_it_asks_apart_and_not_how_it_is_spelt() {
+        let one = spelled(&json!({"path": "a.txt", "n": {"b": 1, "a": [1, {"d": 2, "c": 3}]}}));
+        let same = spelled(&json!({"n": {"a": [1, {"c": 3, "d": 2}], "b": 1}, "path": "a.txt"}));
+        let other = spelled(&json!({"path": "b.txt", "n": {"b": 1, "a": [1, {"d": 2, "c": 3}]}}));
+        assert_eq!(one, same);
+        let id = |args: &str| digest(&["40", "write_text_file", args]);
+        assert_eq!(id(&one), id(&same));
+        assert_ne!(id(&one), id(&other));
+        assert_ne!(
+            digest(&["40", "write_text_file", &one]),
+            digest(&["41", "write_text_file", &one])
+        );
+        // Each part is told apart from the next.
+        assert_ne!(digest(&["4", "0x"]), digest(&["40", "x"]));
+        // `mcp-SESSION-DIGEST` is a job id (at most 64 characters).
+        let job_id = format!("mcp-{}-{}", uuid::Uuid::now_v7().simple(), id(&one));
+        assert!(
+            atelier_messages::job::JobSubmit::new(job_id, "q3".into(), "x".into())
+                .validate()
+                .is_ok()
+        );
+    }
 
     #[test]
     fn workbench_names_are_checked_before_any_job() {
