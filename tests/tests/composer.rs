@@ -100,6 +100,24 @@ async fn the_models_a_message_may_name_and_the_sends_refusals() -> anyhow::Resul
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_oversized_message_is_413_content_too_large_and_starts_no_job() -> anyhow::Result<()> {
+    let up = Up::start()?;
+    up.cli_ok(&["wb", "create", "q3"])?;
+    let code = |(status, body): (u16, Value)| (status, body["error"]["code"].clone());
+    // A body over the server's limit (2 MiB).
+    let body = json!({"message": "x".repeat(3 << 20)}).to_string();
+    let huge = post(&up, "/api/workbenches/q3/messages", &body);
+    assert_eq!(code(huge.await?), (413, json!("VALIDATION_FAILED")));
+    // A body within it whose message is over a job's (256 KiB).
+    let body = json!({"message": "x".repeat(300 << 10)}).to_string();
+    let long = post(&up, "/api/workbenches/q3/messages", &body);
+    assert_eq!(code(long.await?), (413, json!("VALIDATION_FAILED")));
+    let jobs: Vec<JobView> = serde_json::from_str(&up.cli_ok(&["jobs", "--json"])?)?;
+    assert!(jobs.is_empty(), "a refused message starts no job: {jobs:?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_composer_in_chromium_sends_a_message_follows_its_run_and_approves_inline()
 -> anyhow::Result<()> {
     if browser::skipped() {

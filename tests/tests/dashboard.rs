@@ -638,6 +638,57 @@ async fn requests_naming_another_host_are_refused_so_dns_rebinding_cannot_publis
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn http2_requests_are_served_and_their_authority_is_checked_as_a_host() -> anyhow::Result<()>
+{
+    let cluster = Cluster::start_with(&[])?;
+    cluster.cli_ok(&["wb", "create", "q3"])?;
+    let dashboard = DashboardProcess::start(cluster.dir.path(), &cluster.nats.url, None).await?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let h2 = reqwest::Client::builder().http2_prior_knowledge().build()?;
+
+    // HTTP/2 with prior knowledge (h2c): the authority is `:authority`, there is no `Host`.
+    let response = h2
+        .get(format!("{}/api/workbenches", dashboard.url))
+        .send()
+        .await?;
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    let listed: Value = response.json().await?;
+    assert_eq!(listed[0]["name"], "q3", "{listed}");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "h2", "version": "1"}}});
+    let response = h2
+        .post(format!("{}/mcp", dashboard.url))
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(initialize.to_string())
+        .send()
+        .await?;
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    assert!(response.headers().contains_key("mcp-session-id"));
+
+    // A rebound name is still refused: its `:authority` names another host.
+    let addr: std::net::SocketAddr = dashboard.url.trim_start_matches("http://").parse()?;
+    let rebound = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .resolve("evil.example", addr)
+        .build()?;
+    let response = rebound
+        .post(format!(
+            "http://evil.example:{}/api/workbenches/q3/discard",
+            addr.port()
+        ))
+        .header("x-atelier-csrf", "1")
+        .send()
+        .await?;
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    assert_eq!(response.status(), reqwest::StatusCode::FORBIDDEN);
+    let body: Value = response.json().await?;
+    assert_eq!(body["error"]["code"], "HOST_NOT_ALLOWED");
+    Ok(())
+}
+
 // ---- traces ---------------------------------------------------------------------------------
 
 /// A span as the OTLP receiver got it.

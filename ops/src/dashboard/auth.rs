@@ -2,14 +2,15 @@
 //! `Authorization: Bearer TOKEN` or as the `HttpOnly` cookie the login page sets. Every POST to
 //! the API also needs either the bearer header or `X-Atelier-Csrf: 1` (which the UI sends and a
 //! cross-site form cannot), so another site cannot make a browser publish a draft. Every request
-//! must name the dashboard's own address in `Host` (and in `Origin` when it has one), so a page
-//! whose DNS name was rebound to this machine cannot use the dashboard either. The token is
-//! never written into a page or a log.
+//! must name the dashboard's own address as its authority — `Host` in HTTP/1.1, `:authority` in
+//! HTTP/2, both when both are sent — and in `Origin` when it has one, so a page whose DNS name was
+//! rebound to this machine cannot use the dashboard either. The token is never written into a
+//! page or a log.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
@@ -61,13 +62,23 @@ fn origin_host(origin: &str) -> &str {
     origin.split_once("://").map_or(origin, |(_, rest)| rest)
 }
 
-/// True when `Host` (and `Origin`, when present) name one of `allowed`.
-fn addressed_to_us(headers: &HeaderMap, allowed: &[String]) -> bool {
+/// True when the request's authority names one of `allowed`, and its `Origin` too when present.
+/// The authority is `Host` in HTTP/1.1 and `:authority` in HTTP/2 (hyper puts that one in the
+/// URI, as it does an absolute-form HTTP/1.1 target): at least one must be there, and each one
+/// there must be allowed.
+fn addressed_to_us(uri: &Uri, headers: &HeaderMap, allowed: &[String]) -> bool {
     let named = |value: &str| allowed.iter().any(|host| host.eq_ignore_ascii_case(value));
-    let host_ok = headers
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(named);
+    let from_uri = uri.authority().map(|authority| authority.as_str());
+    let host = match headers.get(header::HOST) {
+        None => None,
+        Some(value) => match value.to_str() {
+            Ok(host) => Some(host),
+            Err(_) => return false,
+        },
+    };
+    let host_ok = (from_uri.is_some() || host.is_some())
+        && from_uri.is_none_or(named)
+        && host.is_none_or(named);
     let origin_ok = match headers.get(header::ORIGIN) {
         None => true,
         Some(origin) => origin
@@ -82,7 +93,7 @@ pub async fn guard(State(state): State<Arc<AppState>>, request: Request, next: N
     let path = request.uri().path().to_string();
     let headers = request.headers();
     if let Some(allowed) = &state.hosts
-        && !addressed_to_us(headers, allowed)
+        && !addressed_to_us(request.uri(), headers, allowed)
     {
         return api_error(
             StatusCode::FORBIDDEN,
@@ -157,12 +168,14 @@ mod tests {
             &[],
         )
         .unwrap_or_default();
-        let headers = |host: &str, origin: Option<&str>| {
+        let headers = |host: Option<&str>, origin: Option<&str>| {
             let mut headers = HeaderMap::new();
-            headers.insert(
-                header::HOST,
-                host.parse().unwrap_or_else(|e| panic!("{e:?}")),
-            );
+            if let Some(host) = host {
+                headers.insert(
+                    header::HOST,
+                    host.parse().unwrap_or_else(|e| panic!("{e:?}")),
+                );
+            }
             if let Some(origin) = origin {
                 headers.insert(
                     header::ORIGIN,
@@ -171,17 +184,32 @@ mod tests {
             }
             headers
         };
-        assert!(addressed_to_us(&headers("127.0.0.1:7474", None), &allowed));
-        assert!(addressed_to_us(
-            &headers("localhost:7474", Some("http://localhost:7474")),
-            &allowed
+        let path = Uri::from_static("/api/status");
+        let ours = |uri: &Uri, host: Option<&str>, origin: Option<&str>| {
+            addressed_to_us(uri, &headers(host, origin), &allowed)
+        };
+        assert!(ours(&path, Some("127.0.0.1:7474"), None));
+        assert!(ours(
+            &path,
+            Some("localhost:7474"),
+            Some("http://localhost:7474")
         ));
-        assert!(!addressed_to_us(&headers("evil:7474", None), &allowed));
-        assert!(!addressed_to_us(
-            &headers("127.0.0.1:7474", Some("http://evil:7474")),
-            &allowed
+        assert!(!ours(&path, Some("evil:7474"), None));
+        assert!(!ours(
+            &path,
+            Some("127.0.0.1:7474"),
+            Some("http://evil:7474")
         ));
-        assert!(!addressed_to_us(&HeaderMap::new(), &allowed));
+        assert!(!ours(&path, None, None));
+        // HTTP/2: the authority is in the URI (`:authority`), often without `Host`.
+        let h2 = Uri::from_static("http://127.0.0.1:7474/api/status");
+        assert!(ours(&h2, None, None));
+        assert!(ours(&h2, Some("127.0.0.1:7474"), None));
+        let rebound = Uri::from_static("http://evil:7474/api/status");
+        assert!(!ours(&rebound, None, None));
+        // Either one naming another host is refused.
+        assert!(!ours(&rebound, Some("127.0.0.1:7474"), None));
+        assert!(!ours(&h2, Some("evil:7474"), None));
         let everywhere: std::net::SocketAddr =
             "0.0.0.0:7474".parse().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(crate::dashboard::allowed_hosts(everywhere, &[]), None);

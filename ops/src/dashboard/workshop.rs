@@ -3,6 +3,7 @@
 //! `atelier.workshop.*` verb (a sent message is a job submitted as `atelier submit` does).
 
 use atelier_messages::job::JobSubmit;
+use atelier_messages::limits::MAX_MESSAGE_BYTES;
 use atelier_messages::verb::Verb;
 use atelier_messages::workshop::{
     CheckMessage, GetHistory, ListCheckpoints, ListModels, Regenerate, RestoreCheckpoint, Rewind,
@@ -11,9 +12,11 @@ use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use super::auth::api_error;
 use super::requests::{Shared, answer, call, coded};
 
 /// The verb's reply as JSON, or the error response.
@@ -62,14 +65,25 @@ pub struct Compose {
 }
 
 /// Sends a message as a job: checked first as `atelier submit` checks it (`DRAFT_EXISTS`,
-/// `WORKBENCH_BUSY`, `MODEL_NOT_ALLOWED` come back at once), then submitted; its job id.
+/// `WORKBENCH_BUSY`, `MODEL_NOT_ALLOWED` come back at once), then submitted; its job id. A body
+/// over the server's limit, or a message over a job's, is `413` (`VALIDATION_FAILED`).
 pub async fn send(
     State(state): State<Shared>,
     Path(name): Path<String>,
     compose: Result<Json<Compose>, JsonRejection>,
 ) -> Response {
     let compose = match compose {
+        Ok(Json(compose)) if compose.message.len() > MAX_MESSAGE_BYTES => {
+            return too_large(&format!(
+                "the message has {} bytes, more than a job's {MAX_MESSAGE_BYTES}; put long text \
+                 into a file of the workbench and name it in the message",
+                compose.message.len()
+            ));
+        }
         Ok(Json(compose)) => compose,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return too_large(&format!("the body is too large: {rejection}"));
+        }
         Err(rejection) => {
             return coded(ErrorBody::new(
                 ErrorCode::ValidationFailed,
@@ -102,6 +116,15 @@ pub async fn send(
         .map(|()| serde_json::json!({"job_id": job_id}))
         .map_err(coded);
     answer(submitted)
+}
+
+/// `413 Content Too Large` with the code of invalid input.
+fn too_large(message: &str) -> Response {
+    api_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::ValidationFailed.as_str(),
+        message,
+    )
 }
 
 pub async fn checkpoints(State(state): State<Shared>, Path(name): Path<String>) -> Response {
