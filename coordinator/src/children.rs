@@ -60,6 +60,7 @@ impl Children {
             v: PROTOCOL_VERSION,
             submit,
             only_if_idle: true,
+            refused: None,
         };
         self.front
             .to_workbench_now(&request.submit.workbench, &request)

@@ -5,14 +5,20 @@
 //! record goes with the user message in the workbench's conversation, in one transaction of the
 //! DraftStore; a message the workbench cannot take now (a draft exists without
 //! `continue_draft`: `DRAFT_EXISTS`; a job runs: `WORKBENCH_BUSY`) is recorded as a failed job
-//! with that code and announced as its `job_finished` event.
+//! with that code and announced as its `job_finished` event. So is a submission refused as it
+//! is read (nested too deep, a message over the limit: `VALIDATION_FAILED`) when its job id and
+//! workbench can be read ([`salvage`]); one without them is logged and counted
+//! ([`unreadable_submissions`]), then dropped.
 
+mod salvage;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind, consumer, stream};
-use atelier_messages::job::JobSubmit;
+use atelier_messages::job::{JobSubmit, validate_job_id};
 use atelier_messages::shard::RecordSubmission;
-use atelier_messages::{ErrorBody, ErrorCode, decode, subjects};
+use atelier_messages::{ErrorBody, ErrorCode, subjects};
 use atelier_transport::failpoint;
 use atelier_transport::headers::format_of;
 use futures::StreamExt;
@@ -22,7 +28,9 @@ use crate::error::CoordinatorError;
 use crate::front_door::FrontDoor;
 use crate::jobs::JobRecord;
 use crate::orchestrator::Orchestrators;
+use crate::storage::blocking;
 use crate::workbench::Accepted;
+use salvage::Submission;
 
 /// Creates the JOBS, EVENTS, workshop events and batch events streams when missing, each with
 /// `replicas` copies (a replicated deployment's count, so that losing a server loses none of
@@ -151,21 +159,33 @@ async fn attach(js: &jetstream::Context) -> Result<consumer::pull::Stream, Coord
 /// How long a submission its shard could not record waits before it is delivered again.
 const REDELIVERY_DELAY: Duration = Duration::from_secs(1);
 
-/// Hands a submission to its shard and acknowledges it once recorded there; one that cannot be
-/// read is dropped, one its shard could not record now is delivered again. A shard without an
-/// owner is not waited for: submissions are handed over one at a time, so waiting would hold
-/// up every other shard's behind it; the submission comes back after [`REDELIVERY_DELAY`]
-/// instead, until an owner records it.
+/// Submissions dropped since the process started because not even their job id and workbench
+/// could be read.
+static UNREADABLE: AtomicU64 = AtomicU64::new(0);
+
+/// How many submissions this process dropped because not even their job id and workbench could
+/// be read (each is also logged).
+pub fn unreadable_submissions() -> u64 {
+    UNREADABLE.load(Ordering::Relaxed)
+}
+
+/// Hands a submission to its shard and acknowledges it once recorded there (a refused one as a
+/// failed job); one whose job id or workbench cannot be read is logged, counted and dropped, one
+/// its shard could not record now is delivered again. A shard without an owner is not waited
+/// for: submissions are handed over one at a time, so waiting would hold up every other shard's
+/// behind it; the submission comes back after [`REDELIVERY_DELAY`] instead, until an owner
+/// records it.
 async fn hand_over(front: &FrontDoor, message: jetstream::Message) {
     let format = format_of(message.headers.as_ref());
-    let submit = decode::<JobSubmit>(&message.payload, format).and_then(|submit| {
-        submit.validate()?;
-        Ok(submit)
-    });
-    let submit = match submit {
-        Ok(submit) => submit,
-        Err(error) => {
-            tracing::warn!(code = %error.code, %error, "rejected job submission");
+    let (submit, refused) = match salvage::read(&message.payload, format) {
+        Submission::Valid(submit) => (submit, None),
+        Submission::Refused(submit, error) => {
+            tracing::warn!(code = %error.code, %error, job_id = %submit.job_id, "refused job submission; recording it as failed");
+            (*submit, Some(error))
+        }
+        Submission::Unreadable(error) => {
+            let dropped = UNREADABLE.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::warn!(code = %error.code, %error, unreadable_total = dropped, "dropped a job submission whose job id or workbench cannot be read");
             let _ = message.ack_with(AckKind::Term).await;
             return;
         }
@@ -175,6 +195,7 @@ async fn hand_over(front: &FrontDoor, message: jetstream::Message) {
         v: atelier_messages::PROTOCOL_VERSION,
         submit,
         only_if_idle: false,
+        refused,
     };
     let recorded = front
         .to_workbench_now(&request.submit.workbench, &request)
@@ -207,8 +228,12 @@ pub(crate) async fn record(
     let RecordSubmission {
         submit,
         only_if_idle,
+        refused,
         ..
     } = request;
+    if let Some(error) = refused {
+        return record_refused(orchestrators, &submit, error).await;
+    }
     let accepted = store
         .accept_message(submit, defaults.clone(), only_if_idle)
         .await?;
@@ -229,6 +254,24 @@ pub(crate) async fn record(
             tracing::error!(%error, "could not start job");
         }
     });
+    Ok(())
+}
+
+/// Records a submission the intake refused as it read it as a failed job (never run), unless
+/// its id is recorded already, and announces its end.
+async fn record_refused(
+    orchestrators: &Orchestrators,
+    submit: &JobSubmit,
+    error: ErrorBody,
+) -> Result<(), ErrorBody> {
+    validate_job_id(&submit.job_id)?;
+    let refused = JobRecord::refused(submit, error);
+    let jobs = orchestrators.jobs().clone();
+    let record = blocking(move || jobs.record_refused(&refused)).await?;
+    tracing::info!(job_id = %record.job_id, code = ?record.error.as_ref().map(|e| e.code), "recorded a refused job submission");
+    if record.state.is_terminal() && record.error.is_some() && record.message_id.is_none() {
+        announce_refusal(orchestrators, &record).await;
+    }
     Ok(())
 }
 

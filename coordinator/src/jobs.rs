@@ -60,6 +60,28 @@ impl Jobs {
         storage::get(&self.storage.tree(trees::JOBS)?, job_id.as_bytes())
     }
 
+    /// Records a job refused before it was accepted (a submission the intake could not take)
+    /// durably, unless a job with its id is recorded already; returns the record kept.
+    pub fn record_refused(&self, record: &JobRecord) -> Result<JobRecord, CoordinatorError> {
+        let key = record.job_id.as_bytes();
+        let new = storage::encode(record)?;
+        if self
+            .storage
+            .tree(trees::JOBS)?
+            .compare_and_swap(key, None::<&[u8]>, Some(new))?
+        {
+            self.storage.made(Durability::Flushed)?;
+            return Ok(record.clone());
+        }
+        self.get(&record.job_id)?.ok_or_else(|| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!("job `{}` vanished while it was recorded", record.job_id),
+            )
+            .into()
+        })
+    }
+
     /// Changes a job's lifecycle state durably (see [`lifecycle`](crate::lifecycle)).
     pub fn transition(
         &self,

@@ -62,6 +62,12 @@ pub struct RecordSubmission {
     /// it a busy workbench refuses the job, recorded as failed with that code.
     #[serde(default)]
     pub only_if_idle: bool,
+    /// Set when the intake refused the submission itself (nested too deep, a message over the
+    /// limit…): `submit` then holds only what could be read of it (its id, workbench and the start
+    /// of its message), and the shard records it as a failed job with this error, never running
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<ErrorBody>,
 }
 
 /// The most digests one [`References`] page holds (about 600 KB in MessagePack, under NATS's
