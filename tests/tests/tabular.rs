@@ -655,3 +655,81 @@ async fn concurrent_first_calls_on_two_workers_ingest_once() -> anyhow::Result<(
     assert_eq!(ingests, 1, "one ingest on the host");
     Ok(())
 }
+
+/// A field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`), in bytes.
+fn status_bytes(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))?;
+    Ok(kib * 1024)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn heavy_queries_on_three_tables_at_once_stay_within_one_worker_budget() -> anyhow::Result<()>
+{
+    const BUDGET: u64 = 512 << 20;
+    // DuckDB's bookkeeping, thread stacks and the allocator's slack.
+    const SLACK: u64 = 128 << 20;
+    let cluster = Cluster::start_with(&["office"])?;
+    let worker = TabularWorker::spawn(&cluster, &[("ATELIER_TABULAR_MEMORY_LIMIT", "512MiB")])?;
+    let listing = keenbench(&cluster, "heavy")?;
+    let client = async_nats::connect(&cluster.nats.url).await?;
+    let tables = ["plan.csv", "client_data.csv", "projects.csv"];
+    // Each table is loaded before the measurement.
+    for (index, table) in tables.iter().enumerate() {
+        let args = json!({"path": table, "query": "SELECT count(*) FROM data"});
+        ok(
+            &client,
+            &listing,
+            &format!("load-{index}"),
+            "table_query",
+            args,
+        )
+        .await?;
+    }
+    let pid = worker.0.id();
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5")?;
+    let before = status_bytes(pid, "VmRSS:")?;
+    // Each needs 2 GB of aggregate state, which DuckDB accounts for.
+    let heavy = "SELECT length(string_agg(repeat('x', 1000000), '')) FROM range(2000)";
+    let calls = tables.iter().enumerate().map(|(index, table)| {
+        let args = json!({"path": table, "query": heavy});
+        let (client, listing) = (&client, &listing);
+        async move {
+            call(
+                client,
+                listing,
+                &format!("heavy-{index}"),
+                "table_query",
+                args,
+            )
+            .await
+        }
+    });
+    let answers = futures::future::try_join_all(calls).await?;
+    let growth = status_bytes(pid, "VmHWM:")?.saturating_sub(before);
+    let codes: Vec<Option<ErrorCode>> = answers
+        .iter()
+        .map(|a| a.as_ref().err().map(|e| e.code))
+        .collect();
+    assert_eq!(codes, vec![Some(ErrorCode::QueryOutOfMemory); 3]);
+    assert!(
+        growth < BUDGET + SLACK,
+        "the worker's peak RSS grew by {} MiB for a {} MiB budget",
+        growth >> 20,
+        BUDGET >> 20
+    );
+    let next = ok(
+        &client,
+        &listing,
+        "next",
+        "table_query",
+        json!({"path": "plan.csv", "query": "SELECT count(*) FROM data"}),
+    )
+    .await?;
+    assert_eq!(next["rows"], json!([[5]]));
+    Ok(())
+}
