@@ -9,7 +9,7 @@
 //! - [`Account::Clients`] (`ATELIER_CLIENTS`): the CLI, the dashboard, scripts. No JetStream.
 //! - [`Account::Workers`] (`ATELIER_WORKERS`): tool workers and pool supervisors. No JetStream.
 //!
-//! The accounts meet only through [`SERVICES`]: request/reply subjects one account exports and
+//! The accounts meet only through [`services`]: request/reply subjects one account exports and
 //! the others import. The server routes an imported request's answers back to the requester
 //! only, through a reply subject of its own making, so a requester that names someone else's
 //! subject as its reply reaches nothing beyond its own account. JetStream's API (which
@@ -128,14 +128,24 @@ pub struct Service {
 /// import's 900 s): the server forgets where to route a request's answers after it.
 pub const ANSWER_WITHIN: &str = "20m";
 
-/// Every service one account offers another; nothing else crosses an account.
-pub const SERVICES: [Service; 9] = [
-    Service {
-        subject: subjects::store::WILDCARD,
+/// The store's verbs clients call, and those workers call too (a blob's pieces): each is
+/// exported by its own subject, since an export may not overlap another (`atelier.store.*`
+/// would hold `atelier.store.blob`, which workers import).
+fn store_services() -> impl Iterator<Item = Service> {
+    const CLIENTS_AND_WORKERS: &[Account] = &[Account::Clients, Account::Workers];
+    subjects::store::ALL.into_iter().map(|subject| Service {
+        subject,
         exporter: Account::Core,
-        importers: &[Account::Clients],
+        importers: match subject {
+            subjects::store::BLOB | subjects::store::UPLOAD => CLIENTS_AND_WORKERS,
+            _ => &[Account::Clients],
+        },
         answers: Answers::Many,
-    },
+    })
+}
+
+/// Every other service one account offers another.
+const SERVICES: [Service; 7] = [
     Service {
         subject: subjects::ctl::WILDCARD,
         exporter: Account::Core,
@@ -160,18 +170,6 @@ pub const SERVICES: [Service; 9] = [
         importers: &[Account::Clients],
         answers: Answers::One,
     },
-    Service {
-        subject: subjects::store::BLOB,
-        exporter: Account::Core,
-        importers: &[Account::Workers],
-        answers: Answers::Many,
-    },
-    Service {
-        subject: subjects::store::UPLOAD,
-        exporter: Account::Core,
-        importers: &[Account::Workers],
-        answers: Answers::Many,
-    },
     // Clients run read tools directly too (the MCP server's reads).
     Service {
         subject: subjects::TOOL_WILDCARD,
@@ -185,20 +183,23 @@ pub const SERVICES: [Service; 9] = [
         importers: &[Account::Core],
         answers: Answers::Many,
     },
+    // The micro-service verbs (`$SRV.PING|INFO|STATS`) of workers and pool supervisors, which
+    // clients ask (the dashboard, `atelier workers`).
+    Service {
+        subject: MICRO_SERVICES,
+        exporter: Account::Workers,
+        importers: &[Account::Clients],
+        answers: Answers::Many,
+    },
 ];
 
-/// The micro-service verbs (`$SRV.PING|INFO|STATS`) of workers and pool supervisors, which
-/// clients ask (the dashboard, `atelier workers`): exported by the workers' account.
-pub const MICRO_SERVICES: Service = Service {
-    subject: "$SRV.>",
-    exporter: Account::Workers,
-    importers: &[Account::Clients],
-    answers: Answers::Many,
-};
+/// The micro-service verbs' subjects.
+pub const MICRO_SERVICES: &str = "$SRV.>";
 
-/// Every exported subject, the micro-service verbs included.
+/// Every service one account offers another; nothing else crosses an account. No two exports
+/// of one account overlap (operator mode refuses an account whose do).
 pub fn services() -> impl Iterator<Item = Service> {
-    SERVICES.into_iter().chain([MICRO_SERVICES])
+    store_services().chain(SERVICES)
 }
 
 /// What a role's users may do inside their account.
@@ -238,16 +239,13 @@ impl Role {
             Role::Worker => {
                 let mut publish = imported(Account::Workers);
                 // A pool supervisor reports its decisions and asks its workers' numbers.
-                publish.extend([
-                    subjects::POOL_SCALED.to_string(),
-                    MICRO_SERVICES.subject.into(),
-                ]);
+                publish.extend([subjects::POOL_SCALED.to_string(), MICRO_SERVICES.into()]);
                 Rights {
                     publish,
                     subscribe: vec![
                         subjects::TOOL_WILDCARD.into(),
                         subjects::review::WILDCARD.into(),
-                        MICRO_SERVICES.subject.into(),
+                        MICRO_SERVICES.into(),
                         own_inboxes,
                     ],
                     responds: true,
@@ -281,6 +279,32 @@ mod tests {
                 !service.importers.contains(&service.exporter),
                 "{service:?}"
             );
+        }
+    }
+
+    #[test]
+    fn no_two_exports_of_an_account_overlap() {
+        let all: Vec<Service> = services().collect();
+        for (index, one) in all.iter().enumerate() {
+            for other in &all[index + 1..] {
+                let overlap = one.exporter == other.exporter
+                    && (covers(one.subject, other.subject) || covers(other.subject, one.subject));
+                assert!(!overlap, "{one:?} overlaps {other:?}");
+            }
+        }
+    }
+
+    /// Whether the pattern `wide` matches every subject `narrow` does (enough for our tables).
+    fn covers(wide: &str, narrow: &str) -> bool {
+        let (mut wide, mut narrow) = (wide.split('.'), narrow.split('.'));
+        loop {
+            match (wide.next(), narrow.next()) {
+                (Some(">"), Some(_)) => return true,
+                (Some("*"), Some(_)) => {}
+                (Some(a), Some(b)) if a == b => {}
+                (None, None) => return true,
+                _ => return false,
+            }
         }
     }
 
