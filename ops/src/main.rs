@@ -3,7 +3,8 @@
 //! `checkpoints`, `checkpoint`, `restore`, `gc`, `context`, `chat`). Printing is this binary's job.
 //!
 //! # Layout
-//! - `cli`: the subcommands and flags; `commands`: the client commands; `output`: how they print.
+//! - `cli`: the subcommands and flags; `commands`: the client commands; `output`: how they print;
+//!   `shown`: others' text with its control characters escaped.
 //! - `workshop`, `chat`, `context_items`: the conversation commands, the terminal session and
 //!   the context items.
 //! - `batch`: `atelier run` (tools and workflow files without a model) and `atelier batch`.
@@ -35,6 +36,7 @@ mod metrics;
 mod nats_connect;
 mod nats_roles;
 mod output;
+mod shown;
 mod system;
 mod telemetry;
 mod workshop;

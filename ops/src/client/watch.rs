@@ -10,6 +10,7 @@ use atelier_transport::feed::EventFeed;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Client;
+use crate::shown::{shown, shown_lines};
 
 impl Client {
     /// Follows a job's events from the start until its current run finishes (the ends of
@@ -85,10 +86,14 @@ fn show_line(event: &JobEvent) {
     match &event.kind {
         EventKind::PhaseStarted { phase } => println!("  · {phase}"),
         EventKind::ToolExecuting { tool, path, .. } => {
-            println!("  · {tool} {}", path.as_deref().unwrap_or(""))
+            println!(
+                "  · {} {}",
+                shown(tool),
+                shown(path.as_deref().unwrap_or(""))
+            )
         }
         EventKind::AssistantDelta { text } => {
-            print!("{text}");
+            print!("{}", shown_lines(text));
             let _ = std::io::stdout().flush();
         }
         EventKind::ApprovalRequested {
@@ -100,8 +105,10 @@ fn show_line(event: &JobEvent) {
         } => {
             let why = why.as_deref().map(|w| format!(": {w}")).unwrap_or_default();
             println!(
-                "  ? {tool} {arguments} waits for approval ({action_class}{why}); \
-                 /approve or /reject [REASON]"
+                "  ? {} {} waits for approval ({action_class}{}); /approve or /reject [REASON]",
+                shown(tool),
+                shown(&arguments.to_string()),
+                shown(&why)
             );
         }
         EventKind::ApprovalResolved {
@@ -112,7 +119,7 @@ fn show_line(event: &JobEvent) {
                 .as_deref()
                 .map(|r| format!(": {r}"))
                 .unwrap_or_default();
-            println!("  · {verdict}{reason}");
+            println!("  · {verdict}{}", shown(&reason));
         }
         EventKind::JobFinished {
             state,
@@ -122,9 +129,9 @@ fn show_line(event: &JobEvent) {
         } => {
             // The bracket holds the state and any error; what the job did follows as a line
             // of the session's own.
-            println!("\n[{state}{}]", ending(error, &None));
+            println!("\n[{state}{}]", shown(&ending(error, &None)));
             if let Some(outcome) = outcome {
-                println!("  · {outcome}");
+                println!("  · {}", shown(&outcome.to_string()));
             }
         }
         _ => {}
@@ -198,13 +205,17 @@ impl Progress {
                             bar.set_style(items_style());
                         }
                         bar.set_position(u64::from(index.saturating_sub(1)));
-                        bar.set_message(format!("implement: item {index}/{total} {label}{retry}"));
+                        bar.set_message(format!(
+                            "implement: item {index}/{total} {}{retry}",
+                            shown(label)
+                        ));
                     }
                     EventKind::ToolExecuting { tool, path, .. } => {
                         bar.set_message(format!(
-                            "{} · {tool} {}",
+                            "{} · {} {}",
                             bar.message().split(" · ").next().unwrap_or(""),
-                            path.as_deref().unwrap_or("")
+                            shown(tool),
+                            shown(path.as_deref().unwrap_or(""))
                         ));
                     }
                     EventKind::ToolComplete {
@@ -214,7 +225,7 @@ impl Progress {
                         ..
                     } => {
                         let reason = error.as_ref().map(|e| e.to_string()).unwrap_or_default();
-                        bar.println(format!("  ! {tool} failed: {reason}"));
+                        bar.println(format!("  ! {} failed: {}", shown(tool), shown(&reason)));
                     }
                     EventKind::ItemFinished { index, status } => {
                         bar.set_position(u64::from(*index));
@@ -223,7 +234,7 @@ impl Progress {
                     EventKind::AssistantDelta { text } => bar.suspend(|| {
                         use std::io::Write;
                         let mut out = std::io::stdout();
-                        let _ = write!(out, "{text}");
+                        let _ = write!(out, "{}", shown_lines(text));
                         let _ = out.flush();
                     }),
                     EventKind::JobFinished {
@@ -235,7 +246,9 @@ impl Progress {
                         let ending = ending(error, outcome);
                         // On stdout, after the streamed answer: it ends that line even where the
                         // bar is hidden (output not to a terminal).
-                        bar.suspend(|| println!("\njob {}: {state}{ending}", event.job_id));
+                        bar.suspend(|| {
+                            println!("\njob {}: {state}{}", shown(&event.job_id), shown(&ending))
+                        });
                     }
                     _ => {}
                 }
