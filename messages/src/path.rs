@@ -15,6 +15,20 @@ pub const MAX_PATH_BYTES: usize = 1024;
 /// Longest accepted path segment (a file or folder name), in bytes, as most file systems allow.
 pub const MAX_SEGMENT_BYTES: usize = 255;
 
+/// Longest workbench name.
+pub const MAX_WORKBENCH_NAME_LEN: usize = 64;
+
+/// Whether `name` can name a workbench: 1 to [`MAX_WORKBENCH_NAME_LEN`] characters of
+/// `A-Z a-z 0-9 . _ -`, not starting with a dot (so it is one subject token and one file name).
+pub fn is_workbench_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_WORKBENCH_NAME_LEN
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// Characters that reorder or hide text: bidirectional embeddings, overrides, isolates and
 /// marks, and zero-width characters.
 fn is_deceptive(c: char) -> bool {

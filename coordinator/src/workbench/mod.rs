@@ -75,7 +75,7 @@ pub enum BlobSource {
 }
 
 /// Longest workbench name.
-pub const MAX_NAME_LEN: usize = 64;
+pub const MAX_NAME_LEN: usize = atelier_messages::path::MAX_WORKBENCH_NAME_LEN;
 
 /// The workbench and draft operations behind the DraftStore actor (all blocking).
 #[derive(Debug, Clone)]
@@ -107,13 +107,7 @@ fn not_found(workbench: &str) -> CoordinatorError {
 }
 
 fn validate_name(name: &str) -> Result<(), CoordinatorError> {
-    let valid = !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if valid {
+    if atelier_messages::path::is_workbench_name(name) {
         return Ok(());
     }
     Err(ErrorBody::new(

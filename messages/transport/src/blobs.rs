@@ -289,15 +289,7 @@ impl BlobBucket {
                 Err(Download::Stalled(error) | Download::Failed(error)) => return Err(error),
             }
         }
-        tokio::fs::rename(&temp, target)
-            .await
-            .map_err(write_error(target))?;
-        if durable && let Some(parent) = target.parent() {
-            let dir = tokio::fs::File::open(parent)
-                .await
-                .map_err(write_error(parent))?;
-            dir.sync_all().await.map_err(write_error(parent))?;
-        }
+        put_in_place(&temp, target, durable).await?;
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(digest = %blob.digest, size = blob.size, elapsed_ms, "blob fetched from the bucket");
         Ok(())
@@ -344,24 +336,16 @@ async fn download(
     durable: bool,
     stall: Duration,
 ) -> Result<(), Download> {
-    if let Some(parent) = temp.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(write_error(parent))?;
-    }
-    let mut file = tokio::fs::File::create(temp)
-        .await
-        .map_err(write_error(temp))?;
-    let mut hasher = Sha256::new();
-    let mut size = 0u64;
+    let mut file = Checked::create(temp).await?;
     let mut buffer = vec![0u8; BUFFER_BYTES];
     loop {
         let Ok(read) = tokio::time::timeout(stall, object.read(&mut buffer)).await else {
             return Err(Download::Stalled(ErrorBody::new(
                 ErrorCode::FileReadFailed,
                 format!(
-                    "blob {} stalled after {size} bytes: nothing came for {} s; fetch it again",
+                    "blob {} stalled after {} bytes: nothing came for {} s; fetch it again",
                     blob.digest,
+                    file.size,
                     stall.as_secs_f64()
                 ),
             )));
@@ -375,24 +359,85 @@ async fn download(
         if read == 0 {
             break;
         }
-        let chunk = &buffer[..read];
-        hasher.update(chunk);
-        size += read as u64;
-        file.write_all(chunk).await.map_err(write_error(temp))?;
+        file.write(&buffer[..read]).await?;
     }
-    let digest = hex::encode(hasher.finalize());
-    if digest != blob.digest || size != blob.size {
-        return Err(Download::Failed(ErrorBody::new(
-            ErrorCode::FileReadFailed,
-            format!(
-                "blob {} arrived as {size} bytes with digest {digest}; refusing corrupt content",
-                blob.digest
-            ),
-        )));
+    Ok(file.finish(blob, durable).await?)
+}
+
+/// A file a transfer writes, hashed on the way: it is kept only when what arrived is the blob
+/// (the caller renames it into place).
+pub(crate) struct Checked<'a> {
+    file: tokio::fs::File,
+    path: &'a Path,
+    hasher: Sha256,
+    /// Bytes written so far.
+    pub(crate) size: u64,
+}
+
+impl<'a> Checked<'a> {
+    /// Creates the file at `path` (and its directory).
+    pub(crate) async fn create(path: &'a Path) -> Result<Self, ErrorBody> {
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(write_error(parent))?;
+        }
+        let file = tokio::fs::File::create(path)
+            .await
+            .map_err(write_error(path))?;
+        Ok(Self {
+            file,
+            path,
+            hasher: Sha256::new(),
+            size: 0,
+        })
     }
-    file.flush().await.map_err(write_error(temp))?;
-    if durable {
-        file.sync_all().await.map_err(write_error(temp))?;
+
+    pub(crate) async fn write(&mut self, chunk: &[u8]) -> Result<(), ErrorBody> {
+        self.hasher.update(chunk);
+        self.size += chunk.len() as u64;
+        self.file
+            .write_all(chunk)
+            .await
+            .map_err(write_error(self.path))
+    }
+
+    /// Checks that what was written is `blob` (`FILE_READ_FAILED` otherwise), and flushes it
+    /// (fsynced when `durable`).
+    pub(crate) async fn finish(mut self, blob: &BlobRef, durable: bool) -> Result<(), ErrorBody> {
+        let digest = hex::encode(self.hasher.finalize());
+        if digest != blob.digest || self.size != blob.size {
+            return Err(ErrorBody::new(
+                ErrorCode::FileReadFailed,
+                format!(
+                    "blob {} arrived as {} bytes with digest {digest}; refusing corrupt content",
+                    blob.digest, self.size
+                ),
+            ));
+        }
+        self.file.flush().await.map_err(write_error(self.path))?;
+        if durable {
+            self.file.sync_all().await.map_err(write_error(self.path))?;
+        }
+        Ok(())
+    }
+}
+
+/// Renames a checked download `temp` to `target`, the rename made durable (its directory
+/// fsynced) when `durable`.
+pub(crate) async fn put_in_place(
+    temp: &Path,
+    target: &Path,
+    durable: bool,
+) -> Result<(), ErrorBody> {
+    tokio::fs::rename(temp, target)
+        .await
+        .map_err(write_error(target))?;
+    if durable && let Some(parent) = target.parent() {
+        let dir = tokio::fs::File::open(parent)
+            .await
+            .map_err(write_error(parent))?;
+        dir.sync_all().await.map_err(write_error(parent))?;
     }
     Ok(())
 }

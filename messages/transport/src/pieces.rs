@@ -12,10 +12,9 @@ use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 use serde_bytes::ByteBuf;
-use sha2::{Digest, Sha256};
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use crate::blobs::{temp_beside, write_error};
+use crate::blobs::{Checked, put_in_place, temp_beside};
 use crate::{Policy, request};
 
 /// Pieces of a download asked for at once.
@@ -49,16 +48,7 @@ pub async fn fetch_to(
         let _ = tokio::fs::remove_file(&temp).await;
         return Err(error);
     }
-    tokio::fs::rename(&temp, target)
-        .await
-        .map_err(write_error(target))?;
-    if durable && let Some(parent) = target.parent() {
-        let dir = tokio::fs::File::open(parent)
-            .await
-            .map_err(write_error(parent))?;
-        dir.sync_all().await.map_err(write_error(parent))?;
-    }
-    Ok(())
+    put_in_place(&temp, target, durable).await
 }
 
 async fn fetch_into(
@@ -69,14 +59,7 @@ async fn fetch_into(
     durable: bool,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(), ErrorBody> {
-    if let Some(parent) = temp.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(write_error(parent))?;
-    }
-    let mut file = tokio::fs::File::create(temp)
-        .await
-        .map_err(write_error(temp))?;
+    let mut file = Checked::create(temp).await?;
     let piece = piece_bytes(client);
     let ask = |offset: u64| {
         let request = GetBlob {
@@ -88,11 +71,9 @@ async fn fetch_into(
         };
         async move { request_piece(client, &request).await }
     };
-    let mut hasher = Sha256::new();
     let mut pending = FuturesOrdered::new();
     let mut next_offset = 0;
-    let mut written = 0;
-    while written < blob.size {
+    while file.size < blob.size {
         while pending.len() < WINDOW && next_offset < blob.size {
             pending.push_back(ask(next_offset));
             next_offset += piece.min(blob.size - next_offset);
@@ -102,28 +83,12 @@ async fn fetch_into(
         };
         let content = asked?;
         if content.is_empty() {
-            return Err(changed(blob, written));
+            return Err(changed(blob, file.size));
         }
-        hasher.update(&content);
-        file.write_all(&content).await.map_err(write_error(temp))?;
-        written += content.len() as u64;
-        progress(written);
+        file.write(&content).await?;
+        progress(file.size);
     }
-    let digest = hex::encode(hasher.finalize());
-    if digest != blob.digest || written != blob.size {
-        return Err(ErrorBody::new(
-            ErrorCode::FileReadFailed,
-            format!(
-                "blob {} arrived as {written} bytes with digest {digest}; refusing corrupt content",
-                blob.digest
-            ),
-        ));
-    }
-    file.flush().await.map_err(write_error(temp))?;
-    if durable {
-        file.sync_all().await.map_err(write_error(temp))?;
-    }
-    Ok(())
+    file.finish(blob, durable).await
 }
 
 fn changed(blob: &BlobRef, at: u64) -> ErrorBody {

@@ -315,14 +315,8 @@ impl AtelierMcp {
 /// 1 to 64 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot, as the coordinator
 /// names them. A name with control characters would otherwise be recorded as a failed job's.
 pub(crate) fn check_workbench_name(name: &str) -> Result<(), ErrorBody> {
-    let max = atelier_coordinator::workbench::MAX_NAME_LEN;
-    let valid = !name.is_empty()
-        && name.len() <= max
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if valid {
+    let max = atelier_messages::path::MAX_WORKBENCH_NAME_LEN;
+    if atelier_messages::path::is_workbench_name(name) {
         return Ok(());
     }
     let shown = crate::output::shown(name.get(..max).unwrap_or(name)).to_string();
