@@ -8,9 +8,9 @@
 //!   ratio, and the time from the burst to the second worker's first call. Two alternating
 //!   runs of each.
 //! - **(b) ingest**: the first call (`SELECT count(*)`) on a 1 GB CSV through a worker on a
-//!   data directory of its own, on a stock 1 MiB `max_payload` server (the blob fetched through
-//!   the bucket, verified, then ingested), versus raw DuckDB loading the same file locally
-//!   (same threads and memory limit); `wb add` (upload and import) reported beside it.
+//!   data directory of its own, on a stock 1 MiB `max_payload` server (the blob fetched from the
+//!   store in pieces, verified, then ingested), versus raw DuckDB loading the same file locally
+//!   (same threads and memory limit); `wb add` (upload in pieces, checked) reported beside it.
 //! - **(c) memory**: peak resident memory (`VmHWM`) of the coordinator and that worker after (b).
 //!
 //! Run from the repository root:
@@ -294,18 +294,18 @@ async fn part_b() -> anyhow::Result<()> {
     println!("| step | time | raw DuckDB (same file, local) | ratio (goal ≤ 1.5×) |");
     println!("|---|---|---|---|");
     println!(
-        "| first call: fetch through the bucket + ingest + count | {:.2} s | {:.2} s | **{:.2}×** |",
+        "| first call: fetch in pieces + ingest + count | {:.2} s | {:.2} s | **{:.2}×** |",
         first.as_secs_f64(),
         raw.as_secs_f64(),
         first.as_secs_f64() / raw.as_secs_f64()
     );
     println!(
-        "| `wb add` (digest, upload in 512 KiB chunks, import verified) | {:.2} s | – | – |",
+        "| `wb add` (digest, upload in 512 KiB pieces, checked by the store) | {:.2} s | – | – |",
         add.as_secs_f64()
     );
     let log = std::fs::read_to_string(cluster.dir.path().join("worker-tabular-0.log"))?;
     for (event, fields) in [
-        ("blob fetched from the bucket", &["elapsed_ms"][..]),
+        ("blob fetched in pieces", &["elapsed_ms"][..]),
         ("table loaded", &["check_ms", "load_ms"][..]),
     ] {
         let line = log

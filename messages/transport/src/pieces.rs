@@ -42,13 +42,17 @@ pub async fn fetch_to(
     durable: bool,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(), ErrorBody> {
+    let started = std::time::Instant::now();
     let temp = temp_beside(target);
     let fetched = fetch_into(client, workbench, blob, &temp, durable, progress).await;
     if let Err(error) = fetched {
         let _ = tokio::fs::remove_file(&temp).await;
         return Err(error);
     }
-    put_in_place(&temp, target, durable).await
+    put_in_place(&temp, target, durable).await?;
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(digest = %blob.digest, size = blob.size, elapsed_ms, "blob fetched in pieces");
+    Ok(())
 }
 
 async fn fetch_into(
