@@ -16,6 +16,7 @@ use clap::Subcommand;
 
 use crate::client::{Client, WatchOutput};
 use crate::output::{print_job, print_json};
+use crate::shown::{shown, shown_lines};
 
 /// The workshop's top-level commands.
 #[derive(Subcommand)]
@@ -427,13 +428,13 @@ pub fn discards(preview: &Regenerated) -> String {
 /// One line per message: id, role, text (system events in brackets).
 pub fn print_history(history: &History) {
     if let Some(model) = &history.model {
-        println!("model {model}");
+        println!("model {}", shown(model));
     }
     for message in &history.messages {
         print_message(message);
     }
     if let Some(job) = &history.running_job {
-        println!("(job {job} is answering)");
+        println!("(job {} is answering)", shown(job));
     } else if let Some(origin) = &history.draft {
         println!(
             "({})",
@@ -456,9 +457,18 @@ pub fn print_history(history: &History) {
 pub fn print_message(message: &ConversationMessage) {
     match message.role {
         atelier_messages::workshop::Role::System => {
-            println!("{:>5}  [{}]", message.id, message.text)
+            println!(
+                "{:>5}  [{}]",
+                shown(&message.id),
+                shown_lines(&message.text)
+            )
         }
-        role => println!("{:>5}  {}: {}", message.id, role.as_str(), message.text),
+        role => println!(
+            "{:>5}  {}: {}",
+            shown(&message.id),
+            role.as_str(),
+            shown_lines(&message.text)
+        ),
     }
 }
 
@@ -474,14 +484,14 @@ fn print_checkpoints(checkpoints: &[CheckpointInfo]) {
             checkpoint.at_ms,
             checkpoint.files.len(),
             checkpoint.reason.as_str(),
-            checkpoint.note.as_deref().unwrap_or("")
+            shown(checkpoint.note.as_deref().unwrap_or(""))
         );
     }
 }
 
 fn print_models(choices: &ModelChoices) {
     match &choices.default_model {
-        Some(model) => println!("default: {model}"),
+        Some(model) => println!("default: {}", shown(model)),
         None => {
             println!("default: none (set default_model in atelier.toml, or --model per message)")
         }
@@ -490,6 +500,11 @@ fn print_models(choices: &ModelChoices) {
         println!("no model profiles ([models.NAME] in atelier.toml)");
     }
     for profile in &choices.profiles {
-        println!("{}\t{}\t{}", profile.name, profile.kind, profile.model);
+        println!(
+            "{}\t{}\t{}",
+            shown(&profile.name),
+            profile.kind,
+            shown(&profile.model)
+        );
     }
 }

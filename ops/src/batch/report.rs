@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::status;
 use crate::client::Client;
 use crate::output::print_json;
+use crate::shown::{shown, shown_lines};
 
 /// How often `batch watch` looks at the batch.
 const WATCH_EVERY: Duration = Duration::from_millis(500);
@@ -57,9 +58,9 @@ pub(super) fn show(view: &BatchView, json: bool) -> anyhow::Result<()> {
         return print_json(view);
     }
     let counts = &view.counts;
-    println!("batch        {}", view.batch_id);
+    println!("batch        {}", shown(&view.batch_id));
     println!("state        {}", view.state);
-    println!("action       {}", view.action);
+    println!("action       {}", shown(&view.action.to_string()));
     println!(
         "targets      {} total: {} succeeded{}, {} failed, {} cancelled, {} running, {} queued",
         counts.total,
@@ -78,7 +79,7 @@ pub(super) fn show(view: &BatchView, json: bool) -> anyhow::Result<()> {
         view.concurrency
     );
     if let Some(error) = &view.error {
-        println!("error        {error}");
+        println!("error        {}", shown_lines(&error.to_string()));
     }
     if !view.failures.is_empty() {
         println!("failed targets:");
@@ -95,8 +96,12 @@ pub(super) fn show(view: &BatchView, json: bool) -> anyhow::Result<()> {
             .as_ref()
             .map_or(String::new(), ToString::to_string);
         println!(
-            "  #{} {}{file} (job {job}): {error}",
-            failure.index, failure.workbench
+            "  #{} {}{} (job {}): {}",
+            failure.index,
+            shown(&failure.workbench),
+            shown(&file),
+            shown(job),
+            shown(&error)
         );
     }
     if counts.failed as usize > view.failures.len() {
@@ -129,12 +134,12 @@ pub(super) fn print_list(views: &[BatchView]) {
     for view in views {
         println!(
             "{:<34} {:<24} {:>7} {:>9} {:>7}  {}",
-            view.batch_id,
+            shown(&view.batch_id),
             view.state,
             view.counts.total,
             view.counts.succeeded,
             view.counts.failed,
-            view.action
+            shown(&view.action.to_string())
         );
     }
 }
