@@ -121,7 +121,7 @@ impl NatsServer {
     pub fn start_synced_with(dir: &Path, extra_config: &str) -> anyhow::Result<Self> {
         let mut server = Self::prepare(dir, 64 << 20, extra_config.to_string());
         server.sync_always = true;
-        server.spawn()?;
+        server.spawn_on_a_free_port()?;
         Ok(server)
     }
 
@@ -142,8 +142,27 @@ impl NatsServer {
         extra_config: String,
     ) -> anyhow::Result<Self> {
         let mut server = Self::prepare(dir, max_payload, extra_config);
-        server.spawn()?;
+        server.spawn_on_a_free_port()?;
         Ok(server)
+    }
+
+    /// Starts the server, on another free port while the one picked is taken by the time the
+    /// server binds it (another test's server picked it too).
+    fn spawn_on_a_free_port(&mut self) -> anyhow::Result<()> {
+        for _ in 0..5 {
+            match self.spawn() {
+                Err(_) if self.port_was_taken() => {
+                    self.port = free_port();
+                    self.url = format!("nats://127.0.0.1:{}", self.port);
+                }
+                started => return started,
+            }
+        }
+        self.spawn()
+    }
+
+    fn port_was_taken(&self) -> bool {
+        self.log().contains("address already in use")
     }
 
     /// A server not started yet.
@@ -187,8 +206,18 @@ impl NatsServer {
             .spawn()
             .context("nats-server not found: run scripts/setup.sh")?;
         self.child = Some(child);
+        // Ready when this server says so: a connection alone could reach another test's server
+        // that took the port first.
         wait_until(Duration::from_secs(10), || {
-            std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            let exited = self
+                .child
+                .as_mut()
+                .is_none_or(|child| child.try_wait().ok().flatten().is_some());
+            exited || self.log().contains("Server is ready")
+        })
+        .and_then(|()| match self.child.as_mut().map(Child::try_wait) {
+            Some(Ok(None)) => Ok(()),
+            _ => Err(anyhow::anyhow!("nats-server exited")),
         })
         .with_context(|| {
             format!(
