@@ -7,8 +7,7 @@
 //! here, which would measure DuckDB rather than the worker. Each call must stay under
 //! [`MAX_GROWTH`] and within [`MAX_GROWTH_BEYOND_DUCKDB`] of DuckDB computing the value alone.
 
-use std::process::Command;
-
+use super::peak::{child_report, peak_growth};
 use super::*;
 use crate::tabular::cells::MAX_CELL_BYTES;
 
@@ -22,24 +21,6 @@ const MAX_GROWTH: u64 = 300 * 1024 * 1024;
 const MAX_GROWTH_BEYOND_DUCKDB: u64 = 64 * 1024 * 1024;
 /// The export limit of the CSV scenario.
 const SMALL_EXPORT: u64 = 64 * 1024 * 1024;
-
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
-}
-
-/// Runs `call` and returns how many bytes the process's peak RSS rose above its RSS before it.
-fn peak_growth<T>(call: impl FnOnce() -> T) -> (T, u64) {
-    std::fs::write("/proc/self/clear_refs", "5").unwrap();
-    let before = status_kib("VmRSS:");
-    let out = call();
-    let peak = status_kib("VmHWM:");
-    (out, peak.saturating_sub(before) * 1024)
-}
 
 fn outcome<T: serde::Serialize>(result: Result<T, ErrorBody>) -> Value {
     match result {
@@ -121,28 +102,12 @@ fn child_scenario() {
     reason = "the measurement, shown with --nocapture"
 )]
 fn measured(scenario: &str) -> Value {
-    // The running binary itself, even if a build has replaced the file since it started.
-    let output = Command::new("/proc/self/exe")
-        .args([
-            "tabular::tests::bounds::child_scenario",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, scenario)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{scenario}: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let report = child_report(
+        "tabular::tests::bounds::child_scenario",
+        CHILD,
+        scenario,
+        "BOUNDS",
     );
-    let line = stdout
-        .lines()
-        .find_map(|line| line.split_once("BOUNDS ").map(|(_, report)| report))
-        .unwrap_or_else(|| panic!("{scenario}: no report in {stdout}"));
-    let report: Value = serde_json::from_str(line).unwrap();
     let growth = report["growth"].as_u64().unwrap();
     let duckdb = report["duckdb"].as_u64().unwrap();
     let mib = |bytes: u64| bytes / (1024 * 1024);

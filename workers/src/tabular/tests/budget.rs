@@ -5,8 +5,7 @@
 //! test's allocations count: the child resets its peak RSS (`/proc/self/clear_refs`), runs the
 //! calls at once and reports how far `VmHWM` rose above `VmRSS`.
 
-use std::process::Command;
-
+use super::peak::{child_report, peak_growth};
 use super::*;
 
 /// The scenario a child runs: `<slots>:<budget bytes>` (unset: the test is a no-op).
@@ -18,15 +17,6 @@ const BUDGET: u64 = 512 << 20;
 const SLACK: u64 = 128 << 20;
 /// An aggregate state DuckDB accounts for, far past any budget here (2 GB of text).
 const HEAVY: &str = "SELECT length(string_agg(repeat('x', 1000000), '')) FROM range(2000)";
-
-fn status_kib(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
-}
 
 /// Three heavy calls at once, each on its own table; prints `BUDGET {"codes", "growth"}`.
 #[test]
@@ -50,22 +40,24 @@ fn budget_child() {
     for table in &tables {
         fixture.query(table, "SELECT 1", 1, 0).unwrap();
     }
-    std::fs::write("/proc/self/clear_refs", "5").unwrap();
-    let before = status_kib("VmRSS:");
-    let codes: Vec<Value> = std::thread::scope(|scope| {
-        let calls: Vec<_> = tables
-            .iter()
-            .map(|table| {
-                let fixture = &fixture;
-                scope.spawn(move || match fixture.query(table, HEAVY, 1, 0) {
-                    Ok(_) => json!("ok"),
-                    Err(error) => json!(error.code.as_str()),
+    let (codes, growth) = peak_growth(|| {
+        std::thread::scope(|scope| {
+            let calls: Vec<_> = tables
+                .iter()
+                .map(|table| {
+                    let fixture = &fixture;
+                    scope.spawn(move || match fixture.query(table, HEAVY, 1, 0) {
+                        Ok(_) => json!("ok"),
+                        Err(error) => json!(error.code.as_str()),
+                    })
                 })
-            })
-            .collect();
-        calls.into_iter().map(|call| call.join().unwrap()).collect()
+                .collect();
+            calls
+                .into_iter()
+                .map(|call| call.join().unwrap())
+                .collect::<Vec<Value>>()
+        })
     });
-    let growth = status_kib("VmHWM:").saturating_sub(before) * 1024;
     println!("BUDGET {}", json!({"codes": codes, "growth": growth}));
 }
 
@@ -75,27 +67,12 @@ fn budget_child() {
     reason = "the measurement, shown with --nocapture"
 )]
 fn measured(slots: usize, budget: u64) -> Value {
-    let output = Command::new("/proc/self/exe")
-        .args([
-            "tabular::tests::budget::budget_child",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, format!("{slots}:{budget}"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let report = child_report(
+        "tabular::tests::budget::budget_child",
+        CHILD,
+        &format!("{slots}:{budget}"),
+        "BUDGET",
     );
-    let line = stdout
-        .lines()
-        .find_map(|line| line.split_once("BUDGET ").map(|(_, report)| report))
-        .unwrap_or_else(|| panic!("no report in {stdout}"));
-    let report: Value = serde_json::from_str(line).unwrap();
     eprintln!(
         "{slots} slots, budget {} MiB: peak RSS +{} MiB",
         budget >> 20,

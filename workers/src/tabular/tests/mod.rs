@@ -2,6 +2,7 @@
 
 mod bounds;
 mod budget;
+mod peak;
 mod real_world;
 mod tools;
 mod update;
