@@ -48,9 +48,21 @@ pub fn check_depth(bytes: &[u8], format: Format) -> Result<(), ErrorBody> {
 
 /// The deepest nesting of `[` and `{` outside strings (stops counting past the limit).
 fn json_depth(bytes: &[u8]) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &byte in bytes {
+    let mut deepest = 0;
+    for (_, _, depth) in json_nesting(bytes) {
+        deepest = deepest.max(depth);
+        if deepest > MAX_DEPTH {
+            break;
+        }
+    }
+    deepest
+}
+
+/// Each byte of `json` with the nesting of `[` and `{` outside strings before it and after it.
+pub fn json_nesting(json: &[u8]) -> impl Iterator<Item = (u8, usize, usize)> + '_ {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    json.iter().map(move |&byte| {
+        let before = depth;
         if in_string {
             match (escaped, byte) {
                 (true, _) => escaped = false,
@@ -58,22 +70,16 @@ fn json_depth(bytes: &[u8]) -> usize {
                 (false, b'"') => in_string = false,
                 _ => {}
             }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-                if deepest > MAX_DEPTH {
-                    return deepest;
-                }
+        } else {
+            match byte {
+                b'"' => in_string = true,
+                b'[' | b'{' => depth += 1,
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
             }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
         }
-    }
-    deepest
+        (byte, before, depth)
+    })
 }
 
 /// The deepest nesting of arrays and maps of one MessagePack value (stops counting past the

@@ -112,30 +112,11 @@ fn top_level(payload: &[u8], format: Format) -> Option<JobSubmit> {
 /// `json` with every array or object inside the top-level value replaced by `null`.
 fn flat_json(json: &[u8]) -> Vec<u8> {
     let mut flat = Vec::with_capacity(json.len());
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for &byte in json {
-        let inner = depth >= 2;
-        if in_string {
-            match (escaped, byte) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-        } else {
-            match byte {
-                b'"' => in_string = true,
-                b'[' | b'{' => {
-                    depth += 1;
-                    if depth == 2 {
-                        flat.extend_from_slice(b"null");
-                    }
-                }
-                b']' | b'}' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
+    for (byte, before, after) in atelier_messages::limits::json_nesting(json) {
+        if before == 1 && after == 2 {
+            flat.extend_from_slice(b"null");
         }
-        if !inner && depth < 2 {
+        if before < 2 && after < 2 {
             flat.push(byte);
         }
     }
