@@ -62,16 +62,12 @@ async fn scan(
     after: u64,
 ) -> Result<EventPage, ErrorBody> {
     let name = request.stream.stream();
-    let mut stream = js
+    // Looking the stream up reads its info: its last sequence as of now.
+    let stream = js
         .get_stream(name)
         .await
         .map_err(|error| unavailable(name, error))?;
-    let last = stream
-        .info()
-        .await
-        .map_err(|error| unavailable(name, error))?
-        .state
-        .last_sequence;
+    let last = stream.cached_info().state.last_sequence;
     let mut page = EventPage {
         events: Vec::new(),
         scanned_to: after,

@@ -442,7 +442,7 @@ pub(crate) async fn put_in_place(
     Ok(())
 }
 
-pub(crate) fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ErrorBody + '_ {
+fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ErrorBody + '_ {
     move |error| {
         ErrorBody::new(
             ErrorCode::FileWriteFailed,

@@ -117,28 +117,53 @@ pub enum Source<'a> {
     Bytes(&'a [u8]),
 }
 
-impl Source<'_> {
-    async fn read_at(&self, offset: u64, length: u64) -> Result<Vec<u8>, ErrorBody> {
+impl<'a> Source<'a> {
+    /// The source ready to be read at offsets: a file opened once for the whole upload.
+    async fn open(self) -> Result<Opened<'a>, ErrorBody> {
+        match self {
+            Source::Bytes(bytes) => Ok(Opened::Bytes(bytes)),
+            Source::File(path) => {
+                let file = tokio::fs::File::open(path)
+                    .await
+                    .map_err(read_error(path))?;
+                Ok(Opened::File(path, file))
+            }
+        }
+    }
+}
+
+/// An upload's source being read.
+enum Opened<'a> {
+    File(&'a Path, tokio::fs::File),
+    Bytes(&'a [u8]),
+}
+
+fn read_error(path: &Path) -> impl Fn(std::io::Error) -> ErrorBody + '_ {
+    move |error| {
+        ErrorBody::new(
+            ErrorCode::FileReadFailed,
+            format!("cannot read {}: {error}", path.display()),
+        )
+    }
+}
+
+impl Opened<'_> {
+    async fn read_at(&mut self, offset: u64, length: u64) -> Result<Vec<u8>, ErrorBody> {
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         let length = usize::try_from(length).unwrap_or(usize::MAX);
         match self {
-            Source::Bytes(bytes) => Ok(bytes
+            Opened::Bytes(bytes) => Ok(bytes
                 .get(start..start.saturating_add(length).min(bytes.len()))
                 .unwrap_or_default()
                 .to_vec()),
-            Source::File(path) => {
-                let read_error = |error: std::io::Error| {
-                    ErrorBody::new(
-                        ErrorCode::FileReadFailed,
-                        format!("cannot read {}: {error}", path.display()),
-                    )
-                };
-                let mut file = tokio::fs::File::open(path).await.map_err(read_error)?;
+            Opened::File(path, file) => {
                 file.seek(std::io::SeekFrom::Start(offset))
                     .await
-                    .map_err(read_error)?;
+                    .map_err(read_error(path))?;
                 let mut piece = vec![0; length];
-                file.read_exact(&mut piece).await.map_err(read_error)?;
+                file.read_exact(&mut piece)
+                    .await
+                    .map_err(read_error(path))?;
                 Ok(piece)
             }
         }
@@ -157,11 +182,12 @@ pub async fn upload(
 ) -> Result<(), ErrorBody> {
     let upload = hex::encode(rand::random::<[u8; 12]>());
     let piece = piece_bytes(client);
+    let mut opened = source.open().await?;
     let mut offset = 0;
     let mut restarts = 0;
     loop {
         let length = piece.min(blob.size - offset);
-        let content = source.read_at(offset, length).await?;
+        let content = opened.read_at(offset, length).await?;
         let piece_sent = UploadBlob {
             v: PROTOCOL_VERSION,
             workbench: workbench.to_string(),
