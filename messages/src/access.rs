@@ -112,6 +112,17 @@ pub enum Answers {
     Many,
 }
 
+impl Answers {
+    /// NATS's name of the export's response type (`Singleton`, `Stream`), as JWTs and `nsc`
+    /// spell it; server configurations take it in lower case.
+    pub fn response_type(self) -> &'static str {
+        match self {
+            Answers::One => "Singleton",
+            Answers::Many => "Stream",
+        }
+    }
+}
+
 /// A request/reply subject one account exports to others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Service {

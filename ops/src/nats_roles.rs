@@ -15,7 +15,7 @@ use std::path::Path;
 
 use anyhow::Context;
 pub use atelier_messages::access::Role;
-use atelier_messages::access::{ANSWER_WITHIN, Account, Answers, RESPONSES_MAX, Service, services};
+use atelier_messages::access::{ANSWER_WITHIN, Account, RESPONSES_MAX, services};
 use rand::Rng;
 use rand::distr::Alphanumeric;
 
@@ -39,19 +39,12 @@ fn permissions(role: Role) -> String {
     )
 }
 
-fn quoted(subjects: &[String]) -> String {
+fn quoted<T: std::fmt::Debug>(subjects: impl IntoIterator<Item = T>) -> String {
     subjects
-        .iter()
+        .into_iter()
         .map(|subject| format!("{subject:?}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn response_type(service: &Service) -> &'static str {
-    match service.answers {
-        Answers::One => "singleton",
-        Answers::Many => "stream",
-    }
 }
 
 /// The `accounts` block: each account with its one role's user (its password as `password`
@@ -74,12 +67,11 @@ fn accounts_block(indent: &str, password: impl Fn(Role) -> String) -> String {
         let exports: Vec<String> = services()
             .filter(|service| service.exporter == account)
             .map(|service| {
-                let importers: Vec<&str> = service.importers.iter().map(|a| a.name()).collect();
                 format!(
                     "{inner}  {{ service: {:?}, accounts: [{}], response_type: {}, response_threshold: \"{ANSWER_WITHIN}\" }}",
                     service.subject,
-                    quoted(&importers.iter().map(|name| name.to_string()).collect::<Vec<_>>()),
-                    response_type(&service)
+                    quoted(service.importers.iter().map(|account| account.name())),
+                    service.answers.response_type().to_lowercase()
                 )
             })
             .collect();
@@ -128,8 +120,8 @@ fn services_table() -> String {
             service.exporter.name(),
             importers.join(" "),
             match service.answers {
-                Answers::One => "one reply",
-                Answers::Many => "replies and progress",
+                atelier_messages::access::Answers::One => "one reply",
+                atelier_messages::access::Answers::Many => "replies and progress",
             }
         ));
     }
@@ -190,10 +182,7 @@ fn nsc_commands() -> String {
         lines.push(format!(
             "nsc add export --account {} --service --subject \"{subject}\" --response-type {} --response-threshold {ANSWER_WITHIN}",
             service.exporter.name(),
-            match service.answers {
-                Answers::One => "Singleton",
-                Answers::Many => "Stream",
-            }
+            service.answers.response_type()
         ));
         for importer in service.importers {
             lines.push(format!(

@@ -11,7 +11,7 @@
 //! key), `name`, and `nats` (`type` operator/account/user, `version` 2, and the type's fields).
 
 use anyhow::Context;
-use atelier_messages::access::{ANSWER_WITHIN, Account, Answers, RESPONSES_MAX, Role, services};
+use atelier_messages::access::{ANSWER_WITHIN, Account, RESPONSES_MAX, Role, services};
 use data_encoding::{BASE32_NOPAD, BASE64URL_NOPAD};
 use nkeys::KeyPair;
 use serde_json::{Value, json};
@@ -224,10 +224,7 @@ impl OperatorSetup {
                         "name": service.subject,
                         "subject": service.subject,
                         "type": "service",
-                        "response_type": match service.answers {
-                            Answers::One => "Singleton",
-                            Answers::Many => "Stream",
-                        },
+                        "response_type": service.answers.response_type(),
                         "response_threshold": nanos_of_minutes(ANSWER_WITHIN)?,
                     }))
                 })
