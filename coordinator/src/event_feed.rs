@@ -41,17 +41,24 @@ pub(crate) async fn read(
         .map_err(|error| unavailable("flush", error))?;
     // What came before the subscription took effect is in the stream.
     let mut page = scan(&js, &request, &filter, page.scanned_to).await?;
-    while page.events.is_empty() {
-        if tokio::time::timeout_at(deadline, arrivals.next())
+    let mut arrived = false;
+    while page.events.is_empty() && tokio::time::Instant::now() < deadline {
+        // An event is seen here as the stream receives it, a moment before the stream has
+        // stored it: once one came, look again shortly until it is there.
+        let until = match arrived {
+            true => (tokio::time::Instant::now() + STORED_SOON).min(deadline),
+            false => deadline,
+        };
+        arrived |= tokio::time::timeout_at(until, arrivals.next())
             .await
-            .is_err()
-        {
-            break;
-        }
+            .is_ok();
         page = scan(&js, &request, &filter, page.scanned_to).await?;
     }
     Ok(page)
 }
+
+/// How often a page that saw an event arrive looks for it in the stream.
+const STORED_SOON: Duration = Duration::from_millis(20);
 
 /// The events matching `filter` after `after`, up to the page size; `scanned_to` is the last
 /// sequence looked at.
