@@ -109,6 +109,7 @@ fn request_subjects() -> Vec<String> {
             subjects::ctl::APPROVE,
             subjects::ctl::RESUME,
             subjects::ctl::STATS,
+            subjects::ctl::EVENTS,
         ]
         .map(str::to_string),
     );
@@ -196,6 +197,37 @@ async fn every_entry_point_answers_hostile_input_with_a_code_and_writes_nothing_
             assert_eq!(code, Some(expected), "{subject}: {name}");
             cases += 1;
         }
+    }
+
+    // The new verbs' own arguments: events of another stream's subjects, an upload whose
+    // digest is a path or whose piece runs past its size.
+    let workbench = &listing.workbench;
+    for (subject, payload) in [
+        (
+            subjects::ctl::EVENTS,
+            json!({"v": 1, "stream": "jobs", "filter": "atelier.store.>"}),
+        ),
+        (
+            subjects::store::UPLOAD,
+            json!({"v": 1, "workbench": workbench, "upload": "u", "digest": "../../outside.txt",
+                   "size": 3, "offset": 0, "content": [1, 2, 3]}),
+        ),
+        (
+            subjects::store::UPLOAD,
+            json!({"v": 1, "workbench": workbench, "upload": "u", "digest": "ab".repeat(32),
+                   "size": 2, "offset": 0, "content": [1, 2, 3]}),
+        ),
+    ] {
+        let reply = nats_request(&client, subject, payload.to_string().into_bytes(), true).await?;
+        let code = decode_reply::<Value>(&reply, Format::Json)
+            .err()
+            .map(|e| e.code);
+        assert_eq!(
+            code,
+            Some(ErrorCode::ValidationFailed),
+            "{subject}: {payload}"
+        );
+        cases += 1;
     }
 
     // Tool arguments for every tool.
