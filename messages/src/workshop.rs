@@ -91,6 +91,7 @@ pub enum SystemEvent {
         #[serde(default)]
         error: Option<ErrorBody>,
     },
+    /// The draft became the published state; `checkpoint_id` holds the state it replaced.
     DraftPublished {
         checkpoint_id: String,
     },
@@ -123,6 +124,10 @@ pub struct WorkshopEvent {
     /// `context_changed`: the context item added, replaced or removed.
     #[serde(default)]
     pub context: Option<ContextChange>,
+    /// `published`, `discarded`, `checkpoint_restored`: what became of the draft and the
+    /// published files.
+    #[serde(default)]
+    pub change: Option<StateChange>,
 }
 
 /// What a workshop event tells (the last token of its subject).
@@ -130,15 +135,20 @@ pub struct WorkshopEvent {
 #[serde(rename_all = "snake_case")]
 pub enum WorkshopEventKind {
     /// A user message, an answer, or a system event without a kind of its own (a checkpoint
-    /// created, a job that ended without an answer).
+    /// taken by hand, a job that ended without an answer).
     MessageAdded,
     /// The draft revision recorded with a message (every message records one).
     DraftRevisionCreated,
     Rewound,
     Regenerated,
     ModelChanged,
+    /// The draft became the published state (`change`: the checkpoint of the state it
+    /// replaced, the files now published and how many of them changed).
     Published,
+    /// The draft was thrown away (`change`: its files and how many it changed).
     Discarded,
+    /// A checkpoint became the published state (`change`: the checkpoint, the one taken of the
+    /// state it replaced, the files now published and how many of them changed).
     CheckpointRestored,
     ContextChanged,
     /// The model summarized older conversation (the `message` holds the summary).
@@ -186,6 +196,25 @@ pub struct RevisionCreated {
     pub has_draft: bool,
     /// Files in the draft then (0 without one).
     pub files: u64,
+}
+
+/// What a publish, discard or restore did to the workbench's files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateChange {
+    /// `published`: the checkpoint of the published state the publish replaced;
+    /// `checkpoint_restored`: the checkpoint restored; none for `discarded`.
+    #[serde(default)]
+    pub checkpoint_id: Option<String>,
+    /// `checkpoint_restored`: the checkpoint of the published state the restore replaced.
+    #[serde(default)]
+    pub safety_checkpoint_id: Option<String>,
+    /// Files published now (`published`, `checkpoint_restored`); files of the thrown-away
+    /// draft (`discarded`).
+    pub files: u64,
+    /// Paths added, modified or deleted: against the published state before the publish or
+    /// restore; by the thrown-away draft against the published state, which stays as it was
+    /// (`discarded`).
+    pub files_changed: u64,
 }
 
 /// A context item added, replaced or removed.

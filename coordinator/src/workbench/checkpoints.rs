@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use atelier_messages::store::Published;
 use atelier_messages::workshop::{
-    CheckpointInfo, CheckpointReason, Collected, Restored, SystemEvent,
+    CheckpointInfo, CheckpointReason, Collected, Restored, StateChange, SystemEvent,
 };
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
@@ -89,16 +89,36 @@ impl Tx<'_> {
         Ok(info(id, meta, manifest))
     }
 
+    /// Records `event` in the conversation; its workshop event carries `change`.
     fn record_event(
         &self,
         workbench: &str,
         state: &mut WorkshopState,
         event: SystemEvent,
         text: String,
+        change: Option<StateChange>,
     ) -> TxResult<()> {
-        self.append(workbench, state, NewMessage::system(event, text))
+        let message = NewMessage::system(event, text);
+        self.append_telling(workbench, state, message, change)
             .map(|_| ())
     }
+}
+
+/// How many paths `after` adds, modifies or deletes against `before`.
+fn files_changed(before: &Manifest, after: &Manifest) -> u64 {
+    let added_or_modified = after
+        .iter()
+        .filter(|(path, entry)| {
+            before
+                .get(*path)
+                .is_none_or(|old| old.digest != entry.digest)
+        })
+        .count();
+    let deleted = before
+        .keys()
+        .filter(|path| !after.contains_key(*path))
+        .count();
+    (added_or_modified + deleted) as u64
 }
 
 fn info(id: u64, meta: CheckpointMeta, manifest: &Manifest) -> CheckpointInfo {
@@ -113,7 +133,8 @@ fn info(id: u64, meta: CheckpointMeta, manifest: &Manifest) -> CheckpointInfo {
 
 impl Workbenches {
     /// Checkpoints the published state, then makes the draft published, records the
-    /// checkpoint in the conversation and forgets the draft's revisions: one transaction.
+    /// publish (naming that checkpoint) in the conversation and forgets the draft's revisions:
+    /// one transaction.
     pub fn publish(&self, workbench: &str) -> Result<Published, CoordinatorError> {
         self.record(workbench)?;
         let kept = self.checkpoints_kept;
@@ -129,15 +150,20 @@ impl Workbenches {
             put(tx.manifests, &key(workbench, "published"), &draft)?;
             tx.set_draft(workbench, None)?;
             tx.prune_revisions(workbench, &state)?;
-            let event = SystemEvent::CheckpointCreated {
+            let event = SystemEvent::DraftPublished {
                 checkpoint_id: checkpoint.id.clone(),
-                reason: CheckpointReason::Publish,
             };
             let text = format!(
                 "published the draft; the previous state is checkpoint {} (`atelier restore {workbench} {}`)",
                 checkpoint.id, checkpoint.id
             );
-            tx.record_event(workbench, &mut state, event, text)?;
+            let change = StateChange {
+                checkpoint_id: Some(checkpoint.id.clone()),
+                safety_checkpoint_id: None,
+                files: draft.len() as u64,
+                files_changed: files_changed(&before, &draft),
+            };
+            tx.record_event(workbench, &mut state, event, text, Some(change))?;
             Ok(Published {
                 workbench: workbench.to_string(),
                 checkpoint_id: checkpoint.id,
@@ -155,13 +181,19 @@ impl Workbenches {
         self.transact(|tx| {
             let mut state = tx.state(workbench)?;
             ensure_idle(&state, workbench)?;
-            if tx.draft(workbench)?.is_none() {
+            let Some(draft) = tx.draft(workbench)? else {
                 return Err(abort(no_draft(workbench, "discard")));
-            }
+            };
+            let change = StateChange {
+                files: draft.len() as u64,
+                files_changed: files_changed(&tx.published(workbench)?, &draft),
+                ..StateChange::default()
+            };
             tx.set_draft(workbench, None)?;
             tx.prune_revisions(workbench, &state)?;
             let text = "discarded the draft".to_string();
-            tx.record_event(workbench, &mut state, SystemEvent::DraftDiscarded, text)
+            let event = SystemEvent::DraftDiscarded;
+            tx.record_event(workbench, &mut state, event, text, Some(change))
         })?;
         self.storage.flush()
     }
@@ -215,7 +247,7 @@ impl Workbenches {
                 reason,
             };
             let text = format!("checkpoint {} of the published state", checkpoint.id);
-            tx.record_event(workbench, &mut state, event, text)?;
+            tx.record_event(workbench, &mut state, event, text, None)?;
             Ok(checkpoint)
         })?;
         self.storage.flush()?;
@@ -268,7 +300,13 @@ impl Workbenches {
                 "restored checkpoint {checkpoint_id}; the replaced state is checkpoint {}",
                 safety.id
             );
-            tx.record_event(workbench, &mut state, event, text)?;
+            let change = StateChange {
+                checkpoint_id: Some(checkpoint_id.to_string()),
+                safety_checkpoint_id: Some(safety.id.clone()),
+                files: target.len() as u64,
+                files_changed: files_changed(&before, &target),
+            };
+            tx.record_event(workbench, &mut state, event, text, Some(change))?;
             Ok(Restored {
                 workbench: workbench.to_string(),
                 checkpoint_id: checkpoint_id.to_string(),

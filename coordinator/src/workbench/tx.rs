@@ -16,7 +16,8 @@ use atelier_messages::approval::ApprovalPolicy;
 use atelier_messages::now_ms;
 use atelier_messages::store::DraftOrigin;
 use atelier_messages::workshop::{
-    ConversationMessage, RevisionCreated, Role, SystemEvent, WorkshopEvent, WorkshopEventKind,
+    ConversationMessage, RevisionCreated, Role, StateChange, SystemEvent, WorkshopEvent,
+    WorkshopEventKind,
 };
 use serde::{Deserialize, Serialize};
 
@@ -126,6 +127,7 @@ pub(crate) fn event(workbench: &str, kind: WorkshopEventKind) -> WorkshopEvent {
         message: None,
         revision: None,
         context: None,
+        change: None,
     }
 }
 
@@ -204,6 +206,18 @@ impl Tx<'_> {
         state: &mut WorkshopState,
         message: NewMessage,
     ) -> TxResult<ConversationMessage> {
+        self.append_telling(workbench, state, message, None)
+    }
+
+    /// [`Tx::append`], the event telling of the message also carrying `change` (what a
+    /// publish, discard or restore did to the files).
+    pub fn append_telling(
+        &self,
+        workbench: &str,
+        state: &mut WorkshopState,
+        message: NewMessage,
+        change: Option<StateChange>,
+    ) -> TxResult<ConversationMessage> {
         let seq = state.next_seq.max(1);
         let stored = ConversationMessage {
             id: message_id(seq),
@@ -221,6 +235,7 @@ impl Tx<'_> {
         put(self.workshop, &revision_key(workbench, seq), &revision)?;
         let told = WorkshopEvent {
             message: Some(stored.clone()),
+            change,
             ..event(workbench, WorkshopEventKind::of(&stored))
         };
         self.emit(&told)?;
