@@ -3,6 +3,10 @@
 //! `atelier.workshop.review` (coordinator) answers a [`Review`] of the whole draft; it asks the
 //! office pool for each changed file with `atelier.review.file` ([`DiffFile`] → [`FileDiff`]),
 //! where the file readers are. Large diffs are summarized: exact counts and a bounded sample.
+//! What a sheet new in the draft holds is shown too ([`AddedSheet`]), cut at
+//! [`ADDED_SHEET_ROWS`] × [`ADDED_SHEET_COLUMNS`] and [`ADDED_BYTES`] per file.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -11,6 +15,16 @@ use crate::store::ManifestEntry;
 
 /// The most changes a sample carries unless the request asks for fewer.
 pub const DEFAULT_SAMPLE: u32 = 50;
+
+/// The most rows of an added sheet a review shows, from the top of its used range.
+pub const ADDED_SHEET_ROWS: u64 = 50;
+
+/// The most columns of an added sheet a review shows, from the left of its used range.
+pub const ADDED_SHEET_COLUMNS: u64 = 20;
+
+/// The most bytes of added sheets' values (as JSON) one file's review carries; the rows past it
+/// are cut (`truncated`).
+pub const ADDED_BYTES: usize = 64 * 1024;
 
 /// How a file changed in the draft.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +98,27 @@ pub struct SheetDiff {
     pub truncated: bool,
 }
 
+/// What a sheet new in the draft (or in a new workbook) holds: the values of its used range,
+/// row-major from the range's top-left cell, cut at [`ADDED_SHEET_ROWS`] rows of
+/// [`ADDED_SHEET_COLUMNS`] columns and at [`ADDED_BYTES`] per file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AddedSheet {
+    pub sheet: String,
+    /// The whole used range (`A1:D12`); absent when the sheet has no cells.
+    #[serde(default)]
+    pub range: Option<String>,
+    /// The used range's rows and columns (all of them, also when cut).
+    pub rows: u64,
+    pub columns: u64,
+    /// The shown values, one array per row from the range's top-left cell (null: empty).
+    pub cells: Vec<Vec<Value>>,
+    /// The formulas of the shown cells by A1 reference (`B5` → `=SUM(B2:B4)`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub formulas: BTreeMap<String, String>,
+    /// True when the cells shown are fewer than the range holds.
+    pub truncated: bool,
+}
+
 /// What changed inside a file, by format.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "format", rename_all = "snake_case")]
@@ -101,11 +136,14 @@ pub enum ContentDiff {
         columns_removed: Vec<String>,
         rows: Changes<Vec<String>>,
     },
-    /// Sheets added and removed, and the changed cells of the others.
+    /// Sheets added and removed, the changed cells of the others, and what each added sheet
+    /// holds (in the order of `sheets_added`).
     Workbook {
         sheets_added: Vec<String>,
         sheets_removed: Vec<String>,
         sheets: Vec<SheetDiff>,
+        #[serde(default)]
+        added_sheets: Vec<AddedSheet>,
     },
     /// Paragraphs (and table rows as text) in body order.
     Document { paragraphs: Changes<String> },

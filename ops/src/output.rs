@@ -6,7 +6,9 @@
 //! terminal of whoever lists the jobs.
 
 use atelier_messages::job::{CoordinatorStats, ItemStatus, JobOutcome, JobView};
-use atelier_messages::review::{Change, Changes, ContentDiff, Review, UnitOp};
+use atelier_messages::review::{
+    ADDED_SHEET_COLUMNS, ADDED_SHEET_ROWS, AddedSheet, Change, Changes, ContentDiff, Review, UnitOp,
+};
 use atelier_messages::store::{DraftOrigin, Listing, View};
 
 pub use crate::shown::{shown, shown_lines};
@@ -299,6 +301,7 @@ fn print_content(content: &ContentDiff) {
             sheets_added,
             sheets_removed,
             sheets,
+            added_sheets,
         } => {
             if !sheets_added.is_empty() || !sheets_removed.is_empty() {
                 println!(
@@ -325,6 +328,11 @@ fn print_content(content: &ContentDiff) {
                     println!("    … (more cells than shown)");
                 }
             }
+            for sheet in added_sheets {
+                for line in added_sheet_lines(sheet) {
+                    println!("{line}");
+                }
+            }
         }
         ContentDiff::Document { paragraphs } => {
             print_units("paragraphs", paragraphs, String::clone)
@@ -336,5 +344,84 @@ fn print_content(content: &ContentDiff) {
         ContentDiff::Unavailable { reason } => {
             println!("  (content not compared: {})", shown(reason))
         }
+    }
+}
+
+/// A cell as a reviewer reads it: text as it is, numbers and booleans as JSON, empty as nothing.
+fn cell_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What an added sheet holds: a line per shown row, named by its first cell (`B3: Total |
+/// 3500`), then the formulas among the shown cells (`B5 =SUM(B3:B4)`).
+fn added_sheet_lines(sheet: &AddedSheet) -> Vec<String> {
+    let Some(range) = &sheet.range else {
+        return vec![format!("  + sheet {}: empty", shown(&sheet.sheet))];
+    };
+    let mut lines = vec![format!(
+        "  + sheet {}: {} ({} rows × {} columns)",
+        shown(&sheet.sheet),
+        shown(range),
+        sheet.rows,
+        sheet.columns
+    )];
+    let corner = range.split(':').next().unwrap_or_default();
+    let (letters, first_row) =
+        corner.split_at(corner.find(|c: char| c.is_ascii_digit()).unwrap_or(0));
+    let first_row: u64 = first_row.parse().unwrap_or(1);
+    for (offset, row) in sheet.cells.iter().enumerate() {
+        let cells: Vec<String> = row.iter().map(cell_text).collect();
+        lines.push(format!(
+            "    {}{}: {}",
+            shown(letters),
+            first_row + offset as u64,
+            shown(&cells.join(" | "))
+        ));
+    }
+    for (cell, formula) in &sheet.formulas {
+        lines.push(format!("    {} {}", shown(cell), shown(formula)));
+    }
+    if sheet.truncated {
+        lines.push(format!(
+            "    … (more cells than shown: at most {ADDED_SHEET_ROWS} rows × {ADDED_SHEET_COLUMNS} columns)"
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_added_sheet_prints_its_rows_escaped_with_its_formulas_and_the_cut() {
+        let sheet = AddedSheet {
+            sheet: "Sum\u{1b}[31mmary".into(),
+            range: Some("B3:C4".into()),
+            rows: 70,
+            columns: 2,
+            cells: vec![
+                vec![json!("Total"), json!(3500)],
+                vec![json!("red\u{1b}[31m"), serde_json::Value::Null],
+            ],
+            formulas: [("C4".to_string(), "=C3*2".to_string())].into(),
+            truncated: true,
+        };
+        let lines = added_sheet_lines(&sheet);
+        assert_eq!(
+            lines,
+            [
+                "  + sheet Sum\\x1b[31mmary: B3:C4 (70 rows × 2 columns)",
+                "    B3: Total | 3500",
+                "    B4: red\\x1b[31m | ",
+                "    C4 =C3*2",
+                "    … (more cells than shown: at most 50 rows × 20 columns)",
+            ]
+        );
     }
 }

@@ -388,7 +388,8 @@ function contentBox(content) {
     case 'workbook':
       return `${content.sheets_added.length ? `<div class="small">sheets added: ${esc(content.sheets_added.join(', '))}</div>` : ''}${content.sheets_removed.length ? `<div class="small">sheets removed: ${esc(content.sheets_removed.join(', '))}</div>` : ''}
         ${content.sheets.map(sheet => `<div class="small">sheet ${esc(sheet.sheet)}: ${sheet.cells_changed} cell(s)</div>
-        <table class="cells mono small" data-sheet="${esc(sheet.sheet)}">${sheet.sample.map(c => `<tr data-cell="${esc(c.cell)}"><td>${esc(c.cell)}</td><td class="old">${esc(JSON.stringify(c.old))}</td><td class="new">${esc(JSON.stringify(c.new))}</td></tr>`).join('')}</table>${more(sheet.truncated)}`).join('')}`;
+        <table class="cells mono small" data-sheet="${esc(sheet.sheet)}">${sheet.sample.map(c => `<tr data-cell="${esc(c.cell)}"><td>${esc(c.cell)}</td><td class="old">${esc(JSON.stringify(c.old))}</td><td class="new">${esc(JSON.stringify(c.new))}</td></tr>`).join('')}</table>${more(sheet.truncated)}`).join('')}
+        ${(content.added_sheets || []).map(addedSheet).join('')}`;
     case 'document':
       return units('paragraphs', content.paragraphs, text => text ?? '');
     case 'slides':
@@ -398,6 +399,33 @@ function contentBox(content) {
     default:
       return `<div class="small muted">${esc(content.reason || 'not compared')}</div>`;
   }
+}
+
+/** Column letters of a 1-based column number (`27` → `AA`). */
+function columnName(n) {
+  let name = '';
+  for (; n > 0; n = Math.floor((n - 1) / 26)) name = String.fromCharCode(65 + (n - 1) % 26) + name;
+  return name;
+}
+
+/** What an added sheet holds: its used range as a grid (column letters, row numbers), cut at
+ * the review's size (50 rows × 20 columns); a formula shows on its cell's hover, or in place of
+ * an empty value. */
+function addedSheet(sheet) {
+  const title = `<div class="small">sheet ${esc(sheet.sheet)} added: ${sheet.range ? `${esc(sheet.range)} (${sheet.rows} rows × ${sheet.columns} columns)` : 'empty'}</div>`;
+  if (!sheet.range) return title;
+  const corner = sheet.range.split(':')[0];
+  const first = Number(corner.replace(/[A-Z]/g, ''));
+  const start = [...corner.replace(/[0-9]/g, '')].reduce((n, c) => n * 26 + c.charCodeAt(0) - 64, 0);
+  const columns = (sheet.cells[0] || []).map((_, i) => columnName(start + i));
+  const formulas = sheet.formulas || {};
+  const cell = (value, ref) => {
+    const shown = value === null ? (formulas[ref] || '') : typeof value === 'string' ? value : JSON.stringify(value);
+    return `<td data-cell="${ref}"${formulas[ref] ? ` class="formula" title="${esc(formulas[ref])}"` : ''}>${esc(shown)}</td>`;
+  };
+  const rows = sheet.cells.map((row, i) => `<tr><th>${first + i}</th>${row.map((value, j) => cell(value, columns[j] + (first + i))).join('')}</tr>`);
+  return `${title}<div class="added-sheet-grid"><table class="added-sheet mono small" data-sheet="${esc(sheet.sheet)}"><tr><th></th>${columns.map(c => `<th>${c}</th>`).join('')}</tr>${rows.join('')}</table></div>
+    ${sheet.truncated ? '<div class="muted small more-cells">… more cells than shown (a review shows at most 50 rows × 20 columns)</div>' : ''}`;
 }
 
 /** Posts to `path` when `button` is clicked (after `confirmText`, if any), then refreshes. */

@@ -4,7 +4,9 @@
 //!
 //! - `sequence`: the one diff of unit sequences (lines, rows, paragraphs, slides).
 //! - `sheets`: workbooks, cell by cell per sheet.
+//! - `added`: what an added sheet holds, cut at the documented size.
 
+mod added;
 mod sequence;
 mod sheets;
 

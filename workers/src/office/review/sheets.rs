@@ -1,24 +1,48 @@
-//! Workbooks: sheets added and removed by name, and for each sheet on both sides its changed
-//! cells (value before and after) over the union of the two used ranges.
+//! Workbooks: sheets added and removed by name, for each sheet on both sides its changed
+//! cells (value before and after) over the union of the two used ranges, and what each added
+//! sheet holds (`added_sheets`).
 
 use atelier_messages::ErrorBody;
-use atelier_messages::review::{CellChange, ContentDiff, SheetDiff};
+use atelier_messages::review::{AddedSheet, CellChange, ContentDiff, SheetDiff};
 use calamine::{Data, Range};
 use serde_json::Value;
 
+use super::added::{Budget, added_sheet};
 use crate::office::formats::{Format, extension};
 use crate::office::xlsx::{Workbook, cell_json, cell_name};
 
-/// A workbook's sheets with their values, in order.
-fn sheets(path: &str, bytes: Option<&[u8]>) -> Result<Vec<(String, Range<Data>)>, ErrorBody> {
+fn open(path: &str, bytes: Option<&[u8]>) -> Result<Option<Workbook>, ErrorBody> {
     let Some(bytes) = bytes else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let zip_based = Format::of(path)? == Format::Xlsx || extension(path) == "ods";
-    let mut book = Workbook::open(bytes.to_vec(), zip_based)?;
+    Workbook::open(bytes.to_vec(), zip_based).map(Some)
+}
+
+/// A workbook's sheets with their values, in order (none for an absent file).
+fn sheets(book: Option<&mut Workbook>) -> Result<Vec<(String, Range<Data>)>, ErrorBody> {
+    let Some(book) = book else {
+        return Ok(Vec::new());
+    };
     book.sheet_names()
         .into_iter()
         .map(|name| book.values(&name).map(|values| (name, values)))
+        .collect()
+}
+
+/// What the `added` sheets of `book` hold, within one file's budget. A sheet whose formulas
+/// cannot be read is shown with its values alone.
+fn added_sheets(book: Option<&mut Workbook>, added: &[(String, Range<Data>)]) -> Vec<AddedSheet> {
+    let Some(book) = book else {
+        return Vec::new();
+    };
+    let mut budget = Budget::new();
+    added
+        .iter()
+        .map(|(name, values)| {
+            let formulas = book.formulas(name).unwrap_or_default();
+            added_sheet(name, values, &formulas, &mut budget)
+        })
         .collect()
 }
 
@@ -80,15 +104,20 @@ pub(super) fn diff(
     new: Option<&[u8]>,
     limit: usize,
 ) -> Result<ContentDiff, ErrorBody> {
-    let (old, new) = (sheets(path, old)?, sheets(path, new)?);
+    let mut new_book = open(path, new)?;
+    let (old, new) = (
+        sheets(open(path, old)?.as_mut())?,
+        sheets(new_book.as_mut())?,
+    );
     let named = |list: &[(String, Range<Data>)], name: &str| {
         list.iter().find(|(n, _)| n == name).map(|(_, r)| r.clone())
     };
-    let sheets_added = new
+    let added: Vec<(String, Range<Data>)> = new
         .iter()
         .filter(|(name, _)| named(&old, name).is_none())
-        .map(|(name, _)| name.clone())
+        .cloned()
         .collect();
+    let sheets_added = added.iter().map(|(name, _)| name.clone()).collect();
     let sheets_removed = old
         .iter()
         .filter(|(name, _)| named(&new, name).is_none())
@@ -104,5 +133,6 @@ pub(super) fn diff(
         sheets_added,
         sheets_removed,
         sheets,
+        added_sheets: added_sheets(new_book.as_mut(), &added),
     })
 }

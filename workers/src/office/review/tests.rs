@@ -30,18 +30,28 @@ fn an_edited_workbook_shows_old_and_new_cell_values_and_added_sheets() {
         json!([
             {"op": "set_cells", "sheet": "Revenue", "cells": [{"cell": "B2", "value": 999}, {"cell": "D9", "value": "new note"}]},
             {"op": "ensure_sheet", "sheet": "Forecast"},
-            {"op": "set_cells", "sheet": "Forecast", "cells": [{"cell": "A1", "value": "Total"}]},
+            {"op": "set_cells", "sheet": "Forecast", "cells": [{"cell": "A1", "value": "Total"}, {"cell": "B1", "value": 3500}, {"cell": "B2", "value": "=B1*2", "type": "formula"}]},
         ]),
     );
     let ContentDiff::Workbook {
         sheets_added,
         sheets_removed,
         sheets,
+        added_sheets,
     } = diff("m.xlsx", Some(&before), Some(&after), 10)
     else {
         panic!("not a workbook diff")
     };
     assert_eq!(sheets_added, ["Forecast"]);
+    // The added sheet is shown with its values and formulas, not only its name.
+    let [forecast] = added_sheets.as_slice() else {
+        panic!("one added sheet: {added_sheets:?}")
+    };
+    assert_eq!(forecast.sheet, "Forecast");
+    assert_eq!(forecast.range.as_deref(), Some("A1:B2"));
+    assert_eq!(forecast.cells[0], [json!("Total"), json!(3500)]);
+    assert_eq!(forecast.formulas["B2"], "=B1*2");
+    assert!(!forecast.truncated);
     assert!(sheets_removed.is_empty());
     assert_eq!(sheets.len(), 1, "{sheets:?}");
     let revenue = &sheets[0];
@@ -171,4 +181,74 @@ fn text_gets_a_unified_diff_new_files_diff_against_nothing_and_damage_is_unavail
             new_size: 4
         }
     );
+}
+
+#[test]
+fn a_new_workbook_shows_every_sheet_it_holds_cut_at_the_documented_size() {
+    use atelier_messages::review::{ADDED_SHEET_COLUMNS, ADDED_SHEET_ROWS};
+    let book = corpus("office/multi-sheet.xlsx");
+    let big: Vec<Value> = (0..60)
+        .map(|r| Value::Array((0..25).map(|c| json!(r * 100 + c)).collect()))
+        .collect();
+    let after = edited(
+        "m.xlsx",
+        &book,
+        json!([
+            {"op": "ensure_sheet", "sheet": "Big"},
+            {"op": "set_range", "sheet": "Big", "start": "A1", "values": big},
+        ]),
+    );
+    let ContentDiff::Workbook {
+        sheets_added,
+        added_sheets,
+        ..
+    } = diff("new.xlsx", None, Some(&after), 10)
+    else {
+        panic!("not a workbook diff")
+    };
+    let names: Vec<&str> = added_sheets.iter().map(|s| s.sheet.as_str()).collect();
+    assert_eq!(names, sheets_added);
+    assert!(names.len() >= 2 && names.contains(&"Revenue"), "{names:?}");
+    let revenue = &added_sheets[0];
+    assert!(!revenue.cells.is_empty(), "{revenue:?}");
+    let big = added_sheets
+        .iter()
+        .find(|s| s.sheet == "Big")
+        .unwrap_or_else(|| panic!("no Big sheet: {names:?}"));
+    assert_eq!(big.range.as_deref(), Some("A1:Y60"));
+    assert_eq!((big.rows, big.columns, big.truncated), (60, 25, true));
+    assert_eq!(big.cells.len() as u64, ADDED_SHEET_ROWS);
+    assert_eq!(big.cells[0].len() as u64, ADDED_SHEET_COLUMNS);
+    assert_eq!(big.cells[49][19], json!(4919));
+}
+
+#[test]
+fn an_added_slide_shows_its_text_and_an_added_text_file_its_lines() {
+    let before = corpus("office/slides.pptx");
+    let after = edited(
+        "d.pptx",
+        &before,
+        json!([{"op": "add_slide", "title": "Summary", "bullets": ["Revenue 3500", "Costs down"]}]),
+    );
+    let ContentDiff::Slides { slides } = diff("d.pptx", Some(&before), Some(&after), 10) else {
+        panic!("not a slides diff")
+    };
+    assert_eq!((slides.added, slides.removed, slides.changed), (1, 0, 0));
+    let added = &slides.sample[0];
+    assert_eq!(added.op, UnitOp::Added);
+    assert_eq!(
+        added.new.as_deref(),
+        Some(&["Summary", "Revenue 3500", "Costs down"].map(String::from)[..])
+    );
+
+    let ContentDiff::Text {
+        unified,
+        lines_added,
+        ..
+    } = diff("notes.md", None, Some(b"# Notes\nTotal 3500\n"), 10)
+    else {
+        panic!("not a text diff")
+    };
+    assert_eq!(lines_added, 2);
+    assert!(unified.contains("+# Notes\n+Total 3500\n"), "{unified}");
 }

@@ -89,7 +89,8 @@ impl Workbook {
         guard(|| self.book.worksheet_range(sheet))?.map_err(calamine_failed)
     }
 
-    fn formulas(&mut self, sheet: &str) -> Result<Range<String>, ErrorBody> {
+    /// A sheet's formulas (absolute positions, without the leading `=`).
+    pub(crate) fn formulas(&mut self, sheet: &str) -> Result<Range<String>, ErrorBody> {
         guard(|| self.book.worksheet_formula(sheet))?.map_err(calamine_failed)
     }
 
