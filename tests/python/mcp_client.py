@@ -2,7 +2,8 @@
 over stdio (the server is started as a child process) or, with MCP_URL, over streamable HTTP.
 
 Lists the tools, queries a table, writes into the draft, reads a resource, and is refused a
-traversal and an unknown workbench; prints `RESULT {json}` for tests/tests/python_clients.rs.
+traversal, a missing file and an unknown workbench (tool results with `isError`, SEP-1303) and
+an unknown tool (a JSON-RPC error); prints `RESULT {json}` for tests/tests/mcp.rs.
 
 Environment: ATELIER_BIN, ATELIER_DATA, WORKDIR (stdio), or MCP_URL (+ MCP_TOKEN) for HTTP.
 """
@@ -19,12 +20,29 @@ from mcp.shared.exceptions import MCPError
 
 
 async def refused_code(session, tool, arguments):
-    """Atelier's code of a refused call, or what came back instead."""
+    """Atelier's code of a call refused as a tool result (`isError`, the code in
+    `structuredContent.error.code` and at the head of the text the model reads), or what came
+    back instead."""
     try:
         result = await session.call_tool(tool, arguments)
     except MCPError as error:
-        return (error.data or {}).get("code")
-    return f"not refused: {result.structured_content}"
+        return f"a JSON-RPC error: {error.code} {error.message}"
+    if not result.is_error:
+        return f"not refused: {result.structured_content}"
+    code = (result.structured_content or {}).get("error", {}).get("code")
+    text = result.content[0].text if result.content else ""
+    if not text.startswith(f"{code}: "):
+        return f"the text does not name {code}: {text}"
+    return code
+
+
+async def protocol_error(session, tool, arguments):
+    """The JSON-RPC error code and Atelier's code of a call refused at the protocol level."""
+    try:
+        result = await session.call_tool(tool, arguments)
+    except MCPError as error:
+        return [error.code, (error.data or {}).get("code")]
+    return f"not a JSON-RPC error: {result}"
 
 
 async def drive(session):
@@ -58,6 +76,9 @@ async def drive(session):
         session, "write_text_file", {"workbench": "q3", "path": "../../escape.txt", "content": "x"}
     )
     result["unknown_workbench"] = await refused_code(session, "read_file", {"workbench": "nope", "path": "a.txt"})
+    result["outside"] = await refused_code(session, "read_file", {"workbench": "q3", "path": "../x.csv"})
+    result["missing"] = await refused_code(session, "read_file", {"workbench": "q3", "path": "missing.csv"})
+    result["unknown_tool"] = await protocol_error(session, "format_disk", {"workbench": "q3"})
     return result
 
 

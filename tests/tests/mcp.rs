@@ -2,7 +2,9 @@
 //! for Python on stdio and over the dashboard's HTTP) the way an MCP host starts it (a child
 //! process on stdio) and by raw JSON-RPC: the catalog's tools with a workbench argument, reads
 //! over the current files, writes that land in the draft once per request id, resources, a whole
-//! job with progress, and Atelier's codes for bad input.
+//! job with progress, and Atelier's codes for bad input: a refused call is a tool result with
+//! `isError: true` and the code in `structuredContent.error.code` (SEP-1303), an unknown tool a
+//! JSON-RPC error.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -13,7 +15,8 @@ use atelier_tests::scripted::ScriptedModel;
 use atelier_tests::up::Up;
 use atelier_tests::{atelier_bin, fixtures};
 use rmcp::model::{
-    CallToolRequestParams, ProgressNotificationParam, ReadResourceRequestParams, ResourceContents,
+    CallToolRequestParams, CallToolResult, ProgressNotificationParam, ReadResourceRequestParams,
+    ResourceContents,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
@@ -66,22 +69,50 @@ fn arguments(value: Value) -> Map<String, Value> {
     }
 }
 
+async fn call_tool(
+    client: &RunningService<RoleClient, Host>,
+    tool: &str,
+    args: Value,
+) -> Result<CallToolResult, ServiceError> {
+    let request = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments(args));
+    client.call_tool(request).await
+}
+
 async fn call(
     client: &RunningService<RoleClient, Host>,
     tool: &str,
     args: Value,
 ) -> Result<Value, ServiceError> {
-    let request = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments(args));
-    let result = client.call_tool(request).await?;
+    let result = call_tool(client, tool, args).await?;
     Ok(result.structured_content.unwrap_or_default())
 }
 
-/// Atelier's code of a refused call.
-fn code(refused: Result<Value, ServiceError>) -> Option<String> {
+/// Atelier's code of a call refused as a tool result the host's model reads: `isError: true`,
+/// the code in `structuredContent.error.code` beside the message, and both at the head of the
+/// text content.
+fn refusal(answered: Result<CallToolResult, ServiceError>) -> Option<String> {
+    let result = answered.ok()?;
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let error = result.structured_content.clone().unwrap_or_default()["error"].clone();
+    let code = error["code"].as_str()?.to_string();
+    let message = error["message"].as_str().unwrap_or_default();
+    let text = result.content.first().and_then(|content| content.as_text());
+    let text = text.map(|text| text.text.as_str()).unwrap_or_default();
+    assert!(
+        !message.is_empty() && text.starts_with(&format!("{code}: {message}")),
+        "{result:?}"
+    );
+    Some(code)
+}
+
+/// The JSON-RPC error code and Atelier's code (`data.code`) of a request refused at the
+/// protocol level (an unknown tool, a resource).
+fn protocol_error<T>(refused: Result<T, ServiceError>) -> Option<(i32, String)> {
     match refused {
-        Err(ServiceError::McpError(error)) => error
-            .data
-            .and_then(|data| data["code"].as_str().map(str::to_string)),
+        Err(ServiceError::McpError(error)) => {
+            let code = error.data?["code"].as_str()?.to_string();
+            Some((error.code.0, code))
+        }
         _ => None,
     }
 }
@@ -148,33 +179,52 @@ async fn an_mcp_host_reads_writes_into_the_draft_and_gets_codes_for_bad_input() 
     let review = call(&client, "draft_diff", json!({"workbench": "q3"})).await?;
     assert_eq!(review["added"], json!(["notes.md"]), "{review}");
 
-    // Bad input: Atelier's codes, nothing written outside the draft.
-    let unknown_workbench = call(
+    // Bad input: tool results the model reads, with Atelier's codes; nothing written outside
+    // the draft.
+    let unknown_workbench = call_tool(
         &client,
         "read_file",
         json!({"workbench": "nope", "path": "a.txt"}),
     )
     .await;
-    assert_eq!(code(unknown_workbench).as_deref(), Some("NOT_FOUND"));
-    let traversal = call(
+    assert_eq!(refusal(unknown_workbench).as_deref(), Some("NOT_FOUND"));
+    let outside = call_tool(
+        &client,
+        "read_file",
+        json!({"workbench": "q3", "path": "../x.csv"}),
+    )
+    .await;
+    assert_eq!(refusal(outside).as_deref(), Some("SANDBOX_VIOLATION"));
+    let missing = call_tool(
+        &client,
+        "read_file",
+        json!({"workbench": "q3", "path": "missing.csv"}),
+    )
+    .await;
+    assert_eq!(refusal(missing).as_deref(), Some("FILE_READ_FAILED"));
+    let traversal = call_tool(
         &client,
         "write_text_file",
         json!({"workbench": "q3", "path": "../../escape.txt", "content": "x"}),
     )
     .await;
-    assert_eq!(code(traversal).as_deref(), Some("SANDBOX_VIOLATION"));
+    assert_eq!(refusal(traversal).as_deref(), Some("SANDBOX_VIOLATION"));
     assert!(!up.workdir().join("escape.txt").exists());
-    let unknown_tool = call(&client, "format_disk", json!({"workbench": "q3"})).await;
-    assert_eq!(code(unknown_tool).as_deref(), Some("VALIDATION_FAILED"));
-    let no_query = call(
+    let no_query = call_tool(
         &client,
         "table_query",
         json!({"workbench": "q3", "path": "sales.csv"}),
     )
     .await;
-    assert_eq!(code(no_query).as_deref(), Some("VALIDATION_FAILED"));
-    let unnamed = call(&client, "read_file", json!({"path": "sales.csv"})).await;
-    assert_eq!(code(unnamed).as_deref(), Some("VALIDATION_FAILED"));
+    assert_eq!(refusal(no_query).as_deref(), Some("VALIDATION_FAILED"));
+    let unnamed = call_tool(&client, "read_file", json!({"path": "sales.csv"})).await;
+    assert_eq!(refusal(unnamed).as_deref(), Some("VALIDATION_FAILED"));
+    // A tool the server does not offer is no call it can route: a JSON-RPC error (-32602).
+    let unknown_tool = call_tool(&client, "format_disk", json!({"workbench": "q3"})).await;
+    assert_eq!(
+        protocol_error(unknown_tool),
+        Some((-32602, "VALIDATION_FAILED".to_string()))
+    );
 
     // Resources: published and draft files.
     let resources = client.list_all_resources().await?;
@@ -202,11 +252,12 @@ async fn an_mcp_host_reads_writes_into_the_draft_and_gets_codes_for_bad_input() 
         }
         other => panic!("{other:?}"),
     }
-    let missing = client
-        .read_resource(text("atelier://q3/missing.txt"))
-        .await
-        .map(|_| Value::Null);
-    assert_eq!(code(missing).as_deref(), Some("NOT_FOUND"));
+    // A missing resource is a JSON-RPC error (resources are no tool results).
+    let missing = client.read_resource(text("atelier://q3/missing.txt")).await;
+    assert_eq!(
+        protocol_error(missing).map(|(_, code)| code).as_deref(),
+        Some("NOT_FOUND")
+    );
     client.cancel().await?;
     Ok(())
 }
@@ -255,13 +306,13 @@ async fn a_bound_server_runs_a_whole_job_with_progress() -> anyhow::Result<()> {
         "{told:?}"
     );
     // A draft now waits: another job is refused with the code, until it may continue it.
-    let refused = call(
+    let refused = call_tool(
         &client,
         "submit_job",
         json!({"message": "Again", "model": model.model_spec()}),
     )
     .await;
-    assert_eq!(code(refused).as_deref(), Some("DRAFT_EXISTS"));
+    assert_eq!(refusal(refused).as_deref(), Some("DRAFT_EXISTS"));
     client.cancel().await?;
     Ok(())
 }
@@ -618,6 +669,13 @@ fn assert_python_host(result: &Value) {
     assert_eq!(result["sales_head"], "region,revenue", "{result}");
     assert_eq!(result["traversal"], "SANDBOX_VIOLATION", "{result}");
     assert_eq!(result["unknown_workbench"], "NOT_FOUND", "{result}");
+    assert_eq!(result["outside"], "SANDBOX_VIOLATION", "{result}");
+    assert_eq!(result["missing"], "FILE_READ_FAILED", "{result}");
+    assert_eq!(
+        result["unknown_tool"],
+        json!([-32602, "VALIDATION_FAILED"]),
+        "{result}"
+    );
 }
 
 /// `up` with workbench q3 holding sales.csv.
@@ -666,8 +724,8 @@ fn the_official_python_sdk_drives_the_server_on_stdio_and_over_http() -> anyhow:
 }
 
 /// `mcp-inspector --cli` (npm `@modelcontextprotocol/inspector`) starting `atelier mcp` as its
-/// stdio server, with `args` after the server command; its exit status, stdout and stderr.
-fn inspector(up: &Up, args: &[&str]) -> anyhow::Result<(bool, Value, String)> {
+/// stdio server, with `args` after the server command; its exit code, stdout and stderr.
+fn inspector(up: &Up, args: &[&str]) -> anyhow::Result<(Option<i32>, Value, String)> {
     let bin = atelier_tests::browser::browser_dir().join("node_modules/.bin/mcp-inspector");
     anyhow::ensure!(
         bin.exists(),
@@ -683,16 +741,20 @@ fn inspector(up: &Up, args: &[&str]) -> anyhow::Result<(bool, Value, String)> {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let parsed = serde_json::from_str(&stdout).unwrap_or(Value::Null);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    Ok((output.status.success(), parsed, stderr))
+    Ok((output.status.code(), parsed, stderr))
 }
+
+/// The Inspector's exit code for a tool result with `isError: true` (its `TOOL_ERROR`), after it
+/// printed the result.
+const INSPECTOR_TOOL_ERROR: Option<i32> = Some(5);
 
 #[test]
 fn the_mcp_inspector_cli_lists_queries_writes_and_is_refused_a_traversal() -> anyhow::Result<()> {
     let up = Up::start()?;
     sales_workbench(&up)?;
 
-    let (ok, listed, stderr) = inspector(&up, &["--method", "tools/list"])?;
-    assert!(ok, "{stderr}");
+    let (exit, listed, stderr) = inspector(&up, &["--method", "tools/list"])?;
+    assert_eq!(exit, Some(0), "{stderr}");
     let tools = listed["tools"].as_array().cloned().unwrap_or_default();
     let query = tools.iter().find(|tool| tool["name"] == "table_query");
     let query = query.context("table_query is listed")?;
@@ -701,7 +763,7 @@ fn the_mcp_inspector_cli_lists_queries_writes_and_is_refused_a_traversal() -> an
 
     let sum = "query=SELECT SUM(revenue) AS total FROM data";
     let call = ["--method", "tools/call", "--tool-name"];
-    let (ok, total, stderr) = inspector(
+    let (exit, total, stderr) = inspector(
         &up,
         &[
             &call[..],
@@ -715,15 +777,15 @@ fn the_mcp_inspector_cli_lists_queries_writes_and_is_refused_a_traversal() -> an
         ]
         .concat(),
     )?;
-    assert!(ok, "{stderr}");
+    assert_eq!(exit, Some(0), "{stderr}");
     assert_eq!(total["structuredContent"]["rows"][0][0], 295, "{total}");
 
     let write = ["write_text_file", "--tool-arg", "workbench=q3"];
-    let (ok, written, stderr) = inspector(
+    let (exit, written, stderr) = inspector(
         &up,
         &[&call[..], &write, &["path=inspector.md", "content=hello"]].concat(),
     )?;
-    assert!(ok, "{stderr}");
+    assert_eq!(exit, Some(0), "{stderr}");
     assert_eq!(written["structuredContent"]["state"], "succeeded");
     assert_eq!(
         up.cli_ok(&["wb", "cat", "q3", "inspector.md", "--draft"])?,
@@ -731,21 +793,32 @@ fn the_mcp_inspector_cli_lists_queries_writes_and_is_refused_a_traversal() -> an
     );
     assert!(!up.cli_ok(&["wb", "ls", "q3"])?.contains("inspector.md"));
 
-    let (ok, _, stderr) = inspector(
+    // A refused call is a tool result: isError, the code for programs, the message for the
+    // model.
+    let (exit, refused, stderr) = inspector(
         &up,
         &[&call[..], &write, &["path=../../escape.txt", "content=x"]].concat(),
     )?;
-    assert!(!ok, "the traversal is refused");
-    // The Inspector prints the message only: it names the code.
-    let shown = stderr
-        .lines()
-        .find_map(|line| serde_json::from_str::<Value>(line).ok())
-        .context("the Inspector's error line")?;
-    let message = shown["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(exit, INSPECTOR_TOOL_ERROR, "{stderr}");
+    assert_eq!(refused["isError"], true, "{refused}");
+    let error = &refused["structuredContent"]["error"];
+    assert_eq!(error["code"], "SANDBOX_VIOLATION", "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap_or_default();
     assert!(
-        message.starts_with("SANDBOX_VIOLATION: ") && message.contains("leaves the workbench"),
-        "{stderr}"
+        text.starts_with("SANDBOX_VIOLATION: ") && text.contains("leaves the workbench"),
+        "{refused}"
     );
+    let read = ["read_file", "--tool-arg", "workbench=q3"];
+    let (exit, missing, stderr) =
+        inspector(&up, &[&call[..], &read, &["path=missing.csv"]].concat())?;
+    assert_eq!(exit, INSPECTOR_TOOL_ERROR, "{stderr}");
+    assert_eq!(missing["isError"], true, "{missing}");
+    assert_eq!(
+        missing["structuredContent"]["error"]["code"], "FILE_READ_FAILED",
+        "{missing}"
+    );
+    // (An unknown tool is not asked here: the Inspector looks it up in tools/list and refuses it
+    // itself; the rmcp and Python hosts above see it as a JSON-RPC error.)
     assert!(!up.workdir().join("escape.txt").exists());
     assert!(
         !up.workdir()
@@ -753,8 +826,8 @@ fn the_mcp_inspector_cli_lists_queries_writes_and_is_refused_a_traversal() -> an
             .is_some_and(|dir| dir.join("escape.txt").exists())
     );
 
-    let (ok, resources, stderr) = inspector(&up, &["--method", "resources/list"])?;
-    assert!(ok, "{stderr}");
+    let (exit, resources, stderr) = inspector(&up, &["--method", "resources/list"])?;
+    assert_eq!(exit, Some(0), "{stderr}");
     let uris: Vec<&str> = resources["resources"]
         .as_array()
         .map(|list| list.iter().filter_map(|r| r["uri"].as_str()).collect())
@@ -799,11 +872,12 @@ async fn a_destructive_call_waits_for_a_persons_decision() -> anyhow::Result<()>
     let delete = json!({"path": "sales.csv"});
 
     // Rejected: the host gets Atelier's code, and the file stays.
-    let (rejected, decided) = tokio::join!(call(&client, "delete_file", delete.clone()), async {
-        tokio::task::block_in_place(|| decide_pending(&up, "delete_file", true))
-    });
+    let (rejected, decided) =
+        tokio::join!(call_tool(&client, "delete_file", delete.clone()), async {
+            tokio::task::block_in_place(|| decide_pending(&up, "delete_file", true))
+        });
     decided?;
-    assert_eq!(code(rejected).as_deref(), Some("APPROVAL_REJECTED"));
+    assert_eq!(refusal(rejected).as_deref(), Some("APPROVAL_REJECTED"));
     let untouched = call(&client, "draft_diff", json!({})).await?;
     assert_eq!(untouched["has_draft"], false, "{untouched}");
 

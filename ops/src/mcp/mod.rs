@@ -15,8 +15,11 @@
 //!   published.
 //! - **Resources**: each file as `atelier://WORKBENCH/PATH` (published) and
 //!   `atelier://WORKBENCH/PATH?view=draft`.
-//! - **Errors**: MCP errors whose `data.code` is Atelier's stable code (`NOT_FOUND`,
-//!   `SANDBOX_VIOLATION`, `VALIDATION_FAILED`, …).
+//! - **Errors**: a refused tool call is a tool result with `isError: true` (SEP-1303) whose
+//!   `structuredContent.error.code` is Atelier's stable code (`NOT_FOUND`, `SANDBOX_VIOLATION`,
+//!   `VALIDATION_FAILED`, …), so the host's model reads it and corrects the call (`refusal`);
+//!   an unknown tool and a refused resource request are JSON-RPC errors with the code in
+//!   `data.code`.
 //! - The same server answers streamable HTTP at the dashboard's `/mcp` ([`http_service`]),
 //!   behind the dashboard's host check and token, with bounded sessions (`http`).
 //!
@@ -24,6 +27,7 @@
 
 mod http;
 mod jobs;
+mod refusal;
 mod resources;
 
 use std::process::ExitCode;
@@ -74,8 +78,8 @@ pub struct AtelierMcp {
     session: String,
 }
 
-/// An MCP error carrying Atelier's code in `data.code`, and at the head of the message for hosts
-/// that show only the message (`SANDBOX_VIOLATION: path …`).
+/// A JSON-RPC error (of a resource request) carrying Atelier's code in `data.code`, and at the
+/// head of the message for hosts that show only the message (`NOT_FOUND: …`).
 fn mcp_error(error: ErrorBody) -> McpError {
     let data = Some(json!({ "code": error.code.as_str() }));
     let message = format!("{}: {}", error.code, error.message);
@@ -95,6 +99,12 @@ fn worker_tools() -> Vec<ToolSpec> {
         .into_iter()
         .filter(|spec| spec.pool().is_some())
         .collect()
+}
+
+/// Whether `name` is a tool this server offers (any session: binding only drops `workbench`).
+fn offered(name: &str) -> bool {
+    OWN_TOOLS.iter().any(|own| own.name == name)
+        || worker_tools().iter().any(|spec| spec.name.as_str() == name)
 }
 
 /// A tool Atelier adds to the catalog's.
@@ -422,13 +432,17 @@ impl ServerHandler for AtelierMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        if !offered(name) {
+            return Err(refusal::unknown_tool(name));
+        }
         let args = request.arguments.unwrap_or_default();
-        let span = tracing::info_span!("mcp_call", tool = %request.name);
-        self.run(request.name.as_ref(), args, &context)
-            .instrument(span)
-            .await
-            .map(answer)
-            .map_err(mcp_error)
+        let span = tracing::info_span!("mcp_call", tool = %name);
+        let answered = self.run(name, args, &context).instrument(span).await;
+        Ok(match answered {
+            Ok(value) => answer(value),
+            Err(refused) => refusal::tool_error(&refused).into(),
+        })
     }
 
     async fn list_resources(
