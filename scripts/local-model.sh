@@ -229,8 +229,9 @@ print_profile() {
 kind = "openai-compat"
 base_url = "http://127.0.0.1:${port}/v1"
 model = "${MODEL_NAME}"
-max_tokens = 512
-tool_mode = "text"          # or native / auto / constrained
+max_tokens = 256
+tool_mode = "constrained"   # the best measured mode for this model (docs/benchmarks.md, "Eval")
+prompt = "compact"          # the small-model prompt and steering (docs/eval.md, "Small models")
 idle_timeout_secs = 300     # a slow CPU is silent for a minute before a long prompt's answer
 EOF
 }

@@ -173,8 +173,10 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run a directory of tasks (`DIR/NAME/task.toml`) against the running system and score
-    /// each run's draft with the task's checks (docs/eval.md); non-zero unless every run passes.
+    /// Run a directory of tasks (`DIR/NAME/task.toml`, or splits of them:
+    /// `DIR/SPLIT/NAME/task.toml`, reported split by split) against the running system and
+    /// score each run's draft with the task's checks (docs/eval.md); non-zero unless every run
+    /// passes.
     Eval {
         dir: PathBuf,
         /// Model spec for every job (as for `submit --model`).
@@ -183,7 +185,7 @@ pub(crate) enum Command {
         /// Runs per task.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
         runs: u32,
-        /// Only these tasks (folder names; repeatable).
+        /// Only these tasks (folder names, from any split; repeatable).
         #[arg(long = "task", value_name = "NAME")]
         tasks: Vec<String>,
         /// Seconds a run may take before its job is cancelled and the run fails (EVAL_TIMEOUT).

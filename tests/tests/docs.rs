@@ -186,7 +186,7 @@ async fn dashboard() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn eval() -> anyhow::Result<()> {
-    let oracle = std::fs::read_to_string(repo().join("eval/tasks/launch-count/oracle.json"))?;
+    let oracle = std::fs::read_to_string(repo().join("eval/tasks/dev/launch-count/oracle.json"))?;
     let run = run("docs/eval.md", serde_json::from_str(&oracle)?).await?;
     assert!(!run.report.ran.is_empty(), "{:?}", run.report);
     Ok(())

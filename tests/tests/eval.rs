@@ -1,6 +1,8 @@
-//! `atelier eval` over the shipped tasks: each task's scripted oracle passes every check; a
-//! wrong answer and a failed job score 0% and make the command fail. The oracle test prints
-//! its results as the markdown table of docs/benchmarks.md ("Eval"; `-- --nocapture`).
+//! `atelier eval` over the shipped tasks of both splits (`eval/tasks/dev`, `eval/tasks/holdout`):
+//! each task's scripted oracle passes every check; a wrong answer and a failed job score 0% and
+//! make the command fail; the parent folder runs both splits and reports them apart. The oracle
+//! tests print their results as the markdown tables of docs/benchmarks.md ("Eval";
+//! `-- --nocapture`).
 #![allow(clippy::print_stdout)]
 
 use std::path::{Path, PathBuf};
@@ -12,13 +14,20 @@ use serde_json::{Value, json};
 /// One cluster at a time: each test starts its own, and the machine running them may be small.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn tasks_dir() -> PathBuf {
+/// `eval/tasks`, the parent of the splits.
+fn tasks_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/tasks")
 }
 
-fn task_names() -> anyhow::Result<Vec<String>> {
+/// `eval/tasks/dev`: the tasks the engine is developed against.
+fn dev() -> PathBuf {
+    tasks_root().join("dev")
+}
+
+/// The task names of the split folder `split`, sorted.
+fn task_names(split: &Path) -> anyhow::Result<Vec<String>> {
     let mut names = Vec::new();
-    for entry in std::fs::read_dir(tasks_dir())? {
+    for entry in std::fs::read_dir(split)? {
         let path = entry?.path();
         if path.join("task.toml").is_file() {
             names.extend(path.file_name().and_then(|n| n.to_str()).map(String::from));
@@ -28,14 +37,13 @@ fn task_names() -> anyhow::Result<Vec<String>> {
     Ok(names)
 }
 
-fn oracle(task: &str) -> anyhow::Result<Script> {
-    let text = std::fs::read_to_string(tasks_dir().join(task).join("oracle.json"))?;
+fn oracle(split: &Path, task: &str) -> anyhow::Result<Script> {
+    let text = std::fs::read_to_string(split.join(task).join("oracle.json"))?;
     Ok(serde_json::from_str(&text)?)
 }
 
-/// `atelier eval eval/tasks --task TASK --model MODEL --json`: exit success and the report.
-fn eval(cluster: &Cluster, task: &str, model: &str) -> anyhow::Result<(bool, Value)> {
-    let dir = tasks_dir();
+/// `atelier eval DIR --task TASK --model MODEL --json`: exit success and the report.
+fn eval(cluster: &Cluster, dir: &Path, task: &str, model: &str) -> anyhow::Result<(bool, Value)> {
     let output = cluster.cli(&[
         "eval",
         dir.to_str().unwrap_or_default(),
@@ -61,25 +69,54 @@ fn table_row(task: &Value) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn every_oracle_passes_its_task() -> anyhow::Result<()> {
+/// The tool results the model was shown that report an error (`{"error": …}`), once each.
+fn failed_calls(model: &ScriptedModel) -> Vec<String> {
+    let mut errors: Vec<String> = Vec::new();
+    for request in model.requests() {
+        let messages = request.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for message in messages.iter().filter(|m| m["role"] == "tool") {
+            let content = message["content"].as_str().unwrap_or_default();
+            let failed = serde_json::from_str::<Value>(content)
+                .is_ok_and(|result| result.get("error").is_some());
+            if failed && !errors.iter().any(|e| e == content) {
+                errors.push(content.to_string());
+            }
+        }
+    }
+    errors
+}
+
+/// Runs every task of `split` with its oracle, one `atelier eval SPLIT --task NAME` each, and
+/// requires 100% of each, every call of the oracle succeeding (it does the task with the
+/// tools, not only writes the expected answer); prints the markdown table.
+async fn every_oracle_passes(split: &str, at_least: usize) -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::start()?;
-    let names = task_names()?;
-    assert!(names.len() >= 12, "{names:?}");
+    let dir = tasks_root().join(split);
+    let names = task_names(&dir)?;
+    assert!(names.len() >= at_least, "{names:?}");
     let mut failures = Vec::new();
     let mut table = vec![
         "| task | pass | model turns | tool calls | tokens | wall |".to_string(),
         "|---|---|---|---|---|---|".to_string(),
     ];
     for task in &names {
-        let model = ScriptedModel::start(oracle(task)?).await?;
-        let (success, report) = eval(&cluster, task, &model.model_spec())?;
+        let model = ScriptedModel::start(oracle(&dir, task)?).await?;
+        let (success, report) = eval(&cluster, &dir, task, &model.model_spec())?;
         let scored = &report["tasks"][0];
         if !success || scored["pass_rate"] != json!(1.0) {
             failures.push(format!("{task}: {:#}", scored["results"]));
         }
+        failures.extend(
+            failed_calls(&model)
+                .into_iter()
+                .map(|error| format!("{task}: an oracle call failed: {error}")),
+        );
         assert_eq!(scored["task"], json!(task));
+        assert_eq!(scored["split"], json!(split));
         assert_eq!(report["overall"]["runs"], json!(1));
         table.push(table_row(scored));
     }
@@ -89,6 +126,127 @@ async fn every_oracle_passes_its_task() -> anyhow::Result<()> {
         "{}\n{}",
         failures.join("\n"),
         cluster.logs()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_oracle_of_the_dev_split_passes() -> anyhow::Result<()> {
+    every_oracle_passes("dev", 15).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_oracle_of_the_holdout_split_passes() -> anyhow::Result<()> {
+    every_oracle_passes("holdout", 15).await
+}
+
+/// `atelier eval eval/tasks` runs the tasks of both splits and reports each split apart: here
+/// the launch-count oracle on a dev task (it passes) and on a holdout question (it writes a file
+/// the question did not ask for: a false success).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_parent_folder_runs_both_splits_and_reports_them_apart() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let model = ScriptedModel::start(oracle(&dev(), "launch-count")?).await?;
+    let root = tasks_root();
+    let spec = model.model_spec();
+    let args = |json: bool| {
+        let mut args = vec![
+            "eval",
+            root.to_str().unwrap_or_default(),
+            "--task",
+            "penguins-how-many",
+            "--task",
+            "launch-count",
+            "--model",
+            &spec,
+        ];
+        if json {
+            args.push("--json");
+        }
+        args.iter().map(|a| a.to_string()).collect::<Vec<String>>()
+    };
+    let json_args = args(true);
+    let output = cluster.cli(&json_args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    assert!(!output.success, "one run failed: {}", output.stdout);
+    let report: Value = output.json()?;
+    let tasks: Vec<(&str, &str, u64)> = report["tasks"]
+        .as_array()
+        .map(|tasks| {
+            tasks
+                .iter()
+                .map(|t| {
+                    (
+                        t["split"].as_str().unwrap_or_default(),
+                        t["task"].as_str().unwrap_or_default(),
+                        t["passed"].as_u64().unwrap_or(99),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        tasks,
+        [
+            ("dev", "launch-count", 1),
+            ("holdout", "penguins-how-many", 0)
+        ],
+        "{report:#}"
+    );
+    let splits = &report["splits"];
+    assert_eq!(splits[0]["split"], "dev", "{report:#}");
+    assert_eq!(splits[0]["pass_rate"], json!(1.0));
+    assert_eq!(splits[1]["split"], "holdout");
+    assert_eq!(splits[1]["pass_rate"], json!(0.0));
+    assert_eq!(splits[1]["false_successes"], 1);
+    assert_eq!(report["overall"]["tasks"], 2);
+    assert_eq!(report["overall"]["passed"], 1);
+    let checks = &report["tasks"][1]["results"][0]["checks"];
+    assert_eq!(checks[0]["kind"], "draft_unchanged", "{report:#}");
+    assert_eq!(checks[0]["passed"], false);
+    assert!(
+        checks[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("added count.txt")),
+        "{report:#}"
+    );
+
+    // In the holdout workbench the oracle's query of launch_plan.csv fails: what
+    // `failed_calls` reports for an oracle that does not do its task with the tools.
+    assert!(
+        failed_calls(&model)
+            .iter()
+            .any(|error| error.contains("launch_plan.csv")),
+        "{:?}",
+        failed_calls(&model)
+    );
+
+    let table_args = args(false);
+    let table = cluster.cli(&table_args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let starts: Vec<&str> = table
+        .stdout
+        .lines()
+        .map(|line| line.split("  ").next().unwrap_or_default().trim())
+        .collect();
+    assert_eq!(
+        starts[..8],
+        [
+            "TASK",
+            "[dev]",
+            "launch-count",
+            "dev (1 task)",
+            "[holdout]",
+            "penguins-how-many",
+            "holdout (1 task)",
+            "overall (2 tasks)"
+        ],
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains("✗ holdout/penguins-how-many run 1"),
+        "{}",
+        table.stdout
     );
     Ok(())
 }
@@ -107,7 +265,7 @@ async fn a_wrong_answer_and_a_failed_job_score_zero() -> anyhow::Result<()> {
         "summary": [{"content": "count.txt holds 6."}]
     }))?;
     let model = ScriptedModel::start(wrong).await?;
-    let (success, report) = eval(&cluster, "launch-count", &model.model_spec())?;
+    let (success, report) = eval(&cluster, &dev(), "launch-count", &model.model_spec())?;
     assert!(!success, "a failed run makes eval fail: {report:#}");
     let task = &report["tasks"][0];
     assert_eq!(task["task"], "launch-count");
@@ -149,7 +307,7 @@ async fn a_wrong_answer_and_a_failed_job_score_zero() -> anyhow::Result<()> {
 
     // A model nobody answers: the job fails, the run counts as failed with the job's code.
     let dead = "openai-compat:http://127.0.0.1:9/v1#nobody";
-    let (success, report) = eval(&cluster, "launch-count", dead)?;
+    let (success, report) = eval(&cluster, &dev(), "launch-count", dead)?;
     assert!(!success);
     let run = &report["tasks"][0]["results"][0];
     assert_eq!(run["state"], "failed", "{report:#}");
@@ -192,6 +350,17 @@ fn check_outcomes(report: &Value) -> Vec<(String, bool)> {
         })
         .unwrap_or_default()
 }
+
+/// The remarks of penguins-raw.csv but "Adult not sampled.", in reverse order.
+const NINE_REMARKS: &str = "Sexing primers did not amplify. Not enough blood for isotopes.\n\
+                            Sexing primers did not amplify.\n\
+                            Not enough blood for isotopes.\n\
+                            No delta15N data received from lab.\n\
+                            No blood sample obtained.\n\
+                            No blood sample obtained for sexing.\n\
+                            Nest never observed with full clutch. Not enough blood for isotopes.\n\
+                            Nest never observed with full clutch.\n\
+                            Adult not sampled. Nest never observed with full clutch.\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn wrong_drafts_fail_the_checks_they_break() -> anyhow::Result<()> {
@@ -246,10 +415,72 @@ async fn wrong_drafts_fail_the_checks_they_break() -> anyhow::Result<()> {
                 ("docx_paragraph", true),
             ],
         ),
+        // Holdout: a question answered with a file.
+        (
+            "penguins-how-many",
+            json!([{"name": "write_text_file", "arguments": {"path": "answer.txt", "content": "344\n"}}]),
+            vec![("draft_unchanged", false), ("file_unchanged", true)],
+        ),
+        // "More than 10%" instead of "10% or more": the 33 counties at exactly 0.1 left out.
+        (
+            "unemployment-over-10",
+            json!([{"name": "write_text_file", "arguments": {"path": "counties_10pct.txt", "content": "1068\n"}}]),
+            vec![("file_lines", false), ("file_unchanged", true)],
+        ),
+        // Nine of the ten remarks (in any order, all ten are needed).
+        (
+            "raw-remarks-list",
+            json!([{"name": "write_text_file", "arguments": {"path": "remarks.txt", "content": NINE_REMARKS}}]),
+            vec![("file_lines", false), ("file_unchanged", true)],
+        ),
+        // Ordered by size, not by name: only the first row (Adelie) is where it belongs.
+        (
+            "penguins-species-table",
+            json!([{"name": "table_export", "arguments": {"path": "penguins.csv", "target_path": "species_stats.csv", "format": "csv",
+                "query": "SELECT species, COUNT(*) AS birds, ROUND(AVG(flipper_length_mm), 1) AS mean_flipper_mm FROM data GROUP BY species ORDER BY birds DESC"}}]),
+            vec![
+                ("csv_rows", true),
+                ("csv_cell", true),
+                ("csv_cell", true),
+                ("csv_cell", true),
+                ("csv_cell", false),
+                ("csv_cell", false),
+                ("csv_cell", false),
+                ("csv_cell", false),
+                ("csv_cell", false),
+                ("csv_cell", false),
+                ("file_unchanged", true),
+            ],
+        ),
+        // The phrase added as a new paragraph instead of replacing the old one.
+        (
+            "overview-stage-replace",
+            json!([{"name": "docx_operations", "arguments": {"path": "keenbench_company_overview.docx", "operations": [
+                {"op": "append_paragraph", "text": "- Stage: seed-funded startup"}]}}]),
+            vec![
+                ("docx_paragraph", false),
+                ("docx_no_paragraph", false),
+                ("docx_paragraph", true),
+            ],
+        ),
+        // The fourth slide retitled instead of the third.
+        (
+            "deck-title-de",
+            json!([{"name": "pptx_operations", "arguments": {"path": "keenbench_pitch_deck.pptx", "operations": [
+                {"op": "set_slide_text", "index": 3, "title": "Lösung"}]}}]),
+            vec![
+                ("pptx_title", false),
+                ("pptx_title", true),
+                ("pptx_title", true),
+                ("pptx_title", false),
+            ],
+        ),
     ];
+    // Task names are unique across the splits: the parent folder finds each.
+    let root = tasks_root();
     for (task, calls, expected) in cases {
         let model = ScriptedModel::start(one_item(calls)?).await?;
-        let (success, report) = eval(&cluster, task, &model.model_spec())?;
+        let (success, report) = eval(&cluster, &root, task, &model.model_spec())?;
         assert!(!success, "{task}: {report:#}");
         let expected: Vec<(String, bool)> = expected
             .into_iter()
@@ -265,8 +496,8 @@ async fn wrong_drafts_fail_the_checks_they_break() -> anyhow::Result<()> {
 async fn runs_repeat_on_fresh_workbenches_and_keep_leaves_the_drafts() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let cluster = Cluster::start()?;
-    let model = ScriptedModel::start(oracle("launch-count")?).await?;
-    let dir = tasks_dir();
+    let model = ScriptedModel::start(oracle(&dev(), "launch-count")?).await?;
+    let dir = dev();
     let dir = dir.to_str().unwrap_or_default();
     let spec = model.model_spec();
     let table = cluster.cli_ok(&[
@@ -336,7 +567,7 @@ async fn a_run_past_the_timeout_is_cancelled_and_fails() -> anyhow::Result<()> {
         "research": [{"content": "Thinking slowly.", "delay_ms": 4000}]
     }))?;
     let model = ScriptedModel::start(slow).await?;
-    let dir = tasks_dir();
+    let dir = dev();
     let output = cluster.cli(&[
         "eval",
         dir.to_str().unwrap_or_default(),

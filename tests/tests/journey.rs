@@ -698,7 +698,7 @@ fn the_journey(
 }
 
 fn eval_one_task(system: &System) -> anyhow::Result<()> {
-    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/tasks");
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/tasks/dev");
     let oracle: Script = serde_json::from_str(&std::fs::read_to_string(
         tasks.join("launch-count/oracle.json"),
     )?)?;

@@ -1,5 +1,6 @@
 //! Scoring a draft: each check reads files through the store and parses them here, apart
-//! from the tools the agent used (calamine for xlsx, zip + quick-xml for docx, text by hand).
+//! from the tools the agent used (calamine for xlsx, zip + quick-xml for docx and pptx, text
+//! and CSV by hand).
 
 use std::io::{Cursor, Read};
 
@@ -11,6 +12,7 @@ use quick_xml::Reader as XmlReader;
 use quick_xml::events::Event;
 use serde::Serialize;
 
+use super::parse;
 use super::task::{Check, Expected};
 use crate::client::Client;
 
@@ -18,6 +20,8 @@ use crate::client::Client;
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct CheckResult {
     pub(crate) kind: &'static str,
+    /// The workbench path the check read (none for `draft_unchanged`).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) path: String,
     pub(crate) passed: bool,
     /// Why it failed (empty when it passed).
@@ -31,6 +35,7 @@ pub(crate) async fn evaluate(client: &Client, workbench: &str, check: &Check) ->
     let outcome = match check {
         Check::FileAbsent { path } => file_absent(client, workbench, path).await,
         Check::FileUnchanged { path } => file_unchanged(client, workbench, path).await,
+        Check::DraftUnchanged => draft_unchanged(client, workbench).await,
         _ => match read(client, workbench, check.path(), View::Current).await {
             Ok(Some(bytes)) => content_check(check, &bytes),
             Ok(None) => Err(anyhow::anyhow!("{} is not in the draft", check.path())),
@@ -73,6 +78,19 @@ async fn digest_of(
     path: &str,
     view: View,
 ) -> anyhow::Result<Option<String>> {
+    Ok(listing(client, workbench, view)
+        .await?
+        .into_iter()
+        .find(|(listed, _)| listed == path)
+        .map(|(_, digest)| digest))
+}
+
+/// Every file of `view` as (path, content digest), by path.
+async fn listing(
+    client: &Client,
+    workbench: &str,
+    view: View,
+) -> anyhow::Result<Vec<(String, String)>> {
     let listing = client
         .call(&ListFiles {
             v: PROTOCOL_VERSION,
@@ -80,11 +98,13 @@ async fn digest_of(
             view,
         })
         .await?;
-    Ok(listing
+    let mut files: Vec<(String, String)> = listing
         .files
         .into_iter()
-        .find(|entry| entry.path == path)
-        .map(|entry| entry.digest))
+        .map(|entry| (entry.path, entry.digest))
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 async fn file_absent(client: &Client, workbench: &str, path: &str) -> anyhow::Result<()> {
@@ -105,13 +125,52 @@ async fn file_unchanged(client: &Client, workbench: &str, path: &str) -> anyhow:
     }
 }
 
+/// The draft (the published state when the job left none) holds the published files, each with
+/// its content: nothing written, changed, added or removed.
+async fn draft_unchanged(client: &Client, workbench: &str) -> anyhow::Result<()> {
+    let before = listing(client, workbench, View::Published).await?;
+    let after = listing(client, workbench, View::Current).await?;
+    let changes = draft_changes(&before, &after);
+    if !changes.is_empty() {
+        bail!("the draft differs from the inputs: {}", changes.join(", "));
+    }
+    Ok(())
+}
+
+/// What differs between two listings of (path, digest), by path: `added x`, `changed x`,
+/// `removed x`.
+fn draft_changes(before: &[(String, String)], after: &[(String, String)]) -> Vec<String> {
+    let mut changes = Vec::new();
+    for (path, digest) in after {
+        match before.iter().find(|(p, _)| p == path) {
+            None => changes.push(format!("added {path}")),
+            Some((_, old)) if old != digest => changes.push(format!("changed {path}")),
+            Some(_) => {}
+        }
+    }
+    for (path, _) in before {
+        if !after.iter().any(|(p, _)| p == path) {
+            changes.push(format!("removed {path}"));
+        }
+    }
+    changes
+}
+
 /// The checks that look inside a file.
 fn content_check(check: &Check, bytes: &[u8]) -> anyhow::Result<()> {
     match check {
-        Check::FileLines { equals, .. } => {
+        Check::FileLines {
+            equals, any_order, ..
+        } => {
             let found = text_lines(bytes);
-            if &found != equals {
-                bail!("expected lines {equals:?}, found {found:?}");
+            let same = if *any_order {
+                sorted(&found) == sorted(equals)
+            } else {
+                &found == equals
+            };
+            if !same {
+                let order = if *any_order { " (in any order)" } else { "" };
+                bail!("expected lines {equals:?}{order}, found {found:?}");
             }
         }
         Check::FileContains { text, .. } => {
@@ -123,6 +182,20 @@ fn content_check(check: &Check, bytes: &[u8]) -> anyhow::Result<()> {
             let found = csv_data_rows(bytes);
             if found != *count {
                 bail!("expected {count} data rows, found {found}");
+            }
+        }
+        Check::CsvCell {
+            row,
+            column,
+            equals,
+            ..
+        } => {
+            let found = parse::csv_cell(bytes, *row, column)?;
+            if !cell_matches(&Data::String(found.clone()), equals) {
+                bail!(
+                    "row {row}, column {column:?}: expected {}, found {found:?}",
+                    expected_text(equals)
+                );
             }
         }
         Check::XlsxCell {
@@ -145,9 +218,36 @@ fn content_check(check: &Check, bytes: &[u8]) -> anyhow::Result<()> {
                 bail!("no paragraph of {} contains {contains:?}", paragraphs.len());
             }
         }
-        Check::FileAbsent { .. } | Check::FileUnchanged { .. } => {}
+        Check::DocxNoParagraph { contains, .. } => {
+            let paragraphs = docx_paragraphs(bytes)?;
+            if let Some(found) = paragraphs.iter().find(|p| p.contains(contains.as_str())) {
+                bail!("a paragraph still contains {contains:?}: {found:?}");
+            }
+        }
+        Check::PptxTitle { slide, equals, .. } => {
+            let titles = parse::pptx_titles(bytes)?;
+            let Some(title) = slide.checked_sub(1).and_then(|at| titles.get(at)) else {
+                bail!("no slide {slide} (the presentation has {})", titles.len());
+            };
+            let found = title.as_deref().unwrap_or_default();
+            if found.trim() != equals.trim() {
+                match title {
+                    Some(_) => {
+                        bail!("slide {slide}: expected the title {equals:?}, found {found:?}")
+                    }
+                    None => bail!("slide {slide} has no title placeholder"),
+                }
+            }
+        }
+        Check::FileAbsent { .. } | Check::FileUnchanged { .. } | Check::DraftUnchanged => {}
     }
     Ok(())
+}
+
+fn sorted(lines: &[String]) -> Vec<&str> {
+    let mut lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    lines.sort_unstable();
+    lines
 }
 
 fn expected_text(expected: &Expected) -> String {
@@ -325,7 +425,7 @@ fn paragraphs_of(xml: &str) -> anyhow::Result<Vec<String>> {
             }
             Event::GeneralRef(r) if in_text => {
                 if let Some(text) = current.as_mut() {
-                    text.push_str(&resolve_reference(&r));
+                    text.push_str(&parse::resolve_reference(&r));
                 }
             }
             Event::Eof => break,
@@ -333,30 +433,6 @@ fn paragraphs_of(xml: &str) -> anyhow::Result<Vec<String>> {
         }
     }
     Ok(paragraphs)
-}
-
-/// `amp` → `&`, `#65`/`#x41` → `A`; anything else kept as written.
-fn resolve_reference(name: &str) -> String {
-    let named = match name {
-        "amp" => Some('&'),
-        "lt" => Some('<'),
-        "gt" => Some('>'),
-        "quot" => Some('"'),
-        "apos" => Some('\''),
-        _ => None,
-    };
-    let numeric = || {
-        let code = name.strip_prefix('#')?;
-        let value = match code.strip_prefix('x') {
-            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
-            None => code.parse().ok()?,
-        };
-        char::from_u32(value)
-    };
-    named
-        .or_else(numeric)
-        .map(String::from)
-        .unwrap_or_else(|| format!("&{name};"))
 }
 
 #[cfg(test)]
@@ -411,5 +487,41 @@ mod tests {
         let xml = r#"<w:document><w:body><w:p><w:r><w:t>Acme </w:t></w:r><w:r><w:t>&amp; Co</w:t><w:tab/></w:r></w:p><w:p/><w:tbl><w:tr><w:tc><w:p><w:r><w:t xml:space="preserve">cell</w:t></w:r></w:p></w:tc></w:tr></w:tbl></w:body></w:document>"#;
         assert_eq!(paragraphs_of(xml)?, vec!["Acme & Co\t", "", "cell"]);
         Ok(())
+    }
+
+    #[test]
+    fn an_unchanged_draft_lists_the_same_files_with_the_same_digests() {
+        let file = |path: &str, digest: &str| (path.to_string(), digest.to_string());
+        let published = [file("a.csv", "1"), file("b.txt", "2")];
+        assert!(draft_changes(&published, &published).is_empty());
+        let draft = [file("a.csv", "9"), file("c.txt", "3")];
+        assert_eq!(
+            draft_changes(&published, &draft),
+            ["changed a.csv", "added c.txt", "removed b.txt"]
+        );
+    }
+
+    #[test]
+    fn lines_in_any_order_and_csv_cells_by_column_name() {
+        let lines = |equals: &[&str], any_order| Check::FileLines {
+            path: "r.txt".into(),
+            equals: equals.iter().map(|l| l.to_string()).collect(),
+            any_order,
+        };
+        let file = b"b\na\n";
+        assert!(content_check(&lines(&["a", "b"], true), file).is_ok());
+        assert!(content_check(&lines(&["a", "b"], false), file).is_err());
+        assert!(content_check(&lines(&["a", "b", "b"], true), file).is_err());
+        let cell = |column: &str, equals| Check::CsvCell {
+            path: "t.csv".into(),
+            row: 1,
+            column: column.into(),
+            equals,
+        };
+        let csv = b"species,mean_flipper_mm\n\"Adelie\",190.0\n";
+        assert!(content_check(&cell("mean_flipper_mm", Expected::Number(190.0)), csv).is_ok());
+        assert!(content_check(&cell("species", Expected::Text("Adelie".into())), csv).is_ok());
+        assert!(content_check(&cell("mean_flipper_mm", Expected::Number(189.9)), csv).is_err());
+        assert!(content_check(&cell("flipper", Expected::Number(190.0)), csv).is_err());
     }
 }

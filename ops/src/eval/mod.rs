@@ -2,6 +2,7 @@
 //! draft with the task's checks (docs/eval.md).
 
 mod checks;
+mod parse;
 mod report;
 mod task;
 
@@ -64,7 +65,7 @@ pub(crate) async fn run(client: &Client, args: EvalArgs) -> anyhow::Result<ExitC
             bar.inc(1);
             runs.push(outcome.inspect_err(|_| bar.abandon())?);
         }
-        results.push(report::TaskReport::new(&task.name, runs));
+        results.push(report::TaskReport::new(&task.split, &task.name, runs));
     }
     bar.finish_and_clear();
     let overall = report::Overall::new(&results);

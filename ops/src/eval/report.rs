@@ -1,4 +1,4 @@
-//! The eval report: per task and overall, as a table or JSON.
+//! The eval report: per task, per split and overall, as a table or JSON.
 
 use serde::Serialize;
 
@@ -9,6 +9,8 @@ use crate::output::print_json;
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct TaskReport {
     pub(crate) task: String,
+    /// The name of the folder holding the task (`dev`, `holdout`).
+    pub(crate) split: String,
     pub(crate) runs: u32,
     pub(crate) passed: u32,
     /// passed / runs, 0.0–1.0.
@@ -25,7 +27,15 @@ pub(crate) struct TaskReport {
     pub(crate) results: Vec<RunOutcome>,
 }
 
-/// Every task together.
+/// The tasks of one split together.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct SplitReport {
+    pub(crate) split: String,
+    #[serde(flatten)]
+    pub(crate) totals: Overall,
+}
+
+/// Every task together (or a split's tasks, in [`SplitReport`]).
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Overall {
     pub(crate) tasks: usize,
@@ -49,7 +59,7 @@ fn rate(passed: u32, runs: u32) -> f64 {
 }
 
 impl TaskReport {
-    pub(crate) fn new(task: &str, results: Vec<RunOutcome>) -> Self {
+    pub(crate) fn new(split: &str, task: &str, results: Vec<RunOutcome>) -> Self {
         let runs = u32::try_from(results.len()).unwrap_or(u32::MAX);
         let passed = u32::try_from(results.iter().filter(|r| r.passed).count()).unwrap_or(0);
         let false_successes =
@@ -59,6 +69,7 @@ impl TaskReport {
         let completion_tokens = sum(|r| r.completion_tokens);
         Self {
             task: task.to_string(),
+            split: split.to_string(),
             runs,
             passed,
             pass_rate: rate(passed, runs),
@@ -92,10 +103,30 @@ impl Overall {
     }
 }
 
+/// Each split's totals, in the order of the tasks (which come split by split).
+fn splits(tasks: &[TaskReport]) -> Vec<SplitReport> {
+    let mut splits: Vec<SplitReport> = Vec::new();
+    let mut start = 0;
+    while start < tasks.len() {
+        let split = &tasks[start].split;
+        let end = tasks[start..]
+            .iter()
+            .position(|t| &t.split != split)
+            .map_or(tasks.len(), |n| start + n);
+        splits.push(SplitReport {
+            split: split.clone(),
+            totals: Overall::new(&tasks[start..end]),
+        });
+        start = end;
+    }
+    splits
+}
+
 #[derive(Serialize)]
 struct JsonReport<'a> {
     model: &'a str,
     tasks: &'a [TaskReport],
+    splits: Vec<SplitReport>,
     overall: &'a Overall,
 }
 
@@ -109,6 +140,7 @@ pub(crate) fn print(
         return print_json(&JsonReport {
             model,
             tasks,
+            splits: splits(tasks),
             overall,
         });
     }
@@ -121,41 +153,35 @@ fn print_table(tasks: &[TaskReport], overall: &Overall) {
     print!("{}", table(tasks, overall));
 }
 
-/// The table: a row per task and the overall row. `FALSE` counts the runs whose job ended
+/// The table: a row per task and the overall row; with more than one split, each split's
+/// tasks under its name and followed by its totals. `FALSE` counts the runs whose job ended
 /// `succeeded` while a check failed.
 fn table(tasks: &[TaskReport], overall: &Overall) -> String {
-    let row = |name: &str, pass: String, false_ok: u32, turns, tools, tokens, wall| {
-        format!("{name:<28} {pass:>9} {false_ok:>6} {turns:>6} {tools:>6} {tokens:>9} {wall:>9}\n")
-    };
     let mut out = format!(
-        "{:<28} {:>9} {:>6} {:>6} {:>6} {:>9} {:>9}\n",
+        "{:<32} {:>9} {:>6} {:>6} {:>6} {:>9} {:>9}\n",
         "TASK", "PASS", "FALSE", "TURNS", "TOOLS", "TOKENS", "WALL"
     );
-    for task in tasks {
-        out.push_str(&row(
-            &task.task,
-            pass_cell(task.passed, task.runs),
-            task.false_successes,
-            task.model_turns,
-            task.tool_calls,
-            task.tokens,
-            seconds(task.wall_ms),
-        ));
+    let splits = splits(tasks);
+    let grouped = splits.len() > 1;
+    for split in &splits {
+        if grouped {
+            out.push_str(&format!("[{}]\n", split.split));
+        }
+        for task in tasks.iter().filter(|t| t.split == split.split) {
+            out.push_str(&row(
+                &task.task,
+                task.passed,
+                task.runs,
+                task.false_successes,
+                [task.model_turns, task.tool_calls, task.tokens],
+                task.wall_ms,
+            ));
+        }
+        if grouped {
+            out.push_str(&totals_row(&split.split, &split.totals));
+        }
     }
-    let name = format!(
-        "overall ({} task{})",
-        overall.tasks,
-        if overall.tasks == 1 { "" } else { "s" }
-    );
-    out.push_str(&row(
-        &name,
-        pass_cell(overall.passed, overall.runs),
-        overall.false_successes,
-        overall.model_turns,
-        overall.tool_calls,
-        overall.tokens,
-        seconds(overall.wall_ms),
-    ));
+    out.push_str(&totals_row("overall", overall));
     if overall.false_successes > 0 {
         out.push_str(&format!(
             "{} false success{}: the job ended succeeded but its checks failed\n",
@@ -170,6 +196,40 @@ fn table(tasks: &[TaskReport], overall: &Overall) -> String {
     out
 }
 
+/// `NAME (N tasks)` and the totals.
+fn totals_row(name: &str, totals: &Overall) -> String {
+    let name = format!(
+        "{name} ({} task{})",
+        totals.tasks,
+        if totals.tasks == 1 { "" } else { "s" }
+    );
+    row(
+        &name,
+        totals.passed,
+        totals.runs,
+        totals.false_successes,
+        [totals.model_turns, totals.tool_calls, totals.tokens],
+        totals.wall_ms,
+    )
+}
+
+/// One row: name, passed/runs and rate, false successes, [turns, tools, tokens], wall time.
+fn row(
+    name: &str,
+    passed: u32,
+    runs: u32,
+    false_ok: u32,
+    counts: [u64; 3],
+    wall_ms: u64,
+) -> String {
+    let [turns, tools, tokens] = counts;
+    format!(
+        "{name:<32} {:>9} {false_ok:>6} {turns:>6} {tools:>6} {tokens:>9} {:>9}\n",
+        pass_cell(passed, runs),
+        seconds(wall_ms)
+    )
+}
+
 fn pass_cell(passed: u32, runs: u32) -> String {
     format!("{passed}/{runs} {:>3.0}%", rate(passed, runs) * 100.0)
 }
@@ -178,11 +238,18 @@ fn seconds(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
 
-/// Why each failed run failed: the job's error code, or the checks that did not hold.
+/// Why each failed run failed: the job's error code, or the checks that did not hold (the task
+/// named `split/task` when the report has more than one split).
 fn print_failures(tasks: &[TaskReport]) {
+    let grouped = tasks.windows(2).any(|pair| pair[0].split != pair[1].split);
     for task in tasks {
+        let name = if grouped {
+            format!("{}/{}", task.split, task.task)
+        } else {
+            task.task.clone()
+        };
         for run in task.results.iter().filter(|r| !r.passed) {
-            let head = format!("{} run {} ({})", task.task, run.run, run.workbench);
+            let head = format!("{name} run {} ({})", run.run, run.workbench);
             if let Some(code) = &run.error {
                 println!("  ✗ {head}: job {} {}: {code}", run.job_id, run.state);
                 continue;
@@ -193,9 +260,14 @@ fn print_failures(tasks: &[TaskReport]) {
                 ""
             };
             for check in run.checks.iter().filter(|c| !c.passed) {
+                let path = if check.path.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", check.path)
+                };
                 println!(
-                    "  ✗ {head}{false_success}: {} {}: {}",
-                    check.kind, check.path, check.detail
+                    "  ✗ {head}{false_success}: {}{path}: {}",
+                    check.kind, check.detail
                 );
             }
         }
@@ -227,6 +299,7 @@ mod tests {
     #[test]
     fn false_successes_are_counted_per_task_and_overall() {
         let a = TaskReport::new(
+            "tasks",
             "a",
             vec![
                 outcome(1, "succeeded", true, false),
@@ -234,7 +307,7 @@ mod tests {
                 outcome(3, "failed", false, false),
             ],
         );
-        let b = TaskReport::new("b", vec![outcome(1, "succeeded", false, true)]);
+        let b = TaskReport::new("tasks", "b", vec![outcome(1, "succeeded", false, true)]);
         assert_eq!((a.passed, a.false_successes), (1, 1));
         assert_eq!(b.false_successes, 1);
         let tasks = [a, b];
@@ -246,6 +319,7 @@ mod tests {
         let json = serde_json::to_value(JsonReport {
             model: "m",
             tasks: &tasks,
+            splits: splits(&tasks),
             overall: &overall,
         })
         .unwrap_or_default();
@@ -262,5 +336,66 @@ mod tests {
             text.contains("2 false successes: the job ended succeeded but its checks failed"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn tasks_of_several_splits_are_grouped_with_their_totals() {
+        let tasks = [
+            TaskReport::new("dev", "a", vec![outcome(1, "succeeded", true, false)]),
+            TaskReport::new("dev", "b", vec![outcome(1, "succeeded", true, false)]),
+            TaskReport::new("holdout", "c", vec![outcome(1, "succeeded", false, true)]),
+        ];
+        let overall = Overall::new(&tasks);
+        let by_split = splits(&tasks);
+        let names: Vec<&str> = by_split.iter().map(|s| s.split.as_str()).collect();
+        assert_eq!(names, ["dev", "holdout"]);
+        assert_eq!(
+            (by_split[0].totals.tasks, by_split[0].totals.passed),
+            (2, 2)
+        );
+        assert_eq!(by_split[1].totals.pass_rate, 0.0);
+        let json = serde_json::to_value(JsonReport {
+            model: "m",
+            tasks: &tasks,
+            splits: by_split,
+            overall: &overall,
+        })
+        .unwrap_or_default();
+        assert_eq!(json["tasks"][2]["split"], "holdout");
+        assert_eq!(json["splits"][0]["split"], "dev");
+        assert_eq!(json["splits"][0]["pass_rate"], 1.0);
+        assert_eq!(json["splits"][1]["false_successes"], 1);
+        assert_eq!(json["overall"]["tasks"], 3);
+        let text = table(&tasks, &overall);
+        let firsts: Vec<String> = text
+            .lines()
+            .map(|line| {
+                line.split("  ")
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            firsts,
+            [
+                "TASK",
+                "[dev]",
+                "a",
+                "b",
+                "dev (2 tasks)",
+                "[holdout]",
+                "c",
+                "holdout (1 task)",
+                "overall (3 tasks)",
+                "1 false success: the job ended succeeded but its checks failed",
+            ],
+            "{text}"
+        );
+        // One split: no headings and no split totals, as before splits existed.
+        let one = table(&tasks[..2], &Overall::new(&tasks[..2]));
+        assert_eq!(one.lines().count(), 4, "{one}");
+        assert!(!one.contains("[dev]"), "{one}");
     }
 }
