@@ -55,7 +55,7 @@ impl AnswerShape {
         match self {
             AnswerShape::Text => None,
             AnswerShape::Plan { .. } => Some(
-                r#"{"items": [{"label": "<what to do>", "description": "<which tool, on which file>", "targets": ["<file it writes>"]}]}"#,
+                r#"{"items": [{"label": "<what to do>", "description": "<which tool, on which file>", "targets": [{"path": "<file it writes>", "holds": "<number, list, table, text or edit>"}]}]}"#,
             ),
             AnswerShape::ItemResult { .. } => {
                 Some(r#"{"status": "done", "result": "<one line: what the tool calls did>"}"#)
@@ -80,11 +80,12 @@ fn bounded_string() -> Value {
 }
 
 fn plan_schema(no_change: bool, targets: &[String]) -> Value {
-    let target = if targets.is_empty() {
+    let path = if targets.is_empty() {
         bounded_string()
     } else {
         json!({"type": "string", "enum": targets})
     };
+    let target = crate::contract::target_schema(path);
     let item = json!({
         "type": "object",
         "properties": {
@@ -145,31 +146,50 @@ fn plan_text(value: &Value) -> Option<String> {
         .filter_map(|item| {
             let label = one_line(item.get("label")?.as_str()?);
             let description = one_line(item.get("description").and_then(Value::as_str)?);
-            let targets: Vec<String> = item
+            let targets: Vec<&Value> = item
                 .get("targets")
                 .and_then(Value::as_array)
-                .map(|targets| {
-                    targets
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(one_line)
-                        .filter(|target| !target.is_empty())
-                        .collect()
-                })
+                .map(|targets| targets.iter().collect())
                 .unwrap_or_default();
             Some((label, description, targets))
         })
         .enumerate()
         .map(|(index, (label, description, targets))| {
-            let arrow = if targets.is_empty() {
-                String::new()
-            } else {
-                format!(" → {}", targets.join(", "))
-            };
-            format!("- [ ] {}. {label} — {description}{arrow}", index + 1)
+            item_lines(index + 1, &label, &description, &targets)
         })
         .collect();
     (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// One schema-bound item as its checklist line and, under it, the contract line of each
+/// target that is an object with a kind (a bare string target, as older plans and plain
+/// models write it, is a target without one).
+fn item_lines(number: usize, label: &str, description: &str, targets: &[&Value]) -> String {
+    let contracts: Vec<_> = targets
+        .iter()
+        .filter_map(|target| crate::contract::from_json(target))
+        .collect();
+    let paths: Vec<String> = targets
+        .iter()
+        .filter_map(|target| match target {
+            Value::String(path) => Some(crate::contract::clean_path(&one_line(path))),
+            object => object
+                .get("path")
+                .and_then(Value::as_str)
+                .map(|path| crate::contract::clean_path(&one_line(path))),
+        })
+        .filter(|path| !path.is_empty())
+        .collect();
+    let arrow = if paths.is_empty() {
+        String::new()
+    } else {
+        format!(" → {}", paths.join(", "))
+    };
+    let mut text = format!("- [ ] {number}. {label} — {description}{arrow}");
+    for contract in &contracts {
+        text.push_str(&format!("\n  - {}", crate::contract::render(contract)));
+    }
+    text
 }
 
 /// An item-result object as the line the implement phase reads.
@@ -201,18 +221,28 @@ mod tests {
         };
         let answer = r#"{"items": [
             {"label": "Count rows", "description": "table_query on penguins.csv", "targets": []},
-            {"label": "Write the count", "description": "write_text_file\nwith the number", "targets": ["count.txt"]}
+            {"label": "Write the count", "description": "write_text_file\nwith the number", "targets": [{"path": "count.txt", "holds": "number", "source": {"path": "penguins.csv", "query": "SELECT count(*)\n FROM data"}}]}
         ]}"#;
         let text = shape.to_text(answer).expect("a plan");
         assert_eq!(
             text,
             "- [ ] 1. Count rows — table_query on penguins.csv\n\
-             - [ ] 2. Write the count — write_text_file with the number → count.txt"
+             - [ ] 2. Write the count — write_text_file with the number → count.txt\n  \
+             - count.txt: number from penguins.csv = SELECT count(*) FROM data"
         );
         let items = plan::parse(&text);
         assert_eq!(items.len(), 2);
         assert_eq!(items[1].targets, ["count.txt"]);
+        assert_eq!(
+            items[1].contracts[0].holds,
+            atelier_messages::contract::Holds::Number
+        );
         assert!(items[0].targets.is_empty());
+        // A plain string target (an older journaled plan) is a target without a contract.
+        let older = shape
+            .to_text(r#"{"items": [{"label": "W", "description": "d", "targets": ["a.txt"]}]}"#)
+            .expect("a plan");
+        assert_eq!(older, "- [ ] 1. W — d → a.txt");
         // Not this shape: read as the text it is.
         assert_eq!(shape.to_text("- [ ] 1. Count — rows"), None);
         assert_eq!(shape.to_text(r#"{"items": []}"#), None);
@@ -268,7 +298,8 @@ mod tests {
         .schema()
         .expect("schema");
         assert_eq!(
-            bound["properties"]["items"]["items"]["properties"]["targets"]["items"]["enum"],
+            bound["properties"]["items"]["items"]["properties"]["targets"]["items"]["properties"]["path"]
+                ["enum"],
             json!(["count.txt"])
         );
     }

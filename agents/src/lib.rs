@@ -22,6 +22,8 @@
 //! - [`window`]: the model's context window as a budget: measuring each request and cutting
 //!   it down in a documented order, or `CONTEXT_OVERFLOW`.
 //! - [`degenerate`]: empty or runaway-repetitive model output.
+//! - [`contract`]: target contracts in a plan: their checklist lines and schema, and the
+//!   check of written content against one.
 //! - [`plan`]: parsing and rendering the plan checklist (items, their targets, amendments).
 //! - [`request`]: whether a request asks for an artefact or only an answer.
 //! - [`rpi`]: the Research → Plan → Implement → Summary driver.
@@ -34,6 +36,7 @@ pub mod answer;
 pub mod anthropic;
 pub mod catalog;
 pub mod compress;
+pub mod contract;
 pub mod degenerate;
 pub mod error;
 pub mod http;

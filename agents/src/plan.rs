@@ -1,9 +1,13 @@
 //! The plan checklist: `- [ ] N. label — description → target[, target]`, parsed from the
 //! model's text and rendered back with `[x]` (done) and `[!]` (failed) marks; the targets
-//! (`→ path`) are the workbench files the item writes, and are optional. An Implement item's
-//! final answer may append items ([`amendments`]).
+//! (`→ path`) are the workbench files the item writes, and are optional. Under an item, one
+//! line per target may say what it must hold (`  - count.txt: number`, [`crate::contract`]).
+//! An Implement item's final answer may append items ([`amendments`]).
 
+use atelier_messages::contract::Contract;
 use atelier_messages::job::{ItemStatus, PlanItem};
+
+use crate::contract;
 
 /// One checklist line, read: its status, the number it was written with, label, description
 /// and targets.
@@ -13,6 +17,7 @@ struct Line {
     label: String,
     description: String,
     targets: Vec<String>,
+    contracts: Vec<Contract>,
 }
 
 impl Line {
@@ -20,18 +25,30 @@ impl Line {
         let mut item = PlanItem::pending(index, self.label, self.description);
         item.status = self.status;
         item.targets = self.targets;
+        item.contracts = self.contracts;
         item
+    }
+
+    /// A contract line under the item: its path becomes a target when it is not one; a
+    /// second contract for a path replaces the first.
+    fn add_contract(&mut self, contract: Contract) {
+        if !self.targets.contains(&contract.path) {
+            self.targets.push(contract.path.clone());
+        }
+        self.contracts.retain(|known| known.path != contract.path);
+        self.contracts.push(contract);
     }
 }
 
-/// Parses every checklist line of `text`; other lines are ignored. A text without checklist
-/// lines is read as a numbered list (`1. label — description`, `2) …`), as small models write
-/// plans. Items are renumbered 1..=n in order of appearance so a sloppy model's numbering
-/// cannot confuse resumption.
+/// Parses every checklist line of `text`, with the contract lines under each
+/// ([`crate::contract`]); other lines are ignored. A text without checklist lines is read as a
+/// numbered list (`1. label — description`, `2) …`), as small models write plans. Items are
+/// renumbered 1..=n in order of appearance so a sloppy model's numbering cannot confuse
+/// resumption.
 pub fn parse(text: &str) -> Vec<PlanItem> {
-    let checklist: Vec<_> = text.lines().filter_map(parse_line).collect();
+    let checklist = read_lines(text, parse_line);
     let lines = if checklist.is_empty() {
-        text.lines().filter_map(parse_numbered_line).collect()
+        read_lines(text, parse_numbered_line)
     } else {
         checklist
     };
@@ -40,6 +57,21 @@ pub fn parse(text: &str) -> Vec<PlanItem> {
         .enumerate()
         .map(|(position, line)| line.into_item(u32::try_from(position + 1).unwrap_or(u32::MAX)))
         .collect()
+}
+
+/// The item lines of `text` read by `item`, each with the contract lines that follow it.
+fn read_lines(text: &str, item: fn(&str) -> Option<Line>) -> Vec<Line> {
+    let mut lines: Vec<Line> = Vec::new();
+    for raw in text.lines() {
+        if let Some(line) = item(raw) {
+            lines.push(line);
+            continue;
+        }
+        if let (Some(last), Some(contract)) = (lines.last_mut(), contract::parse_line(raw)) {
+            last.add_contract(contract);
+        }
+    }
+    lines
 }
 
 fn parse_line(line: &str) -> Option<Line> {
@@ -64,6 +96,7 @@ fn parse_line(line: &str) -> Option<Line> {
         label,
         description,
         targets,
+        contracts: Vec::new(),
     })
 }
 
@@ -86,6 +119,7 @@ fn parse_numbered_line(line: &str) -> Option<Line> {
         label,
         description,
         targets,
+        contracts: Vec::new(),
     })
 }
 
@@ -150,8 +184,6 @@ fn split_label(text: &str) -> (String, String) {
     (text.trim().to_string(), String::new())
 }
 
-/// The first target of `items` that lies outside the workbench (an absolute path, a drive, a
-/// home directory, or a `..` component), with its item's index.
 /// The files of `requested` that no item of `items` names as a target (a target matches by
 /// its whole path or, for a bare name, by file name).
 pub fn unplanned(items: &[PlanItem], requested: &[String]) -> Vec<String> {
@@ -182,12 +214,21 @@ pub fn same_file(path: &str, named: &str) -> bool {
     path == named || (!named.contains('/') && path.rsplit('/').next() == Some(named))
 }
 
+/// The first target of `items`, or file a contract's source reads, that lies outside the
+/// workbench (an absolute path, a drive, a home directory, or a `..` component), with its
+/// item's index.
 pub fn target_outside(items: &[PlanItem]) -> Option<(u32, &str)> {
     items.iter().find_map(|item| {
+        let sources = item
+            .contracts
+            .iter()
+            .filter_map(|contract| contract.source.as_ref())
+            .map(|source| &source.path);
         item.targets
             .iter()
-            .find(|target| is_outside(target))
-            .map(|target| (item.index, target.as_str()))
+            .chain(sources)
+            .find(|path| is_outside(path))
+            .map(|path| (item.index, path.as_str()))
     })
 }
 
@@ -215,7 +256,7 @@ pub struct Amendment {
 pub fn amendments(answer: &str, items: &[PlanItem], original_count: usize) -> Amendment {
     let cap = original_count.saturating_mul(2);
     let mut amendment = Amendment::default();
-    for line in answer.lines().filter_map(parse_line) {
+    for line in read_lines(answer, parse_line) {
         let after_last = line
             .number
             .is_some_and(|number| number as usize > items.len());
@@ -265,6 +306,9 @@ pub fn render(items: &[PlanItem], original_count: usize) -> String {
             out.push_str(&format!(" [Also changed: {}]", unnamed.join(", ")));
         }
         out.push('\n');
+        for contract in &item.contracts {
+            out.push_str(&format!("  - {}\n", contract::render(contract)));
+        }
     }
     out
 }
@@ -388,6 +432,40 @@ mod tests {
         assert_eq!(back[0].targets, ["count.txt"]);
         assert_eq!(back[1].targets, ["summary.xlsx", "notes/a.md"]);
         assert_eq!(back[0].description, "count the rows");
+    }
+
+    #[test]
+    fn contract_lines_belong_to_the_item_above_them() {
+        let text = "- [ ] 1. Count — the distinct islands → islands.txt\n  \
+                    - islands.txt: number from penguins.csv = SELECT count(DISTINCT island) FROM data\n  \
+                    - names.txt: list of 3\n\
+                    Some prose: not a contract.\n\
+                    - [ ] 2. Note — write a note → notes.txt";
+        let items = parse(text);
+        assert_eq!(items.len(), 2);
+        // A contract's path is a target of its item.
+        assert_eq!(items[0].targets, ["islands.txt", "names.txt"]);
+        assert_eq!(items[0].contracts.len(), 2);
+        assert!(items[1].contracts.is_empty());
+        let rendered = render(&items, 2);
+        assert!(
+            rendered.contains(
+                "→ islands.txt, names.txt\n  - islands.txt: number from penguins.csv = SELECT count(DISTINCT island) FROM data\n  - names.txt: list of 3\n- [ ] 2."
+            ),
+            "{rendered}"
+        );
+        assert_eq!(parse(&rendered), items);
+        // An amendment keeps its contract.
+        let amendment = amendments(
+            "Done.\n- [ ] 3. Sum — the masses → mass.txt\n  - mass.txt: number",
+            &items,
+            2,
+        );
+        assert_eq!(amendment.items[0].contracts[0].path, "mass.txt");
+        // A source outside the workbench is found like a target.
+        let outside =
+            parse("- [ ] 1. Count → n.txt\n  - n.txt: number from ../secret.csv = SELECT 1");
+        assert_eq!(target_outside(&outside), Some((1, "../secret.csv")));
     }
 
     #[test]

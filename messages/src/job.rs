@@ -228,6 +228,9 @@ pub struct PlanItem {
     /// done only when the draft changed each of them during the item.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<String>,
+    /// What the targets must hold when the item is done ([`crate::contract`]), one per target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contracts: Vec<crate::contract::Contract>,
     /// The paths the draft changed (added, modified or deleted) during the item, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed: Vec<String>,
@@ -253,6 +256,7 @@ impl PlanItem {
             failure_code: None,
             no_change: None,
             targets: Vec::new(),
+            contracts: Vec::new(),
             changed: Vec::new(),
             wrote: false,
             amended: false,

@@ -15,6 +15,7 @@
 //! - [`codec`]: formats, versioned decoding, the reply envelope.
 //! - [`error`]: stable error codes.
 //! - [`job`]: job submission, state, events, control-plane views.
+//! - [`contract`]: what a plan item's targets must hold ([`Contract`](contract::Contract)).
 //! - [`outcome`]: what a succeeded job did: the files it changed, or it answered.
 //! - [`tool`]: tool names and pools ([`ToolName`](tool::ToolName)), tool requests and results.
 //! - [`store`]: DraftStore requests and results.
@@ -32,6 +33,7 @@ pub mod access;
 pub mod approval;
 pub mod batch;
 pub mod codec;
+pub mod contract;
 pub mod error;
 pub mod feed;
 pub mod job;

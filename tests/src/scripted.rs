@@ -1,6 +1,7 @@
 //! A local HTTP server speaking OpenAI Chat Completions (streaming SSE, native tool calls)
 //! with scripted replies, keyed by phase, plan item and turn so that a resumed job gets the
-//! same answer for the same step. Every request is logged for assertions.
+//! same answer for the same step (an item's retry, told the previous failure, takes the turns of
+//! `"N@retry"` when the script has them). Every request is logged for assertions.
 //!
 //! A scripted call argument equal to [`RECEIPT_CALL_ID`] is replaced by the call id of the last
 //! receipt the request showed the model (call ids hold the job id, which a script cannot know).
@@ -236,12 +237,7 @@ async fn complete(
     let turns = match phase.as_str() {
         "research" => shared.script.research.clone(),
         "plan" => shared.script.plan.clone(),
-        "implement" => shared
-            .script
-            .implement
-            .get(&item.unwrap_or(0).to_string())
-            .cloned()
-            .unwrap_or_default(),
+        "implement" => implement_turns(&shared.script, item.unwrap_or(0), &body),
         "compress" => shared.script.compress.clone(),
         _ => shared.script.summary.clone(),
     };
@@ -264,6 +260,20 @@ async fn complete(
         }))
     };
     ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+}
+
+/// An item's turns: those of `"N@retry"` for an attempt after a failed one (its system prompt
+/// tells the previous failure) when the script has them, else those of `"N"`.
+fn implement_turns(script: &Script, item: u32, body: &Value) -> Vec<Turn> {
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    let retry = system.contains("The previous attempt failed");
+    let retry_turns = retry
+        .then(|| script.implement.get(&format!("{item}@retry")))
+        .flatten();
+    retry_turns
+        .or_else(|| script.implement.get(&item.to_string()))
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The call id of the last receipt among the request's tool results.

@@ -34,7 +34,10 @@ impl Classified {
 /// Document operations that remove content.
 const REMOVING_OPERATIONS: [&str; 3] = ["delete_sheet", "delete_paragraph", "delete_slide"];
 
-/// The class of calling `spec` with `args` on a workbench holding `files`.
+/// The class of calling `spec` with `args` on a workbench whose content that a job must not
+/// lose without asking is `files`: the files that were there before the job started. A file
+/// the job itself created is its own work: writing over it, deleting or renaming it, or
+/// removing a part of it loses nothing anyone else had, so it is not destructive.
 pub fn classify(spec: &ToolSpec, args: &Value, files: &[ManifestEntry]) -> Classified {
     let text = |name: &str| args.get(name).and_then(Value::as_str);
     let existing = |name: &str| {
@@ -43,12 +46,12 @@ pub fn classify(spec: &ToolSpec, args: &Value, files: &[ManifestEntry]) -> Class
             .filter(|wanted| files.iter().any(|entry| &entry.path == wanted))
     };
     match spec.name {
-        ToolName::DeleteFile => {
-            Classified::destructive(format!("deletes {}", text("path").unwrap_or("a file")))
-        }
-        ToolName::RenameFile => {
-            Classified::destructive(format!("renames {}", text("path").unwrap_or("a file")))
-        }
+        ToolName::DeleteFile => existing("path")
+            .map(|path| Classified::destructive(format!("deletes {path}")))
+            .unwrap_or_else(|| Classified::of(ActionClass::Additive)),
+        ToolName::RenameFile => existing("path")
+            .map(|path| Classified::destructive(format!("renames {path}")))
+            .unwrap_or_else(|| Classified::of(ActionClass::Additive)),
         ToolName::WriteTextFile => existing("path")
             .map(|path| Classified::destructive(format!("overwrites {path}")))
             .unwrap_or_else(|| Classified::of(spec.action_class)),
@@ -64,13 +67,9 @@ pub fn classify(spec: &ToolSpec, args: &Value, files: &[ManifestEntry]) -> Class
                 .unwrap_or_else(|| Classified::of(spec.action_class))
         }
         ToolName::XlsxOperations | ToolName::DocxOperations | ToolName::PptxOperations => {
-            removing_operation(args)
-                .map(|op| {
-                    Classified::destructive(format!(
-                        "{op} in {}",
-                        text("path").unwrap_or("a document")
-                    ))
-                })
+            let removing = removing_operation(args).zip(existing("path"));
+            removing
+                .map(|(op, path)| Classified::destructive(format!("{op} in {path}")))
                 .unwrap_or_else(|| Classified::of(spec.action_class))
         }
         _ => Classified::of(spec.action_class),
@@ -93,7 +92,7 @@ mod tests {
     use serde_json::json;
 
     fn files() -> Vec<ManifestEntry> {
-        ["plan.csv", "out/q3.xlsx"]
+        ["plan.csv", "out/q3.xlsx", "a.docx", "a.pptx"]
             .into_iter()
             .map(|path| ManifestEntry {
                 path: path.into(),
@@ -174,6 +173,18 @@ mod tests {
                 "pptx_operations",
                 json!({"path": "a.pptx", "operations": [{"op": "delete_slide"}]}),
                 Destructive,
+            ),
+            // A file the job created (not among the files before it) is its own work.
+            ("delete_file", json!({"path": "mine.txt"}), Additive),
+            (
+                "write_text_file",
+                json!({"path": "islands.csv", "content": "x"}),
+                Additive,
+            ),
+            (
+                "xlsx_operations",
+                json!({"path": "mine.xlsx", "operations": [{"op": "delete_sheet"}]}),
+                Additive,
             ),
         ];
         for (tool, args, expected) in cases {

@@ -15,6 +15,8 @@
 //!   [`WorkbenchContext`], [`AgentHost`]).
 //! - `driver`: the driver of one run, which `phases` and `steps` extend.
 //! - `phases`: what each phase asks and how it advances the state.
+//! - `item_end`: how an attempt at an item ends on its final answer (done, or failed).
+//! - `contracts`: a done item's targets checked against their contracts.
 //! - `steps`: journaled model turns and tool calls, budgets.
 //! - `recall`: large results as receipts, and the slices `recall_tool_result` reads back.
 //! - `loop_detector`: counting repeated tool calls.
@@ -25,10 +27,12 @@
 //! - `prompts`: the system prompts and the item-failed marker.
 //! - `workflow`: tool calls given by the user instead of a model ([`run_workflow`]).
 
+mod contracts;
 mod driver;
 mod filters;
 mod form;
 mod grounding;
+mod item_end;
 mod loop_detector;
 mod phases;
 mod prompts;

@@ -181,6 +181,8 @@ pub(super) fn research(workbench: &str, manifest: &str) -> String {
 
 /// The checklist line's form, with its optional targets.
 const CHECKLIST_FORM: &str = "`- [ ] N. label — description → file`";
+/// The form of a target's contract line under its item ([`crate::contract`]).
+const CONTRACT_FORM: &str = "`  - file: KIND`";
 
 /// The plan prompt. `asks_for`: why the request asks for an artefact, when it does; then the
 /// prompt offers no way to answer that nothing needs to change (a small model copies such a
@@ -200,8 +202,14 @@ pub(super) fn plan(research: &str, manifest: &str, asks_for: Option<&str>) -> St
         "You are in the Plan phase. Write a checklist of the steps that fulfil the request, one per \
          line, exactly in the form {CHECKLIST_FORM}, where `→ file` names the workbench file (or \
          files, comma-separated) the item writes, changes or deletes — a path inside the workbench; \
-         leave it out for an item that only reads. Keep it short (1 to 8 items); each item must be \
-         doable with the workbench tools. {ending}\n\n\
+         leave it out for an item that only reads. Under an item, say what each file it writes \
+         must hold, one line per file: {CONTRACT_FORM}, KIND one of number (one number alone), \
+         list (one value per line; `of N` when the count is known), table (a CSV; its columns in \
+         parentheses), text, edit (an existing file changed in place; `at B2, Summary!C3` for \
+         the cells it sets); add `from FILE = SELECT …` (the table is `data`) when the values \
+         come from a query over a workbench table. The engine checks the written files against \
+         these lines. Keep it short (1 to 8 items); each item must be doable with the workbench \
+         tools. {ending}\n\n\
          Research notes:\n{research}\n\n{manifest}"
     )
 }
@@ -230,14 +238,27 @@ pub(super) struct ItemContext<'a> {
     pub compact: bool,
 }
 
+/// The item's contracts as the implement prompt states them: ` (the engine checks: …)`.
+fn contracts(item: &PlanItem) -> String {
+    if item.contracts.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<String> = item.contracts.iter().map(crate::contract::render).collect();
+    format!(
+        ", and the engine checks what they hold: {}",
+        lines.join("; ")
+    )
+}
+
 pub(super) fn implement(context: &ItemContext<'_>) -> String {
     let item = context.item;
     let targets = if item.targets.is_empty() {
         String::new()
     } else {
         format!(
-            " This item is done only when it has written {}.",
-            item.targets.join(", ")
+            " This item is done only when it has written {}{}.",
+            item.targets.join(", "),
+            contracts(item)
         )
     };
     // The way out only where the engine may take it: an item that names no file, for a

@@ -2,10 +2,12 @@
 //! class asks for it, run on a worker or answered locally (`recall_tool_result`), and journaled
 //! as an [`Outcome`] that a resumed run takes instead of calling again.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use atelier_messages::approval::ApprovalMode;
 use atelier_messages::job::{EventKind, PendingApproval};
+use atelier_messages::store::ManifestEntry;
 use atelier_messages::tool::ToolName;
 use atelier_messages::{ErrorBody, ErrorCode, journal, now_ms};
 use serde::{Deserialize, Serialize};
@@ -38,7 +40,7 @@ pub(crate) async fn approval_refusal(
     if spec.is_read_only() {
         return Ok(None);
     }
-    let files = host.files().await?;
+    let files = files_before_the_job(host).await?;
     let Classified { class, why } = catalog::classify(spec, args, &files);
     if host.approval_mode(class) == ApprovalMode::Auto || host.already_applied(call_id).await? {
         return Ok(None);
@@ -66,6 +68,23 @@ pub(crate) async fn approval_refusal(
             spec.name
         ),
     )))
+}
+
+/// The workbench's files that were there when the job started (their paths in the journal's
+/// [`journal::job_files`]) as they are now: what a call may not lose without asking. Without
+/// that journal entry (a host that keeps none), every current file.
+async fn files_before_the_job(host: &dyn AgentHost) -> Result<Vec<ManifestEntry>, AgentError> {
+    let files = host.files().await?;
+    let Some(at_start) = host.recall(&journal::job_files()).await? else {
+        return Ok(files);
+    };
+    let Ok(at_start) = serde_json::from_value::<BTreeMap<String, String>>(at_start) else {
+        return Ok(files);
+    };
+    Ok(files
+        .into_iter()
+        .filter(|file| at_start.contains_key(&file.path))
+        .collect())
 }
 
 impl Driver<'_> {

@@ -1,0 +1,321 @@
+//! Written content against its contract: a number is one number (the source's value, to the
+//! precision written), a list has its count and the source's values, a table its header and
+//! the source's rows, a text is not empty.
+
+use atelier_messages::contract::{Contract, Holds};
+use serde_json::Value;
+
+use super::Rows;
+
+/// How many differing values a failed check names.
+const NAMED: usize = 5;
+
+/// Why `content` (the target's text, as read back from the draft) breaks `contract`, given
+/// the rows its source query returned (`None` without a source); `Ok` when it holds. An
+/// `edit` is checked on what the item changed, not on text: it holds here.
+pub fn check(contract: &Contract, content: &str, source: Option<&Rows>) -> Result<(), String> {
+    match contract.holds {
+        Holds::Number => number(content, source),
+        Holds::List => list(contract, content, source),
+        Holds::Table => table(contract, content, source),
+        Holds::Text if content.trim().is_empty() => Err("it is empty".to_string()),
+        Holds::Text | Holds::Edit => Ok(()),
+    }
+}
+
+fn number(content: &str, source: Option<&Rows>) -> Result<(), String> {
+    let text = content.trim();
+    let Some((written, decimals)) = parse_number(text) else {
+        return Err(format!(
+            "it should hold one number alone, and it holds {}",
+            quoted(text)
+        ));
+    };
+    let Some(rows) = source else {
+        return Ok(());
+    };
+    let Some(expected) = rows.rows.first().and_then(|row| row.first()) else {
+        return Err("its source query returned no row".to_string());
+    };
+    let Some(expected_value) = value_number(expected) else {
+        return Err(format!(
+            "its source query returned {}, which is not a number",
+            shown(expected)
+        ));
+    };
+    if rounds_to(expected_value, written, decimals) {
+        return Ok(());
+    }
+    Err(format!(
+        "it holds {text}, and its source query gives {}",
+        shown(expected)
+    ))
+}
+
+fn list(contract: &Contract, content: &str, source: Option<&Rows>) -> Result<(), String> {
+    let written: Vec<&str> = content
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    if written.is_empty() {
+        return Err("it should hold a list, one value per line, and it is empty".to_string());
+    }
+    if let Some(count) = contract.count
+        && written.len() as u64 != count
+    {
+        return Err(format!(
+            "it should hold {count} values, one per line, and it holds {} lines",
+            written.len()
+        ));
+    }
+    let Some(rows) = source.filter(|rows| rows.complete) else {
+        return Ok(());
+    };
+    let expected: Vec<String> = rows
+        .rows
+        .iter()
+        .filter_map(|row| row.first())
+        .map(shown)
+        .collect();
+    let ordered = contract
+        .source
+        .as_ref()
+        .is_some_and(|source| source.query.to_lowercase().contains("order by"));
+    compare_values(&written, &expected, ordered)
+}
+
+/// The written values against the source's: the same values (the same order when the query
+/// orders them), each as many times.
+fn compare_values(written: &[&str], expected: &[String], ordered: bool) -> Result<(), String> {
+    let matches = |a: &str, b: &str| same_value(a, b);
+    let mut unmatched: Vec<&String> = expected.iter().collect();
+    let mut extra: Vec<&str> = Vec::new();
+    for value in written {
+        match unmatched.iter().position(|wanted| matches(value, wanted)) {
+            Some(at) => {
+                unmatched.remove(at);
+            }
+            None => extra.push(value),
+        }
+    }
+    if !extra.is_empty() || !unmatched.is_empty() {
+        let mut why = format!(
+            "it holds {} values and its source query gives {}",
+            written.len(),
+            expected.len()
+        );
+        if !unmatched.is_empty() {
+            why.push_str(&format!("; missing: {}", named(&unmatched)));
+        }
+        if !extra.is_empty() {
+            why.push_str(&format!("; not in the source: {}", named(&extra)));
+        }
+        return Err(why);
+    }
+    if ordered && let Some(at) = (0..written.len()).find(|&at| !matches(written[at], &expected[at]))
+    {
+        return Err(format!(
+            "its source query orders the values, and line {} is {} where the source gives {}",
+            at + 1,
+            quoted(written[at]),
+            quoted(&expected[at])
+        ));
+    }
+    Ok(())
+}
+
+fn table(contract: &Contract, content: &str, source: Option<&Rows>) -> Result<(), String> {
+    let mut lines = content.lines().filter(|line| !line.trim().is_empty());
+    let Some(header) = lines.next() else {
+        return Err("it should hold a table, and it is empty".to_string());
+    };
+    let delimiter = delimiter(header);
+    let header = cells(header, delimiter);
+    if !contract.columns.is_empty() {
+        let same = header.len() == contract.columns.len()
+            && header
+                .iter()
+                .zip(&contract.columns)
+                .all(|(have, want)| have.eq_ignore_ascii_case(want.trim()));
+        if !same {
+            return Err(format!(
+                "its header should be {}, and it is {}",
+                contract.columns.join(", "),
+                header.join(", ")
+            ));
+        }
+    }
+    let rows: Vec<Vec<String>> = lines.map(|line| cells(line, delimiter)).collect();
+    let Some(source) = source.filter(|rows| rows.complete) else {
+        return Ok(());
+    };
+    if rows.len() != source.rows.len() {
+        return Err(format!(
+            "it holds {} rows under its header, and its source query gives {}",
+            rows.len(),
+            source.rows.len()
+        ));
+    }
+    let mut unmatched: Vec<&Vec<Value>> = source.rows.iter().collect();
+    for row in &rows {
+        let found = unmatched.iter().position(|wanted| {
+            wanted.len() == row.len()
+                && wanted
+                    .iter()
+                    .zip(row)
+                    .all(|(want, have)| same_value(have, &shown(want)))
+        });
+        match found {
+            Some(at) => {
+                unmatched.remove(at);
+            }
+            None => {
+                return Err(format!(
+                    "its row {} is not a row of its source query",
+                    quoted(&row.join(", "))
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The delimiter of a table's header line: tab, semicolon or comma, the most frequent.
+fn delimiter(header: &str) -> char {
+    ['\t', ';', ',']
+        .into_iter()
+        .max_by_key(|delimiter| header.matches(*delimiter).count())
+        .unwrap_or(',')
+}
+
+/// The cells of one delimited line, trimmed, quotes taken off (`"a, b"` is one cell).
+fn cells(line: &str, delimiter: char) -> Vec<String> {
+    let mut cells = Vec::new();
+    let mut cell = String::new();
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            c if c == delimiter && !quoted => cells.push(std::mem::take(&mut cell)),
+            c => cell.push(c),
+        }
+    }
+    cells.push(cell);
+    cells.iter().map(|cell| cell.trim().to_string()).collect()
+}
+
+/// True when two values are the same: equal text (trimmed), or the same number to the
+/// precision `written` has.
+fn same_value(written: &str, expected: &str) -> bool {
+    if written.trim() == expected.trim() {
+        return true;
+    }
+    match (parse_number(written.trim()), parse_number(expected.trim())) {
+        (Some((value, decimals)), Some((wanted, _))) => rounds_to(wanted, value, decimals),
+        _ => false,
+    }
+}
+
+/// True when `expected` rounded to `decimals` places is `written`.
+fn rounds_to(expected: f64, written: f64, decimals: u32) -> bool {
+    let scale = 10f64.powi(i32::try_from(decimals).unwrap_or(i32::MAX));
+    let tolerance = 0.5 / scale + 1e-9 * expected.abs().max(1.0);
+    (expected - written).abs() <= tolerance
+}
+
+/// The number `text` is, alone, with its count of decimals: `1249.5`, `-3`, `1,249.50`,
+/// `$3,500`, `12 %`, `3,5` (a decimal comma); `None` for anything else.
+pub fn parse_number(text: &str) -> Option<(f64, u32)> {
+    let text = text.trim();
+    let text = text
+        .strip_prefix(['$', '€', '£'])
+        .or_else(|| text.strip_suffix(['€', '%']))
+        .map_or(text, str::trim);
+    let text = text
+        .strip_suffix(" EUR")
+        .or(text.strip_suffix(" USD"))
+        .unwrap_or(text);
+    let (sign, digits) = match text.strip_prefix('-') {
+        Some(rest) => (-1.0, rest),
+        None => (1.0, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if digits.is_empty()
+        || !digits
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.' || c == ',')
+    {
+        return None;
+    }
+    let normalized = normalize_separators(digits)?;
+    let decimals = normalized.split_once('.').map_or(0, |(_, fraction)| {
+        u32::try_from(fraction.len()).unwrap_or(0)
+    });
+    normalized
+        .parse::<f64>()
+        .ok()
+        .filter(|value| value.is_finite())
+        .map(|value| (sign * value, decimals))
+}
+
+/// `1,249.50` → `1249.50`; `3,5` → `3.5`; `1,249` → `1249`; `None` when the commas and points
+/// are not thousands groups and one decimal mark.
+fn normalize_separators(digits: &str) -> Option<String> {
+    if !digits.contains(',') {
+        return (digits.matches('.').count() <= 1).then(|| digits.to_string());
+    }
+    let (whole, fraction) = match digits.split_once('.') {
+        Some((whole, fraction)) if !fraction.contains([',', '.']) => (whole, Some(fraction)),
+        Some(_) => return None,
+        None => (digits, None),
+    };
+    let groups: Vec<&str> = whole.split(',').collect();
+    let thousands = groups[0].len() <= 3
+        && !groups[0].is_empty()
+        && groups[1..].iter().all(|group| group.len() == 3);
+    match (thousands, fraction) {
+        (true, Some(fraction)) => Some(format!("{}.{fraction}", groups.concat())),
+        (true, None) => Some(groups.concat()),
+        // A decimal comma: one comma, no point.
+        (false, None) if groups.len() == 2 => Some(format!("{}.{}", groups[0], groups[1])),
+        _ => None,
+    }
+}
+
+fn value_number(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(number) => number.as_f64(),
+        Value::String(text) => parse_number(text).map(|(value, _)| value),
+        _ => None,
+    }
+}
+
+/// A source value as text: a string as it is, a whole number without `.0`.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.trim().to_string(),
+        Value::Null => String::new(),
+        Value::Number(number) => match number.as_f64() {
+            Some(float) if float.fract() == 0.0 && float.abs() < 1e15 => format!("{float:.0}"),
+            _ => number.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn quoted(text: &str) -> String {
+    let cut: String = text.chars().take(120).collect();
+    format!("{cut:?}")
+}
+
+fn named<S: AsRef<str>>(values: &[S]) -> String {
+    let mut list: Vec<String> = values
+        .iter()
+        .take(NAMED)
+        .map(|value| quoted(value.as_ref()))
+        .collect();
+    if values.len() > NAMED {
+        list.push(format!("and {} more", values.len() - NAMED));
+    }
+    list.join(", ")
+}

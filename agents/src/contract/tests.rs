@@ -1,0 +1,152 @@
+use super::*;
+use serde_json::json;
+
+fn rows(values: Value) -> Rows {
+    Rows {
+        columns: vec!["value".into()],
+        rows: values
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row.as_array().unwrap().clone())
+            .collect(),
+        complete: true,
+    }
+}
+
+#[test]
+fn contract_lines_read_and_render_the_same() {
+    let lines = [
+        "islands.txt: number from penguins.csv = SELECT count(DISTINCT island) FROM data",
+        "names.txt: list of 3",
+        "summary.csv: table (island, penguins) from penguins.csv = SELECT island, count(*) FROM data GROUP BY island",
+        "budget.xlsx: edit at Summary!B2, Summary!B3",
+        "notes.txt: text",
+    ];
+    for line in lines {
+        let contract = parse_line(&format!("  - {line}")).expect(line);
+        assert_eq!(render(&contract), line);
+    }
+    let table = parse_line("- `summary.csv`: Table (island, penguins)").unwrap();
+    assert_eq!(table.holds, Holds::Table);
+    assert_eq!(table.columns, ["island", "penguins"]);
+    assert_eq!(table.path, "summary.csv");
+    let source = parse_line("n.txt: number from p.csv = SELECT avg(x) FROM data")
+        .unwrap()
+        .source
+        .unwrap();
+    assert_eq!(
+        (source.path.as_str(), source.query.as_str()),
+        ("p.csv", "SELECT avg(x) FROM data")
+    );
+    // Prose is not a contract: an unknown kind, a sentence before the colon.
+    assert_eq!(parse_line("Note: this reads the file"), None);
+    assert_eq!(parse_line("- the plan: number of rows"), None);
+    assert_eq!(parse_line("- [ ] 1. Count — rows → count.txt"), None);
+}
+
+#[test]
+fn schema_bound_targets_read_as_contracts() {
+    let contract = from_json(&json!({
+        "path": "./owners.txt", "holds": "list", "count": 4,
+        "source": {"path": "launch_plan.csv", "query": "SELECT DISTINCT owner FROM data ORDER BY owner"}
+    }))
+    .unwrap();
+    assert_eq!(contract.path, "owners.txt");
+    assert_eq!(contract.count, Some(4));
+    assert_eq!(contract.source.unwrap().path, "launch_plan.csv");
+    assert_eq!(from_json(&json!("owners.txt")), None);
+    assert_eq!(from_json(&json!({"path": "a.txt", "holds": "poem"})), None);
+}
+
+#[test]
+fn a_number_is_one_number_equal_to_its_source_to_the_precision_written() {
+    let number = Contract::new("n.txt", Holds::Number);
+    assert_eq!(check(&number, "5\n", None), Ok(()));
+    assert_eq!(check(&number, "$3,500.00", None), Ok(()));
+    // The values themselves where their count was asked for.
+    let listed = check(&number, "Biscoe\nDream\nTorgersen\n", None).unwrap_err();
+    assert!(listed.contains("one number alone"), "{listed}");
+    assert!(check(&number, "about 5", None).is_err());
+    let mean = rows(json!([[43.92192982456142]]));
+    assert_eq!(check(&number, "43.92", Some(&mean)), Ok(()));
+    assert_eq!(check(&number, "43.9219", Some(&mean)), Ok(()));
+    let wrong = check(&number, "43.95", Some(&mean)).unwrap_err();
+    assert!(wrong.contains("43.92192982456142"), "{wrong}");
+    assert_eq!(check(&number, "3", Some(&rows(json!([[3]])))), Ok(()));
+    assert!(check(&number, "3", Some(&rows(json!([])))).is_err());
+}
+
+#[test]
+fn a_list_has_its_count_and_its_sources_values() {
+    let mut list = Contract::new("owners.txt", Holds::List);
+    list.count = Some(3);
+    assert_eq!(check(&list, "a\nb\nc\n", None), Ok(()));
+    let short = check(&list, "a, b, c", None).unwrap_err();
+    assert!(
+        short.contains("3 values") && short.contains("1 lines"),
+        "{short}"
+    );
+    list.count = None;
+    let source = rows(json!([["Biscoe"], ["Dream"], ["Torgersen"]]));
+    assert_eq!(
+        check(&list, "Dream\nBiscoe\nTorgersen", Some(&source)),
+        Ok(())
+    );
+    let wrong = check(&list, "Dream\nBiscoe\nAnvers", Some(&source)).unwrap_err();
+    assert!(
+        wrong.contains("missing: \"Torgersen\"") && wrong.contains("\"Anvers\""),
+        "{wrong}"
+    );
+    list.source = Some(atelier_messages::contract::Source {
+        path: "p.csv".into(),
+        query: "SELECT DISTINCT island FROM data ORDER BY island".into(),
+    });
+    let unordered = check(&list, "Dream\nBiscoe\nTorgersen", Some(&source)).unwrap_err();
+    assert!(unordered.contains("line 1"), "{unordered}");
+    // A source read only in part is compared by count alone.
+    let partial = Rows {
+        complete: false,
+        ..source
+    };
+    assert_eq!(check(&list, "x\ny", Some(&partial)), Ok(()));
+}
+
+#[test]
+fn a_table_has_its_header_and_its_sources_rows() {
+    let mut table = Contract::new("summary.csv", Holds::Table);
+    table.columns = vec!["island".into(), "penguins".into()];
+    let source = rows(json!([["Biscoe", 168], ["Dream", 124]]));
+    let written = "island,penguins\nDream,124\nBiscoe,168\n";
+    assert_eq!(check(&table, written, Some(&source)), Ok(()));
+    assert_eq!(
+        check(
+            &table,
+            "Island;Penguins\n\"Dream\";124\nBiscoe;168",
+            Some(&source)
+        ),
+        Ok(())
+    );
+    let header = check(&table, "name,count\nDream,124\nBiscoe,168", None).unwrap_err();
+    assert!(header.contains("island, penguins"), "{header}");
+    let rows_wrong = check(&table, "island,penguins\nDream,124", Some(&source)).unwrap_err();
+    assert!(rows_wrong.contains("1 rows"), "{rows_wrong}");
+    let value_wrong = check(
+        &table,
+        "island,penguins\nDream,120\nBiscoe,168",
+        Some(&source),
+    )
+    .unwrap_err();
+    assert!(value_wrong.contains("Dream, 120"), "{value_wrong}");
+}
+
+#[test]
+fn numbers_read_with_their_separators() {
+    assert_eq!(parse_number("1,249.50"), Some((1249.5, 2)));
+    assert_eq!(parse_number("3,5"), Some((3.5, 1)));
+    assert_eq!(parse_number("-12"), Some((-12.0, 0)));
+    assert_eq!(parse_number("12 %"), Some((12.0, 0)));
+    assert_eq!(parse_number("1,24,9"), None);
+    assert_eq!(parse_number("2026-02-18"), None);
+    assert_eq!(parse_number(""), None);
+}

@@ -1,0 +1,196 @@
+//! Honest by contract: a plan item says what each target must hold, and the engine checks the
+//! written content against it when the item ends. A broken contract is told to the model once
+//! (`ITEM_NOT_DONE`, what differs), then the item fails; a contract's source query is run over
+//! the workbench's table and compared; a source query that fails does not fail the job; a
+//! contract naming a path outside the workbench is `SANDBOX_VIOLATION` before anything runs.
+//! Real nats-server, coordinator, workers and DuckDB; the model is a scripted OpenAI-protocol
+//! server.
+
+use atelier_messages::ErrorCode;
+use atelier_messages::contract::Holds;
+use atelier_messages::job::{ItemStatus, JobState, JobView};
+use atelier_tests::Cluster;
+use atelier_tests::scripted::{Script, ScriptedModel};
+use serde_json::{Value, json};
+
+fn script(value: Value) -> anyhow::Result<Script> {
+    Ok(serde_json::from_value(value)?)
+}
+
+fn error_code(view: &JobView) -> Option<ErrorCode> {
+    view.error.as_ref().map(|error| error.code)
+}
+
+const REQUEST: &str = "How many different islands do the penguins in penguins.csv come from? Put the figure in islands.txt.";
+
+/// A cluster with penguins.csv in workbench `w`, running `script` on [`REQUEST`].
+async fn run(script: Script, message: &str) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
+    let model = ScriptedModel::start(script).await?;
+    let cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    let penguins = atelier_tests::fixtures().join("palmerpenguins/penguins.csv");
+    cluster.cli_ok(&["wb", "add", "w", &penguins.to_string_lossy()])?;
+    let view = cluster.run_job("w", message, &model.model_spec(), &[])?;
+    Ok((model, cluster, view))
+}
+
+fn write(path: &str, content: &str) -> Value {
+    json!({"tool_calls": [{"name": "write_text_file", "arguments": {"path": path, "content": content}}]})
+}
+
+/// The plan: one item writing islands.txt, held to the number of distinct islands.
+fn counted_plan() -> Value {
+    json!([{"content": "- [ ] 1. Count — count the distinct islands → islands.txt\n  \
+        - islands.txt: number from penguins.csv = SELECT count(DISTINCT island) FROM data"}])
+}
+
+fn draft_text(cluster: &Cluster, path: &str) -> anyhow::Result<String> {
+    Ok(cluster.cli_ok(&["wb", "cat", "w", path, "--draft"])?.stdout)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_values_where_their_count_was_promised_are_told_once_then_corrected()
+-> anyhow::Result<()> {
+    // As a small model did on an unseen task: the distinct values written where their number
+    // was asked for. The retry, told what differs, writes the number.
+    let (model, cluster, view) = run(
+        script(json!({
+            "research": [{"content": "penguins.csv has an island column."}],
+            "plan": counted_plan(),
+            "implement": {
+                "1": [write("islands.txt", "Biscoe\nDream\nTorgersen\n"), {"content": "Wrote islands.txt."}],
+                "1@retry": [write("islands.txt", "3\n"), {"content": "Wrote 3 to islands.txt."}]
+            },
+            "summary": [{"content": "Three islands."}]
+        }))?,
+        REQUEST,
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(draft_text(&cluster, "islands.txt")?, "3\n");
+    let item = &view.items[0];
+    assert_eq!(item.attempts, 2);
+    assert_eq!(item.contracts.len(), 1);
+    assert_eq!(item.contracts[0].holds, Holds::Number);
+    // The retry was told what differs: the file holds a list where one number was promised.
+    let retry = model
+        .requests()
+        .into_iter()
+        .filter(|request| request.phase == "implement")
+        .map(|request| request.body["messages"][0]["content"].to_string())
+        .find(|system| system.contains("The previous attempt failed"))
+        .unwrap_or_default();
+    assert!(
+        retry.contains("breaks the plan's contract")
+            && retry.contains("islands.txt: it should hold one number alone"),
+        "{retry}"
+    );
+    // The contract is shown in the plan the job view carries.
+    let plan_md = view.plan_md.unwrap_or_default();
+    assert!(
+        plan_md.contains(
+            "  - islands.txt: number from penguins.csv = SELECT count(DISTINCT island) FROM data"
+        ),
+        "{plan_md}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_number_against_its_source_never_ends_succeeded() -> anyhow::Result<()> {
+    // A number, but not the source's: told once with the source's value, wrong again, failed.
+    let (_model, cluster, view) = run(
+        script(json!({
+            "research": [{"content": "penguins.csv has an island column."}],
+            "plan": counted_plan(),
+            "implement": {
+                "1": [write("islands.txt", "4\n"), {"content": "Wrote islands.txt."}],
+                "1@retry": [write("islands.txt", "5\n"), {"content": "Wrote islands.txt."}]
+            },
+            "summary": [{"content": "Four islands."}]
+        }))?,
+        REQUEST,
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
+    let item = &view.items[0];
+    assert_eq!(item.status, ItemStatus::Failed);
+    assert_eq!(item.failure_code, Some(ErrorCode::ItemNotDone));
+    assert_eq!(item.attempts, 2, "told once, then failed");
+    let failure = item.failure.clone().unwrap_or_default();
+    assert!(
+        failure.contains("it holds 5, and its source query gives 3"),
+        "{failure}"
+    );
+    assert_eq!(draft_text(&cluster, "islands.txt")?, "5\n");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_list_and_a_table_are_checked_against_their_sources() -> anyhow::Result<()> {
+    let plan = "- [ ] 1. List — the islands and their penguins → islands.txt, counts.csv\n  \
+        - islands.txt: list of 3 from penguins.csv = SELECT DISTINCT island FROM data ORDER BY island\n  \
+        - counts.csv: table (island, penguins) from penguins.csv = SELECT island, count(*) FROM data GROUP BY island";
+    let (_model, cluster, view) = run(
+        script(json!({
+            "research": [{"content": "penguins.csv has an island column."}],
+            "plan": [{"content": plan}],
+            "implement": {"1": [
+                write("islands.txt", "Biscoe\nDream\nTorgersen\n"),
+                write("counts.csv", "island,penguins\nTorgersen,52\nBiscoe,168\nDream,124\n"),
+                {"content": "Wrote both."}
+            ]},
+            "summary": [{"content": "Listed."}]
+        }))?,
+        "List the islands of penguins.csv in islands.txt, and their penguin counts in counts.csv.",
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(view.items[0].attempts, 1);
+    assert_eq!(
+        draft_text(&cluster, "counts.csv")?,
+        "island,penguins\nTorgersen,52\nBiscoe,168\nDream,124\n"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_source_query_is_told_not_a_failed_job() -> anyhow::Result<()> {
+    // The source names a column penguins.csv lacks: the number is checked as a number only.
+    let plan = "- [ ] 1. Count — the islands → islands.txt\n  \
+        - islands.txt: number from penguins.csv = SELECT count(DISTINCT archipelago) FROM data";
+    let (_model, _cluster, view) = run(
+        script(json!({
+            "research": [{"content": "penguins.csv has an island column."}],
+            "plan": [{"content": plan}],
+            "implement": {"1": [write("islands.txt", "3\n"), {"content": "Wrote 3."}]},
+            "summary": [{"content": "Three."}]
+        }))?,
+        REQUEST,
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(view.items[0].attempts, 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_contract_outside_the_workbench_is_refused_before_anything_runs() -> anyhow::Result<()> {
+    let plan = "- [ ] 1. Count — the islands → islands.txt\n  \
+        - islands.txt: number from ../../etc/passwd = SELECT count(*) FROM data";
+    let (model, _cluster, view) = run(
+        script(json!({
+            "research": [{"content": "penguins.csv has an island column."}],
+            "plan": [{"content": plan}],
+            "implement": {"1": [write("islands.txt", "3\n"), {"content": "Wrote 3."}]},
+            "summary": [{"content": "Three."}]
+        }))?,
+        REQUEST,
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::SandboxViolation));
+    assert_eq!(model.count("implement", Some(1), 0), 0, "no item ran");
+    Ok(())
+}
