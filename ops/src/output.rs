@@ -170,6 +170,8 @@ fn result_column(job: &JobView) -> String {
     }
 }
 
+/// A job as `atelier job` prints it: its state, each plan item with the contract line of each
+/// of its targets under it, its error, outcome and summary.
 pub fn print_job(job: &JobView) {
     println!("job        {}", shown(&job.job_id));
     println!("state      {}", job.state);
@@ -189,6 +191,13 @@ pub fn print_job(job: &JobView) {
             ItemStatus::Failed => '!',
         };
         println!("  [{mark}] {}. {}", item.index, shown(&item.label));
+        // What each target must hold, as the plan's checklist line under its item.
+        for contract in &item.contracts {
+            println!(
+                "        - {}",
+                shown(&atelier_agents::contract::render(contract))
+            );
+        }
     }
     println!(
         "turns      {} model, {} tool calls",

@@ -194,3 +194,34 @@ async fn a_contract_outside_the_workbench_is_refused_before_anything_runs() -> a
     assert_eq!(model.count("implement", Some(1), 0), 0, "no item ran");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_job_view_shows_each_items_contracts() -> anyhow::Result<()> {
+    // `atelier job` prints the contract line under its item; `--json` carries the contract.
+    let (_model, cluster, view) = run(
+        script(json!({
+            "research": [{"content": "penguins.csv has an island column."}],
+            "plan": counted_plan(),
+            "implement": {"1": [write("islands.txt", "3\n"), {"content": "Wrote 3."}]},
+            "summary": [{"content": "Three."}]
+        }))?,
+        REQUEST,
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    let text = cluster.cli_ok(&["job", &view.job_id])?.stdout;
+    assert!(
+        text.contains(
+            "  [x] 1. Count\n        - islands.txt: number from penguins.csv = \
+             SELECT count(DISTINCT island) FROM data\n"
+        ),
+        "{text}"
+    );
+    let json: Value = cluster.cli_ok(&["job", &view.job_id, "--json"])?.json()?;
+    assert_eq!(
+        json["items"][0]["contracts"],
+        json!([{"path": "islands.txt", "holds": "number", "source": {
+            "path": "penguins.csv", "query": "SELECT count(DISTINCT island) FROM data"}}])
+    );
+    Ok(())
+}
