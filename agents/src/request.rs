@@ -2,67 +2,19 @@
 //!
 //! A job whose request asks for an artefact cannot succeed without changing the draft, so the
 //! engine refuses a plan or an item that answers that nothing needs to change for it. The
-//! rule, on the request's text and the workbench's file list:
-//!
-//! 1. The request **names a file the workbench does not have** — a word ending in a known
-//!    file extension (`count.txt`, `notes/2026-02-10.txt`, `summary.xlsx`) that is not one of
-//!    the workbench's paths (nor the file name of one): something must create it.
-//! 2. Or a sentence of it **asks to make or change something**: it contains one of
-//!    [`ARTEFACT_VERBS`] (the bare word, any case: `Write …`, `… and add a sheet`). A
-//!    question (a sentence ending in `?`) counts only when it is a request put as a question
-//!    (`Can you write …?`, `Could you …`, `Would you …`, `Will you …`, `Please …`).
-//!
-//! Anything else asks only for an answer (`How many rows does penguins.csv have?`,
-//! `What is the total?`, `Summarize the notes.`). The word lists are English; a request in
-//! another language is read as asking for an answer unless it names a missing file.
-
-/// Verbs that, in a sentence that is not a plain question, ask for a file to be made or
-/// changed (bare forms only: `updated` in `the file was updated` is a statement).
-pub const ARTEFACT_VERBS: &[&str] = &[
-    "add",
-    "append",
-    "convert",
-    "copy",
-    "create",
-    "delete",
-    "edit",
-    "export",
-    "fill",
-    "generate",
-    "insert",
-    "make",
-    "modify",
-    "move",
-    "overwrite",
-    "populate",
-    "produce",
-    "put",
-    "remove",
-    "rename",
-    "replace",
-    "rewrite",
-    "save",
-    "sort",
-    "translate",
-    "update",
-    "write",
-];
+//! engine reads that from the request only where it can without judging its meaning: the
+//! request **names a file the workbench does not have** — a word ending in a known file
+//! extension (`count.txt`, `notes/2026-02-10.txt`, `summary.xlsx`) that is not one of the
+//! workbench's paths (nor the file name of one): something must create it. Whatever the
+//! wording or language of the rest, the plan says whether the job only answers (with its
+//! reason) or which files its items write, and its items are held to their targets and
+//! contracts ([`crate::contract`]). No verb list is read: `do not write any file`, `make sure
+//! you count every row` and a question in any language are questions when the plan says so.
 
 /// The file extensions a word must end with to be read as a file name.
 const EXTENSIONS: &[&str] = &[
     "bin", "csv", "doc", "docx", "htm", "html", "json", "md", "ods", "odt", "pdf", "ppt", "pptx",
     "tsv", "txt", "xls", "xlsm", "xlsx", "xml", "yaml", "yml", "zip",
-];
-
-/// How a question that is really a request begins.
-const REQUEST_OPENINGS: &[&str] = &[
-    "can you",
-    "could you",
-    "would you",
-    "will you",
-    "please",
-    "can we",
-    "could we",
 ];
 
 /// What a request asks for.
@@ -88,27 +40,13 @@ impl Ask {
 /// Classifies `request` against the workbench's `files` (their paths).
 pub fn classify<S: AsRef<str>>(request: &str, files: &[S]) -> Ask {
     let missing = missing_files(request, files);
-    if !missing.is_empty() {
-        return Ask::Artefact(format!(
-            "it names {}, which the workbench does not have",
-            missing.join(", ")
-        ));
+    if missing.is_empty() {
+        return Ask::Answer;
     }
-    for sentence in sentences(request) {
-        let lower = sentence.to_lowercase();
-        let question = lower.trim_end().ends_with('?');
-        if question
-            && !REQUEST_OPENINGS
-                .iter()
-                .any(|opening| lower.trim_start().starts_with(opening))
-        {
-            continue;
-        }
-        if let Some(verb) = words(&lower).find(|word| ARTEFACT_VERBS.contains(word)) {
-            return Ask::Artefact(format!("it asks to {verb} (\"{}\")", sentence.trim()));
-        }
-    }
-    Ask::Answer
+    Ask::Artefact(format!(
+        "it names {}, which the workbench does not have",
+        missing.join(", ")
+    ))
 }
 
 /// True when `request` asks to delete, remove, rename or move something (any sentence, any
@@ -240,32 +178,6 @@ fn file_names(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_string)
 }
 
-/// The sentences of `text`: split after `.`, `!`, `?` or `;` followed by white space (or at
-/// the end), and at line breaks, so a file name's dot does not split.
-fn sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        let next = chars.peek().map(|(_, next)| *next);
-        let ends = match c {
-            '\n' => true,
-            '.' | '!' | '?' | ';' => next.is_none_or(char::is_whitespace),
-            _ => false,
-        };
-        if ends {
-            let end = at + c.len_utf8();
-            out.push(&text[start..end]);
-            start = end;
-        }
-    }
-    if start < text.len() {
-        out.push(&text[start..]);
-    }
-    out.retain(|sentence| !sentence.trim().is_empty());
-    out
-}
-
 /// The lowercase words of `text` (letters only).
 fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !c.is_alphabetic())
@@ -329,31 +241,26 @@ mod tests {
     }
 
     #[test]
-    fn requests_for_a_file_ask_for_an_artefact() {
-        // The request: a write verb and a file the workbench does not have.
+    fn a_request_naming_a_file_the_workbench_lacks_asks_for_an_artefact_in_any_language() {
         let count = why("Write the number of rows in penguins.csv into count.txt");
         assert_eq!(
             count.as_deref(),
             Some("it names count.txt, which the workbench does not have")
         );
-        // A verb anywhere in a statement, however the request is put.
         for request in [
-            "In quarterly_data.xlsx add a sheet named Summary",
-            "budget_notes.txt lists a budget. Write the total.",
-            "Fill invoice_template.docx: company Acme Ltd",
-            "Delete the file unknown.bin from the workbench; keep everything else.",
-            "Export the milestones per department",
-            "Sort the plan by date",
-            "please update the totals",
-            "Can you convert penguins.csv to a spreadsheet?",
-            "Could you save the answer?",
+            "Put the number of penguins in count.txt",
+            "Save the owners of launch_plan.csv, one per line, as owners.md",
+            "Make a summary.xlsx of penguins.csv",
+            "I need the species of penguins.csv in species.txt please",
+            "count.txt should hold the row count of penguins.csv",
+            "Schreibe die Anzahl der Pinguine aus penguins.csv in anzahl.txt.",
+            "Écris le nombre de manchots de penguins.csv dans nombre.txt.",
+            "Escribe el total en total.txt, por favor.",
+            "Zapisz liczbę wierszy do wynik.txt",
+            "把企鹅的数量写入 count.txt",
         ] {
             assert!(why(request).is_some(), "{request}");
         }
-        assert_eq!(
-            why("Sort penguins.csv by species.").as_deref(),
-            Some("it asks to sort (\"Sort penguins.csv by species.\")")
-        );
         // A file the workbench has in a folder is known by its path or its name.
         assert!(why("Summarize docs/simple.docx").is_none());
         assert!(why("Summarize simple.docx").is_none());
@@ -366,41 +273,27 @@ mod tests {
     }
 
     #[test]
-    fn questions_ask_for_an_answer() {
+    fn questions_ask_for_an_answer_in_any_wording_or_language() {
         for request in [
-            "How many rows does penguins.csv have?",
-            "How many rows are in penguins.csv?",
-            "What is the total of the Amount column?",
-            "How many milestones?",
-            "Which owner has the most milestones in launch_plan.csv?",
-            "How do I add a column to penguins.csv?",
+            "How many penguins are listed in penguins.csv? Just tell me; do not write or change any file.",
+            "Make sure you count every row: how many penguins does penguins.csv list?",
+            "Don't create anything, just tell me which owner has the most milestones in launch_plan.csv.",
+            "Without writing a file: what is the heaviest penguin in penguins.csv?",
             "Summarize launch_plan.csv.",
-            "The file was updated yesterday. What changed in penguins.csv?",
+            "Wie viele Pinguine stehen in penguins.csv? Bitte keine Datei ändern.",
+            "Combien de manchots compte penguins.csv ? Ne modifie aucun fichier.",
+            "¿Cuántos pingüinos hay en penguins.csv? No escribas ningún archivo.",
+            "Quante righe ha launch_plan.csv? Non creare file.",
+            "penguins.csv にペンギンは何羽いますか？",
             "",
         ] {
             assert_eq!(classify(request, FILES), Ask::Answer, "{request}");
         }
-        // Words that only contain a verb, and extensions that are not file names.
-        assert_eq!(
-            classify(
-                "Is the address list written well? See e.g. penguins.csv.",
-                FILES
-            ),
-            Ask::Answer
-        );
-        assert!(classify("What is in 1.txt?", FILES).artefact().is_some());
+        // An extension in a web address is not a file name.
         assert_eq!(
             classify("Read https://example.com/a.csv?", FILES),
             Ask::Answer
         );
-    }
-
-    #[test]
-    fn sentences_split_on_their_ends_not_on_file_names() {
-        let split: Vec<&str> = sentences("Read a.csv. Then write b.txt!\nDone? yes")
-            .into_iter()
-            .map(str::trim)
-            .collect();
-        assert_eq!(split, ["Read a.csv.", "Then write b.txt!", "Done?", "yes"]);
+        assert!(classify("What is in 1.txt?", FILES).artefact().is_some());
     }
 }
