@@ -322,3 +322,42 @@ fn nsc_rights(block: &str) -> Rights {
     }
     rights
 }
+
+/// The `key = value` lines of a TOML table's text, comments and blank lines left out.
+fn settings(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .map(|line| line.split('#').next().unwrap_or_default().trim())
+        .filter(|line| line.contains(" = "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_local_model_profile_printed_is_the_best_measured_one_and_the_docs_show_it()
+-> anyhow::Result<()> {
+    let script = std::fs::read_to_string(repo().join("scripts/local-model.sh"))?;
+    let function = script
+        .split("print_profile() {")
+        .nth(1)
+        .context("print_profile in the script")?;
+    let printed = all_between(function, "cat <<EOF\n", "\nEOF")
+        .first()
+        .context("the profile's here-document")?
+        .replace("${port}", "8080")
+        .replace("${MODEL_NAME}", "qwen2.5-coder-0.5b-instruct");
+    let profiles = std::fs::read_to_string(repo().join("eval/local-model.toml"))?;
+    let best = profiles
+        .split("[models.local-constrained]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .context("the local-constrained profile")?;
+    assert_eq!(settings(&printed), settings(best), "{printed}");
+    assert!(settings(best).contains("tool_mode = \"constrained\""));
+    assert!(settings(best).contains("prompt = \"compact\""));
+    let eval_md = std::fs::read_to_string(repo().join("docs/eval.md"))?;
+    assert!(
+        eval_md.contains(printed.trim()),
+        "docs/eval.md shows:\n{printed}"
+    );
+    Ok(())
+}
