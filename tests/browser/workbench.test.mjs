@@ -2,7 +2,8 @@
 // tests/tests/dashboard.rs, after one job wrote notes.md into the draft of WORKBENCH): reads the
 // conversation, the draft's start and content diff, rewinds to the first message (the draft goes),
 // regenerates (the answer and the draft come back), regenerates from the first message (after
-// saying what goes), publishes, and restores checkpoint 1.
+// saying what goes), publishes, and restores checkpoint 1. The draft's file and the page of the
+// job that wrote it show the contract the plan holds the file to.
 // Prints `RESULT {json}` at the end; screenshots go to ARTIFACTS.
 import { runPage } from './launch.mjs';
 
@@ -19,6 +20,8 @@ await runPage({ width: 1400, height: 1200 }, result, async ({ page, shot }) => {
   result.before = await ids(page);
   result.diffText = await page.$eval('#draft-files li[data-path="notes.md"] pre.unified', pre => pre.textContent);
   result.draftOrigin = await page.$eval('#draft-origin', el => el.textContent.trim());
+  result.heldTo = await page.$eval('#draft-files li[data-path="notes.md"] .held-to', el => el.textContent.trim());
+  const originJob = await page.$eval('#draft-origin a', a => decodeURIComponent(a.getAttribute('href').split('/').pop()));
   await shot('w1-conversation');
 
   await page.click('#conversation li[data-id="m1"] button.rewind');
@@ -49,4 +52,10 @@ await runPage({ width: 1400, height: 1200 }, result, async ({ page, shot }) => {
   result.checkpoints = await page.$$eval('#checkpoints li[data-id]', items => items.map(li => `${li.dataset.id}:${li.dataset.reason}`));
   result.lastMessage = await page.$eval('#conversation li:last-child .text', el => el.textContent.trim());
   await shot('w4-restored');
+
+  // The job that first wrote the draft: its plan shows the contract under the item.
+  await page.goto(`${url}/#/jobs/${encodeURIComponent(originJob)}`);
+  await page.waitForSelector('#plan-items li[data-index="1"] ul.contracts li');
+  result.planContracts = await page.$$eval('#plan-items li[data-index="1"] ul.contracts li', items => items.map(li => li.textContent.trim()));
+  await shot('w5-job-contracts');
 });

@@ -1014,11 +1014,11 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
     Ok(())
 }
 
-/// One item that writes notes.md, for the workbench page.
+/// One item that writes notes.md, held to text, for the workbench page.
 fn notes_script() -> atelier_tests::scripted::Script {
     serde_json::from_value(json!({
         "research": [{"content": "Five milestones."}],
-        "plan": [{"content": "- [ ] 1. Notes — write notes.md"}],
+        "plan": [{"content": "- [ ] 1. Notes — write notes.md → notes.md\n  - notes.md: text"}],
         "implement": {"1": [
             {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "notes.md", "content": "# Notes\nEngineering leads.\n"}}]},
             {"content": "Written."}
@@ -1059,6 +1059,10 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
         origin.starts_with("Started ") && origin.contains("ago by message m1 (job "),
         "{result}"
     );
+    // The draft's file shows the contract the plan of the job that wrote it holds it to, and
+    // that job's page shows it under its item.
+    assert_eq!(result["heldTo"], "held to notes.md: text", "{result}");
+    assert_eq!(result["planContracts"], json!(["notes.md: text"]), "{result}");
     assert_eq!(result["afterRewind"], json!(["m1:user", "m3:system"]));
     assert!(
         result["lastDialog"].is_string(),
@@ -1103,6 +1107,7 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
             "w2-rewound",
             "w3-regenerated",
             "w4-restored",
+            "w5-job-contracts",
         ],
     )?;
     Ok(())

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dashboard::auth::{self, api_error};
 use crate::dashboard::live::{Current, JobTrace};
+use crate::dashboard::plan::{ContractLine, contract_lines};
 use crate::dashboard::requests::{Shared, answer, call};
 use crate::dashboard::{AppState, batches, job_events, openai, workers, workshop};
 use crate::metrics::{self, Registry};
@@ -262,11 +263,13 @@ async fn jobs(State(state): State<Shared>, Query(query): Query<JobsQuery>) -> Re
     Json(rows).into_response()
 }
 
-/// `/api/jobs/{id}`: the coordinator's view and the trace built from the events.
+/// `/api/jobs/{id}`: the coordinator's view, the trace built from the events and each plan
+/// item's contracts as their checklist lines.
 #[derive(Serialize)]
 struct JobPage {
     job: JobView,
     trace: JobTrace,
+    contracts: Vec<ContractLine>,
 }
 
 async fn job(State(state): State<Shared>, Path(id): Path<String>) -> Response {
@@ -288,7 +291,13 @@ async fn job(State(state): State<Shared>, Path(id): Path<String>) -> Response {
             }
         },
     };
-    Json(JobPage { job: view, trace }).into_response()
+    let contracts = contract_lines(&view);
+    Json(JobPage {
+        job: view,
+        trace,
+        contracts,
+    })
+    .into_response()
 }
 
 async fn events(State(state): State<Shared>, Path(id): Path<String>) -> Response {

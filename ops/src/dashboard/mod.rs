@@ -9,6 +9,7 @@
 //! # Layout
 //! - [`live`]: job traces, throughput and event metrics built from the events.
 //! - [`api`]: the HTTP routes (pages, `/api/...`, `/metrics`).
+//! - `plan`: each plan item's contracts as their checklist lines, for the job page.
 //! - `requests`: one coordinator request from a route, its errors as HTTP statuses.
 //! - `http`: the connections, with header-read and idle timeouts.
 //! - [`auth`]: the bearer token (required beyond loopback) and the login cookie.
@@ -26,6 +27,7 @@ pub mod batches;
 mod http;
 pub mod live;
 mod openai;
+mod plan;
 mod requests;
 pub mod workers;
 pub mod workshop;

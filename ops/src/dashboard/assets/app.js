@@ -246,7 +246,7 @@ function jobPage(id) {
     .catch(showError);
 }
 
-function renderJob({ job, trace }, diff) {
+function renderJob({ job, trace, contracts }, diff) {
   const root = document.getElementById('job');
   if (!root) return;
   const open = new Set([...root.querySelectorAll('details[open]')].map(d => d.dataset.key));
@@ -283,7 +283,7 @@ function renderJob({ job, trace }, diff) {
         </div>
         <div class="card" id="draft"><h2>Draft of ${esc(job.workbench)}</h2>${draftBox(diff)}</div>
         <div class="card"><h2>Plan <span class="muted small">${job.items.filter(i => i.status === 'done').length}/${job.items.length} done</span></h2>
-          ${planItems(job, trace)}
+          ${planItems(job, trace, contracts || [])}
           ${job.plan_md ? `<details data-key="plan-md" ${open.has('plan-md') ? 'open' : ''}><summary>plan.md</summary><div class="markdown">${markdown(job.plan_md)}</div></details>` : ''}
         </div>
         ${job.summary || trace.summary ? `<div class="card"><h2>Summary</h2><div class="markdown" id="summary">${markdown(job.summary || trace.summary)}</div></div>` : ''}
@@ -309,19 +309,36 @@ function timeline(trace, job) {
   return `<div class="timeline">${lanes}${items}</div><div class="small muted">${time(start)} → ${trace.finished_ms ? time(trace.finished_ms) : 'now'} · ${esc(job.phase)}</div>`;
 }
 
-function planItems(job, trace) {
+function planItems(job, trace, contracts) {
   if (!job.items.length) return '<div class="muted">No plan yet.</div>';
   const traced = new Map(trace.items.map(i => [i.index, i]));
+  const held = index => contracts.filter(c => c.item === index);
   return `<ol class="items" id="plan-items">${job.items.map(item => {
     const t = traced.get(item.index);
     const running = t && !t.ended_ms && job.state === 'running';
     const status = running ? 'running' : item.status;
     return `<li data-index="${item.index}" data-status="${esc(status)}"><span class="mono muted">${item.index}.</span>
       <span class="label"><b>${esc(item.label)}</b>${item.description ? ` — <span class="muted">${esc(item.description)}</span>` : ''}
+      ${contractList(held(item.index))}
       ${item.failure ? `<div class="small error">${esc(item.failure)}</div>` : ''}</span>
       <span class="small muted">${item.attempts ? `${item.attempts} attempt${item.attempts > 1 ? 's' : ''}` : ''}${t && t.ended_ms ? ` · ${duration(t.ended_ms - t.started_ms)}` : ''}</span>
       ${badge(status)}</li>`;
   }).join('')}</ol>`;
+}
+
+/** What each target must hold: the plan's contract lines (rendered by the engine). */
+function contractList(lines) {
+  if (!lines.length) return '';
+  return `<ul class="contracts mono small">${lines.map(c => `<li data-path="${esc(c.path)}">${esc(c.line)}</li>`).join('')}</ul>`;
+}
+
+/** The contract lines of the files `changed` (a Set of paths), by path. */
+function contractsByPath(contracts, changed) {
+  const byPath = new Map();
+  for (const c of contracts) {
+    if (changed.has(c.path)) byPath.set(c.path, [...(byPath.get(c.path) || []), c]);
+  }
+  return byPath;
 }
 
 function ioLog(trace, open) {
@@ -365,13 +382,21 @@ function approvalBox(job) {
     <div class="actions"><button id="approve" class="primary">Approve</button><button id="reject" class="danger">Reject</button></div></div>`;
 }
 
-function draftBox(diff) {
+/** The draft's files and what changed inside them; `held` (a Map path → contract lines), the
+ * contracts the plan of the job that wrote the draft holds those files to. */
+function draftBox(diff, held) {
   if (!diff) return '<div class="muted">The draft could not be read.</div>';
   if (!diff.has_draft) return '<div class="muted" id="draft-empty">No draft: the published files are current.</div>';
   const contents = new Map((diff.files || []).map(f => [f.path, f.content]));
   const files = [...diff.added.map(p => ['added', p]), ...diff.modified.map(p => ['modified', p]), ...diff.deleted.map(p => ['deleted', p])];
-  return `<ul class="diff" id="draft-files">${files.map(([kind, path]) => `<li class="${kind}" data-path="${esc(path)}"> ${esc(path)}${contentBox(contents.get(path))}</li>`).join('') || '<li class="muted">(no changes)</li>'}</ul>
+  return `<ul class="diff" id="draft-files">${files.map(([kind, path]) => `<li class="${kind}" data-path="${esc(path)}"> ${esc(path)}${heldTo(held && held.get(path))}${contentBox(contents.get(path))}</li>`).join('') || '<li class="muted">(no changes)</li>'}</ul>
     <div class="actions"><button id="publish" class="primary">Publish</button><button id="discard" class="danger">Discard</button></div>`;
+}
+
+/** The contract lines a draft file is held to, if any. */
+function heldTo(lines) {
+  if (!lines || !lines.length) return '';
+  return `<div class="small held-to">held to ${lines.map(c => `<span class="mono contract">${esc(c.line)}</span>`).join(', ')}</div>`;
 }
 
 /** What changed inside one file (the review's content diff), with its bounded sample. */

@@ -20,7 +20,8 @@ function workbenchPage(name) {
   const refresh = async () => {
     const [history, checkpoints, diff] = await Promise.all([
       api(`${base}/history`), api(`${base}/checkpoints`), api(`${base}/diff`).catch(() => null)]);
-    renderWorkbench(base, history, checkpoints, diff);
+    const held = await draftContracts(history.draft);
+    renderWorkbench(base, history, checkpoints, diff, held);
     await refreshRun(history);
   };
   const onEvent = event => {
@@ -170,7 +171,24 @@ function draftOrigin(origin) {
   return `<div class="small muted" id="draft-origin">Started ${age} ago${by}${job}.${stale}</div>`;
 }
 
-function renderWorkbench(base, history, checkpoints, diff) {
+// The contracts of the job that started the draft, for the files that job changed, by path
+// (null when no job started it or its view cannot be read). A finished job's are kept: they no
+// longer change, so the page asks for a job's view again only while it runs.
+const originContracts = new Map();
+
+async function draftContracts(origin) {
+  const id = origin && origin.job_id;
+  if (!id) return null;
+  if (originContracts.has(id)) return originContracts.get(id);
+  const page = await api(`/api/jobs/${encodeURIComponent(id)}`).catch(() => null);
+  if (!page) return null;
+  const changed = new Set(page.job.items.flatMap(item => item.changed || []));
+  const held = contractsByPath(page.contracts || [], changed);
+  if (['succeeded', 'failed', 'cancelled'].includes(page.job.state)) originContracts.set(id, held);
+  return held;
+}
+
+function renderWorkbench(base, history, checkpoints, diff, held) {
   const head = document.getElementById('workbench-head');
   if (!head) return;
   const busy = history.running_job;
@@ -180,7 +198,7 @@ function renderWorkbench(base, history, checkpoints, diff) {
   document.getElementById('workbench-conversation').innerHTML = `<div class="card"><h2>Conversation</h2><ol id="conversation" class="conversation">${history.messages.map(m => messageItem(m, busy)).join('')
       || '<li class="muted">No messages yet: write one below.</li>'}</ol></div>`;
   document.getElementById('workbench-state').innerHTML = `
-    <div class="card" id="draft"><h2>Draft</h2>${draftOrigin(history.draft)}${draftBox(diff)}</div>
+    <div class="card" id="draft"><h2>Draft</h2>${draftOrigin(history.draft)}${draftBox(diff, held)}</div>
     <div class="card"><h2>Checkpoints</h2><ul id="checkpoints">${checkpoints.map(c => checkpointItem(c, history.has_draft)).join('')
       || '<li class="muted">No checkpoints yet (publishing makes one).</li>'}</ul></div>`;
   updateComposer(history);
