@@ -6,6 +6,8 @@
 //! prompt (a small model), a write that breaks one is not run and the model is told which
 //! rule it broke; a larger model is trusted with the form.
 
+use atelier_messages::contract::{Contract, Holds};
+
 use super::grounding;
 
 /// One rule about the form of the written text.
@@ -54,6 +56,46 @@ pub(super) fn rules(request: &str) -> Vec<FormRule> {
         if said.iter().any(|phrase| text.contains(phrase)) {
             rules.push(rule);
         }
+    }
+    rules
+}
+
+/// The rules for a write to `paths` (one file, or any of an item's targets): the request's
+/// `rules`, and the form the plan's contracts give every one of them, in any language: a
+/// `number` is just the number, a `list` one value per line. A request's rule that the
+/// contract's kind contradicts (a list's rules on a number, just the number on a list) gives
+/// way to the contract, which the engine checks when the item ends.
+pub(super) fn with_contracts(
+    rules: &[FormRule],
+    contracts: &[Contract],
+    paths: &[String],
+) -> Vec<FormRule> {
+    let holds = |path: &String| {
+        let path = crate::contract::clean_path(path);
+        (contracts.iter())
+            .find(|contract| contract.path == path)
+            .map(|contract| contract.holds)
+    };
+    let mut kinds = paths.iter().map(holds);
+    let Some(Some(kind)) = kinds.next() else {
+        return rules.to_vec();
+    };
+    if kinds.any(|other| other != Some(kind)) {
+        return rules.to_vec();
+    }
+    let (rule, contradicts): (FormRule, fn(&FormRule) -> bool) = match kind {
+        Holds::Number => (FormRule::JustNumber, |rule| {
+            matches!(
+                rule,
+                FormRule::OnePerLine | FormRule::Distinct | FormRule::Alphabetical
+            )
+        }),
+        Holds::List => (FormRule::OnePerLine, |rule| *rule == FormRule::JustNumber),
+        Holds::Table | Holds::Text | Holds::Edit => return rules.to_vec(),
+    };
+    let mut rules: Vec<FormRule> = rules.iter().copied().filter(|r| !contradicts(r)).collect();
+    if !rules.contains(&rule) {
+        rules.insert(0, rule);
     }
     rules
 }
@@ -155,10 +197,14 @@ fn broken_rule(rules: &[FormRule], content: &str, shown: &[String]) -> Option<St
     let text = content.trim();
     let numbers = grounding::numbers(text);
     rules.iter().find_map(|rule| match rule {
-        FormRule::JustNumber if numbers.len() != 1 || numbers[0].0 != text => Some(format!(
-            "the request asks for just the number, and the content is {text:?}; write the \
-             number alone"
-        )),
+        FormRule::JustNumber
+            if numbers.len() != 1 || numbers[0].0 != text.strip_prefix('-').unwrap_or(text) =>
+        {
+            Some(format!(
+                "the file is to hold just the number, and the content is {text:?}; write the \
+                 number alone"
+            ))
+        }
         FormRule::Decimals(count) if numbers.is_empty() => Some(format!(
             "the request asks for a number with {count} decimals, and the content {text:?} holds \
              none; write the number"
@@ -187,8 +233,8 @@ fn broken_rule(rules: &[FormRule], content: &str, shown: &[String]) -> Option<St
             .find(|line| line.contains("\\n") || listed_on_one_line(line, shown))
             .map(|line| {
                 format!(
-                    "the request asks for one per line, and a line lists several ({line:?}); \
-                     put each on its own line, with line breaks, not the text \\n"
+                    "the values are to be written one per line, and a line lists several \
+                     ({line:?}); put each on its own line, with line breaks, not the text \\n"
                 )
             })
             .or_else(|| unshown_line(rules, text, shown)),
@@ -430,6 +476,71 @@ mod tests {
         assert_eq!(
             pattern(&[FormRule::OnePerLine, FormRule::Alphabetical]),
             None
+        );
+    }
+
+    #[test]
+    fn a_contracts_kind_gives_the_form_in_any_language() {
+        use atelier_messages::contract::{Contract, Holds};
+        let contracts = [
+            Contract::new("moyenne.txt", Holds::Number),
+            Contract::new("iles.txt", Holds::List),
+            Contract::new("resume.md", Holds::Text),
+        ];
+        let paths =
+            |paths: &[&str]| -> Vec<String> { paths.iter().map(|p| p.to_string()).collect() };
+        let french =
+            rules("Écris la longueur moyenne du bec dans moyenne.txt, avec deux décimales");
+        assert!(french.is_empty());
+        let number = with_contracts(&french, &contracts, &paths(&["moyenne.txt"]));
+        assert_eq!(number, [FormRule::JustNumber]);
+        assert!(broken_(&number, "43.92\n").is_none());
+        assert!(broken_(&number, "-3").is_none());
+        assert!(
+            broken_(&number, "La moyenne est 43.92")
+                .is_some_and(|why| why.contains("just the number"))
+        );
+        assert_eq!(
+            pattern(&number).as_deref(),
+            Some("^-?[0-9]{1,15}(\\.[0-9]{1,6})?$")
+        );
+        let list = with_contracts(&[], &contracts, &paths(&["./iles.txt"]));
+        assert_eq!(list, [FormRule::OnePerLine]);
+        assert!(
+            broken_(&list, "Biscoe, Dream, Torgersen")
+                .is_some_and(|why| why.contains("one per line"))
+        );
+        assert!(broken_(&list, "Biscoe\nDream\nTorgersen\n").is_none());
+        // The contract's kind wins over a request's rule it contradicts; others stay.
+        let stated = [FormRule::JustNumber, FormRule::Distinct];
+        assert_eq!(
+            with_contracts(&stated, &contracts, &paths(&["iles.txt"])),
+            [FormRule::OnePerLine, FormRule::Distinct]
+        );
+        assert_eq!(
+            with_contracts(
+                &[FormRule::Decimals(2), FormRule::OnePerLine],
+                &contracts,
+                &paths(&["moyenne.txt"])
+            ),
+            [FormRule::JustNumber, FormRule::Decimals(2)]
+        );
+        // Text, no contract, or targets of different kinds: the request's rules alone.
+        assert_eq!(
+            with_contracts(&stated, &contracts, &paths(&["resume.md"])),
+            stated
+        );
+        assert_eq!(
+            with_contracts(&stated, &contracts, &paths(&["other.txt"])),
+            stated
+        );
+        assert_eq!(
+            with_contracts(&[], &contracts, &paths(&["moyenne.txt", "iles.txt"])),
+            []
+        );
+        assert_eq!(
+            with_contracts(&[], &contracts, &paths(&["moyenne.txt", "notes.txt"])),
+            []
         );
     }
 }

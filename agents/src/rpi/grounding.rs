@@ -44,6 +44,9 @@ pub(super) fn made_up_numbers(call: &ToolCall, facts: &[&str], results: &[String
             Ok(value) => result_numbers(&value, &mut shown),
             Err(_) => shown.extend(numbers(result).into_iter().map(|(_, v)| v)),
         }
+        if let Ok(value) = serde_json::from_str::<Value>(result) {
+            shown.extend(column_aggregates(&value));
+        }
     }
     let mut made_up: Vec<String> = numbers(&content)
         .into_iter()
@@ -52,6 +55,89 @@ pub(super) fn made_up_numbers(call: &ToolCall, facts: &[&str], results: &[String
         .collect();
     made_up.dedup();
     made_up
+}
+
+/// The fewest numbers a shown column holds for its aggregates to count as shown.
+const AGGREGATED_VALUES: usize = 2;
+
+/// The sum, mean, least, greatest and count of the numbers of each column a whole tool result
+/// shows (rows of `table_query` or `table_read_rows`, a delimited text `read_file` gave): a
+/// number the model computed from one shown column, such as the mean of the values it read,
+/// was shown as much as the values were. A result that shows part of its table (`has_more`,
+/// fewer lines than the file's) grounds no aggregate: its sum is not the table's.
+fn column_aggregates(result: &Value) -> Vec<f64> {
+    let lines = |key: &str| result.get(key).and_then(Value::as_u64);
+    let partial = result.get("has_more").and_then(Value::as_bool) == Some(true)
+        || matches!((lines("line_count"), lines("total_lines")), (Some(read), Some(all)) if read < all)
+        || lines("line_start").is_some_and(|start| start > 1);
+    if partial {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    for column in shown_columns(result) {
+        let values: Vec<f64> = column.iter().filter_map(|cell| cell_number(cell)).collect();
+        if values.len() < AGGREGATED_VALUES {
+            continue;
+        }
+        let count = f64::from(u32::try_from(values.len()).unwrap_or(u32::MAX));
+        let sum: f64 = values.iter().sum();
+        let least = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let greatest = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        found.extend([sum, sum / count, least, greatest, count]);
+    }
+    found
+}
+
+/// The columns of the table a tool result shows, each as its cells' text by row: the `rows`
+/// of a query or read, or the lines of a delimited text (split at the first line's delimiter,
+/// lines with as many fields as the first).
+fn shown_columns(result: &Value) -> Vec<Vec<String>> {
+    let mut table: Vec<Vec<String>> = Vec::new();
+    if let Some(rows) = result.get("rows").and_then(Value::as_array) {
+        table.extend(rows.iter().filter_map(Value::as_array).map(|row| {
+            row.iter()
+                .map(|cell| match cell {
+                    Value::String(text) => text.trim().to_string(),
+                    Value::Number(number) => number.to_string(),
+                    _ => String::new(),
+                })
+                .collect()
+        }));
+    } else if let Some(text) = result.get("content").and_then(Value::as_str) {
+        let mut lines = text.lines().filter(|line| !line.trim().is_empty());
+        let first = lines.next().unwrap_or_default();
+        let Some(delimiter) = ['\t', ';', ',']
+            .into_iter()
+            .filter(|delimiter| first.contains(*delimiter))
+            .max_by_key(|delimiter| first.matches(*delimiter).count())
+        else {
+            return Vec::new();
+        };
+        let split = |line: &str| -> Vec<String> {
+            (line.split(delimiter))
+                .map(|field| field.trim().trim_matches('"').trim().to_string())
+                .collect()
+        };
+        let header = split(first);
+        table.extend(lines.map(split).filter(|row| row.len() == header.len()));
+    }
+    let width = table.iter().map(Vec::len).max().unwrap_or(0);
+    (0..width)
+        .map(|index| {
+            table
+                .iter()
+                .filter_map(|row| row.get(index).cloned())
+                .collect()
+        })
+        .collect()
+}
+
+/// The number a cell holds alone (`43.9`, `-2`, `1,249.50`); `None` for text, `NA` or empty.
+fn cell_number(cell: &str) -> Option<f64> {
+    match numbers(cell).as_slice() {
+        [(text, value)] if cell.trim_start_matches('-') == text => Some(*value),
+        _ => None,
+    }
 }
 
 /// The fewest cells a row has for its copy to count as copying a row.
@@ -132,6 +218,16 @@ pub(super) fn copied_row_refusal(row: &str) -> String {
     ))
 }
 
+/// The file a `write_text_file` call writes; `None` for any other call.
+pub(super) fn written_path(call: &ToolCall) -> Option<String> {
+    if call.name != CHECKED_TOOL {
+        return None;
+    }
+    serde_json::from_str::<Value>(&call.arguments)
+        .ok()
+        .and_then(|arguments| arguments.get("path")?.as_str().map(str::to_string))
+}
+
 /// The content of a `write_text_file` call; `None` for any other call.
 pub(super) fn text_content(call: &ToolCall) -> Option<String> {
     (call.name == CHECKED_TOOL)
@@ -152,24 +248,43 @@ const RESTATED_WORDS: usize = 6;
 /// True when a `write_text_file` call's content repeats [`RESTATED_WORDS`] words in a row of
 /// one of `task` (the request, the item's label and description): a small model writes the
 /// task instead of doing it (`Total (Quantity times Unit Price) of order 1 with two
-/// decimals`).
-pub(super) fn restates(call: &ToolCall, task: &[&str]) -> bool {
+/// decimals`). Words the content writes as one of `quoted` (the texts the request quotes, to
+/// be written word for word) are the request's text, not its task: a run of them alone is no
+/// restating (`Write "Revenue grew by 15% and three major releases shipped." into notes.txt`).
+pub(super) fn restates(call: &ToolCall, task: &[&str], quoted: &[String]) -> bool {
     let Some(content) = written_content(call).filter(|_| call.name == CHECKED_TOOL) else {
         return false;
     };
-    let words = |text: &str| -> Vec<String> {
-        text.split(|c: char| !c.is_alphanumeric())
-            .filter(|word| !word.is_empty())
-            .map(str::to_lowercase)
-            .collect()
-    };
     let written = words(&content);
+    let mut in_quote = vec![false; written.len()];
+    for quote in quoted.iter().map(|text| words(text)) {
+        if quote.is_empty() || quote.len() > written.len() {
+            continue;
+        }
+        for start in 0..=written.len() - quote.len() {
+            if written[start..start + quote.len()] == quote[..] {
+                in_quote[start..start + quote.len()].fill(true);
+            }
+        }
+    }
     task.iter().any(|text| {
         let told = words(text);
-        written
-            .windows(RESTATED_WORDS)
-            .any(|run| told.windows(RESTATED_WORDS).any(|other| other == run))
+        (0..written.len().saturating_sub(RESTATED_WORDS - 1)).any(|start| {
+            let run = start..start + RESTATED_WORDS;
+            !in_quote[run.clone()].iter().all(|quoted| *quoted)
+                && told
+                    .windows(RESTATED_WORDS)
+                    .any(|other| other == &written[run.clone()])
+        })
     })
+}
+
+/// The words of `text`, lower case.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .collect()
 }
 
 /// What the model is told when its write restates the task.
@@ -566,8 +681,8 @@ mod tests {
         let restated = write(
             "Total (Quantity times Unit Price) of order 1 with two decimals into order_total.txt",
         );
-        assert!(restates(&restated, &task));
-        assert!(!restates(&write("1249.50"), &task));
+        assert!(restates(&restated, &task, &[]));
+        assert!(!restates(&write("1249.50"), &task, &[]));
         assert!(restated_refusal().contains("repeats the request"));
         // As it filled the invoice: a new placeholder instead of the request's value.
         let facts =
@@ -595,5 +710,61 @@ mod tests {
             invented_placeholders(&write("Total: ${Total}\n"), &facts, &results),
             ["${Total}"]
         );
+    }
+
+    #[test]
+    fn a_quoted_text_written_as_asked_is_no_restating() {
+        let sentence = "Revenue grew by 15% and three major releases shipped.";
+        let request = format!("Write \"{sentence}\" into notes.txt");
+        let task = [
+            request.as_str(),
+            "Do plan item 1: Write — write the sentence",
+        ];
+        let quoted = crate::request::quoted_texts(&request);
+        assert!(!restates(&write(sentence), &task, &quoted));
+        assert!(!restates(
+            &write(&format!("Summary: {sentence}\n")),
+            &task,
+            &quoted
+        ));
+        // Without the quotes it is six of the request's words in a row.
+        assert!(restates(&write(sentence), &task, &[]));
+        // Words of the request around the quote are still its task.
+        assert!(restates(
+            &write(&format!("{sentence} into notes.txt")),
+            &task,
+            &quoted
+        ));
+    }
+
+    #[test]
+    fn a_sum_mean_extreme_or_count_of_one_whole_shown_column_is_shown() {
+        // A bill-length column as table_query gave it, one value NA (null).
+        let query = r#"{"columns":["species","bill_length_mm"],"row_count":5,"rows":[["Adelie",39.1],["Adelie",39.5],["Adelie",40.3],["Adelie",null],["Adelie",36.7]],"total_row_count":5,"has_more":false,"query_elapsed_ms":3}"#;
+        let made_up = |content: &str, result: &str| {
+            made_up_numbers(
+                &write(content),
+                &["Write the mean bill length into mean.txt"],
+                &[result.to_string()],
+            )
+        };
+        for computed in ["38.90", "38.9", "155.6", "4", "36.7", "40.3"] {
+            assert!(made_up(computed, query).is_empty(), "{computed}");
+        }
+        assert_eq!(made_up("38.95", query), ["38.95"]);
+        assert_eq!(made_up("5", query), ["5"]);
+        // A window of a longer table: its mean is not the table's.
+        let window = query.replace(r#""has_more":false"#, r#""has_more":true"#);
+        assert_eq!(made_up("38.90", &window), ["38.90"]);
+        // A delimited text read whole: its columns by the header's delimiter, NA skipped.
+        let read = r#"{"content":"species;bill_length_mm\nAdelie;39.1\nAdelie;NA\nGentoo;46.5\n","line_start":1,"line_count":4,"total_lines":4}"#;
+        assert!(made_up("42.80", read).is_empty());
+        assert!(made_up("85.6", read).is_empty());
+        let part = read.replace(r#""line_count":4"#, r#""line_count":3"#);
+        assert_eq!(made_up("42.80", &part), ["42.80"]);
+        // Values of two columns are not aggregated together.
+        let two = r#"{"columns":["a","b"],"rows":[[1,10],[2,20]],"has_more":false}"#;
+        assert!(made_up("15", two).is_empty());
+        assert_eq!(made_up("33", two), ["33"]);
     }
 }

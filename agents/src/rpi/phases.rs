@@ -177,6 +177,7 @@ impl Driver<'_> {
             expect,
             answer,
             targets: Vec::new(),
+            contracts: Vec::new(),
             before: BTreeMap::new(),
         };
         self.tool_loop(state, spec).await
@@ -352,6 +353,7 @@ impl Driver<'_> {
                     expect: Expect::Work,
                     answer,
                     targets: item.targets.clone(),
+                    contracts: item.contracts.clone(),
                     before: before.clone(),
                 },
             )

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
+use atelier_messages::contract::Contract;
 use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
 use atelier_messages::{ErrorBody, ErrorCode, journal};
 use serde::de::DeserializeOwned;
@@ -202,11 +203,13 @@ impl Driver<'_> {
             expect,
             answer,
             targets,
+            contracts,
             before,
         } = spec;
         let task_text = task.clone();
         let form = form::rules(&self.job.message);
-        let content_pattern = form::pattern(&form);
+        let content_pattern = form::pattern(&form::with_contracts(&form, &contracts, &targets));
+        let quoted = crate::request::quoted_texts(&self.job.message);
         let mut messages = vec![ChatMessage::system(system), ChatMessage::user(task)];
         let mut detector = LoopDetector::new(&self.budgets);
         let mut successful_calls = 0;
@@ -346,6 +349,8 @@ impl Driver<'_> {
                     results: &results_seen,
                     task: &[self.job.message.as_str(), task_text.as_str()],
                     form: &form,
+                    quoted: &quoted,
+                    contracts: &contracts,
                 };
                 if let Some(refusal) = compact.then(|| refusal::of(call, &shown)).flatten() {
                     back_to_reading |= refusal.back_to_reading;
@@ -482,6 +487,8 @@ pub(super) struct LoopSpec {
     pub answer: AnswerShape,
     /// The plan item's targets (none outside Implement).
     pub targets: Vec<String>,
+    /// What the plan item's targets must hold (none outside Implement).
+    pub contracts: Vec<Contract>,
     /// The files (path → digest) when the item started (none outside Implement).
     pub before: BTreeMap<String, String>,
 }

@@ -2,9 +2,16 @@
 //!
 //! A write to a file the turn did not offer, a query filtering on values nothing showed, an
 //! example's placeholder copied or a new placeholder made up, a paragraph added again, a shown
-//! row copied whole, the task restated as the content, a form the request states broken,
-//! numbers nothing showed. The model is told why, as a failed tool's result; after a copied row
-//! or made-up numbers its next turns read again.
+//! row copied whole, the task restated as the content, a form the request or the item's
+//! contract states broken, numbers nothing showed. The model is told why, as a failed tool's
+//! result; after a copied row or made-up numbers its next turns read again.
+//!
+//! The plan's contract for the written file is checked when the item ends, against its source
+//! when it has one, and that check is authoritative: a file whose contract has a source is not
+//! refused for numbers nothing showed (the model may compute a mean itself), nor a `table` or
+//! `list` for copying rows (the user asked for them).
+
+use atelier_messages::contract::{Contract, Holds};
 
 use crate::catalog::ToolSpec;
 use crate::provider::ToolCall;
@@ -34,6 +41,18 @@ pub(in crate::rpi) struct Shown<'a> {
     pub(in crate::rpi) task: &'a [&'a str],
     /// The forms the request states.
     pub(in crate::rpi) form: &'a [FormRule],
+    /// The texts the request quotes.
+    pub(in crate::rpi) quoted: &'a [String],
+    /// The item's contracts (none outside Implement).
+    pub(in crate::rpi) contracts: &'a [Contract],
+}
+
+impl Shown<'_> {
+    /// The contract of the file `call` writes, if the item has one.
+    fn contract(&self, call: &ToolCall) -> Option<&Contract> {
+        let path = crate::contract::clean_path(&grounding::written_path(call)?);
+        self.contracts.iter().find(|contract| contract.path == path)
+    }
 }
 
 /// Why `call` is not run, if it is not.
@@ -60,24 +79,131 @@ pub(in crate::rpi) fn of(call: &ToolCall, shown: &Shown<'_>) -> Option<Refusal> 
     if let Some(why) = quotes::added_again(call, shown.results) {
         return Some(told(why));
     }
-    if let Some(row) = grounding::copied_row(call, shown.results) {
+    let contract = shown.contract(call);
+    let rows_asked = contract.is_some_and(|c| matches!(c.holds, Holds::Table | Holds::List));
+    if let Some(row) = grounding::copied_row(call, shown.results).filter(|_| !rows_asked) {
         return Some(Refusal {
             told: grounding::copied_row_refusal(&row),
             back_to_reading: true,
         });
     }
-    if grounding::restates(call, shown.task) {
+    if grounding::restates(call, shown.task, shown.quoted) {
         return Some(told(grounding::restated_refusal()));
     }
+    let rules = match contract {
+        Some(contract) => form::with_contracts(
+            shown.form,
+            shown.contracts,
+            std::slice::from_ref(&contract.path),
+        ),
+        None => shown.form.to_vec(),
+    };
     let broken = grounding::text_content(call)
-        .filter(|_| !shown.form.is_empty())
-        .and_then(|text| form::broken(shown.form, &text, &grounding::shown_values(shown.results)));
+        .filter(|_| !rules.is_empty())
+        .and_then(|text| form::broken(&rules, &text, &grounding::shown_values(shown.results)));
     if let Some(why) = broken {
         return Some(told(not_written(format!("not written: {why}"))));
+    }
+    if contract.is_some_and(|contract| contract.source.is_some()) {
+        return None;
     }
     let made_up = grounding::made_up_numbers(call, shown.facts, shown.results);
     (!made_up.is_empty()).then(|| Refusal {
         told: grounding::refusal(&made_up),
         back_to_reading: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use atelier_messages::contract::Source;
+
+    use super::*;
+
+    fn write(path: &str, content: &str) -> ToolCall {
+        ToolCall {
+            id: "call_t1".into(),
+            name: "write_text_file".into(),
+            arguments: serde_json::json!({"path": path, "content": content}).to_string(),
+        }
+    }
+
+    fn refused(
+        call: &ToolCall,
+        request: &str,
+        results: &[String],
+        contracts: &[Contract],
+    ) -> Option<String> {
+        let form = form::rules(request);
+        let quoted = crate::request::quoted_texts(request);
+        let shown = Shown {
+            offered: &[],
+            facts: &[request],
+            results,
+            task: &[request, "Do plan item 1: the target"],
+            form: &form,
+            quoted: &quoted,
+            contracts,
+        };
+        of(call, &shown).map(|refusal| refusal.told)
+    }
+
+    #[test]
+    fn the_quoted_sentence_asked_for_is_written() {
+        let sentence = "Revenue grew by 15% and three major releases shipped.";
+        let request = format!("Write \"{sentence}\" into notes.txt");
+        assert_eq!(
+            refused(&write("notes.txt", sentence), &request, &[], &[]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_contract_checked_at_the_items_end_stands_in_for_the_write_time_guesses() {
+        let request =
+            "Quelle est la longueur moyenne du bec dans penguins.csv ? Mets-la dans moyenne.txt.";
+        // As a small model read it: the count of rows, then wrote the mean it computed.
+        let counted = vec![
+            r#"{"columns":["count_star()"],"row_count":1,"rows":[[344]],"total_row_count":1}"#
+                .to_string(),
+        ];
+        let mean = write("moyenne.txt", "43.92");
+        let made_up = refused(&mean, request, &counted, &[]);
+        assert!(made_up.is_some_and(|why| why.contains("holds 43.92")));
+        let mut sourced = Contract::new("moyenne.txt", Holds::Number);
+        sourced.source = Some(Source {
+            path: "penguins.csv".into(),
+            query: "SELECT avg(bill_length_mm) FROM data".into(),
+        });
+        let contracts = [sourced.clone()];
+        assert_eq!(refused(&mean, request, &counted, &contracts), None);
+        // The number contract still holds the text to a number alone, in any language.
+        let worded = refused(
+            &write("moyenne.txt", "La moyenne est 43.92"),
+            request,
+            &counted,
+            &contracts,
+        );
+        assert!(worded.is_some_and(|why| why.contains("just the number")));
+        // A contract without a source checks the kind only: numbers are still grounded.
+        let unsourced = [Contract::new("moyenne.txt", Holds::Number)];
+        assert!(refused(&mean, request, &counted, &unsourced).is_some());
+        // Another file than the contract's is checked as before.
+        assert!(refused(&write("autre.txt", "43.92"), request, &counted, &contracts).is_some());
+    }
+
+    #[test]
+    fn rows_a_table_contract_asks_for_are_no_copied_row() {
+        let request = "Copy the Adelie rows of penguins.csv into adelie.csv";
+        let rows = vec![r#"{"columns":["species","island","bill_length_mm"],"rows":[["Adelie","Torgersen",39.1],["Adelie","Dream",39.5]],"has_more":false}"#.to_string()];
+        let copy = write(
+            "adelie.csv",
+            "species,island,bill_length_mm\nAdelie,Torgersen,39.1\nAdelie,Dream,39.5\n",
+        );
+        let copied = refused(&copy, request, &rows, &[]);
+        assert!(copied.is_some_and(|why| why.contains("copies a whole row")));
+        let mut table = Contract::new("adelie.csv", Holds::Table);
+        table.columns = vec!["species".into(), "island".into(), "bill_length_mm".into()];
+        assert_eq!(refused(&copy, request, &rows, &[table]), None);
+    }
 }
