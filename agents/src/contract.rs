@@ -240,6 +240,7 @@ impl Rows {
     }
 }
 
+pub mod cells;
 mod checks;
 
 pub use checks::{check, parse_number};

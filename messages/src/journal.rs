@@ -92,6 +92,13 @@ pub fn item_files(item: u32) -> String {
     format!("{}implement/{item}", StepKind::ItemFiles.prefix())
 }
 
+/// `files/implement/<item>/cells`: the cells of the workbooks the item's `edit` contracts
+/// name, before its first attempt, so that which cells the item changed is known across
+/// attempts and restarts.
+pub fn item_cells(item: u32) -> String {
+    format!("{}/cells", item_files(item))
+}
+
 /// `files/job`: the files (path → digest) when the job first started, so that what the whole
 /// job changed ([`JobOutcome`](crate::outcome::JobOutcome)) is known across restarts and resumes.
 pub fn job_files() -> String {

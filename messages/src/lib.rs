@@ -19,6 +19,7 @@
 //! - [`outcome`]: what a succeeded job did: the files it changed, or it answered.
 //! - [`tool`]: tool names and pools ([`ToolName`](tool::ToolName)), tool requests and results.
 //! - [`store`]: DraftStore requests and results.
+//! - [`plan`]: plan items as the job view carries them ([`PlanItem`](plan::PlanItem)).
 //! - [`path`]: workbench path normalization and file kinds.
 //! - [`worker`]: pool service names and worker stats payloads (`$SRV.STATS`).
 //! - [`journal`]: the keys job steps are journaled under.
@@ -41,6 +42,7 @@ pub mod journal;
 pub mod limits;
 pub mod outcome;
 pub mod path;
+pub mod plan;
 pub mod review;
 pub mod shard;
 pub mod store;

@@ -225,3 +225,72 @@ async fn the_job_view_shows_each_items_contracts() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Sets `cells` (`[(sheet, cell, value)]`) of multi-sheet.xlsx in one call.
+fn set_cells(cells: &[(&str, &str, i64)]) -> Value {
+    let operations: Vec<Value> = cells
+        .iter()
+        .map(|(sheet, cell, value)| {
+            json!({"op": "set_cells", "sheet": sheet, "cells": [{"cell": cell, "value": value}]})
+        })
+        .collect();
+    json!({"tool_calls": [{"name": "xlsx_operations", "arguments": {
+        "path": "multi-sheet.xlsx", "operations": operations}}]})
+}
+
+/// A cluster whose workbench `w` holds KeenBench's multi-sheet.xlsx (Revenue, Expenses,
+/// Summary), running `script` on an edit request.
+async fn run_on_workbook(script: Script) -> anyhow::Result<JobView> {
+    let model = ScriptedModel::start(script).await?;
+    let cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    let workbook = atelier_tests::fixtures().join("keenbench/office/multi-sheet.xlsx");
+    cluster.cli_ok(&["wb", "add", "w", &workbook.to_string_lossy()])?;
+    cluster.run_job(
+        "w",
+        "Set February's revenue in multi-sheet.xlsx to 13500.",
+        &model.model_spec(),
+        &["--auto-approve"],
+    )
+}
+
+fn edit_plan() -> Value {
+    json!([{"content": "- [ ] 1. Fix — February's revenue → multi-sheet.xlsx\n  \
+        - multi-sheet.xlsx: edit at Revenue!B3"}])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edit_changes_the_cells_it_names_and_nothing_else() -> anyhow::Result<()> {
+    let done = run_on_workbook(script(json!({
+        "research": [{"content": "Revenue!B3 holds February: 13200."}],
+        "plan": edit_plan(),
+        "implement": {"1": [set_cells(&[("Revenue", "B3", 13500)]), {"content": "Set B3."}]},
+        "summary": [{"content": "Set."}]
+    }))?)
+    .await?;
+    assert_eq!(done.state, JobState::Succeeded, "{done:?}");
+    assert_eq!(done.items[0].attempts, 1);
+    // A cell more than the contract names, in both attempts: told once, then failed.
+    let beyond = run_on_workbook(script(json!({
+        "research": [{"content": "Revenue!B3 holds February: 13200."}],
+        "plan": edit_plan(),
+        "implement": {"1": [
+            set_cells(&[("Revenue", "B3", 13500), ("Summary", "B2", 81900)]),
+            {"content": "Set B3 and the total."}
+        ]},
+        "summary": [{"content": "Set."}]
+    }))?)
+    .await?;
+    assert_eq!(beyond.state, JobState::Failed, "{beyond:?}");
+    let item = &beyond.items[0];
+    assert_eq!(
+        (item.attempts, item.failure_code),
+        (2, Some(ErrorCode::ItemNotDone))
+    );
+    let failure = item.failure.clone().unwrap_or_default();
+    assert!(
+        failure.contains("it also changed Summary!B2, which the contract does not name"),
+        "{failure}"
+    );
+    Ok(())
+}

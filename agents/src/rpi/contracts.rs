@@ -8,15 +8,25 @@
 //! fails does not fail the item: the check falls back to the contract's kind, and the query's
 //! error is logged and named in the reason the model is told when the kind is broken too.
 //! Office files (xlsx, docx, pptx, pdf) are held to
-//! being changed; the kinds are checked on text files (txt, md, csv, tsv, json, …).
+//! being changed; the kinds are checked on text files (txt, md, csv, tsv, json, …). An
+//! `edit … at REFS` on a workbook compares its cells before the item's first attempt
+//! (journaled) with its cells at the end: every named cell changed, and nothing else did
+//! ([`crate::contract::cells`]); each sheet is compared over the window `read_file` reads
+//! by default.
+
+use std::collections::BTreeMap;
 
 use atelier_messages::contract::{Contract, Holds};
+use atelier_messages::job::PlanItem;
+use atelier_messages::journal;
 use atelier_messages::path::kind_of;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::driver::Driver;
 use crate::AgentError;
 use crate::catalog;
+use crate::contract::cells::{self, Cells};
 use crate::contract::{self, Rows};
 
 /// The start of every reason a broken contract gives (a retry after one is the last).
@@ -26,6 +36,17 @@ pub(super) const BROKEN_CONTRACT: &str = "the written content breaks the plan's 
 const READ_LINES: usize = 2000;
 /// The most rows of a source query compared.
 const SOURCE_ROWS: u64 = 10_000;
+
+/// A workbook's cells as an edit contract compares them: its first sheet's name and every
+/// sheet's cells.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct Workbook {
+    first_sheet: String,
+    cells: Cells,
+}
+
+/// The workbooks an item's edit contracts name, by path, before its first attempt.
+pub(super) type WorkbooksBefore = BTreeMap<String, Workbook>;
 
 /// What checking an item's contracts found.
 #[derive(Debug, Default)]
@@ -54,21 +75,51 @@ impl Checked {
 }
 
 impl Driver<'_> {
+    /// The workbooks the item's `edit … at REFS` contracts name, as they are before its first
+    /// attempt: read and journaled the first time, recalled by every later attempt or run.
+    pub(super) async fn workbooks_before(
+        &self,
+        item: &PlanItem,
+    ) -> Result<WorkbooksBefore, AgentError> {
+        let key = journal::item_cells(item.index);
+        if let Some(before) = self.recall::<WorkbooksBefore>(&key).await? {
+            return Ok(before);
+        }
+        let mut before = WorkbooksBefore::new();
+        for contract in item
+            .contracts
+            .iter()
+            .filter(|contract| compares_cells(contract))
+        {
+            let prefix = format!("{}.contract.{}.before", self.job.job_id, item.index);
+            if let Some(workbook) = self.workbook(&contract.path, &prefix).await? {
+                before.insert(contract.path.clone(), workbook);
+            }
+        }
+        self.record(&key, &before).await?;
+        Ok(before)
+    }
+
     /// Checks the contracts of an item whose final answer was accepted; `changed` are the paths
-    /// the item changed.
+    /// the item changed, `before` its workbooks before its first attempt.
     pub(super) async fn check_contracts(
         &self,
         contracts: &[Contract],
         call_prefix: &str,
         changed: &[String],
+        before: &WorkbooksBefore,
     ) -> Result<Checked, AgentError> {
         let mut checked = Checked::default();
         for (index, contract) in contracts.iter().enumerate() {
             let prefix = format!("{call_prefix}.{index}");
-            if let Some(broken) = self
-                .check_one(contract, &prefix, changed, &mut checked)
-                .await?
-            {
+            let broken = if compares_cells(contract) && changed.contains(&contract.path) {
+                self.check_cells(contract, &prefix, before.get(&contract.path))
+                    .await?
+            } else {
+                self.check_one(contract, &prefix, changed, &mut checked)
+                    .await?
+            };
+            if let Some(broken) = broken {
                 checked.broken.push(format!("{}: {broken}", contract.path));
             }
         }
@@ -109,24 +160,13 @@ impl Driver<'_> {
 
     /// The target's text in the draft, by `read_file`; `None` when it is not there.
     async fn read_back(&self, path: &str, prefix: &str) -> Result<Option<String>, AgentError> {
-        let Some(spec) = catalog::find("read_file") else {
-            return Ok(None);
-        };
         let args = json!({"path": path, "line_start": 1, "line_count": READ_LINES});
-        match self
-            .host
-            .call_tool(&format!("{prefix}.read"), &spec, args)
-            .await
-        {
-            Ok(result) => Ok(result
-                .get("content")
-                .and_then(Value::as_str)
-                .map(str::to_string)),
-            Err(error) if error.code == atelier_messages::ErrorCode::UserCanceled => {
-                Err(AgentError::Job(error))
-            }
-            Err(_) => Ok(None),
-        }
+        let read = self.read(args, &format!("{prefix}.read")).await?;
+        Ok(read
+            .as_ref()
+            .and_then(|result| result.get("content"))
+            .and_then(Value::as_str)
+            .map(str::to_string))
     }
 
     /// The rows of a contract's source query, or the error the model is told.
@@ -152,6 +192,85 @@ impl Driver<'_> {
             Err(error) => Ok(Err(format!("{}: {}", error.code, error.message))),
         }
     }
+}
+
+impl Driver<'_> {
+    /// Why the cells an edit changed are not the ones it names.
+    async fn check_cells(
+        &self,
+        contract: &Contract,
+        prefix: &str,
+        before: Option<&Workbook>,
+    ) -> Result<Option<String>, AgentError> {
+        let Some(after) = self.workbook(&contract.path, prefix).await? else {
+            return Ok(Some("it is not a workbook the engine can read".to_string()));
+        };
+        let before_cells = before.map(|workbook| &workbook.cells);
+        let changed = cells::changed_cells(before_cells.unwrap_or(&Cells::new()), &after.cells);
+        let first_sheet = before.map_or(&after.first_sheet, |workbook| &workbook.first_sheet);
+        Ok(cells::check_touches(&contract.touches, &changed, first_sheet).err())
+    }
+
+    /// Every sheet's cells of the workbook at `path` in the draft, by `read_file` (one call
+    /// per sheet); `None` when it is not there or not readable.
+    async fn workbook(&self, path: &str, prefix: &str) -> Result<Option<Workbook>, AgentError> {
+        let Some(first) = self
+            .read(json!({"path": path}), &format!("{prefix}.sheet0"))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some((first_sheet, first_cells)) = cells::read_cells(&first) else {
+            return Ok(None);
+        };
+        let mut workbook = Workbook {
+            first_sheet: first_sheet.clone(),
+            cells: Cells::from([(first_sheet.clone(), first_cells)]),
+        };
+        let sheets: Vec<String> = first
+            .get("sheets")
+            .and_then(Value::as_array)
+            .map(|sheets| {
+                sheets
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|sheet| *sheet != first_sheet)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (index, sheet) in sheets.iter().enumerate() {
+            let call = format!("{prefix}.sheet{}", index + 1);
+            let read = self
+                .read(json!({"path": path, "sheet": sheet}), &call)
+                .await?;
+            if let Some((name, sheet_cells)) = read.as_ref().and_then(cells::read_cells) {
+                workbook.cells.insert(name, sheet_cells);
+            }
+        }
+        Ok(Some(workbook))
+    }
+
+    /// One `read_file` call's result; `None` when it failed.
+    async fn read(&self, args: Value, call_id: &str) -> Result<Option<Value>, AgentError> {
+        let Some(spec) = catalog::find("read_file") else {
+            return Ok(None);
+        };
+        match self.host.call_tool(call_id, &spec, args).await {
+            Ok(result) => Ok(Some(result)),
+            Err(error) if error.code == atelier_messages::ErrorCode::UserCanceled => {
+                Err(AgentError::Job(error))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+/// True for an `edit` contract that names what it touches on a workbook.
+fn compares_cells(contract: &Contract) -> bool {
+    contract.holds == Holds::Edit
+        && !contract.touches.is_empty()
+        && kind_of(&contract.path) == "xlsx"
 }
 
 /// True for a target whose text `read_file` gives as it is: a text or delimited file.

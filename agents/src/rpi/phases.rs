@@ -10,7 +10,7 @@ use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
 use atelier_messages::{ErrorBody, ErrorCode, journal};
 use tracing::{Instrument, info_span};
 
-use super::contracts::BROKEN_CONTRACT;
+use super::contracts::{BROKEN_CONTRACT, WorkbooksBefore};
 use super::driver::Driver;
 use super::item_end::{Answered, Done, Failure, ItemOutcome, answered_item, changed_paths};
 use super::prompts::{self, ItemContext};
@@ -27,6 +27,13 @@ fn plan_invalid(reason: &str) -> AgentError {
         ErrorCode::PlanInvalid,
         format!("the model gave no usable plan: {reason}"),
     ))
+}
+
+/// What an item started from, before its first attempt (journaled): its files, and the
+/// workbooks its edit contracts name.
+struct ItemStart {
+    files: BTreeMap<String, String>,
+    workbooks: WorkbooksBefore,
 }
 
 /// `ITEM_NOT_DONE` for an item whose written content breaks its contracts: tried again once
@@ -269,7 +276,10 @@ impl Driver<'_> {
         item: &PlanItem,
         total: u32,
     ) -> Result<(u32, ItemOutcome, Vec<String>), AgentError> {
-        let before = self.item_files(item.index).await?;
+        let before = ItemStart {
+            files: self.item_files(item.index).await?,
+            workbooks: self.workbooks_before(item).await?,
+        };
         let mut attempt = 0;
         let mut previous: Option<Failure> = None;
         let outcome = loop {
@@ -291,7 +301,7 @@ impl Driver<'_> {
                 Err(failure) => previous = Some(failure),
             }
         };
-        let changed = changed_paths(&before, &self.file_digests().await?);
+        let changed = changed_paths(&before.files, &self.file_digests().await?);
         Ok((attempt, outcome, changed))
     }
 
@@ -302,7 +312,7 @@ impl Driver<'_> {
         total: u32,
         attempt: u32,
         previous: Option<&Failure>,
-        before: &BTreeMap<String, String>,
+        before: &ItemStart,
     ) -> Result<ItemOutcome, AgentError> {
         let scope = Scope {
             phase: Phase::Implement,
@@ -354,7 +364,7 @@ impl Driver<'_> {
                     answer,
                     targets: item.targets.clone(),
                     contracts: item.contracts.clone(),
-                    before: before.clone(),
+                    before: before.files.clone(),
                 },
             )
             .await?;
@@ -365,7 +375,7 @@ impl Driver<'_> {
                 write_calls,
                 rejected_calls,
             } => {
-                let changed = changed_paths(before, &self.file_digests().await?);
+                let changed = changed_paths(&before.files, &self.file_digests().await?);
                 let handed_on: Vec<String> =
                     plan::amendments(&text, &state.items, state.original_count)
                         .items
@@ -387,7 +397,7 @@ impl Driver<'_> {
                 };
                 let prefix = format!("{}.contract.{}.{attempt}", self.job.job_id, item.index);
                 let checked = self
-                    .check_contracts(&item.contracts, &prefix, &changed)
+                    .check_contracts(&item.contracts, &prefix, &changed, &before.workbooks)
                     .await?;
                 match checked.reason() {
                     Some(reason) => Err(contract_broken(reason, previous)),
