@@ -49,6 +49,27 @@ pub fn classify<S: AsRef<str>>(request: &str, files: &[S]) -> Ask {
     ))
 }
 
+/// The question marks of the scripts a request may be written in: Latin (`?`), full-width
+/// (`？`, Chinese and Japanese) and Arabic (`؟`). Greek's `;` is not one: it is a semicolon
+/// everywhere else.
+const QUESTION_MARKS: &[char] = &['?', '\u{ff1f}', '\u{061f}'];
+
+/// True when `request` asks a question: a question mark ends one of its sentences (a `?` followed
+/// by white space or the end; `a.csv?x=1` in an address is not one). How it is worded, and in
+/// which language, does not matter. Only a question is offered the plan's answer-only way out;
+/// a request without one may still be answered when its plan says so.
+pub fn asks_a_question(request: &str) -> bool {
+    let mut chars = request.chars().peekable();
+    while let Some(c) = chars.next() {
+        // A script without spaces between sentences (Chinese, Japanese) needs none after it.
+        let ends_sentence = c != '?' || chars.peek().is_none_or(|next| next.is_whitespace());
+        if QUESTION_MARKS.contains(&c) && ends_sentence {
+            return true;
+        }
+    }
+    false
+}
+
 /// True when `request` asks to delete, remove, rename or move something (any sentence, any
 /// case).
 pub fn asks_to_remove(request: &str) -> bool {
@@ -295,5 +316,26 @@ mod tests {
             Ask::Answer
         );
         assert!(classify("What is in 1.txt?", FILES).artefact().is_some());
+    }
+
+    #[test]
+    fn a_question_mark_in_any_script_makes_a_question() {
+        for question in [
+            "How many penguins are listed in penguins.csv? Just tell me; do not write any file.",
+            "Make sure you count every row: how many penguins are there?",
+            "¿Cuántos pingüinos hay?",
+            "penguins.csv にペンギンは何羽いますか？ファイルは変更しないでください。",
+            "كم عدد البطاريق؟",
+        ] {
+            assert!(asks_a_question(question), "{question}");
+        }
+        for request in [
+            "Ändere den Titel der dritten Folie in „Lösung“.",
+            "Delete unknown.bin; keep everything else.",
+            "Summarize launch_plan.csv.",
+            "Read https://example.com/a.csv?x=1 and save it",
+        ] {
+            assert!(!asks_a_question(request), "{request}");
+        }
     }
 }

@@ -44,6 +44,21 @@ fn counted_plan() -> Value {
         - islands.txt: number from penguins.csv = SELECT count(DISTINCT island) FROM data"}])
 }
 
+/// [`REQUEST`] with [`counted_plan`]: the item writes `first` into islands.txt, and `retry`
+/// when it is tried again.
+async fn counted(first: &str, retry: &str) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
+    let script = script(json!({
+        "research": [{"content": "penguins.csv has an island column."}],
+        "plan": counted_plan(),
+        "implement": {
+            "1": [write("islands.txt", first), {"content": "Wrote islands.txt."}],
+            "1@retry": [write("islands.txt", retry), {"content": "Wrote islands.txt."}]
+        },
+        "summary": [{"content": "Islands counted."}]
+    }))?;
+    run(script, REQUEST).await
+}
+
 fn draft_text(cluster: &Cluster, path: &str) -> anyhow::Result<String> {
     Ok(cluster.cli_ok(&["wb", "cat", "w", path, "--draft"])?.stdout)
 }
@@ -53,19 +68,7 @@ async fn the_values_where_their_count_was_promised_are_told_once_then_corrected(
 -> anyhow::Result<()> {
     // As a small model did on an unseen task: the distinct values written where their number
     // was asked for. The retry, told what differs, writes the number.
-    let (model, cluster, view) = run(
-        script(json!({
-            "research": [{"content": "penguins.csv has an island column."}],
-            "plan": counted_plan(),
-            "implement": {
-                "1": [write("islands.txt", "Biscoe\nDream\nTorgersen\n"), {"content": "Wrote islands.txt."}],
-                "1@retry": [write("islands.txt", "3\n"), {"content": "Wrote 3 to islands.txt."}]
-            },
-            "summary": [{"content": "Three islands."}]
-        }))?,
-        REQUEST,
-    )
-    .await?;
+    let (model, cluster, view) = counted("Biscoe\nDream\nTorgersen\n", "3\n").await?;
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
     assert_eq!(draft_text(&cluster, "islands.txt")?, "3\n");
     let item = &view.items[0];
@@ -99,19 +102,7 @@ async fn the_values_where_their_count_was_promised_are_told_once_then_corrected(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_number_against_its_source_never_ends_succeeded() -> anyhow::Result<()> {
     // A number, but not the source's: told once with the source's value, wrong again, failed.
-    let (_model, cluster, view) = run(
-        script(json!({
-            "research": [{"content": "penguins.csv has an island column."}],
-            "plan": counted_plan(),
-            "implement": {
-                "1": [write("islands.txt", "4\n"), {"content": "Wrote islands.txt."}],
-                "1@retry": [write("islands.txt", "5\n"), {"content": "Wrote islands.txt."}]
-            },
-            "summary": [{"content": "Four islands."}]
-        }))?,
-        REQUEST,
-    )
-    .await?;
+    let (_model, cluster, view) = counted("4\n", "5\n").await?;
     assert_eq!(view.state, JobState::Failed, "{view:?}");
     assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
     let item = &view.items[0];

@@ -124,15 +124,17 @@ impl Driver<'_> {
             state.unreplaced_placeholders = crate::request::named_placeholders(&self.job.message);
         }
         let asks_for = state.asks_for.clone();
+        // The answer-only way out is offered to a question only (a plan may still declare it).
+        let asks_question = crate::request::asks_a_question(&self.job.message);
         let answer = AnswerShape::Plan {
-            no_change: asks_for.is_none(),
+            no_change: asks_for.is_none() && asks_question,
             targets: state.requested_files.clone(),
         };
         let end = self
             .single_phase_loop(
                 state,
                 Phase::Plan,
-                |manifest| prompts::plan(&research, manifest, asks_for.as_deref()),
+                |manifest| prompts::plan(&research, manifest, asks_for.as_deref(), asks_question),
                 self.offered(Phase::Plan, catalog::plan_tools()).await?,
                 self.budgets.plan_turns,
                 Expect::Checklist,

@@ -186,17 +186,27 @@ const CONTRACT_FORM: &str = "`  - file: KIND`";
 
 /// The plan prompt. `asks_for`: why the request asks for an artefact, when it does; then the
 /// prompt offers no way to answer that nothing needs to change (a small model copies such a
-/// way out, reason and all), and says the plan must write what the request asks for.
-pub(super) fn plan(research: &str, manifest: &str, asks_for: Option<&str>) -> String {
+/// way out, reason and all), and says the plan must write what the request asks for. The way
+/// out is offered only to a request that asks a question (`asks_question`,
+/// [`crate::request::asks_a_question`]).
+pub(super) fn plan(
+    research: &str,
+    manifest: &str,
+    asks_for: Option<&str>,
+    asks_question: bool,
+) -> String {
     let ending = match asks_for {
         Some(why) => format!(
             "The request asks for a file to be written or changed ({why}): the plan must hold \
              the items that do it."
         ),
-        None => format!(
+        None if asks_question => format!(
             "If the request is only a question and no file needs to change, answer only \
              `{NO_CHANGE_MARKER}` followed by the answer to the question in your own words."
         ),
+        None => "Plan the steps that do what the request asks: an item that changes, adds or \
+                 removes a file names it as its target."
+            .to_string(),
     };
     format!(
         "You are in the Plan phase. Write a checklist of the steps that fulfil the request, one per \
@@ -206,10 +216,10 @@ pub(super) fn plan(research: &str, manifest: &str, asks_for: Option<&str>) -> St
          must hold, one line per file: {CONTRACT_FORM}, KIND one of number (one number alone), \
          list (one value per line; `of N` when the count is known), table (a CSV; its columns in \
          parentheses), text, edit (an existing file changed in place; `at B2, Summary!C3` for \
-         the cells it sets); add `from FILE = SELECT …` (the table is `data`) when the values \
-         come from a query over a workbench table. The engine checks the written files against \
-         these lines. Keep it short (1 to 8 items); each item must be doable with the workbench \
-         tools. {ending}\n\n\
+         the cells it sets); when the values come from a workbench table, end the line with \
+         `from`, that table's path, `=` and the SELECT that gives them (the table is `data`). \
+         The engine checks the written files against these lines. Keep it short (1 to 8 \
+         items); each item must be doable with the workbench tools. {ending}\n\n\
          Research notes:\n{research}\n\n{manifest}"
     )
 }
