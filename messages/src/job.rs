@@ -198,7 +198,6 @@ impl std::fmt::Display for Phase {
     }
 }
 
-
 /// What the control plane tells about a job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobView {

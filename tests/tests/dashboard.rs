@@ -1062,7 +1062,11 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
     // The draft's file shows the contract the plan of the job that wrote it holds it to, and
     // that job's page shows it under its item.
     assert_eq!(result["heldTo"], "held to notes.md: text", "{result}");
-    assert_eq!(result["planContracts"], json!(["notes.md: text"]), "{result}");
+    assert_eq!(
+        result["planContracts"],
+        json!(["notes.md: text"]),
+        "{result}"
+    );
     assert_eq!(result["afterRewind"], json!(["m1:user", "m3:system"]));
     assert!(
         result["lastDialog"].is_string(),
