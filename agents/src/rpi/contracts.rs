@@ -76,11 +76,15 @@ impl Checked {
 
 impl Driver<'_> {
     /// The workbooks the item's `edit … at REFS` contracts name, as they are before its first
-    /// attempt: read and journaled the first time, recalled by every later attempt or run.
+    /// attempt: read and journaled the first time, recalled by every later attempt or run
+    /// (nothing is journaled for an item without such a contract).
     pub(super) async fn workbooks_before(
         &self,
         item: &PlanItem,
     ) -> Result<WorkbooksBefore, AgentError> {
+        if !item.contracts.iter().any(compares_cells) {
+            return Ok(WorkbooksBefore::new());
+        }
         let key = journal::item_cells(item.index);
         if let Some(before) = self.recall::<WorkbooksBefore>(&key).await? {
             return Ok(before);
