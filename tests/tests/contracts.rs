@@ -59,6 +59,17 @@ async fn counted(first: &str, retry: &str) -> anyhow::Result<(ScriptedModel, Clu
     run(script, REQUEST).await
 }
 
+/// [`REQUEST`] with `plan`: the item writes 3 into islands.txt.
+async fn writes_three(plan: Value) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
+    let script = script(json!({
+        "research": [{"content": "penguins.csv has an island column."}],
+        "plan": plan,
+        "implement": {"1": [write("islands.txt", "3\n"), {"content": "Wrote 3."}]},
+        "summary": [{"content": "Three."}]
+    }))?;
+    run(script, REQUEST).await
+}
+
 fn draft_text(cluster: &Cluster, path: &str) -> anyhow::Result<String> {
     Ok(cluster.cli_ok(&["wb", "cat", "w", path, "--draft"])?.stdout)
 }
@@ -151,16 +162,7 @@ async fn a_failing_source_query_is_told_not_a_failed_job() -> anyhow::Result<()>
     // The source names a column penguins.csv lacks: the number is checked as a number only.
     let plan = "- [ ] 1. Count — the islands → islands.txt\n  \
         - islands.txt: number from penguins.csv = SELECT count(DISTINCT archipelago) FROM data";
-    let (_model, _cluster, view) = run(
-        script(json!({
-            "research": [{"content": "penguins.csv has an island column."}],
-            "plan": [{"content": plan}],
-            "implement": {"1": [write("islands.txt", "3\n"), {"content": "Wrote 3."}]},
-            "summary": [{"content": "Three."}]
-        }))?,
-        REQUEST,
-    )
-    .await?;
+    let (_model, _cluster, view) = writes_three(json!([{"content": plan}])).await?;
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
     assert_eq!(view.items[0].attempts, 1);
     Ok(())
@@ -170,16 +172,7 @@ async fn a_failing_source_query_is_told_not_a_failed_job() -> anyhow::Result<()>
 async fn a_contract_outside_the_workbench_is_refused_before_anything_runs() -> anyhow::Result<()> {
     let plan = "- [ ] 1. Count — the islands → islands.txt\n  \
         - islands.txt: number from ../../etc/passwd = SELECT count(*) FROM data";
-    let (model, _cluster, view) = run(
-        script(json!({
-            "research": [{"content": "penguins.csv has an island column."}],
-            "plan": [{"content": plan}],
-            "implement": {"1": [write("islands.txt", "3\n"), {"content": "Wrote 3."}]},
-            "summary": [{"content": "Three."}]
-        }))?,
-        REQUEST,
-    )
-    .await?;
+    let (model, _cluster, view) = writes_three(json!([{"content": plan}])).await?;
     assert_eq!(view.state, JobState::Failed, "{view:?}");
     assert_eq!(error_code(&view), Some(ErrorCode::SandboxViolation));
     assert_eq!(model.count("implement", Some(1), 0), 0, "no item ran");
@@ -189,16 +182,7 @@ async fn a_contract_outside_the_workbench_is_refused_before_anything_runs() -> a
 #[tokio::test(flavor = "multi_thread")]
 async fn the_job_view_shows_each_items_contracts() -> anyhow::Result<()> {
     // `atelier job` prints the contract line under its item; `--json` carries the contract.
-    let (_model, cluster, view) = run(
-        script(json!({
-            "research": [{"content": "penguins.csv has an island column."}],
-            "plan": counted_plan(),
-            "implement": {"1": [write("islands.txt", "3\n"), {"content": "Wrote 3."}]},
-            "summary": [{"content": "Three."}]
-        }))?,
-        REQUEST,
-    )
-    .await?;
+    let (_model, cluster, view) = writes_three(counted_plan()).await?;
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
     let text = cluster.cli_ok(&["job", &view.job_id])?.stdout;
     assert!(

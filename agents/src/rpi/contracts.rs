@@ -20,6 +20,8 @@ use atelier_messages::contract::{Contract, Holds};
 use atelier_messages::job::PlanItem;
 use atelier_messages::journal;
 use atelier_messages::path::kind_of;
+use atelier_messages::tool::ToolName;
+use atelier_messages::{ErrorBody, ErrorCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -179,22 +181,15 @@ impl Driver<'_> {
         source: &atelier_messages::contract::Source,
         prefix: &str,
     ) -> Result<Result<Rows, String>, AgentError> {
-        let Some(spec) = catalog::find("table_query") else {
-            return Ok(Err("table_query is not available".to_string()));
-        };
         let args = json!({"path": source.path, "query": source.query, "window_rows": SOURCE_ROWS});
-        match self
-            .host
-            .call_tool(&format!("{prefix}.source"), &spec, args)
-            .await
-        {
-            Ok(result) => Ok(Rows::of_result(&result)
-                .ok_or_else(|| "the query returned no rows object".to_string())),
-            Err(error) if error.code == atelier_messages::ErrorCode::UserCanceled => {
-                Err(AgentError::Job(error))
-            }
-            Err(error) => Ok(Err(format!("{}: {}", error.code, error.message))),
-        }
+        let call_id = format!("{prefix}.source");
+        Ok(
+            match self.call(ToolName::TableQuery, args, &call_id).await? {
+                Ok(result) => Rows::of_result(&result)
+                    .ok_or_else(|| "the query returned no rows object".to_string()),
+                Err(error) => Err(format!("{}: {}", error.code, error.message)),
+            },
+        )
     }
 }
 
@@ -257,15 +252,26 @@ impl Driver<'_> {
 
     /// One `read_file` call's result; `None` when it failed.
     async fn read(&self, args: Value, call_id: &str) -> Result<Option<Value>, AgentError> {
-        let Some(spec) = catalog::find("read_file") else {
-            return Ok(None);
+        Ok(self.call(ToolName::ReadFile, args, call_id).await?.ok())
+    }
+
+    /// One call of a read-only workbench tool: its result or its error; only a cancel ends the
+    /// check.
+    async fn call(
+        &self,
+        tool: ToolName,
+        args: Value,
+        call_id: &str,
+    ) -> Result<Result<Value, ErrorBody>, AgentError> {
+        let Some(spec) = catalog::find(tool.as_str()) else {
+            return Ok(Err(ErrorBody::new(
+                ErrorCode::Internal,
+                format!("{tool} is not in the catalog"),
+            )));
         };
         match self.host.call_tool(call_id, &spec, args).await {
-            Ok(result) => Ok(Some(result)),
-            Err(error) if error.code == atelier_messages::ErrorCode::UserCanceled => {
-                Err(AgentError::Job(error))
-            }
-            Err(_) => Ok(None),
+            Err(error) if error.code == ErrorCode::UserCanceled => Err(AgentError::Job(error)),
+            result => Ok(result),
         }
     }
 }
