@@ -29,10 +29,13 @@ pub enum AnswerShape {
     /// A plan: items with a label, a description and the files they write; or, when
     /// `no_change` is allowed, the reason nothing needs to change. `targets`, when not empty,
     /// are the only files an item may name (the files the request names that the workbench
-    /// does not have: a small model otherwise names the file it reads).
+    /// does not have: a small model otherwise names the file it reads). `tables`: the
+    /// workbench's tables, one of which a computed target's source names
+    /// ([`crate::contract::target_schema`]).
     Plan {
         no_change: bool,
         targets: Vec<String>,
+        tables: Vec<String>,
     },
     /// An item's result: done (with a one-line result), failed (with the reason), or, when
     /// `no_change` is allowed, no change needed (with why).
@@ -44,7 +47,11 @@ impl AnswerShape {
     pub fn schema(&self) -> Option<Value> {
         match self {
             AnswerShape::Text => None,
-            AnswerShape::Plan { no_change, targets } => Some(plan_schema(*no_change, targets)),
+            AnswerShape::Plan {
+                no_change,
+                targets,
+                tables,
+            } => Some(plan_schema(*no_change, targets, tables)),
             AnswerShape::ItemResult { no_change } => Some(item_result_schema(*no_change)),
         }
     }
@@ -55,7 +62,7 @@ impl AnswerShape {
         match self {
             AnswerShape::Text => None,
             AnswerShape::Plan { .. } => Some(
-                r#"{"items": [{"label": "<what to do>", "description": "<which tool, on which file>", "targets": [{"path": "<file it writes>", "holds": "<number, list, table, text or edit>"}]}]}"#,
+                r#"{"items": [{"label": "<what to do>", "description": "<which tool, on which file>", "targets": [{"path": "<file it writes>", "holds": "<number, list, table, text, edit or absent>"}]}]}"#,
             ),
             AnswerShape::ItemResult { .. } => {
                 Some(r#"{"status": "done", "result": "<one line: what the tool calls did>"}"#)
@@ -79,13 +86,13 @@ fn bounded_string() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": MAX_FIELD_CHARS})
 }
 
-fn plan_schema(no_change: bool, targets: &[String]) -> Value {
+fn plan_schema(no_change: bool, targets: &[String], tables: &[String]) -> Value {
     let path = if targets.is_empty() {
         bounded_string()
     } else {
         json!({"type": "string", "enum": targets})
     };
-    let target = crate::contract::target_schema(path);
+    let target = crate::contract::target_schema(path, tables);
     let item = json!({
         "type": "object",
         "properties": {
@@ -218,6 +225,7 @@ mod tests {
         let shape = AnswerShape::Plan {
             no_change: false,
             targets: Vec::new(),
+            tables: Vec::new(),
         };
         let answer = r#"{"items": [
             {"label": "Count rows", "description": "table_query on penguins.csv", "targets": []},
@@ -253,6 +261,7 @@ mod tests {
         let refused = AnswerShape::Plan {
             no_change: false,
             targets: Vec::new(),
+            tables: Vec::new(),
         }
         .schema()
         .expect("schema");
@@ -262,6 +271,7 @@ mod tests {
         let allowed = AnswerShape::Plan {
             no_change: true,
             targets: Vec::new(),
+            tables: Vec::new(),
         }
         .schema()
         .expect("schema");
@@ -269,7 +279,8 @@ mod tests {
         assert_eq!(
             AnswerShape::Plan {
                 no_change: true,
-                targets: Vec::new()
+                targets: Vec::new(),
+                tables: Vec::new(),
             }
             .to_text(r#"{"no_change": "It has 344 rows."}"#)
             .as_deref(),
@@ -291,17 +302,46 @@ mod tests {
         );
         assert_eq!(AnswerShape::Text.schema(), None);
         // The files the request names are the only targets an item may name.
+        // A computed target names its source, one of the workbench's tables, when it has any.
         let bound = AnswerShape::Plan {
             no_change: false,
             targets: vec!["count.txt".into()],
+            tables: vec!["penguins.csv".into()],
         }
         .schema()
         .expect("schema");
+        let kinds =
+            &bound["properties"]["items"]["items"]["properties"]["targets"]["items"]["anyOf"];
+        let kind = |name: &str| {
+            kinds
+                .as_array()
+                .and_then(|kinds| {
+                    kinds
+                        .iter()
+                        .find(|kind| kind["properties"]["holds"]["enum"][0] == name)
+                })
+                .cloned()
+                .unwrap_or_default()
+        };
+        for name in ["number", "list", "table", "text", "edit", "absent"] {
+            assert_eq!(
+                kind(name)["properties"]["path"]["enum"],
+                json!(["count.txt"]),
+                "{name}"
+            );
+        }
         assert_eq!(
-            bound["properties"]["items"]["items"]["properties"]["targets"]["items"]["properties"]["path"]
-                ["enum"],
-            json!(["count.txt"])
+            kind("number")["required"],
+            json!(["path", "holds", "source"])
         );
+        assert_eq!(
+            kind("number")["properties"]["source"]["properties"]["path"]["enum"],
+            json!(["penguins.csv"])
+        );
+        assert_eq!(kind("text")["required"], json!(["path", "holds"]));
+        assert_eq!(kind("text")["properties"].get("source"), None);
+        assert_eq!(kind("edit")["properties"]["touches"]["type"], "array");
+        assert_eq!(kind("number")["properties"].get("touches"), None);
     }
 
     #[test]
@@ -330,6 +370,7 @@ mod tests {
             AnswerShape::Plan {
                 no_change: false,
                 targets: Vec::new(),
+                tables: Vec::new(),
             },
             AnswerShape::ItemResult { no_change: false },
         ] {

@@ -169,28 +169,61 @@ pub fn from_json(target: &Value) -> Option<Contract> {
     (!contract.path.is_empty()).then_some(contract)
 }
 
-/// The JSON schema of a schema-bound plan's target object; `path` is `path_schema`.
-pub fn target_schema(path_schema: Value) -> Value {
-    let kinds: Vec<&str> = Holds::ALL.iter().map(|holds| holds.as_str()).collect();
+/// The JSON schema of a schema-bound plan's target object; `path` is `path_schema`. Each kind
+/// has its own object, with only the fields it can use (`count` on a list, `columns` on a
+/// table, `touches` on an edit). When the workbench has tables (`tables`), a number, list or
+/// table must name its source, one of those tables and a query: a figure computed from data
+/// says where it comes from, so the engine can check it.
+pub fn target_schema(path_schema: Value, tables: &[String]) -> Value {
     let text = json!({"type": "string", "minLength": 1, "maxLength": 300});
-    json!({
+    let source_path = if tables.is_empty() {
+        text.clone()
+    } else {
+        json!({"type": "string", "enum": tables})
+    };
+    let source = json!({
         "type": "object",
         "properties": {
-            "path": path_schema,
-            "holds": {"type": "string", "enum": kinds},
-            "count": {"type": "integer", "minimum": 0},
-            "columns": {"type": "array", "items": text, "maxItems": 32},
-            "touches": {"type": "array", "items": text, "maxItems": 32},
-            "source": {
-                "type": "object",
-                "properties": {"path": text, "query": {"type": "string", "minLength": 1, "maxLength": 1000}},
-                "required": ["path", "query"],
-                "additionalProperties": false
-            }
+            "path": source_path,
+            "query": {"type": "string", "minLength": 1, "maxLength": 1000}
         },
-        "required": ["path", "holds"],
+        "required": ["path", "query"],
         "additionalProperties": false
-    })
+    });
+    let strings = json!({"type": "array", "items": text, "maxItems": 32});
+    let variant = |holds: Holds, extra: &[(&str, Value)]| {
+        let mut properties = serde_json::Map::new();
+        properties.insert("path".into(), path_schema.clone());
+        properties.insert(
+            "holds".into(),
+            json!({"type": "string", "enum": [holds.as_str()]}),
+        );
+        let mut required = vec!["path", "holds"];
+        for (name, schema) in extra {
+            properties.insert((*name).to_string(), schema.clone());
+        }
+        if holds.computed() {
+            properties.insert("source".into(), source.clone());
+            if !tables.is_empty() {
+                required.push("source");
+            }
+        }
+        json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false
+        })
+    };
+    let count = json!({"type": "integer", "minimum": 0});
+    json!({"anyOf": [
+        variant(Holds::Number, &[]),
+        variant(Holds::List, &[("count", count)]),
+        variant(Holds::Table, &[("columns", strings.clone())]),
+        variant(Holds::Text, &[]),
+        variant(Holds::Edit, &[("touches", strings)]),
+        variant(Holds::Absent, &[]),
+    ]})
 }
 
 /// What a source query returned: its column names and rows.
@@ -242,6 +275,7 @@ impl Rows {
 
 pub mod cells;
 mod checks;
+pub mod review;
 
 pub use checks::{check, parse_number};
 

@@ -23,16 +23,19 @@ pub enum Holds {
     /// An existing file changed in place: the draft changed it, and only at the `touches`
     /// references when they are stated.
     Edit,
+    /// An existing file the item deletes or moves away: it is no longer in the draft.
+    Absent,
 }
 
 impl Holds {
     /// Every kind, in the order the plan's schema offers them.
-    pub const ALL: [Holds; 5] = [
+    pub const ALL: [Holds; 6] = [
         Holds::Number,
         Holds::List,
         Holds::Table,
         Holds::Text,
         Holds::Edit,
+        Holds::Absent,
     ];
 
     /// The kind's name in a plan (`number`, `list`, …).
@@ -43,7 +46,14 @@ impl Holds {
             Holds::Table => "table",
             Holds::Text => "text",
             Holds::Edit => "edit",
+            Holds::Absent => "absent",
         }
+    }
+
+    /// True for the kinds whose values may be computed from a workbench table: a number, a
+    /// list, a table.
+    pub fn computed(self) -> bool {
+        matches!(self, Holds::Number | Holds::List | Holds::Table)
     }
 
     /// The kind named `name` (any case).
@@ -112,7 +122,7 @@ mod tests {
     #[test]
     fn kinds_have_stable_names() {
         let names: Vec<&str> = Holds::ALL.iter().map(|holds| holds.as_str()).collect();
-        assert_eq!(names, ["number", "list", "table", "text", "edit"]);
+        assert_eq!(names, ["number", "list", "table", "text", "edit", "absent"]);
         assert_eq!(Holds::parse(" List "), Some(Holds::List));
         assert_eq!(Holds::parse("numbers"), None);
         let json = serde_json::to_string(&Contract::new("a.txt", Holds::Number)).unwrap();

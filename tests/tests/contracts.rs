@@ -23,14 +23,23 @@ fn error_code(view: &JobView) -> Option<ErrorCode> {
 
 const REQUEST: &str = "How many different islands do the penguins in penguins.csv come from? Put the figure in islands.txt.";
 
-/// A cluster with penguins.csv in workbench `w`, running `script` on [`REQUEST`].
+/// A cluster with penguins.csv in workbench `w`, running `script` on `message`.
 async fn run(script: Script, message: &str) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
+    run_with(script, message, &[]).await
+}
+
+/// [`run`] with `flags` on the submit (`--auto-approve`).
+async fn run_with(
+    script: Script,
+    message: &str,
+    flags: &[&str],
+) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
     let model = ScriptedModel::start(script).await?;
     let cluster = Cluster::start()?;
     cluster.cli_ok(&["wb", "create", "w"])?;
     let penguins = atelier_tests::fixtures().join("palmerpenguins/penguins.csv");
     cluster.cli_ok(&["wb", "add", "w", &penguins.to_string_lossy()])?;
-    let view = cluster.run_job("w", message, &model.model_spec(), &[])?;
+    let view = cluster.run_job("w", message, &model.model_spec(), flags)?;
     Ok((model, cluster, view))
 }
 
@@ -157,14 +166,119 @@ async fn a_list_and_a_table_are_checked_against_their_sources() -> anyhow::Resul
     Ok(())
 }
 
+/// The plan request's last message to the model at plan turn `turn`.
+fn told_at_plan_turn(model: &ScriptedModel, turn: usize) -> String {
+    model
+        .requests()
+        .into_iter()
+        .filter(|request| request.phase == "plan")
+        .nth(turn)
+        .and_then(|request| request.body["messages"].as_array()?.last().cloned())
+        .map(|message| message["content"].to_string())
+        .unwrap_or_default()
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_failing_source_query_is_told_not_a_failed_job() -> anyhow::Result<()> {
-    // The source names a column penguins.csv lacks: the number is checked as a number only.
-    let plan = "- [ ] 1. Count — the islands → islands.txt\n  \
+async fn a_failing_source_query_is_told_to_the_model_before_anything_runs() -> anyhow::Result<()> {
+    // The source names a column penguins.csv lacks: the engine runs it when the plan is given
+    // and tells the model the query's error; the corrected plan's source is the one checked.
+    let wrong = "- [ ] 1. Count — the islands → islands.txt\n  \
         - islands.txt: number from penguins.csv = SELECT count(DISTINCT archipelago) FROM data";
-    let (_model, _cluster, view) = writes_three(json!([{"content": plan}])).await?;
+    let (model, cluster, view) =
+        writes_three(json!([{"content": wrong}, counted_plan()[0].clone()])).await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    let told = told_at_plan_turn(&model, 1);
+    assert!(
+        told.contains(
+            "islands.txt: its source query `SELECT count(DISTINCT archipelago) FROM data` fails"
+        ) && told.contains("archipelago"),
+        "{told}"
+    );
+    let json: Value = cluster.cli_ok(&["job", &view.job_id, "--json"])?.json()?;
+    assert_eq!(
+        json["items"][0]["contracts"][0]["source"]["query"],
+        "SELECT count(DISTINCT island) FROM data"
+    );
+    assert_eq!(draft_text(&cluster, "islands.txt")?, "3\n");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_source_still_failing_after_being_told_is_checked_by_kind_not_a_failed_job()
+-> anyhow::Result<()> {
+    let wrong = json!({"content": "- [ ] 1. Count — the islands → islands.txt\n  \
+        - islands.txt: number from penguins.csv = SELECT count(DISTINCT archipelago) FROM data"});
+    let (model, _cluster, view) = writes_three(json!([wrong.clone(), wrong])).await?;
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
     assert_eq!(view.items[0].attempts, 1);
+    assert_eq!(model.count("plan", None, 2), 0, "told once, not twice");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn uncheckable_contracts_are_told_with_what_is_wrong() -> anyhow::Result<()> {
+    // As a small model wrote them on unseen tasks: cells named on a text file, a count on a
+    // number, a number from the data without its query, a source that gives every row.
+    let wrong = "- [ ] 1. Count — the islands → islands.txt, names.txt, total.txt, mass.txt\n  \
+        - islands.txt: number at data\n  \
+        - names.txt: number of 10 from penguins.csv = SELECT count(*) FROM data\n  \
+        - total.txt: number\n  \
+        - mass.txt: number from penguins.csv = SELECT body_mass_g FROM data";
+    let (model, _cluster, view) =
+        writes_three(json!([{"content": wrong}, counted_plan()[0].clone()])).await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    let told = told_at_plan_turn(&model, 1);
+    for expected in [
+        "item 1, islands.txt: `at data` names what an edit touches",
+        "item 1, names.txt: `of N` counts a list's values",
+        "item 1, total.txt: a number computed from the workbench's data names the query",
+        "item 1, mass.txt: its source query `SELECT body_mass_g FROM data` gives 344 rows and 1 column",
+    ] {
+        assert!(told.contains(expected), "{expected}: {told}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_moved_away_is_absent_from_the_draft() -> anyhow::Result<()> {
+    let plan = "- [ ] 1. Move — penguins.csv into archive/ → archive/penguins.csv, penguins.csv\n  \
+        - archive/penguins.csv: text\n  \
+        - penguins.csv: absent";
+    let rename = json!({"tool_calls": [{"name": "rename_file", "arguments": {
+        "path": "penguins.csv", "new_path": "archive/penguins.csv"}}]});
+    let moved = |implement: Value| {
+        script(json!({
+            "research": [{"content": "penguins.csv is the only file."}],
+            "plan": [{"content": plan}],
+            "implement": implement,
+            "summary": [{"content": "Moved."}]
+        }))
+    };
+    let request = "Move penguins.csv into an archive folder.";
+    let approve = ["--auto-approve"];
+    let (_model, cluster, done) = run_with(
+        moved(json!({"1": [rename, {"content": "Moved it."}]}))?,
+        request,
+        &approve,
+    )
+    .await?;
+    assert_eq!(done.state, JobState::Succeeded, "{done:?}");
+    let listed = cluster.cli_ok(&["wb", "ls", "w", "--draft"])?.stdout;
+    assert!(
+        listed.contains("archive/penguins.csv") && !listed.contains("\npenguins.csv"),
+        "{listed}"
+    );
+    // A copy leaves the file where it was: the item is not done.
+    let copy = write("archive/penguins.csv", "species,island\n");
+    let (_model, _cluster, copied) = run_with(
+        moved(json!({"1": [copy.clone(), {"content": "Moved it."}],
+                     "1@retry": [copy, {"content": "Moved it."}]}))?,
+        request,
+        &approve,
+    )
+    .await?;
+    assert_eq!(copied.state, JobState::Failed, "{copied:?}");
+    assert_eq!(copied.items[0].failure_code, Some(ErrorCode::ItemNotDone));
     Ok(())
 }
 

@@ -84,20 +84,20 @@ async fn a_retry_over_the_jobs_own_file_runs_without_asking() -> anyhow::Result<
     let (cluster, view) = run(
         script(json!({
             "research": [{"content": "plan.csv has five milestones."}],
-            "plan": [{"content": "- [ ] 1. Export — the owners → owners.csv\n  - owners.csv: table (owner)"}],
+            "plan": [{"content": "- [ ] 1. Export — the first owner → owners.csv\n  - owners.csv: table (owner) from plan.csv = SELECT Owner FROM data LIMIT 1"}],
             "implement": {
-                "1": [write("owners.csv", "name\nAna\n"), {"content": "Wrote owners.csv."}],
-                "1@retry": [write("owners.csv", "owner\nAna\n"), {"content": "Wrote owners.csv."}]
+                "1": [write("owners.csv", "name\nEthan Park\n"), {"content": "Wrote owners.csv."}],
+                "1@retry": [write("owners.csv", "owner\nEthan Park\n"), {"content": "Wrote owners.csv."}]
             },
             "summary": [{"content": "Exported."}]
         }))?,
-        "Export the owners of plan.csv to owners.csv.",
+        "Export the first owner of plan.csv to owners.csv.",
     )
     .await?;
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
     assert_eq!(view.items[0].attempts, 2);
     let owners = cluster.cli_ok(&["wb", "cat", "w", "owners.csv", "--draft"])?;
-    assert_eq!(owners.stdout, "owner\nAna\n");
+    assert_eq!(owners.stdout, "owner\nEthan Park\n");
     Ok(())
 }
 

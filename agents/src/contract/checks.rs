@@ -12,14 +12,15 @@ const NAMED: usize = 5;
 
 /// Why `content` (the target's text, as read back from the draft) breaks `contract`, given
 /// the rows its source query returned (`None` without a source); `Ok` when it holds. An
-/// `edit` is checked on what the item changed, not on text: it holds here.
+/// `edit` is checked on what the item changed and `absent` on the draft's files, not on text:
+/// they hold here.
 pub fn check(contract: &Contract, content: &str, source: Option<&Rows>) -> Result<(), String> {
     match contract.holds {
         Holds::Number => number(content, source),
         Holds::List => list(contract, content, source),
         Holds::Table => table(contract, content, source),
         Holds::Text if content.trim().is_empty() => Err("it is empty".to_string()),
-        Holds::Text | Holds::Edit => Ok(()),
+        Holds::Text | Holds::Edit | Holds::Absent => Ok(()),
     }
 }
 

@@ -4,7 +4,8 @@
 //! contract and, for a contract with a source, runs the source query — both through the
 //! workbench's own read-only tools (`read_file`, `table_query`), so the check sees the draft
 //! exactly as a user will. A broken contract fails the attempt with `ITEM_NOT_DONE` saying what
-//! differs; the model is told once (its retry), then the item fails. A source query that
+//! differs; the model is told once (its retry), then the item fails. An `absent` target holds
+//! when it is no longer in the draft. A source query that
 //! fails does not fail the item: the check falls back to the contract's kind, and the query's
 //! error is logged and named in the reason the model is told when the kind is broken too.
 //! Office files (xlsx, docx, pptx, pdf) are held to
@@ -142,6 +143,11 @@ impl Driver<'_> {
         if !changed.contains(&contract.path) {
             return Ok(Some("the item did not change it".to_string()));
         }
+        if contract.holds == Holds::Absent {
+            let files = self.host.files().await?;
+            let present = files.iter().any(|file| file.path == contract.path);
+            return Ok(present.then(|| "it is still in the draft".to_string()));
+        }
         if contract.holds == Holds::Edit || !is_text(&contract.path) {
             return Ok(None);
         }
@@ -176,7 +182,7 @@ impl Driver<'_> {
     }
 
     /// The rows of a contract's source query, or the error the model is told.
-    async fn query_source(
+    pub(super) async fn query_source(
         &self,
         source: &atelier_messages::contract::Source,
         prefix: &str,

@@ -91,7 +91,7 @@ pub(super) fn with_contracts(
             )
         }),
         Holds::List => (FormRule::OnePerLine, |rule| *rule == FormRule::JustNumber),
-        Holds::Table | Holds::Text | Holds::Edit => return rules.to_vec(),
+        Holds::Table | Holds::Text | Holds::Edit | Holds::Absent => return rules.to_vec(),
     };
     let mut rules: Vec<FormRule> = rules.iter().copied().filter(|r| !contradicts(r)).collect();
     if !rules.contains(&rule) {

@@ -15,6 +15,7 @@
 //!   [`WorkbenchContext`], [`AgentHost`]).
 //! - `driver`: the driver of one run, which `phases` and `steps` extend.
 //! - `phases`: what each phase asks and how it advances the state.
+//! - `plan_review`: a plan's contracts checked before it is accepted (told to the model once).
 //! - `item_end`: how an attempt at an item ends on its final answer (done, or failed).
 //! - `contracts`: a done item's targets checked against their contracts.
 //! - `steps`: journaled model turns and tool calls, budgets.
@@ -35,6 +36,7 @@ mod grounding;
 mod item_end;
 mod loop_detector;
 mod phases;
+mod plan_review;
 mod prompts;
 mod quotes;
 mod recall;

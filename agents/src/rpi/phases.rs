@@ -129,6 +129,11 @@ impl Driver<'_> {
         let answer = AnswerShape::Plan {
             no_change: asks_for.is_none() && asks_question,
             targets: state.requested_files.clone(),
+            tables: paths
+                .iter()
+                .filter(|path| catalog::is_table(path))
+                .cloned()
+                .collect(),
         };
         let end = self
             .single_phase_loop(

@@ -216,9 +216,10 @@ pub(super) fn plan(
          must hold, one line per file: {CONTRACT_FORM}, KIND one of number (one number alone), \
          list (one value per line; `of N` when the count is known), table (a CSV; its columns in \
          parentheses), text, edit (an existing file changed in place; `at B2, Summary!C3` for \
-         the cells it sets); when the values come from a workbench table, end the line with \
+         the cells it sets), absent (an existing file the item deletes or moves away); a \
+         number, list or table whose values come from a workbench table ends its line with \
          `from`, that table's path, `=` and the SELECT that gives them (the table is `data`). \
-         The engine checks the written files against these lines. Keep it short (1 to 8 \
+         The engine runs those queries and checks the written files against these lines. Keep it short (1 to 8 \
          items); each item must be doable with the workbench tools. {ending}\n\n\
          Research notes:\n{research}\n\n{manifest}"
     )

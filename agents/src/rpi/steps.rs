@@ -217,6 +217,8 @@ impl Driver<'_> {
         let mut write_calls = 0;
         let mut nudges = 0;
         let mut refusals = 0;
+        // The plan's contracts were reviewed and the model told what was wrong.
+        let mut reviewed = false;
         // The successful writes of this loop, exactly as called.
         let mut writes_done: HashSet<(String, String)> = HashSet::new();
         let compact = self.compact();
@@ -290,6 +292,19 @@ impl Driver<'_> {
                 };
                 match judge(expect, &response.content, judging) {
                     Verdict::Accept => {
+                        // A plan's contracts are reviewed once, while a turn is left for the
+                        // corrected plan.
+                        let review = expect == Expect::Checklist && !reviewed && turn + 1 < budget;
+                        if let Some(told) = match review {
+                            true => self.review_plan(&response.content, turn).await?,
+                            false => None,
+                        } {
+                            reviewed = true;
+                            resample = true;
+                            messages.push(ChatMessage::assistant(response.content, Vec::new()));
+                            messages.push(ChatMessage::user(told));
+                            continue;
+                        }
                         return Ok(LoopEnd::Answer {
                             text: response.content,
                             successful_calls,

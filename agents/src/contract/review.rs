@@ -1,0 +1,217 @@
+//! A plan's contracts reviewed before any item runs: each one must be checkable.
+//!
+//! A contract the engine could not check is a promise nobody holds the model to: `at B2` on a
+//! text file, `of 10` on a number, a number computed from the workbench's data without the
+//! query it comes from, an `edit` of a file that does not exist. [`problem`] names what is
+//! wrong with one contract from its form and the workbench's files; the driver also runs each
+//! source query, and a source that fails or cannot give the kind's values is a problem too
+//! ([`source_problem`]). The model is told every problem once, and answers with a new plan.
+
+use atelier_messages::contract::{Contract, Holds};
+
+use super::Rows;
+
+/// The workbench's files as a contract is reviewed against them.
+#[derive(Debug, Clone, Copy)]
+pub struct Workbench<'a> {
+    /// Every file's path.
+    pub files: &'a [String],
+    /// The files `table_query` reads (a source names one of them).
+    pub tables: &'a [String],
+}
+
+/// What is wrong with `contract`'s form, when something is; its source query is run
+/// separately.
+pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> {
+    let holds = contract.holds;
+    let exists = workbench.files.contains(&contract.path);
+    if matches!(holds, Holds::Edit | Holds::Absent) && !exists {
+        return Some(format!(
+            "`{holds}` is for a file the workbench has, and it has no {}; a new file holds a \
+             number, a list, a table or text",
+            contract.path
+        ));
+    }
+    if !contract.touches.is_empty() && holds != Holds::Edit {
+        return Some(format!(
+            "`at {}` names what an edit touches; a {holds} says where its values come from with \
+             `from FILE = SELECT …`",
+            contract.touches.join(", ")
+        ));
+    }
+    if contract.count.is_some() && !matches!(holds, Holds::List | Holds::Table) {
+        return Some(format!(
+            "`of N` counts a list's values or a table's rows, not a {holds}'s"
+        ));
+    }
+    if !contract.columns.is_empty() && holds != Holds::Table {
+        return Some(format!(
+            "`({})` is a table's header; a {holds} has none",
+            contract.columns.join(", ")
+        ));
+    }
+    if let Some(source) = &contract.source {
+        if !holds.computed() {
+            return Some(format!(
+                "a {holds} has no source; a number, a list or a table does"
+            ));
+        }
+        if !workbench.tables.contains(&source.path) {
+            return Some(format!(
+                "its source {} is not a table of the workbench ({})",
+                source.path,
+                shown_list(workbench.tables)
+            ));
+        }
+        return None;
+    }
+    if holds.computed() && !workbench.tables.is_empty() {
+        return Some(format!(
+            "a {holds} computed from the workbench's data names the query it comes from: end \
+             the line with `from TABLE = SELECT … FROM data`, TABLE one of {}",
+            shown_list(workbench.tables)
+        ));
+    }
+    None
+}
+
+/// What is wrong with a contract's source, given what its query returned: its error, or rows
+/// that cannot give the kind's values (a number's source gives one value, a list's one
+/// column).
+pub fn source_problem(contract: &Contract, result: &Result<Rows, String>) -> Option<String> {
+    let query = contract
+        .source
+        .as_ref()
+        .map_or("", |source| source.query.as_str());
+    let rows = match result {
+        Ok(rows) => rows,
+        Err(error) => return Some(format!("its source query `{query}` fails: {error}")),
+    };
+    match contract.holds {
+        Holds::Number if rows.rows.len() != 1 || rows.columns.len() != 1 => Some(format!(
+            "its source query `{query}` gives {} and {}; a number's source gives one value \
+             (one row, one column: an aggregate such as count, sum or avg)",
+            plural(rows.rows.len(), "row", rows.complete),
+            plural(rows.columns.len(), "column", true)
+        )),
+        Holds::List if rows.columns.len() != 1 => Some(format!(
+            "its source query `{query}` gives {}; a list's source gives one column, its values",
+            plural(rows.columns.len(), "column", true)
+        )),
+        _ => None,
+    }
+}
+
+fn plural(count: usize, noun: &str, exact: bool) -> String {
+    let more = if exact { "" } else { " or more" };
+    let s = if count == 1 && exact { "" } else { "s" };
+    format!("{count}{more} {noun}{s}")
+}
+
+fn shown_list(paths: &[String]) -> String {
+    if paths.is_empty() {
+        return "it has none".to_string();
+    }
+    paths.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::parse_line;
+
+    fn review(line: &str) -> Option<String> {
+        let files = ["penguins.csv".to_string(), "notes.txt".to_string()];
+        let tables = ["penguins.csv".to_string()];
+        let contract = parse_line(line).expect("a contract line");
+        problem(
+            &contract,
+            Workbench {
+                files: &files,
+                tables: &tables,
+            },
+        )
+    }
+
+    #[test]
+    fn a_checkable_contract_has_no_problem() {
+        for line in [
+            "islands.txt: number from penguins.csv = SELECT count(DISTINCT island) FROM data",
+            "names.txt: list of 3 from penguins.csv = SELECT DISTINCT island FROM data",
+            "summary.csv: table (island, n) from penguins.csv = SELECT island, count(*) FROM data GROUP BY 1",
+            "report.md: text",
+            "notes.txt: edit",
+            "notes.txt: absent",
+        ] {
+            assert_eq!(review(line), None, "{line}");
+        }
+    }
+
+    #[test]
+    fn each_uncheckable_form_is_named() {
+        let cases = [
+            ("total.txt: text at data", "names what an edit touches"),
+            (
+                "total.txt: number at Quantity, Unit Price",
+                "names what an edit touches",
+            ),
+            (
+                "total.txt: number of 10 from penguins.csv = SELECT 1",
+                "`of N` counts",
+            ),
+            (
+                "remarks.txt: list (Comment) from penguins.csv = SELECT 1",
+                "a table's header",
+            ),
+            ("total.txt: number", "names the query it comes from"),
+            ("rows.csv: table", "names the query it comes from"),
+            ("new.xlsx: edit at B2", "a file the workbench has"),
+            ("gone.txt: absent", "a file the workbench has"),
+            (
+                "total.txt: number from other.csv = SELECT 1",
+                "not a table of the workbench",
+            ),
+            (
+                "report.md: text from penguins.csv = SELECT 1",
+                "a text has no source",
+            ),
+        ];
+        for (line, expected) in cases {
+            let found = review(line).unwrap_or_default();
+            assert!(found.contains(expected), "{line}: {found}");
+        }
+    }
+
+    #[test]
+    fn without_tables_a_number_needs_no_source() {
+        let contract = parse_line("total.txt: number").expect("a contract line");
+        let none: [String; 0] = [];
+        let workbench = Workbench {
+            files: &none,
+            tables: &none,
+        };
+        assert_eq!(problem(&contract, workbench), None);
+    }
+
+    #[test]
+    fn a_source_must_run_and_give_the_kinds_values() {
+        let number = parse_line("t.txt: number from p.csv = SELECT x FROM data").expect("line");
+        let rows = |columns: usize, count: usize| Rows {
+            columns: (0..columns).map(|c| format!("c{c}")).collect(),
+            rows: vec![vec![serde_json::json!(1); columns]; count],
+            complete: true,
+        };
+        assert_eq!(source_problem(&number, &Ok(rows(1, 1))), None);
+        let many = source_problem(&number, &Ok(rows(1, 344))).unwrap_or_default();
+        assert!(many.contains("gives 344 rows and 1 column"), "{many}");
+        let failed = source_problem(&number, &Err("SQL_ERROR: no column x".into()));
+        assert!(failed.unwrap_or_default().contains("fails: SQL_ERROR"));
+        let list = parse_line("l.txt: list from p.csv = SELECT a, b FROM data").expect("line");
+        assert!(
+            source_problem(&list, &Ok(rows(2, 3)))
+                .unwrap_or_default()
+                .contains("gives 2 columns")
+        );
+        assert_eq!(source_problem(&list, &Ok(rows(1, 3))), None);
+    }
+}

@@ -1,0 +1,92 @@
+//! A plan's contracts reviewed before it is accepted ([`crate::contract::review`]).
+//!
+//! Each contract's form is checked against the workbench's files, and each source query is
+//! run with `table_query` (journaled like any tool call, so a resumed job sees the same
+//! results). The problems are told to the model once, with the plan it gave; its next plan is
+//! accepted as it is (a contract still uncheckable is then checked by its kind alone).
+
+use atelier_messages::contract::Contract;
+use atelier_messages::job::PlanItem;
+
+use super::driver::Driver;
+use crate::AgentError;
+use crate::catalog;
+use crate::contract::review::{self, Workbench};
+use crate::plan;
+
+impl Driver<'_> {
+    /// What the model is told about the contracts of the plan `text` (given at plan `turn`);
+    /// `None` when each one is checkable.
+    pub(super) async fn review_plan(
+        &self,
+        text: &str,
+        turn: u32,
+    ) -> Result<Option<String>, AgentError> {
+        let items = plan::parse(text);
+        // A plan naming a path outside the workbench is refused as it is, after the loop.
+        if items.iter().all(|item| item.contracts.is_empty())
+            || plan::target_outside(&items).is_some()
+        {
+            return Ok(None);
+        }
+        let files: Vec<String> = self
+            .host
+            .files()
+            .await?
+            .into_iter()
+            .map(|file| file.path)
+            .collect();
+        let tables: Vec<String> = files
+            .iter()
+            .filter(|path| catalog::is_table(path))
+            .cloned()
+            .collect();
+        let workbench = Workbench {
+            files: &files,
+            tables: &tables,
+        };
+        let mut problems = Vec::new();
+        for item in &items {
+            for (index, contract) in item.contracts.iter().enumerate() {
+                let prefix = format!("{}.plan.{turn}.{}.{index}", self.job.job_id, item.index);
+                if let Some(problem) = self.contract_problem(contract, workbench, &prefix).await? {
+                    problems.push(format!(
+                        "- item {}, {}: {problem}",
+                        item.index, contract.path
+                    ));
+                }
+            }
+        }
+        Ok((!problems.is_empty()).then(|| told(&items, &problems)))
+    }
+
+    async fn contract_problem(
+        &self,
+        contract: &Contract,
+        workbench: Workbench<'_>,
+        prefix: &str,
+    ) -> Result<Option<String>, AgentError> {
+        if let Some(problem) = review::problem(contract, workbench) {
+            return Ok(Some(problem));
+        }
+        let Some(source) = &contract.source else {
+            return Ok(None);
+        };
+        let result = self.query_source(source, prefix).await?;
+        Ok(review::source_problem(contract, &result))
+    }
+}
+
+/// The review as the model is told it: what is wrong, and to answer with the whole plan again.
+fn told(items: &[PlanItem], problems: &[String]) -> String {
+    format!(
+        "The engine cannot check this plan's contracts (the lines under the items that say \
+         what each file holds):\n{}\nAnswer with the whole plan again ({} item{}), with each \
+         contract line corrected: `  - file: KIND`, KIND one of number, list, table, text, \
+         edit, absent; a number, list or table computed from a workbench table ends with \
+         `from TABLE = SELECT … FROM data`.",
+        problems.join("\n"),
+        items.len(),
+        if items.len() == 1 { "" } else { "s" },
+    )
+}
