@@ -290,12 +290,18 @@ pub fn recorded_credentials(url: &str, recorded: &str) -> Option<String> {
     (!carries_user && same_server && redact(recorded) != recorded).then(|| recorded.to_string())
 }
 
-/// `url` without its user and password, for printing.
+/// `url` without its user and password, for printing (each server of a comma-separated list).
 pub fn redact(url: &str) -> String {
-    match (url.split_once("://"), url.rsplit_once('@')) {
-        (Some((scheme, _)), Some((_, host))) => format!("{scheme}://{host}"),
-        _ => url.to_string(),
-    }
+    url.split(',')
+        .map(|server| {
+            let server = server.trim();
+            match (server.split_once("://"), server.rsplit_once('@')) {
+                (Some((scheme, _)), Some((_, host))) => format!("{scheme}://{host}"),
+                _ => server.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Writes `contents` to `path` readable and writable by its owner only.

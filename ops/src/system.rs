@@ -47,7 +47,7 @@ pub async fn connect(
             let events = events.clone();
             async move { events.observe(&event) }
         })
-        .connect(url)
+        .connect(atelier_transport::connect::servers(url)?)
         .await
         .with_context(|| format!("cannot connect to NATS at {}", redact(url)))?;
     if !wait_connected(&client, &watch, url, creds, CONNECT_PATIENCE).await? {

@@ -69,6 +69,42 @@ fn up_serves_clients_and_ctrl_c_stops_everything() -> anyhow::Result<()> {
         .output()?;
     let workbenches: serde_json::Value = serde_json::from_slice(&listed.stdout)?;
     assert_eq!(workbenches[0]["name"], "local");
+    // A comma-separated server list, as a cluster's seed servers are given (docs/operations.md),
+    // with a dead server first; a bad address in a list is named without its password.
+    let dead = client_url.replace(&format!("@127.0.0.1:{port}"), "@127.0.0.1:1");
+    let listed = Command::new(atelier_bin())
+        .args([
+            "wb",
+            "list",
+            "--json",
+            "--nats",
+            &format!("{dead},{client_url}"),
+        ])
+        .output()?;
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let workbenches: serde_json::Value = serde_json::from_slice(&listed.stdout)?;
+    assert_eq!(workbenches[0]["name"], "local");
+    let bad_port = client_url.replace(&format!("@127.0.0.1:{port}"), "@127.0.0.1:port");
+    let refused = Command::new(atelier_bin())
+        .args(["wb", "list", "--nats", &format!("{client_url},{bad_port}")])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let password = client_url
+        .split_once("client:")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .map(|(password, _)| password.to_string())
+        .unwrap_or_default();
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("`nats://…@127.0.0.1:port` is not a NATS server address")
+            && !password.is_empty()
+            && !stderr.contains(&password),
+        "{stderr}"
+    );
     // The URL `up` printed, given with its data directory, takes the credentials recorded there;
     // without it the refusal says where they are, and nothing of operator mode.
     let bare = Command::new(atelier_bin())

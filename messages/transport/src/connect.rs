@@ -42,6 +42,38 @@ pub enum ConnectError {
         path.display()
     )]
     Conflict { user: String, path: PathBuf },
+    /// A server of the URL (or of its comma-separated list) is not a NATS address.
+    #[error(
+        "`{server}` is not a NATS server address ({reason}); give `nats://HOST:PORT`, or \
+         several separated by commas: `nats://a:4222,nats://b:4222`"
+    )]
+    ServerAddress { server: String, reason: String },
+}
+
+/// The servers `url` names: one address, or a comma-separated list of them
+/// (`nats://a:4222,nats://b:4222`, as a cluster's seed servers are given), each checked now.
+/// The client connects to one of them and fails over to the others (and to those the cluster
+/// tells it of).
+pub fn servers(url: &str) -> Result<Vec<ServerAddr>, ConnectError> {
+    url.split(',')
+        .map(str::trim)
+        .map(|server| {
+            server
+                .parse::<ServerAddr>()
+                .map_err(|error| ConnectError::ServerAddress {
+                    server: without_password(server),
+                    reason: error.to_string(),
+                })
+        })
+        .collect()
+}
+
+/// `server` with the password of its user, if any, hidden (for an error message).
+fn without_password(server: &str) -> String {
+    match (server.split_once("://"), server.rsplit_once('@')) {
+        (Some((scheme, _)), Some((_, host))) => format!("{scheme}://…@{host}"),
+        _ => server.to_string(),
+    }
 }
 
 /// Connect options with the credentials embedded in `url`, if any, or those of the credentials
@@ -142,6 +174,26 @@ mod tests {
         let path = dir.join(name);
         std::fs::write(&path, contents).ok();
         path
+    }
+
+    #[test]
+    fn a_server_list_reads_every_server_and_names_a_bad_one() {
+        let list = servers("nats://a:4222, nats://u:pw@b:4223,c:4224").unwrap_or_default();
+        let hosts: Vec<(String, u16)> = list
+            .iter()
+            .map(|server| (server.host().to_string(), server.port()))
+            .collect();
+        assert_eq!(
+            hosts,
+            [("a".into(), 4222), ("b".into(), 4223), ("c".into(), 4224)]
+        );
+        assert_eq!(list[1].username(), Some("u"));
+        match servers("nats://a:4222,nats://u:secret@b:port") {
+            Err(ConnectError::ServerAddress { server, .. }) => {
+                assert_eq!(server, "nats://…@b:port");
+            }
+            other => panic!("expected ServerAddress, got {other:?}"),
+        }
     }
 
     #[tokio::test]

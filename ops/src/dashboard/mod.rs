@@ -222,7 +222,7 @@ async fn connect(
                 }
             }
         })
-        .connect(url)
+        .connect(atelier_transport::connect::servers(url)?)
         .await
         .with_context(|| {
             format!(
