@@ -14,6 +14,8 @@
 //! - [`lifecycle`]: job state transitions, the one place that decides them.
 //! - [`draft_store`]: the DraftStore actor and its typed handle (in-process for orchestrators).
 //! - [`store_service`]: the DraftStore's `atelier.store.*` verbs over NATS.
+//! - `store_claim`: one store per NATS deployment (a store of its own claims it; a second
+//!   coordinator refuses to start with `STORE_CLAIMED`).
 //! - [`orchestrator`]: the PhaseOrchestrator actor (one per running job) and [`Orchestrators`],
 //!   which starts them and reaches them by job id.
 //! - [`host`]: what a running job sees: tool calls, files, journal, signals.
@@ -74,6 +76,7 @@ mod pieces;
 pub mod replication;
 pub mod review;
 pub mod storage;
+mod store_claim;
 mod store_service;
 pub mod templates;
 pub mod workbench;
@@ -142,18 +145,19 @@ pub struct CoordinatorHandle {
 
 /// How a coordinator holds its shards.
 enum Held {
-    /// This data directory's own store: the deployment's one shard, held for good.
-    Own(Box<engine::Engine>),
+    /// This data directory's own store: the deployment's one shard, held while its claim on
+    /// the deployment is ([`store_claim`]).
+    Own(Box<engine::Engine>, Box<store_claim::Claim>),
     /// A replicated deployment's shards, balanced with the other coordinators.
     Balanced(balancer::Balancer),
 }
 
 impl CoordinatorHandle {
-    /// Waits until this coordinator lost a replicated shard's lease (never for a store of its
-    /// own): it must stop, since another coordinator serves the shard now.
+    /// Waits until this coordinator lost a replicated shard's lease, or its store's claim on
+    /// the deployment: it must stop, since another coordinator serves the shard now.
     pub async fn lost(&self) {
         match &self.held {
-            Held::Own(_) => std::future::pending().await,
+            Held::Own(_, claim) => claim.lost().await,
             Held::Balanced(balancer) => balancer.lost().await,
         }
     }
@@ -165,7 +169,10 @@ impl CoordinatorHandle {
             task.abort();
         }
         match self.held {
-            Held::Own(engine) => engine.stop(&self.front).await,
+            Held::Own(engine, claim) => {
+                engine.stop(&self.front).await;
+                claim.release().await;
+            }
             Held::Balanced(balancer) => balancer.stop().await,
         }
     }
@@ -201,7 +208,17 @@ pub async fn start_coordinator(
     .await?;
     let mut blobs = BlobDir::open(config.blob_dir())?;
     let mut holding = None;
+    // One store per deployment: a store of its own claims it, a replicated one refuses to
+    // start beside such a claim.
+    let mut claim = None;
+    if config.replication.is_none() {
+        claim = Some(
+            store_claim::claim_own_store(&jetstream, &config.coordinator_id, &config.data_dir)
+                .await?,
+        );
+    }
     if let Some(settings) = config.replication {
+        store_claim::refuse_beside_an_own_store(&jetstream).await?;
         warn_of_a_store_of_its_own(&config.data_dir);
         let durable = patiently("opening the replicated store's blob bucket", || async {
             Ok(atelier_transport::BlobBucket::ensure_durable(
@@ -249,14 +266,18 @@ pub async fn start_coordinator(
     // The public verbs are answered from now on: a request for a shard not held yet waits for
     // it (an adopted batch's runner asks after its children as soon as its shard is served).
     let mut tasks = front.serve().await?;
-    let held = match holding {
-        Some(holding) => Held::Balanced(balancer::Balancer::start(shared, holding).await?),
-        None => {
+    let held = match (holding, claim) {
+        (Some(holding), _) => Held::Balanced(balancer::Balancer::start(shared, holding).await?),
+        (None, claim) => {
+            let claim = claim.ok_or_else(|| {
+                CoordinatorError::Nats("a store of its own started without its claim".into())
+            })?;
             let path = config.data_dir.join("db");
             let storage = blocking(move || Storage::open(&path)).await?;
-            Held::Own(Box::new(
-                engine::Engine::start(&shared, 0, storage, None).await?,
-            ))
+            Held::Own(
+                Box::new(engine::Engine::start(&shared, 0, storage, None).await?),
+                Box::new(claim),
+            )
         }
     };
     if replicas > 1 {

@@ -87,11 +87,16 @@ pub enum ErrorCode {
     /// worker's budget allows; nothing was returned. Narrow the query (filters, fewer columns,
     /// aggregate in steps) rather than retrying it unchanged.
     QueryOutOfMemory,
+    /// Another coordinator already serves this NATS deployment (a store of its own, or a
+    /// replicated store when this one has its own): a second would split the workbenches and
+    /// jobs between two stores. Run one coordinator per deployment, or set `replicated_store`
+    /// on every coordinator.
+    StoreClaimed,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 41] = [
+    pub const ALL: [ErrorCode; 42] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -133,6 +138,7 @@ impl ErrorCode {
         ErrorCode::ShardUnavailable,
         ErrorCode::SnapshotCorrupt,
         ErrorCode::QueryOutOfMemory,
+        ErrorCode::StoreClaimed,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -179,6 +185,7 @@ impl ErrorCode {
             ErrorCode::ShardUnavailable => "SHARD_UNAVAILABLE",
             ErrorCode::SnapshotCorrupt => "SNAPSHOT_CORRUPT",
             ErrorCode::QueryOutOfMemory => "QUERY_OUT_OF_MEMORY",
+            ErrorCode::StoreClaimed => "STORE_CLAIMED",
         }
     }
 }

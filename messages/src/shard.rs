@@ -139,6 +139,22 @@ pub struct ShardLease {
     pub acquired_at_ms: u64,
 }
 
+/// The value of the claim a coordinator with a store of its own holds on its NATS deployment
+/// (bucket `atelier-store-claims`, key `own-store`): one store per deployment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreClaim {
+    pub v: u16,
+    /// The coordinator holding the claim.
+    pub coordinator: String,
+    /// Its host name and process id.
+    pub host: String,
+    #[serde(default)]
+    pub pid: u32,
+    /// Its data directory (where the store is).
+    pub data_dir: String,
+    pub renewed_at_ms: u64,
+}
+
 /// One write to a tree of a shard's store: a value, or its removal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mutation {

@@ -1,0 +1,310 @@
+//! One store per deployment: a coordinator with a store of its own claims the NATS deployment
+//! before it serves anything.
+//!
+//! Every coordinator answers the same subjects and consumes the same intake; two of them each
+//! with a store of its own would split the workbenches and jobs between two stores (a `wb add`
+//! answered by the one that did not see the `wb create`). So a coordinator whose store is its
+//! own holds the key [`OWN_STORE_KEY`] of the bucket [`CLAIMS_BUCKET`], created only if absent
+//! and renewed by compare-and-set; the bucket's `max_age` is the claim's life, so a killed
+//! holder's claim lapses by itself. A second coordinator with a store of its own, or a
+//! replicated one (whose shards are leased, docs/adr/0014), finds the claim and refuses to
+//! start with `STORE_CLAIMED`; a store of its own likewise refuses while shards are leased.
+//! The same store started again (same host and data directory: a restart after a crash) takes
+//! its claim back at once, as does any coordinator when the holder ran on its host and its
+//! process is gone; sled's own lock keeps two processes off one data directory. A clean stop
+//! releases the claim.
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use atelier_messages::shard::{ShardLease, StoreClaim};
+use atelier_messages::subjects::shard;
+use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode, now_ms};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::error::CoordinatorError;
+
+/// The bucket of the deployment-wide claims.
+pub const CLAIMS_BUCKET: &str = "atelier-store-claims";
+/// The key a coordinator with a store of its own holds.
+pub const OWN_STORE_KEY: &str = "own-store";
+/// How long a claim lives without renewal.
+const CLAIM_LIFE: Duration = Duration::from_secs(6);
+/// How often the holder renews it.
+const RENEW_EVERY: Duration = Duration::from_secs(2);
+/// How often a coordinator waiting for another's claim to lapse looks again.
+const POLL: Duration = Duration::from_millis(500);
+
+/// True when `claim` and `mine` are the same store: the same host and data directory.
+fn same_store(claim: &StoreClaim, mine: &StoreClaim) -> bool {
+    claim.host == mine.host && claim.data_dir == mine.data_dir
+}
+
+/// True when `claim`'s holder ran on this host and its process is gone (killed): the claim
+/// would lapse by itself, and need not be waited for.
+fn is_gone(claim: &StoreClaim) -> bool {
+    let proc_fs = Path::new("/proc/self").exists();
+    proc_fs
+        && claim.host == host_name()
+        && claim.pid != 0
+        && !Path::new(&format!("/proc/{}", claim.pid)).exists()
+}
+
+/// A held claim: renewed in the background until dropped; [`Claim::lost`] resolves if another
+/// coordinator took it (this one was paused past the claim's life).
+pub struct Claim {
+    renewal: JoinHandle<()>,
+    lost: watch::Receiver<bool>,
+    kv: kv::Store,
+}
+
+impl Claim {
+    /// Gives the claim up (a clean stop): the next coordinator need not wait for it to lapse.
+    pub async fn release(self) {
+        self.renewal.abort();
+        if let Err(error) = self.kv.delete(OWN_STORE_KEY).await {
+            tracing::warn!(%error, "releasing the store claim failed; it lapses by itself");
+        }
+    }
+
+    /// Resolves when the claim was lost: the coordinator must stop serving.
+    pub async fn lost(&self) {
+        let mut lost = self.lost.clone();
+        // An error means the renewal ended without a loss (the claim was dropped).
+        if lost.wait_for(|lost| *lost).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.renewal.abort();
+    }
+}
+
+/// Claims the deployment for the store of its own in `data_dir`, or says who serves it. A
+/// replicated store's leases, or another store's claim, left by a killed coordinator lapse
+/// within their life: start-up waits that long before it refuses.
+pub async fn claim_own_store(
+    jetstream: &jetstream::Context,
+    coordinator: &str,
+    data_dir: &Path,
+) -> Result<Claim, CoordinatorError> {
+    if let Ok(leases) = jetstream.get_key_value(shard::LEASES_BUCKET).await {
+        let life = bucket_life(&leases).await;
+        until_free(life, || async {
+            Ok(a_leased_shard(&leases).await?.map(|owner| {
+                format!("a replicated store is served on it (shards leased by {owner})")
+            }))
+        })
+        .await?;
+    }
+    let kv = jetstream
+        .create_or_update_key_value(kv::Config {
+            bucket: CLAIMS_BUCKET.to_string(),
+            description: "Atelier: the coordinator serving a store of its own".to_string(),
+            history: 1,
+            max_age: CLAIM_LIFE,
+            ..Default::default()
+        })
+        .await
+        .map_err(nats("the store claims bucket"))?;
+    let mine = StoreClaim {
+        v: PROTOCOL_VERSION,
+        coordinator: coordinator.to_string(),
+        host: host_name(),
+        pid: std::process::id(),
+        data_dir: data_dir.display().to_string(),
+        renewed_at_ms: now_ms(),
+    };
+    let revision = take(&kv, &mine).await?;
+    let (lost_tx, lost) = watch::channel(false);
+    let renewal = tokio::spawn(renew(kv.clone(), mine, revision, lost_tx));
+    Ok(Claim { renewal, lost, kv })
+}
+
+/// Refuses a replicated store's start while a store of its own holds the deployment.
+pub async fn refuse_beside_an_own_store(
+    jetstream: &jetstream::Context,
+) -> Result<(), CoordinatorError> {
+    let Ok(kv) = jetstream.get_key_value(CLAIMS_BUCKET).await else {
+        return Ok(());
+    };
+    until_free(CLAIM_LIFE + RENEW_EVERY, || async {
+        Ok(holder(&kv)
+            .await?
+            .filter(|(holder, _)| !is_gone(holder))
+            .map(|(holder, _)| describe(&holder)))
+    })
+    .await
+}
+
+/// Waits up to `patience` until `holder` names no one; then refuses, naming who holds on.
+async fn until_free<Check, Fut>(
+    patience: Duration,
+    mut holder: Check,
+) -> Result<(), CoordinatorError>
+where
+    Check: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<String>, CoordinatorError>>,
+{
+    let deadline = tokio::time::Instant::now() + patience;
+    let mut told = false;
+    loop {
+        let Some(who) = holder().await? else {
+            return Ok(());
+        };
+        if tokio::time::Instant::now() > deadline {
+            return Err(claimed(&who));
+        }
+        if !told {
+            told = true;
+            tracing::info!(%who, "another coordinator serves this deployment; waiting for its claim to lapse");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// How long a bucket's entries live (its `max_age`), and a renewal's margin.
+async fn bucket_life(kv: &kv::Store) -> Duration {
+    let life = match kv.status().await {
+        Ok(status) => status.max_age(),
+        Err(_) => CLAIM_LIFE,
+    };
+    life + RENEW_EVERY
+}
+
+/// Creates the claim, takes it back from this same store's earlier run, or waits one claim
+/// life for a killed holder's to lapse; then refuses.
+async fn take(kv: &kv::Store, mine: &StoreClaim) -> Result<u64, CoordinatorError> {
+    let deadline = tokio::time::Instant::now() + CLAIM_LIFE + RENEW_EVERY;
+    let mut told = false;
+    loop {
+        match kv.create(OWN_STORE_KEY, value(mine)?).await {
+            Ok(revision) => return Ok(revision),
+            Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {}
+            Err(error) => return Err(nats("claiming the deployment")(error)),
+        }
+        let Some((holder, revision)) = holder(kv).await? else {
+            // It lapsed between the two calls: create it again.
+            tokio::time::sleep(POLL).await;
+            continue;
+        };
+        if same_store(&holder, mine) || is_gone(&holder) {
+            return kv
+                .update(OWN_STORE_KEY, value(mine)?, revision)
+                .await
+                .map_err(nats("taking back this store's claim"));
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(claimed(&describe(&holder)));
+        }
+        if !told {
+            told = true;
+            tracing::info!(holder = %holder.coordinator, "another coordinator serves this deployment; waiting for its claim to lapse");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Renews the claim until the task is aborted; marks it lost when a renewal finds it taken.
+async fn renew(kv: kv::Store, mut mine: StoreClaim, mut revision: u64, lost: watch::Sender<bool>) {
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        mine.renewed_at_ms = now_ms();
+        let Ok(bytes) = value(&mine) else { continue };
+        match kv.update(OWN_STORE_KEY, bytes, revision).await {
+            Ok(next) => revision = next,
+            Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                tracing::error!("another coordinator took this deployment's claim: stopping");
+                let _ = lost.send(true);
+                return;
+            }
+            Err(error) => tracing::warn!(%error, "renewing the store claim failed; trying again"),
+        }
+    }
+}
+
+/// The claim's holder and revision, if the claim is live (an unreadable one names no one).
+async fn holder(kv: &kv::Store) -> Result<Option<(StoreClaim, u64)>, CoordinatorError> {
+    let entry = kv
+        .entry(OWN_STORE_KEY)
+        .await
+        .map_err(nats("reading the store claim"))?;
+    Ok(entry
+        .filter(|entry| entry.operation == kv::Operation::Put)
+        .map(|entry| {
+            let claim = decode::<StoreClaim>(&entry.value, Format::MessagePack)
+                .unwrap_or_else(|_| unreadable());
+            (claim, entry.revision)
+        }))
+}
+
+/// A claim whose value cannot be read, as it is named.
+fn unreadable() -> StoreClaim {
+    StoreClaim {
+        v: PROTOCOL_VERSION,
+        coordinator: "an unknown coordinator (its claim is unreadable)".to_string(),
+        host: String::new(),
+        pid: 0,
+        data_dir: String::new(),
+        renewed_at_ms: now_ms(),
+    }
+}
+
+/// The owner of a live shard lease, if any.
+async fn a_leased_shard(leases: &kv::Store) -> Result<Option<String>, CoordinatorError> {
+    use futures::StreamExt;
+    let mut keys = leases.keys().await.map_err(nats("listing shard leases"))?;
+    while let Some(key) = keys.next().await {
+        let Ok(key) = key else { continue };
+        if let Ok(Some(entry)) = leases.entry(&key).await
+            && entry.operation == kv::Operation::Put
+        {
+            let lease = decode::<ShardLease>(&entry.value, Format::MessagePack);
+            return Ok(Some(lease.map_or(key, |lease| lease.owner)));
+        }
+    }
+    Ok(None)
+}
+
+fn value(holder: &StoreClaim) -> Result<bytes::Bytes, CoordinatorError> {
+    Ok(encode(holder, Format::MessagePack)?.into())
+}
+
+fn describe(holder: &StoreClaim) -> String {
+    format!(
+        "coordinator {} on {} serves it with the store of its own in {} (claim renewed {} ms ago)",
+        holder.coordinator,
+        holder.host,
+        holder.data_dir,
+        now_ms().saturating_sub(holder.renewed_at_ms)
+    )
+}
+
+fn claimed(who: &str) -> CoordinatorError {
+    CoordinatorError::Rejected(ErrorBody::new(
+        ErrorCode::StoreClaimed,
+        format!(
+            "another coordinator already serves this NATS deployment: {who}. A second store \
+             would split the workbenches and jobs between them. Run one coordinator per \
+             deployment, or set replicated_store = true (ATELIER_REPLICATED_STORE=true) on every \
+             coordinator to share the work (docs/operations.md, \"Several coordinators\")"
+        ),
+    ))
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+fn nats<E: std::fmt::Display>(context: &'static str) -> impl FnOnce(E) -> CoordinatorError {
+    move |error| CoordinatorError::Nats(format!("{context}: {error}"))
+}
