@@ -68,6 +68,20 @@ async fn counted(first: &str, retry: &str) -> anyhow::Result<(ScriptedModel, Clu
     run(script, REQUEST).await
 }
 
+/// [`REQUEST`] with `plan`: the item writes 3 into islands.txt, on each attempt.
+async fn counted_with_plan(plan: Value) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
+    let script = script(json!({
+        "research": [{"content": "penguins.csv has an island column."}],
+        "plan": plan,
+        "implement": {
+            "1": [write("islands.txt", "3\n"), {"content": "Wrote 3."}],
+            "1@retry": [write("islands.txt", "3\n"), {"content": "Wrote 3."}]
+        },
+        "summary": [{"content": "Three."}]
+    }))?;
+    run(script, REQUEST).await
+}
+
 /// [`REQUEST`] with `plan`: the item writes 3 into islands.txt.
 async fn writes_three(plan: Value) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
     let script = script(json!({
@@ -200,18 +214,44 @@ async fn a_failing_source_query_is_told_to_the_model_before_anything_runs() -> a
         "SELECT count(DISTINCT island) FROM data"
     );
     assert_eq!(draft_text(&cluster, "islands.txt")?, "3\n");
+    // The item's prompt tells what the corrected source gives.
+    let system = model
+        .requests()
+        .into_iter()
+        .find(|request| request.phase == "implement")
+        .map(|request| request.body["messages"][0]["content"].to_string())
+        .unwrap_or_default();
+    assert!(
+        system.contains("the targets must hold:\\n- islands.txt: the number 3"),
+        "{system}"
+    );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_source_still_failing_after_being_told_is_checked_by_kind_not_a_failed_job()
+async fn a_source_still_failing_when_the_item_ends_leaves_it_unchecked_and_not_done()
 -> anyhow::Result<()> {
+    // Told at the plan, the model kept the failing query: the engine cannot vouch for the
+    // number, so the item is not done (told once more on its retry), never `succeeded`.
     let wrong = json!({"content": "- [ ] 1. Count — the islands → islands.txt\n  \
         - islands.txt: number from penguins.csv = SELECT count(DISTINCT archipelago) FROM data"});
-    let (model, _cluster, view) = writes_three(json!([wrong.clone(), wrong])).await?;
-    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
-    assert_eq!(view.items[0].attempts, 1);
-    assert_eq!(model.count("plan", None, 2), 0, "told once, not twice");
+    let (model, _cluster, view) = counted_with_plan(json!([wrong.clone(), wrong])).await?;
+    assert_eq!(
+        model.count("plan", None, 2),
+        0,
+        "told once at the plan, not twice"
+    );
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    let item = &view.items[0];
+    assert_eq!(
+        (item.attempts, item.failure_code),
+        (2, Some(ErrorCode::ItemNotDone))
+    );
+    let failure = item.failure.clone().unwrap_or_default();
+    assert!(
+        failure.contains("its source query fails") && failure.contains("archipelago"),
+        "{failure}"
+    );
     Ok(())
 }
 

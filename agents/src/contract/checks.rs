@@ -24,6 +24,40 @@ pub fn check(contract: &Contract, content: &str, source: Option<&Rows>) -> Resul
     }
 }
 
+/// The most values or rows of a source [`told`] names.
+const TOLD_ROWS: usize = 20;
+
+/// What `rows` (a source query's result) give `contract`'s target, as an item's prompt tells
+/// the model: the number, the values one per line, or the header and rows (the first
+/// [`TOLD_ROWS`]).
+pub fn told(contract: &Contract, rows: &Rows) -> String {
+    let row_text = |row: &Vec<Value>| row.iter().map(shown).collect::<Vec<_>>().join(", ");
+    let first: Vec<String> = rows.rows.iter().take(TOLD_ROWS).map(row_text).collect();
+    let more = rows.rows.len().saturating_sub(TOLD_ROWS);
+    let more = match (more, rows.complete) {
+        (0, true) => String::new(),
+        (more, true) => format!(" (and {more} more)"),
+        (more, false) => format!(" (and {more} or more beyond)"),
+    };
+    match contract.holds {
+        Holds::Number => format!(
+            "the number {}",
+            first.first().map_or("(no row)", String::as_str)
+        ),
+        Holds::List => format!(
+            "{} values, one per line: {}{more}",
+            rows.rows.len(),
+            first.join(" | ")
+        ),
+        _ => format!(
+            "the header {} and {} rows: {}{more}",
+            rows.columns.join(","),
+            rows.rows.len(),
+            first.join(" | ")
+        ),
+    }
+}
+
 fn number(content: &str, source: Option<&Rows>) -> Result<(), String> {
     let text = content.trim();
     let Some((written, decimals)) = parse_number(text) else {

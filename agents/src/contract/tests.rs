@@ -150,3 +150,27 @@ fn numbers_read_with_their_separators() {
     assert_eq!(parse_number("2026-02-18"), None);
     assert_eq!(parse_number(""), None);
 }
+
+#[test]
+fn a_sources_result_is_told_as_its_target_must_hold_it() {
+    let rows = |values: &[&str]| Rows {
+        columns: vec!["island".into()],
+        rows: values.iter().map(|value| vec![json!(value)]).collect(),
+        complete: true,
+    };
+    let number = parse_line("n.txt: number from p.csv = SELECT 1").expect("line");
+    let count = Rows {
+        columns: vec!["n".into()],
+        rows: vec![vec![json!(3)]],
+        complete: true,
+    };
+    assert_eq!(told(&number, &count), "the number 3");
+    let list = parse_line("l.txt: list from p.csv = SELECT 1").expect("line");
+    assert_eq!(
+        told(&list, &rows(&["Biscoe", "Dream"])),
+        "2 values, one per line: Biscoe | Dream"
+    );
+    let many: Vec<String> = (0..25).map(|index| format!("v{index}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    assert!(told(&list, &rows(&many)).ends_with("v19 (and 5 more)"));
+}

@@ -5,9 +5,11 @@
 //! workbench's own read-only tools (`read_file`, `table_query`), so the check sees the draft
 //! exactly as a user will. A broken contract fails the attempt with `ITEM_NOT_DONE` saying what
 //! differs; the model is told once (its retry), then the item fails. An `absent` target holds
-//! when it is no longer in the draft. A source query that
-//! fails does not fail the item: the check falls back to the contract's kind, and the query's
-//! error is logged and named in the reason the model is told when the kind is broken too.
+//! when it is no longer in the draft. The plan's review told the model of a source query that
+//! fails ([`super::plan_review`]); one that still fails when the item ends leaves its target
+//! unchecked, which breaks the contract: the engine does not vouch for what it cannot check.
+//! Before the item's first attempt each working source's result is read (journaled) and told
+//! to the model in the item's prompt ([`Driver::sources_told`]).
 //! Office files (xlsx, docx, pptx, pdf) are held to
 //! being changed; the kinds are checked on text files (txt, md, csv, tsv, json, …). An
 //! `edit … at REFS` on a workbook compares its cells before the item's first attempt
@@ -56,24 +58,12 @@ pub(super) type WorkbooksBefore = BTreeMap<String, Workbook>;
 pub(super) struct Checked {
     /// What differs, per broken contract.
     pub broken: Vec<String>,
-    /// The source queries that failed, with their errors.
-    pub failed_sources: Vec<String>,
 }
 
 impl Checked {
     /// The failure reason when a contract is broken.
     pub(super) fn reason(&self) -> Option<String> {
-        if self.broken.is_empty() {
-            return None;
-        }
-        let mut reason = format!("{BROKEN_CONTRACT}: {}", self.broken.join("; "));
-        if !self.failed_sources.is_empty() {
-            reason.push_str(&format!(
-                " (checked without their sources: {})",
-                self.failed_sources.join("; ")
-            ));
-        }
-        Some(reason)
+        (!self.broken.is_empty()).then(|| format!("{BROKEN_CONTRACT}: {}", self.broken.join("; ")))
     }
 }
 
@@ -123,8 +113,7 @@ impl Driver<'_> {
                 self.check_cells(contract, &prefix, before.get(&contract.path))
                     .await?
             } else {
-                self.check_one(contract, &prefix, changed, &mut checked)
-                    .await?
+                self.check_one(contract, &prefix, changed).await?
             };
             if let Some(broken) = broken {
                 checked.broken.push(format!("{}: {broken}", contract.path));
@@ -138,7 +127,6 @@ impl Driver<'_> {
         contract: &Contract,
         prefix: &str,
         changed: &[String],
-        checked: &mut Checked,
     ) -> Result<Option<String>, AgentError> {
         if !changed.contains(&contract.path) {
             return Ok(Some("the item did not change it".to_string()));
@@ -159,10 +147,9 @@ impl Driver<'_> {
                 Ok(rows) => Some(rows),
                 Err(error) => {
                     tracing::warn!(path = %contract.path, %error, "a contract's source query failed");
-                    checked
-                        .failed_sources
-                        .push(format!("{} ({error})", contract.path));
-                    None
+                    return Ok(Some(format!(
+                        "its source query fails ({error}), so what it holds cannot be checked"
+                    )));
                 }
             },
             None => None,
@@ -200,6 +187,27 @@ impl Driver<'_> {
 }
 
 impl Driver<'_> {
+    /// What each of the item's working contract sources gives, as its prompt tells the model
+    /// (`None` when none runs): read before its first attempt, journaled like any tool call,
+    /// so every attempt and a resumed run are told the same.
+    pub(super) async fn sources_told(&self, item: &PlanItem) -> Result<Option<String>, AgentError> {
+        let mut lines = Vec::new();
+        for (index, contract) in item.contracts.iter().enumerate() {
+            let Some(source) = &contract.source else {
+                continue;
+            };
+            let prefix = format!("{}.implement.{}.{index}", self.job.job_id, item.index);
+            if let Ok(rows) = self.query_source(source, &prefix).await? {
+                lines.push(format!(
+                    "- {}: {}",
+                    contract.path,
+                    contract::told(contract, &rows)
+                ));
+            }
+        }
+        Ok((!lines.is_empty()).then(|| lines.join("\n")))
+    }
+
     /// Why the cells an edit changed are not the ones it names.
     async fn check_cells(
         &self,

@@ -34,6 +34,8 @@ fn plan_invalid(reason: &str) -> AgentError {
 struct ItemStart {
     files: BTreeMap<String, String>,
     workbooks: WorkbooksBefore,
+    /// What its contracts' sources give, as the model is told.
+    sources: Option<String>,
 }
 
 /// `ITEM_NOT_DONE` for an item whose written content breaks its contracts: tried again once
@@ -286,6 +288,7 @@ impl Driver<'_> {
         let before = ItemStart {
             files: self.item_files(item.index).await?,
             workbooks: self.workbooks_before(item).await?,
+            sources: self.sources_told(item).await?,
         };
         let mut attempt = 0;
         let mut previous: Option<Failure> = None;
@@ -337,6 +340,7 @@ impl Driver<'_> {
         };
         let item_owned = item.clone();
         let compact = self.compact();
+        let sources = before.sources.clone();
         let system = self
             .system_prompt(scope, move |manifest| {
                 prompts::implement(&ItemContext {
@@ -349,6 +353,7 @@ impl Driver<'_> {
                     previous_failure: previous_reason.as_deref(),
                     asks_for: asks_for.as_deref(),
                     compact,
+                    sources: sources.as_deref(),
                 })
             })
             .await?;

@@ -247,6 +247,8 @@ pub(super) struct ItemContext<'a> {
     pub asks_for: Option<&'a str>,
     /// A compact prompt: one filled-in call that writes the item's first target.
     pub compact: bool,
+    /// What the item's contract sources give (the values its targets must hold).
+    pub sources: Option<&'a str>,
 }
 
 /// The item's contracts as the implement prompt states them: ` (the engine checks: …)`.
@@ -311,6 +313,11 @@ pub(super) fn implement(context: &ItemContext<'_>) -> String {
         prompt.push_str(&format!(
             "\n\nFor example, to write {}:\n{example}",
             item.targets[0]
+        ));
+    }
+    if let Some(sources) = context.sources {
+        prompt.push_str(&format!(
+            "\n\nThe engine ran the plan's source queries; the targets must hold:\n{sources}"
         ));
     }
     if let Some(reason) = context.previous_failure {
