@@ -249,9 +249,32 @@ async fn a_source_still_failing_when_the_item_ends_leaves_it_unchecked_and_not_d
     );
     let failure = item.failure.clone().unwrap_or_default();
     assert!(
-        failure.contains("its source query fails") && failure.contains("archipelago"),
+        failure.contains("count(DISTINCT archipelago) FROM data` fails")
+            && failure.contains("so what it holds cannot be checked"),
         "{failure}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_numbers_source_giving_every_row_checks_nothing_and_is_not_done() -> anyhow::Result<()> {
+    // The first of 344 rows is no number to hold a count to: neither told nor compared.
+    let rows = json!({"content": "- [ ] 1. Count — the islands → islands.txt\n  \
+        - islands.txt: number from penguins.csv = SELECT island FROM data"});
+    let (model, _cluster, view) = counted_with_plan(json!([rows.clone(), rows])).await?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    let failure = view.items[0].failure.clone().unwrap_or_default();
+    assert!(
+        failure.contains("gives 344 rows and 1 column; a number's source gives one value"),
+        "{failure}"
+    );
+    let system = model
+        .requests()
+        .into_iter()
+        .find(|request| request.phase == "implement")
+        .map(|request| request.body["messages"][0]["content"].to_string())
+        .unwrap_or_default();
+    assert!(!system.contains("the targets must hold"), "{system}");
     Ok(())
 }
 

@@ -32,7 +32,7 @@ use super::driver::Driver;
 use crate::AgentError;
 use crate::catalog;
 use crate::contract::cells::{self, Cells};
-use crate::contract::{self, Rows};
+use crate::contract::{self, Rows, review};
 
 /// The start of every reason a broken contract gives (a retry after one is the last).
 pub(super) const BROKEN_CONTRACT: &str = "the written content breaks the plan's contract";
@@ -143,15 +143,18 @@ impl Driver<'_> {
             return Ok(Some("it is not in the draft".to_string()));
         };
         let source = match &contract.source {
-            Some(source) => match self.query_source(source, prefix).await? {
-                Ok(rows) => Some(rows),
-                Err(error) => {
-                    tracing::warn!(path = %contract.path, %error, "a contract's source query failed");
+            Some(source) => {
+                let result = self.query_source(source, prefix).await?;
+                // A source that fails, or cannot give the kind's values, leaves the target
+                // unchecked.
+                if let Some(problem) = review::source_problem(contract, &result) {
+                    tracing::warn!(path = %contract.path, %problem, "a contract's source cannot check it");
                     return Ok(Some(format!(
-                        "its source query fails ({error}), so what it holds cannot be checked"
+                        "{problem}, so what it holds cannot be checked"
                     )));
                 }
-            },
+                result.ok()
+            }
             None => None,
         };
         Ok(contract::check(contract, &content, source.as_ref()).err())
@@ -197,11 +200,12 @@ impl Driver<'_> {
                 continue;
             };
             let prefix = format!("{}.implement.{}.{index}", self.job.job_id, item.index);
-            if let Ok(rows) = self.query_source(source, &prefix).await? {
+            let result = self.query_source(source, &prefix).await?;
+            if let (Ok(rows), None) = (&result, review::source_problem(contract, &result)) {
                 lines.push(format!(
                     "- {}: {}",
                     contract.path,
-                    contract::told(contract, &rows)
+                    contract::told(contract, rows)
                 ));
             }
         }

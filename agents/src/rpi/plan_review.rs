@@ -3,7 +3,8 @@
 //! Each contract's form is checked against the workbench's files, and each source query is
 //! run with `table_query` (journaled like any tool call, so a resumed job sees the same
 //! results). The problems are told to the model once, with the plan it gave; its next plan is
-//! accepted as it is (a contract still uncheckable is then checked by its kind alone).
+//! accepted as it is (a target whose source still fails when its item ends is not done,
+//! [`super::contracts`]).
 
 use atelier_messages::contract::Contract;
 use atelier_messages::job::PlanItem;
