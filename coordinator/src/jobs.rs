@@ -280,16 +280,17 @@ impl Jobs {
         self.storage.made(durability)
     }
 
-    /// Writes the RPI state (and the record's update time), leaving durability to the caller.
+    /// Writes the RPI state and the record's update time, leaving durability to the caller.
+    /// The record is touched by compare-and-swap: a cancel requested meanwhile is kept.
     fn write_rpi(&self, job_id: &str, state: &RpiState) -> Result<(), CoordinatorError> {
         self.storage
             .tree(trees::RPI)?
             .insert(job_id.as_bytes(), storage::encode(state)?)?;
-        let jobs = self.storage.tree(trees::JOBS)?;
-        if let Some(mut record) = storage::get::<JobRecord>(&jobs, job_id.as_bytes())? {
-            record.updated_at_ms = now_ms();
-            jobs.insert(job_id.as_bytes(), storage::encode(&record)?)?;
-        }
+        self.storage
+            .swap(trees::JOBS, job_id.as_bytes(), |record: &mut JobRecord| {
+                record.updated_at_ms = now_ms();
+                Ok(())
+            })?;
         Ok(())
     }
 
@@ -493,6 +494,36 @@ mod tests {
         );
         assert!(!started.crash_looping);
         assert_eq!(started.rpi.items.len(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_cancel_racing_the_steps_checkpoints_is_never_lost()
+    -> Result<(), Box<dyn std::error::Error>> {
+        // A step's checkpoint touches the job's record while a cancel is requested from
+        // another thread: read-then-write without compare-and-swap lost the cancel.
+        let dir = tempfile::tempdir()?;
+        let jobs = with_job(dir.path())?;
+        for round in 0..200 {
+            let job_id = format!("race-{round}");
+            queued(&jobs, &job_id)?;
+            let steps = {
+                let (jobs, job_id) = (jobs.clone(), job_id.clone());
+                std::thread::spawn(move || -> Result<(), CoordinatorError> {
+                    for _ in 0..20 {
+                        jobs.save_rpi(&job_id, &RpiState::default(), Durability::Rebuildable)?;
+                    }
+                    Ok(())
+                })
+            };
+            jobs.transition_as(&job_id, Transition::RequestCancel, Durability::Rebuildable)?;
+            steps.join().map_err(|_| "the steps' thread panicked")??;
+            let record = jobs.get(&job_id)?.ok_or("no record")?;
+            assert!(
+                record.cancel_requested,
+                "round {round}: the cancel was lost"
+            );
+        }
         Ok(())
     }
 

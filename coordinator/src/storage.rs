@@ -181,15 +181,31 @@ impl Storage {
         missing: impl Fn() -> ErrorBody,
         change: impl Fn(&mut T) -> Result<(), ErrorBody>,
     ) -> Result<T, CoordinatorError> {
+        let record = self
+            .swap(tree, key, change)?
+            .ok_or_else(|| CoordinatorError::Rejected(missing()))?;
+        self.made(durability)?;
+        Ok(record)
+    }
+
+    /// Applies `change` to the record under `key` by compare-and-swap, read again and retried
+    /// when another writer changed it in between, so no concurrent update is lost; `None` when
+    /// there is no record. Durability is the caller's.
+    pub(crate) fn swap<T: Serialize + DeserializeOwned>(
+        &self,
+        tree: &'static str,
+        key: &[u8],
+        change: impl Fn(&mut T) -> Result<(), ErrorBody>,
+    ) -> Result<Option<T>, CoordinatorError> {
         let tree = self.tree(tree)?;
         loop {
-            let current = tree.get(key)?.ok_or_else(&missing)?;
+            let Some(current) = tree.get(key)? else {
+                return Ok(None);
+            };
             let mut record: T = decode(&current)?;
             change(&mut record)?;
-            let swapped = tree.compare_and_swap(key, Some(current), Some(encode(&record)?))?;
-            if swapped {
-                self.made(durability)?;
-                return Ok(record);
+            if tree.compare_and_swap(key, Some(current), Some(encode(&record)?))? {
+                return Ok(Some(record));
             }
         }
     }
