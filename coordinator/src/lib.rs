@@ -190,60 +190,23 @@ pub async fn start_coordinator(
     // their last owner, and JetStream may not answer for a while then (the intake attaches with
     // retries).
     let replicas = config.replication.map_or(1, |settings| settings.replicas);
-    if replicas > 1 && client.server_info().cluster.is_none() {
-        return Err(CoordinatorError::Rejected(
-            atelier_messages::ErrorBody::new(
-                atelier_messages::ErrorCode::ValidationFailed,
-                format!(
-                    "store_replicas = {replicas} needs a cluster of at least {replicas} NATS servers \
-                 with JetStream, and the server this coordinator reached is not in a cluster: \
-                 connect to the cluster, or set store_replicas = 1 for a single server"
-                ),
-            ),
-        ));
-    }
+    refuse_replicas_without_a_cluster(&client, replicas)?;
     patiently("creating the streams", || {
         intake::ensure_streams(&jetstream, replicas)
     })
     .await?;
     let mut blobs = BlobDir::open(config.blob_dir())?;
-    let mut holding = None;
-    // One store per deployment: a store of its own claims it, a replicated one refuses to
-    // start beside such a claim.
-    let mut claim = None;
-    if config.replication.is_none() {
-        claim = Some(
-            store_claim::claim_own_store(&jetstream, &config.coordinator_id, &config.data_dir)
-                .await?,
-        );
-    }
-    if let Some(settings) = config.replication {
-        store_claim::refuse_beside_an_own_store(&jetstream).await?;
-        warn_of_a_store_of_its_own(&config.data_dir);
-        let durable = patiently("opening the replicated store's blob bucket", || async {
-            Ok(atelier_transport::BlobBucket::ensure_durable(
-                &client,
-                settings.replicas,
-                settings.blob_grace,
+    let serving = take_the_store(&client, &jetstream, &config, &mut blobs).await?;
+    let (count, serving) = match serving {
+        Serving::Own(claim) => (1, Serving::Own(claim)),
+        Serving::Replicated(holding) => {
+            let count = holding.shard_count().await?;
+            (
+                count,
+                Serving::Replicated(Box::new(holding.sized_for(count))),
             )
-            .await?)
-        })
-        .await?;
-        blobs = blobs.with_remote(durable);
-        let opened = replication::ownership::Holding::open(
-            &jetstream,
-            settings,
-            &config.coordinator_id,
-            &config.data_dir,
-        )
-        .await?;
-        holding = Some(opened);
-    }
-    let count = match &holding {
-        Some(holding) => holding.shard_count().await?,
-        None => 1,
+        }
     };
-    let holding = holding.map(|holding| holding.sized_for(count));
     let collector = config.replication.map(|settings| collector::HostCollector {
         blobs: blobs.clone(),
         table_cache: config.table_cache_dir(),
@@ -266,17 +229,16 @@ pub async fn start_coordinator(
     // The public verbs are answered from now on: a request for a shard not held yet waits for
     // it (an adopted batch's runner asks after its children as soon as its shard is served).
     let mut tasks = front.serve().await?;
-    let held = match (holding, claim) {
-        (Some(holding), _) => Held::Balanced(balancer::Balancer::start(shared, holding).await?),
-        (None, claim) => {
-            let claim = claim.ok_or_else(|| {
-                CoordinatorError::Nats("a store of its own started without its claim".into())
-            })?;
+    let held = match serving {
+        Serving::Replicated(holding) => {
+            Held::Balanced(balancer::Balancer::start(shared, *holding).await?)
+        }
+        Serving::Own(claim) => {
             let path = config.data_dir.join("db");
             let storage = blocking(move || Storage::open(&path)).await?;
             Held::Own(
                 Box::new(engine::Engine::start(&shared, 0, storage, None).await?),
-                Box::new(claim),
+                claim,
             )
         }
     };
@@ -286,6 +248,70 @@ pub async fn start_coordinator(
     tasks.push(intake::run_intake(jetstream, front.clone()));
     tracing::info!(coordinator = %config.coordinator_id, data = %config.data_dir.display(), shards = count, "coordinator ready");
     Ok(CoordinatorHandle { tasks, front, held })
+}
+
+/// The store a coordinator serves, taken before anything is served.
+enum Serving {
+    /// A store of its own in its data directory, with its claim on the deployment.
+    Own(Box<store_claim::Claim>),
+    /// A replicated store's shards (the blob directory reads the blob bucket too).
+    Replicated(Box<replication::ownership::Holding>),
+}
+
+/// One store per deployment: a store of its own claims it, a replicated one refuses to start
+/// beside such a claim, then opens its blob bucket and its shard ownership.
+async fn take_the_store(
+    client: &async_nats::Client,
+    jetstream: &async_nats::jetstream::Context,
+    config: &CoordinatorConfig,
+    blobs: &mut BlobDir,
+) -> Result<Serving, CoordinatorError> {
+    let Some(settings) = config.replication else {
+        let claim =
+            store_claim::claim_own_store(jetstream, &config.coordinator_id, &config.data_dir)
+                .await?;
+        return Ok(Serving::Own(Box::new(claim)));
+    };
+    store_claim::refuse_beside_an_own_store(jetstream).await?;
+    warn_of_a_store_of_its_own(&config.data_dir);
+    let durable = patiently("opening the replicated store's blob bucket", || async {
+        Ok(atelier_transport::BlobBucket::ensure_durable(
+            client,
+            settings.replicas,
+            settings.blob_grace,
+        )
+        .await?)
+    })
+    .await?;
+    *blobs = blobs.clone().with_remote(durable);
+    let holding = replication::ownership::Holding::open(
+        jetstream,
+        settings,
+        &config.coordinator_id,
+        &config.data_dir,
+    )
+    .await?;
+    Ok(Serving::Replicated(Box::new(holding)))
+}
+
+/// Refuses `store_replicas` above one on a server that is not in a cluster.
+fn refuse_replicas_without_a_cluster(
+    client: &async_nats::Client,
+    replicas: usize,
+) -> Result<(), CoordinatorError> {
+    if replicas <= 1 || client.server_info().cluster.is_some() {
+        return Ok(());
+    }
+    Err(CoordinatorError::Rejected(
+        atelier_messages::ErrorBody::new(
+            atelier_messages::ErrorCode::ValidationFailed,
+            format!(
+                "store_replicas = {replicas} needs a cluster of at least {replicas} NATS servers with \
+             JetStream, and the server this coordinator reached is not in a cluster: connect to \
+             the cluster, or set store_replicas = 1 for a single server"
+            ),
+        ),
+    ))
 }
 
 /// Says so when the data directory also holds a store of its own, which a replicated store does

@@ -76,36 +76,7 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Draft(DraftCommand),
     /// Submit a job: a message for the agent to carry out on a workbench.
-    Submit {
-        workbench: String,
-        message: String,
-        /// Model spec: openai:MODEL, openai-compat:BASE_URL#MODEL, replay:FILE.
-        #[arg(long)]
-        model: Option<String>,
-        /// Follow the job and exit non-zero unless it succeeds.
-        #[arg(long)]
-        wait: bool,
-        /// Job id (default: a new UUID v7); re-submitting an id is a no-op.
-        #[arg(long)]
-        job_id: Option<String>,
-        /// Run every tool call without pausing for approval.
-        #[arg(long)]
-        auto_approve: bool,
-        /// Which action classes wait for approval: CLASS=MODE (additive|destructive = ask|auto),
-        /// repeatable; default: the workbench's policy, else destructive calls ask.
-        #[arg(long = "approve", value_name = "CLASS=MODE")]
-        approvals: Vec<String>,
-        /// Keep working on the workbench's draft (without it a draft refuses the message with
-        /// DRAFT_EXISTS: publish or discard first).
-        #[arg(long)]
-        continue_draft: bool,
-        /// Stop the job with JOB_TIME_LIMIT this many seconds after it starts (default: the
-        /// operator's job_time_limit_secs, 1 h unless set).
-        #[arg(long, value_name = "SECS")]
-        time_limit: Option<u64>,
-        #[arg(long)]
-        json: bool,
-    },
+    Submit(SubmitArgs),
     #[command(flatten)]
     Workshop(crate::workshop::WorkshopCommand),
     /// Run a tool (or a workflow file) on a workbench without a model, as a journaled job
@@ -296,4 +267,37 @@ pub(crate) enum DraftCommand {
     Publish { name: String },
     /// Throw the draft away.
     Discard { name: String },
+}
+
+/// `atelier submit`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SubmitArgs {
+    pub(crate) workbench: String,
+    pub(crate) message: String,
+    /// Model spec: openai:MODEL, openai-compat:BASE_URL#MODEL, replay:FILE.
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// Follow the job and exit non-zero unless it succeeds.
+    #[arg(long)]
+    pub(crate) wait: bool,
+    /// Job id (default: a new UUID v7); re-submitting an id is a no-op.
+    #[arg(long)]
+    pub(crate) job_id: Option<String>,
+    /// Run every tool call without pausing for approval.
+    #[arg(long)]
+    pub(crate) auto_approve: bool,
+    /// Which action classes wait for approval: CLASS=MODE (additive|destructive = ask|auto),
+    /// repeatable; default: the workbench's policy, else destructive calls ask.
+    #[arg(long = "approve", value_name = "CLASS=MODE")]
+    pub(crate) approvals: Vec<String>,
+    /// Keep working on the workbench's draft (without it a draft refuses the message with
+    /// DRAFT_EXISTS: publish or discard first).
+    #[arg(long)]
+    pub(crate) continue_draft: bool,
+    /// Stop the job with JOB_TIME_LIMIT this many seconds after it starts (default: the
+    /// operator's job_time_limit_secs, 1 h unless set).
+    #[arg(long, value_name = "SECS")]
+    pub(crate) time_limit: Option<u64>,
+    #[arg(long)]
+    pub(crate) json: bool,
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use atelier_messages::job::{JobState, JobView};
 use atelier_messages::store::FileBytes;
 
-use crate::cli::{Command, DraftCommand, WbCommand};
+use crate::cli::{Command, DraftCommand, SubmitArgs, WbCommand};
 use crate::client::{self, Client, Decision, WatchOutput};
 use crate::output::{
     print_job, print_jobs, print_json, print_listing, print_pools, print_review, print_stats, shown,
@@ -21,47 +21,7 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             print_pools(&pools, json)?;
         }
         Command::Draft(command) => draft_command(client, command).await?,
-        Command::Submit {
-            workbench,
-            message,
-            model,
-            wait,
-            job_id,
-            auto_approve,
-            continue_draft,
-            approvals,
-            time_limit,
-            json,
-        } => {
-            let approvals = client::parse_approvals(&approvals)?;
-            client
-                .check_message(&workbench, continue_draft, model.as_deref())
-                .await?;
-            let submit = client::Submission {
-                workbench: &workbench,
-                message: &message,
-                model,
-                job_id,
-                auto_approve,
-                continue_draft,
-                approvals,
-                workflow: None,
-                time_limit_secs: time_limit,
-            };
-            let job_id = client.submit(submit).await?;
-            if !wait {
-                if json {
-                    print_json(&serde_json::json!({"job_id": job_id}))?;
-                } else {
-                    println!("{}", shown(&job_id));
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            if !json {
-                println!("submitted job {}", shown(&job_id));
-            }
-            return client.follow(&job_id, json).await;
-        }
+        Command::Submit(args) => return submit(client, args).await,
         Command::Workshop(command) => return workshop::run(client, command).await,
         Command::Run(args) => return batch::run(client, args).await,
         Command::Batch(command) => return batch::batch(client, command).await,
@@ -87,26 +47,7 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
         }
         Command::Context(command) => context_items::run(client, command).await?,
         Command::Chat { workbench } => return chat::run(client, &workbench).await,
-        Command::Watch { job, json, timeout } => {
-            let output = if json {
-                WatchOutput::Json
-            } else {
-                WatchOutput::Human
-            };
-            let watching = client.watch(&job, output);
-            let Some(secs) = timeout else {
-                return Ok(exit_for(watching.await?));
-            };
-            return match tokio::time::timeout(Duration::from_secs(secs), watching).await {
-                Ok(state) => Ok(exit_for(state?)),
-                Err(_) => {
-                    eprintln!(
-                        "error: job {job} had not finished after {secs} s; it goes on (`atelier job {job}` shows it, `atelier watch {job}` follows it again)"
-                    );
-                    Ok(ExitCode::from(WATCH_TIMED_OUT))
-                }
-            };
-        }
+        Command::Watch { job, json, timeout } => return watch(client, &job, json, timeout).await,
         Command::Cancel { job, json } => show_job(&client.cancel(&job).await?, json)?,
         Command::Approve {
             job,
@@ -131,16 +72,7 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             workbench,
             json,
             ..
-        } => {
-            let state =
-                state.and_then(|name| JobState::ALL.into_iter().find(|s| s.as_str() == name));
-            let jobs = client.jobs(state, workbench).await?;
-            if json {
-                print_json(&jobs)?;
-            } else {
-                print_jobs(&jobs);
-            }
-        }
+        } => list_jobs(client, state, workbench, json).await?,
         Command::Job { id, json } => show_job(&client.job(&id).await?, json)?,
         Command::Mcp { workbench } => {
             return crate::mcp::serve_stdio(client.nats.clone(), workbench).await;
@@ -154,6 +86,82 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
         | Command::Decode => {}
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `atelier submit`: the job's id, or with `--wait` its run followed to the end.
+async fn submit(client: &Client, args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    let approvals = client::parse_approvals(&args.approvals)?;
+    client
+        .check_message(&args.workbench, args.continue_draft, args.model.as_deref())
+        .await?;
+    let submit = client::Submission {
+        workbench: &args.workbench,
+        message: &args.message,
+        model: args.model,
+        job_id: args.job_id,
+        auto_approve: args.auto_approve,
+        continue_draft: args.continue_draft,
+        approvals,
+        workflow: None,
+        time_limit_secs: args.time_limit,
+    };
+    let job_id = client.submit(submit).await?;
+    if !args.wait {
+        if args.json {
+            print_json(&serde_json::json!({"job_id": job_id}))?;
+        } else {
+            println!("{}", shown(&job_id));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.json {
+        println!("submitted job {}", shown(&job_id));
+    }
+    client.follow(&job_id, args.json).await
+}
+
+/// `atelier watch`: the job's events until its run ends, or until `timeout` seconds.
+async fn watch(
+    client: &Client,
+    job: &str,
+    json: bool,
+    timeout: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    let output = if json {
+        WatchOutput::Json
+    } else {
+        WatchOutput::Human
+    };
+    let watching = client.watch(job, output);
+    let Some(secs) = timeout else {
+        return Ok(exit_for(watching.await?));
+    };
+    match tokio::time::timeout(Duration::from_secs(secs), watching).await {
+        Ok(state) => Ok(exit_for(state?)),
+        Err(_) => {
+            eprintln!(
+                "error: job {job} had not finished after {secs} s; it goes on (`atelier job {job}` shows it, `atelier watch {job}` follows it again)"
+            );
+            Ok(ExitCode::from(WATCH_TIMED_OUT))
+        }
+    }
+}
+
+/// `atelier jobs`: the jobs, optionally of one state or workbench.
+async fn list_jobs(
+    client: &Client,
+    state: Option<String>,
+    workbench: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let state = state.and_then(|name| JobState::ALL.into_iter().find(|s| s.as_str() == name));
+    let jobs = client.jobs(state, workbench).await?;
+    if json {
+        print_json(&jobs)
+    } else {
+        print_jobs(&jobs);
+        Ok(())
+    }
 }
 
 fn show_job(view: &JobView, json: bool) -> anyhow::Result<()> {

@@ -249,20 +249,7 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
             let rewound = client
                 .rewind(&workbench, &message_id, chat_only, discard_draft)
                 .await?;
-            if json {
-                print_json(&rewound)?;
-            } else {
-                println!(
-                    "rewound {workbench} to {}; discarded {} message(s); draft: {}",
-                    rewound.head,
-                    rewound.removed.len(),
-                    if rewound.has_draft {
-                        "restored"
-                    } else {
-                        "none"
-                    }
-                );
-            }
+            print_rewound(&workbench, &rewound, json)?;
         }
         WorkshopCommand::Regenerate {
             workbench,
@@ -283,25 +270,7 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
                 model,
                 auto_approve,
             };
-            if request.from_message_id.is_some() && !agreed(client, &request, yes).await? {
-                println!("nothing was changed");
-                return Ok(ExitCode::FAILURE);
-            }
-            let regenerated = client.regenerate(request).await?;
-            if wait {
-                if !json {
-                    println!(
-                        "regenerating the answer to {} as job {}",
-                        regenerated.from_message_id, regenerated.job_id
-                    );
-                }
-                return client.follow(&regenerated.job_id, json).await;
-            }
-            if json {
-                print_json(&regenerated)?;
-            } else {
-                println!("{}", regenerated.job_id);
-            }
+            return regenerate(client, request, yes, wait, json).await;
         }
         WorkshopCommand::Checkpoints { workbench, json } => {
             let checkpoints = client.checkpoints(&workbench).await?;
@@ -333,16 +302,7 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
             json,
         } => {
             let restored = client.restore(&workbench, &checkpoint_id).await?;
-            if json {
-                print_json(&restored)?;
-            } else {
-                println!(
-                    "restored checkpoint {} of {workbench} ({} file(s)); the replaced state is checkpoint {}",
-                    restored.checkpoint_id,
-                    restored.files.len(),
-                    restored.safety_checkpoint_id
-                );
-            }
+            print_restored(&workbench, &restored, json)?;
         }
         WorkshopCommand::Models { json } => {
             let choices = client.models().await?;
@@ -357,35 +317,101 @@ pub async fn run(client: &Client, command: WorkshopCommand) -> anyhow::Result<Ex
             if json {
                 print_json(&collected)?;
             } else {
-                println!(
-                    "removed {} blob(s) and {} cached table(s) ({} bytes); {} blob(s) kept{}",
-                    collected.removed_blobs,
-                    collected.removed_tables,
-                    collected.freed_bytes,
-                    collected.kept_blobs,
-                    match collected.hosts {
-                        0 | 1 => String::new(),
-                        hosts => format!(", on {hosts} hosts"),
-                    }
-                );
-                if collected.removed_stored_blobs + collected.kept_stored_blobs > 0 {
-                    println!(
-                        "the replicated store's bucket: removed {} blob(s) ({} bytes); {} kept",
-                        collected.removed_stored_blobs,
-                        collected.freed_stored_bytes,
-                        collected.kept_stored_blobs
-                    );
-                }
-                if collected.hosts_unanswered > 0 {
-                    eprintln!(
-                        "{} coordinator(s) did not answer in time: their hosts were not swept; run `atelier gc` again",
-                        collected.hosts_unanswered
-                    );
-                }
+                print_collected(&collected);
             }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `atelier regenerate`: the new job's id, or with `wait` its run followed to the end. Going
+/// back to an earlier message (`--from`) asks first, unless `yes`.
+async fn regenerate(
+    client: &Client,
+    request: Regenerate,
+    yes: bool,
+    wait: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    if request.from_message_id.is_some() && !agreed(client, &request, yes).await? {
+        println!("nothing was changed");
+        return Ok(ExitCode::FAILURE);
+    }
+    let regenerated = client.regenerate(request).await?;
+    if wait {
+        if !json {
+            println!(
+                "regenerating the answer to {} as job {}",
+                regenerated.from_message_id, regenerated.job_id
+            );
+        }
+        return client.follow(&regenerated.job_id, json).await;
+    }
+    if json {
+        print_json(&regenerated)?;
+    } else {
+        println!("{}", regenerated.job_id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_rewound(workbench: &str, rewound: &Rewound, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(rewound);
+    }
+    println!(
+        "rewound {workbench} to {}; discarded {} message(s); draft: {}",
+        rewound.head,
+        rewound.removed.len(),
+        if rewound.has_draft {
+            "restored"
+        } else {
+            "none"
+        }
+    );
+    Ok(())
+}
+
+fn print_restored(workbench: &str, restored: &Restored, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(restored);
+    }
+    println!(
+        "restored checkpoint {} of {workbench} ({} file(s)); the replaced state is checkpoint {}",
+        restored.checkpoint_id,
+        restored.files.len(),
+        restored.safety_checkpoint_id
+    );
+    Ok(())
+}
+
+/// What a garbage collection removed and kept, for people.
+fn print_collected(collected: &Collected) {
+    println!(
+        "removed {} blob(s) and {} cached table(s) ({} bytes); {} blob(s) kept{}",
+        collected.removed_blobs,
+        collected.removed_tables,
+        collected.freed_bytes,
+        collected.kept_blobs,
+        match collected.hosts {
+            0 | 1 => String::new(),
+            hosts => format!(", on {hosts} hosts"),
+        }
+    );
+    if collected.removed_stored_blobs + collected.kept_stored_blobs > 0 {
+        println!(
+            "the replicated store's bucket: removed {} blob(s) ({} bytes); {} kept",
+            collected.removed_stored_blobs,
+            collected.freed_stored_bytes,
+            collected.kept_stored_blobs
+        );
+    }
+    if collected.hosts_unanswered > 0 {
+        eprintln!(
+            "{} coordinator(s) did not answer in time: their hosts were not swept; run `atelier gc` again",
+            collected.hosts_unanswered
+        );
+    }
 }
 
 /// Says what regenerating `request` would discard and whether to go on: `yes`, or the person

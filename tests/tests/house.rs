@@ -1,4 +1,4 @@
-//! The house keeps its shape: two structural rules over the `src/` tree of every workspace
+//! The house keeps its shape: three structural rules over the `src/` tree of every workspace
 //! member (the members are read from the workspace `Cargo.toml`).
 //!
 //! **No long files.** A source file may hold at most [`MAX_LINES`] lines of non-test code: every
@@ -6,6 +6,9 @@
 //! Test code is exempt: files named `tests.rs`, files with a `tests` directory in their
 //! workspace path (the `src/**/tests/` modules and the `atelier-tests` harness crate), and files
 //! declared `#[cfg(test)] mod x;` (following `#[path]`), together with their submodules.
+//!
+//! **No long functions.** A non-test function may span at most [`MAX_FUNCTION_LINES`] lines,
+//! from its `fn` line to its closing brace (a nested function counts toward its parent too).
 //!
 //! **No import circles.** Within a crate every file of a normal (non-test) build is a module
 //! named by its path: `coordinator/src/jobs.rs` is `crate::jobs`, `ops/src/dashboard/mod.rs` is
@@ -34,6 +37,8 @@ use anyhow::{Context, bail};
 
 /// The most lines of non-test code one source file may hold.
 const MAX_LINES: usize = 600;
+/// The most lines one non-test function may span, from its `fn` line to its closing brace.
+const MAX_FUNCTION_LINES: usize = 100;
 
 /// A module path inside its crate, without the leading `crate` (`["dashboard", "api"]`).
 type ModulePath = Vec<String>;
@@ -100,6 +105,40 @@ fn no_source_file_is_over_the_line_limit() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[test]
+fn no_function_is_over_the_line_limit() -> anyhow::Result<()> {
+    let mut offenders = Vec::new();
+    for krate in workspace_crates()? {
+        for file in krate.files.iter().filter(|file| !file.is_test_code()) {
+            for (name, lines) in long_functions(&file.non_test_lines()) {
+                offenders.push(format!("{}: fn {name} spans {lines} lines", file.path));
+            }
+        }
+    }
+    if !offenders.is_empty() {
+        bail!(
+            "functions over {MAX_FUNCTION_LINES} lines of non-test code; split them into steps \
+             with names:\n  {}",
+            offenders.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn function_lengths_are_measured_from_fn_to_its_closing_brace() {
+    let long_body = "    let x = 1;\n".repeat(MAX_FUNCTION_LINES);
+    let code = format!(
+        "fn short() {{\n}}\ntrait T {{\n    fn declared(&self);\n}}\n\
+         pub(crate) async fn long_one(f: fn(u8) -> u8, key: [u8; 4]) {{\n{long_body}}}\n"
+    );
+    let lines: Vec<&str> = code.lines().collect();
+    assert_eq!(
+        long_functions(&lines),
+        [("long_one".to_string(), MAX_FUNCTION_LINES + 2)]
+    );
 }
 
 #[test]
@@ -285,6 +324,67 @@ fn test_module_files(file: &Path, code: &str, original: &str) -> Vec<PathBuf> {
 
 fn is_test_attribute(line: &str) -> bool {
     line.trim_start().starts_with("#[cfg(test)]")
+}
+
+/// The functions of `lines` (code with comments and literals blanked) that span more than
+/// [`MAX_FUNCTION_LINES`] lines: their names and lengths. A declaration without a body is none.
+fn long_functions(lines: &[&str]) -> Vec<(String, usize)> {
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let Some(name) = function_name(line) else {
+            continue;
+        };
+        if let Some(length) = body_length(&lines[start..])
+            && length > MAX_FUNCTION_LINES
+        {
+            found.push((name, length));
+        }
+    }
+    found
+}
+
+/// The name of the function a line declares (`fn name`, after any qualifiers), if it does.
+fn function_name(line: &str) -> Option<String> {
+    let mut words = line.split_whitespace();
+    while let Some(word) = words.next() {
+        if word != "fn" {
+            continue;
+        }
+        let name: String = words
+            .next()?
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        return (!name.is_empty()).then_some(name);
+    }
+    None
+}
+
+/// The lines from a function's `fn` line to its closing brace; `None` for a declaration.
+fn body_length(lines: &[&str]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut opened = false;
+    // Brackets and parentheses of the signature (`[u8; 4]` holds a `;`).
+    let mut nested = 0usize;
+    for (offset, line) in lines.iter().enumerate() {
+        for c in line.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth = depth.saturating_sub(1),
+                '(' | '[' if !opened => nested += 1,
+                ')' | ']' if !opened => nested = nested.saturating_sub(1),
+                ';' if !opened && nested == 0 => return None,
+                _ => {}
+            }
+            if opened && depth == 0 {
+                return Some(offset + 1);
+            }
+        }
+    }
+    None
 }
 
 /// Marks the lines that belong to `#[cfg(test)]` items.

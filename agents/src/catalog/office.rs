@@ -145,6 +145,13 @@ fn pptx_items() -> Value {
 
 /// The office pool's tools, in a stable order.
 pub(super) fn tools() -> Vec<ToolSpec> {
+    let mut tools = reading_tools();
+    tools.extend(writing_tools());
+    tools
+}
+
+/// The tools that read files.
+fn reading_tools() -> Vec<ToolSpec> {
     vec![
         ToolSpec::read_only(
             ToolName::ListFiles,
@@ -193,6 +200,12 @@ pub(super) fn tools() -> Vec<ToolSpec> {
             "List a presentation's theme fonts and colors, its layouts, and the fonts and sizes used on slides.",
             path_only(),
         ),
+    ]
+}
+
+/// The tools that write into the draft.
+fn writing_tools() -> Vec<ToolSpec> {
+    vec![
         ToolSpec::new(
             ToolName::WriteTextFile,
             "Write or create a text file (md, txt, csv, json, etc.) in the draft. Folders are allowed in the path.",

@@ -38,6 +38,24 @@ struct ItemStart {
     sources: Option<String>,
 }
 
+/// One attempt at a plan item, as its end is judged.
+struct Attempt<'a> {
+    item: &'a PlanItem,
+    /// 1 for the first attempt.
+    number: u32,
+    /// How the attempt before it failed.
+    previous: Option<&'a Failure>,
+    before: &'a ItemStart,
+}
+
+/// The tool calls of an attempt's loop.
+#[derive(Debug, Clone, Copy)]
+struct Calls {
+    successful: u32,
+    writes: u32,
+    rejected: u32,
+}
+
 /// `ITEM_NOT_DONE` for an item whose written content breaks its contracts: tried again once
 /// with what differs, then failed.
 fn contract_broken(reason: String, previous: Option<&Failure>) -> Failure {
@@ -329,33 +347,13 @@ impl Driver<'_> {
             item: item.index,
             attempt,
         };
-        let request_text = self.job.message.clone();
-        let research = state.research.clone().unwrap_or_default();
-        let plan_md = state.plan_md.clone().unwrap_or_default();
-        let previous_reason = previous.map(|failure| failure.reason.clone());
         let asks_for = state.asks_for.clone();
         // The no-change form only where the engine may accept it.
         let answer = AnswerShape::ItemResult {
             no_change: item.targets.is_empty() && asks_for.is_none(),
         };
-        let item_owned = item.clone();
-        let compact = self.compact();
-        let sources = before.sources.clone();
         let system = self
-            .system_prompt(scope, move |manifest| {
-                prompts::implement(&ItemContext {
-                    item: &item_owned,
-                    total,
-                    request: &request_text,
-                    research: &research,
-                    plan_md: &plan_md,
-                    manifest,
-                    previous_failure: previous_reason.as_deref(),
-                    asks_for: asks_for.as_deref(),
-                    compact,
-                    sources: sources.as_deref(),
-                })
-            })
+            .item_prompt(state, scope, item, total, previous, before)
             .await?;
         let task = format!(
             "Do plan item {}: {} — {}",
@@ -380,64 +378,130 @@ impl Driver<'_> {
                 },
             )
             .await?;
-        Ok(match end {
+        let attempt = Attempt {
+            item,
+            number: attempt,
+            previous,
+            before,
+        };
+        match end {
             LoopEnd::Answer {
                 text,
                 successful_calls,
                 write_calls,
                 rejected_calls,
             } => {
-                let changed = changed_paths(&before.files, &self.file_digests().await?);
-                let handed_on: Vec<String> =
-                    plan::amendments(&text, &state.items, state.original_count)
-                        .items
-                        .into_iter()
-                        .flat_map(|amended| amended.targets)
-                        .collect();
-                let answered = Answered {
-                    text: &text,
-                    successful_calls,
-                    rejected_calls,
-                    targets: &item.targets,
-                    changed: &changed,
-                    asks_for: state.asks_for.as_deref(),
-                    handed_on: &handed_on,
+                let calls = Calls {
+                    successful: successful_calls,
+                    writes: write_calls,
+                    rejected: rejected_calls,
                 };
-                let done = match answered_item(&answered, previous) {
-                    Ok(done) => done,
-                    Err(failure) => return Ok(Err(failure)),
-                };
-                let prefix = format!("{}.contract.{}.{attempt}", self.job.job_id, item.index);
-                let checked = self
-                    .check_contracts(&item.contracts, &prefix, &changed, &before.workbooks)
-                    .await?;
-                match checked.reason() {
-                    Some(reason) => Err(contract_broken(reason, previous)),
-                    None => Ok(Done {
-                        wrote: write_calls > 0,
-                        ..done
-                    }),
-                }
+                self.item_answered(state, &attempt, &text, calls).await
             }
-            LoopEnd::Refused(reason) => Err(Failure {
+            LoopEnd::Refused(reason) => Ok(Err(Failure {
                 code: Some(ErrorCode::ItemNotDone),
                 reason,
                 retry: true,
-            }),
-            LoopEnd::BudgetExhausted => Err(Failure {
+            })),
+            LoopEnd::BudgetExhausted => Ok(Err(Failure {
                 code: Some(ErrorCode::BudgetExceeded),
                 reason: format!("turn budget of {} exhausted", self.budgets.item_turns),
                 retry: true,
-            }),
-            LoopEnd::LoopDetected(reason) => Err(Failure {
+            })),
+            LoopEnd::LoopDetected(reason) => Ok(Err(Failure {
                 code: Some(ErrorCode::AgentLoopDetected),
                 reason,
                 retry: false,
-            }),
-            LoopEnd::Unusable(error) => Err(Failure {
+            })),
+            LoopEnd::Unusable(error) => Ok(Err(Failure {
                 code: Some(error.code()),
                 reason: error.to_string(),
                 retry: true,
+            })),
+        }
+    }
+
+    /// The journaled system prompt of an attempt at `item`.
+    async fn item_prompt(
+        &self,
+        state: &RpiState,
+        scope: Scope,
+        item: &PlanItem,
+        total: u32,
+        previous: Option<&Failure>,
+        before: &ItemStart,
+    ) -> Result<String, AgentError> {
+        let request = self.job.message.clone();
+        let research = state.research.clone().unwrap_or_default();
+        let plan_md = state.plan_md.clone().unwrap_or_default();
+        let previous_failure = previous.map(|failure| failure.reason.clone());
+        let asks_for = state.asks_for.clone();
+        let item = item.clone();
+        let compact = self.compact();
+        let sources = before.sources.clone();
+        self.system_prompt(scope, move |manifest| {
+            prompts::implement(&ItemContext {
+                item: &item,
+                total,
+                request: &request,
+                research: &research,
+                plan_md: &plan_md,
+                manifest,
+                previous_failure: previous_failure.as_deref(),
+                asks_for: asks_for.as_deref(),
+                compact,
+                sources: sources.as_deref(),
+            })
+        })
+        .await
+    }
+
+    /// How an attempt whose tool loop ended with a final answer ends: the answer judged
+    /// ([`answered_item`]), then the item's contracts checked.
+    async fn item_answered(
+        &self,
+        state: &RpiState,
+        attempt: &Attempt<'_>,
+        text: &str,
+        calls: Calls,
+    ) -> Result<ItemOutcome, AgentError> {
+        let item = attempt.item;
+        let changed = changed_paths(&attempt.before.files, &self.file_digests().await?);
+        let handed_on: Vec<String> = plan::amendments(text, &state.items, state.original_count)
+            .items
+            .into_iter()
+            .flat_map(|amended| amended.targets)
+            .collect();
+        let answered = Answered {
+            text,
+            successful_calls: calls.successful,
+            rejected_calls: calls.rejected,
+            targets: &item.targets,
+            changed: &changed,
+            asks_for: state.asks_for.as_deref(),
+            handed_on: &handed_on,
+        };
+        let done = match answered_item(&answered, attempt.previous) {
+            Ok(done) => done,
+            Err(failure) => return Ok(Err(failure)),
+        };
+        let prefix = format!(
+            "{}.contract.{}.{}",
+            self.job.job_id, item.index, attempt.number
+        );
+        let checked = self
+            .check_contracts(
+                &item.contracts,
+                &prefix,
+                &changed,
+                &attempt.before.workbooks,
+            )
+            .await?;
+        Ok(match checked.reason() {
+            Some(reason) => Err(contract_broken(reason, attempt.previous)),
+            None => Ok(Done {
+                wrote: calls.writes > 0,
+                ..done
             }),
         })
     }

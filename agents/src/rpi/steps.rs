@@ -5,7 +5,7 @@
 //! journaled before the driver moves on. One tool call of the loop is run in `tool_calls`; an
 //! answer without tool calls is judged in `judge`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use atelier_messages::contract::Contract;
@@ -16,28 +16,22 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::driver::Driver;
-use super::form;
-use super::loop_detector::LoopDetector;
 use super::prompts;
-use super::quotes;
 use super::types::RpiState;
 use crate::AgentError;
 use crate::answer::AnswerShape;
 use crate::catalog::ToolSpec;
-use crate::provider::{ChatMessage, DeltaSink, ModelRequest, ModelResponse, Usage};
+use crate::provider::{DeltaSink, ModelRequest, ModelResponse, Usage};
 
 mod changes;
 mod judge;
 mod refusal;
 mod stage;
 mod tool_calls;
+mod tool_loop;
 
 use super::grounding::not_written;
-use changes::Changes;
 pub(super) use judge::Expect;
-use judge::{Judging, Verdict, judge};
-use refusal::Shown;
-use stage::Stage;
 pub(crate) use tool_calls::{Outcome, approval_refusal, render};
 
 /// Where a step sits: phase, plan item (0 outside Implement), attempt.
@@ -187,228 +181,6 @@ impl Driver<'_> {
             elapsed_ms,
         });
         Ok(response)
-    }
-
-    pub(super) async fn tool_loop(
-        &self,
-        state: &mut RpiState,
-        spec: LoopSpec,
-    ) -> Result<LoopEnd, AgentError> {
-        let LoopSpec {
-            scope,
-            system,
-            task,
-            tools,
-            budget,
-            expect,
-            answer,
-            targets,
-            contracts,
-            before,
-        } = spec;
-        let task_text = task.clone();
-        let form = form::rules(&self.job.message);
-        let content_pattern = form::pattern(&form::with_contracts(&form, &contracts, &targets));
-        let quoted = crate::request::quoted_texts(&self.job.message);
-        let mut messages = vec![ChatMessage::system(system), ChatMessage::user(task)];
-        let mut detector = LoopDetector::new(&self.budgets);
-        let mut successful_calls = 0;
-        let mut rejected_calls = 0;
-        let mut write_calls = 0;
-        let mut nudges = 0;
-        let mut refusals = 0;
-        // The plan's contracts were reviewed and the model told what was wrong.
-        let mut reviewed = false;
-        // The successful writes of this loop, exactly as called.
-        let mut writes_done: HashSet<(String, String)> = HashSet::new();
-        let compact = self.compact();
-        let mut successful_reads = 0;
-        // What a written number may come from: the request and the maps (as shown).
-        let maps: Vec<String> = (self.job.context.maps.iter())
-            .map(|map| prompts::compact_map(&map.map))
-            .collect();
-        let facts: Vec<&str> = std::iter::once(self.job.message.as_str())
-            .chain(maps.iter().map(String::as_str))
-            .collect();
-        // The results of the tools this loop ran (not the engine's refusals).
-        let mut results_seen: Vec<String> = Vec::new();
-        // What its successful writes did to the files.
-        let mut changes = Changes::new(&before);
-        let sources = changes.sources();
-        // The model was shown what its targets hold.
-        let mut reported = false;
-        // A write was refused (made-up numbers, a copied row) since the last successful read:
-        // the item reads again.
-        let mut back_to_reading = false;
-        // The last turn had a call that failed, was refused or repeated one, or its answer was
-        // refused.
-        let mut resample = false;
-        for turn in 0..budget {
-            let unwritten_quotes = state.unwritten_quotes.clone();
-            let stage = Stage {
-                phase: scope.phase,
-                turn,
-                compact,
-                reads: successful_reads,
-                writes: write_calls,
-                refused: back_to_reading,
-                targets: &targets,
-                sources: &sources,
-                request: &self.job.message,
-                unwritten_quotes: &unwritten_quotes,
-                targets_written: changes.cover(&targets),
-                content_pattern: content_pattern.as_deref(),
-            };
-            if compact && stage.targets_written && !reported {
-                reported = true;
-                messages.push(ChatMessage::user(changes.report(&targets)));
-            }
-            let (offered, choice) = stage.tools(&tools);
-            let request = ModelRequest {
-                phase: scope.phase.as_str().to_string(),
-                item_index: scope.item_index(),
-                messages: messages.clone(),
-                tools: offered,
-                tool_choice: choice,
-                answer: answer.clone(),
-                // A capable model is not sampled: it reads a refusal and changes its call.
-                resample: compact && resample,
-            };
-            let response = match self
-                .model_turn(state, scope, turn, &request, &|_: &str| {})
-                .await
-            {
-                Ok(response) => response,
-                Err(error) if is_unusable_output(&error) => return Ok(LoopEnd::Unusable(error)),
-                Err(error) => return Err(error),
-            };
-            if response.tool_calls.is_empty() {
-                let judging = Judging {
-                    successful_calls,
-                    nudges,
-                    refusals,
-                    asks_for: state.asks_for.as_deref(),
-                    requested_files: &state.requested_files,
-                };
-                match judge(expect, &response.content, judging) {
-                    Verdict::Accept => {
-                        // A plan's contracts are reviewed once, while a turn is left for the
-                        // corrected plan.
-                        let review = expect == Expect::Checklist && !reviewed && turn + 1 < budget;
-                        if let Some(told) = match review {
-                            true => self.review_plan(&response.content, turn).await?,
-                            false => None,
-                        } {
-                            reviewed = true;
-                            resample = true;
-                            messages.push(ChatMessage::assistant(response.content, Vec::new()));
-                            messages.push(ChatMessage::user(told));
-                            continue;
-                        }
-                        return Ok(LoopEnd::Answer {
-                            text: response.content,
-                            successful_calls,
-                            write_calls,
-                            rejected_calls,
-                        });
-                    }
-                    Verdict::Refuse(reason) => return Ok(LoopEnd::Refused(reason)),
-                    Verdict::Nudge(nudge) => {
-                        nudges += 1;
-                        resample = true;
-                        messages.push(ChatMessage::assistant(response.content, Vec::new()));
-                        messages.push(ChatMessage::user(nudge));
-                        continue;
-                    }
-                    Verdict::RefuseNoChange(told) => {
-                        refusals += 1;
-                        resample = true;
-                        messages.push(ChatMessage::assistant(response.content, Vec::new()));
-                        messages.push(ChatMessage::user(told));
-                        continue;
-                    }
-                }
-            }
-            messages.push(ChatMessage::assistant(
-                response.content.clone(),
-                response.tool_calls.clone(),
-            ));
-            resample = false;
-            for (index, call) in response.tool_calls.iter().enumerate() {
-                let writes = tools
-                    .iter()
-                    .any(|spec| spec.name.as_str() == call.name && !spec.is_read_only());
-                if writes && writes_done.contains(&exact(call)) {
-                    // The same write again changes nothing: the work is over (a small model
-                    // repeats its last write instead of answering). Its targets are still
-                    // checked as for any answer.
-                    return Ok(LoopEnd::Answer {
-                        text: REPEATED_WRITE.to_string(),
-                        successful_calls,
-                        write_calls,
-                        rejected_calls,
-                    });
-                }
-                let repeats = detector.observe(call);
-                resample |= repeats >= 2;
-                if repeats >= self.budgets.loop_hard_stop {
-                    return Ok(LoopEnd::LoopDetected(format!(
-                        "{ITEM_LOOP}: `{}` was called {repeats} times with the same arguments",
-                        call.name
-                    )));
-                }
-                let call_id = scope.call_id(&self.job.job_id, turn, index);
-                let shown = Shown {
-                    offered: &request.tools,
-                    facts: &facts,
-                    results: &results_seen,
-                    task: &[self.job.message.as_str(), task_text.as_str()],
-                    form: &form,
-                    quoted: &quoted,
-                    contracts: &contracts,
-                };
-                if let Some(refusal) = compact.then(|| refusal::of(call, &shown)).flatten() {
-                    back_to_reading |= refusal.back_to_reading;
-                    resample = true;
-                    messages.push(ChatMessage::tool_result(call.id.clone(), refusal.told));
-                    continue;
-                }
-                let (mut result, succeeded, rejected) =
-                    self.execute(state, scope, &call_id, call, &tools).await?;
-                results_seen.push(result.clone());
-                let unchanged = (succeeded && writes)
-                    .then(|| changes.record(call, &named_paths(call), &result))
-                    .flatten();
-                // With a compact prompt a write that changed nothing is no work done.
-                let wrote = succeeded && writes && !(compact && unchanged.is_some());
-                if let Some(path) = unchanged.filter(|_| compact) {
-                    result.push_str(&changes::unchanged_note(&path));
-                }
-                successful_calls += u32::from(succeeded);
-                resample |= !succeeded;
-                rejected_calls += u32::from(rejected);
-                write_calls += u32::from(wrote);
-                successful_reads += u32::from(succeeded && !writes);
-                back_to_reading &= !succeeded || writes;
-                if succeeded && writes {
-                    writes_done.insert(exact(call));
-                    quotes::record(state, call);
-                }
-                if repeats >= self.budgets.loop_warning {
-                    self.host.emit(EventKind::LoopWarning {
-                        tool: call.name.clone(),
-                        repeats,
-                    });
-                    result.push_str(&format!(
-                        "\n[warning: you called `{}` with these exact arguments {repeats} times; the result will not change. \
-                         Use what you have, change the arguments, or finish. At {} repeats the item is stopped.]",
-                        call.name, self.budgets.loop_hard_stop
-                    ));
-                }
-                messages.push(ChatMessage::tool_result(call.id.clone(), result));
-            }
-        }
-        Ok(LoopEnd::BudgetExhausted)
     }
 
     /// A journaled step, if it already happened.

@@ -532,21 +532,7 @@ impl Workbenches {
                             .unwrap_or_default()
                     }
                 };
-                for entry in &entries {
-                    draft.insert(entry.path.clone(), entry.clone());
-                }
-                for path in &deleted {
-                    if draft.remove(path).is_none() {
-                        return Err(abort(
-                            ErrorBody::new(
-                                ErrorCode::NotFound,
-                                format!("cannot delete `{path}`: no such file in the draft"),
-                            )
-                            .into(),
-                        ));
-                    }
-                }
-                refuse_clashes(&draft, &entries).map_err(abort)?;
+                change_draft(&mut draft, &entries, &deleted).map_err(abort)?;
                 tx::put(&manifests, &key(workbench, "draft"), &draft)?;
                 let written = Written {
                     files: entries.clone(),
@@ -573,6 +559,28 @@ impl Workbenches {
         );
         Ok(written)
     }
+}
+
+/// Puts `entries` into the draft's manifest and removes `deleted` from it; a path to delete
+/// that the draft lacks is `NOT_FOUND`, a file over a folder (or under a file) a clash.
+fn change_draft(
+    draft: &mut Manifest,
+    entries: &[ManifestEntry],
+    deleted: &[String],
+) -> Result<(), CoordinatorError> {
+    for entry in entries {
+        draft.insert(entry.path.clone(), entry.clone());
+    }
+    for path in deleted {
+        if draft.remove(path).is_none() {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("cannot delete `{path}`: no such file in the draft"),
+            )
+            .into());
+        }
+    }
+    refuse_clashes(draft, entries)
 }
 
 #[cfg(test)]

@@ -173,89 +173,16 @@ impl JobTrace {
                 tool,
                 path,
             } => self.call_started(at, call_id, tool, path.clone()),
-            EventKind::ToolComplete {
-                call_id,
-                tool,
-                ok,
-                error,
-                elapsed_ms,
-                worker,
-                ..
-            } => {
-                if let Some(record) = self.call_mut(at, call_id, tool) {
-                    record.status = if *ok {
-                        CallStatus::Ok
-                    } else {
-                        CallStatus::Failed
-                    };
-                    record.ended_ms = Some(at);
-                    record.elapsed_ms = Some(*elapsed_ms);
-                    record.worker.clone_from(worker);
-                    record.error.clone_from(error);
-                }
-                self.current.tool = None;
-            }
-            EventKind::ToolIo {
-                call_id,
-                tool,
-                pool,
-                phase,
-                item,
-                arguments,
-                result,
-                result_bytes,
-            } => {
-                if let Some(record) = self.call_mut(at, call_id, tool) {
-                    record.pool = pool.clone().or(record.pool.take());
-                    record.phase = phase.or(record.phase);
-                    record.item = item.or(record.item);
-                    record.arguments = Some(arguments.clone());
-                    record.result = Some(result.clone());
-                    record.result_bytes = Some(*result_bytes);
-                }
-            }
-            EventKind::ModelTurn {
-                phase,
-                item,
-                turn,
-                model,
-                text,
-                tool_calls,
-                prompt_tokens,
-                completion_tokens,
-                elapsed_ms,
-            } => self.push(IoEntry::Turn {
-                at_ms: at,
-                phase: *phase,
-                item: *item,
-                turn: *turn,
-                model: model.clone(),
-                text: text.clone(),
-                tool_calls: tool_calls.clone(),
-                prompt_tokens: *prompt_tokens,
-                completion_tokens: *completion_tokens,
-                elapsed_ms: *elapsed_ms,
-            }),
+            EventKind::ToolComplete { .. } => self.call_completed(at, &event.kind),
+            EventKind::ToolIo { .. } => self.call_io(at, &event.kind),
+            EventKind::ModelTurn { .. } => self.model_turn(at, &event.kind),
             EventKind::AssistantDelta { text } => self.summary.push_str(text),
             EventKind::ApprovalRequested {
                 call_id,
                 tool,
                 arguments,
                 ..
-            } => {
-                self.state = Some(JobState::AwaitingApproval);
-                if let Some(record) = self.call_mut(at, call_id, tool) {
-                    record.status = CallStatus::AwaitingApproval;
-                    record.arguments = Some(arguments.clone());
-                }
-                self.push(IoEntry::Approval {
-                    at_ms: at,
-                    call_id: call_id.clone(),
-                    tool: tool.clone(),
-                    arguments: arguments.clone(),
-                    approved: None,
-                });
-            }
+            } => self.approval_requested(at, call_id, tool, arguments),
             EventKind::ApprovalResolved {
                 call_id, approved, ..
             } => {
@@ -266,18 +193,115 @@ impl JobTrace {
                 at_ms: at,
                 text: format!("the model repeated `{tool}` {repeats} times; it was told so"),
             }),
-            EventKind::JobFinished { state, error, .. } => {
-                self.state = Some(*state);
-                self.finished_ms = Some(at);
-                self.error.clone_from(error);
-                self.current = Current::default();
-                if let Some(span) = self.phases.last_mut() {
-                    span.ended_ms.get_or_insert(at);
-                }
-            }
+            EventKind::JobFinished { state, error, .. } => self.finished(at, *state, error.clone()),
         }
         if self.state.is_none() && !matches!(event.kind, EventKind::JobFinished { .. }) {
             self.state = Some(JobState::Running);
+        }
+    }
+
+    fn call_completed(&mut self, at: u64, kind: &EventKind) {
+        let EventKind::ToolComplete {
+            call_id,
+            tool,
+            ok,
+            error,
+            elapsed_ms,
+            worker,
+            ..
+        } = kind
+        else {
+            return;
+        };
+        if let Some(record) = self.call_mut(at, call_id, tool) {
+            record.status = if *ok {
+                CallStatus::Ok
+            } else {
+                CallStatus::Failed
+            };
+            record.ended_ms = Some(at);
+            record.elapsed_ms = Some(*elapsed_ms);
+            record.worker.clone_from(worker);
+            record.error.clone_from(error);
+        }
+        self.current.tool = None;
+    }
+
+    fn call_io(&mut self, at: u64, kind: &EventKind) {
+        let EventKind::ToolIo {
+            call_id,
+            tool,
+            pool,
+            phase,
+            item,
+            arguments,
+            result,
+            result_bytes,
+        } = kind
+        else {
+            return;
+        };
+        if let Some(record) = self.call_mut(at, call_id, tool) {
+            record.pool = pool.clone().or(record.pool.take());
+            record.phase = phase.or(record.phase);
+            record.item = item.or(record.item);
+            record.arguments = Some(arguments.clone());
+            record.result = Some(result.clone());
+            record.result_bytes = Some(*result_bytes);
+        }
+    }
+
+    fn model_turn(&mut self, at: u64, kind: &EventKind) {
+        let EventKind::ModelTurn {
+            phase,
+            item,
+            turn,
+            model,
+            text,
+            tool_calls,
+            prompt_tokens,
+            completion_tokens,
+            elapsed_ms,
+        } = kind
+        else {
+            return;
+        };
+        self.push(IoEntry::Turn {
+            at_ms: at,
+            phase: *phase,
+            item: *item,
+            turn: *turn,
+            model: model.clone(),
+            text: text.clone(),
+            tool_calls: tool_calls.clone(),
+            prompt_tokens: *prompt_tokens,
+            completion_tokens: *completion_tokens,
+            elapsed_ms: *elapsed_ms,
+        });
+    }
+
+    fn approval_requested(&mut self, at: u64, call_id: &str, tool: &str, arguments: &str) {
+        self.state = Some(JobState::AwaitingApproval);
+        if let Some(record) = self.call_mut(at, call_id, tool) {
+            record.status = CallStatus::AwaitingApproval;
+            record.arguments = Some(arguments.to_string());
+        }
+        self.push(IoEntry::Approval {
+            at_ms: at,
+            call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            arguments: arguments.to_string(),
+            approved: None,
+        });
+    }
+
+    fn finished(&mut self, at: u64, state: JobState, error: Option<ErrorBody>) {
+        self.state = Some(state);
+        self.finished_ms = Some(at);
+        self.error = error;
+        self.current = Current::default();
+        if let Some(span) = self.phases.last_mut() {
+            span.ended_ms.get_or_insert(at);
         }
     }
 
