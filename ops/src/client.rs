@@ -18,12 +18,17 @@ use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, encode, subjects};
 use atelier_transport::Policy;
 
+use crate::follow;
+
 mod transfer;
 mod watch;
 
 pub use watch::WatchOutput;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long after a job's end is announced its record is looked for.
+const END_RECORDED_WITHIN: Duration = Duration::from_secs(5);
 
 /// A verb that may work for minutes (a garbage collection over every host and a large bucket):
 /// waited for while the coordinator says it is at it.
@@ -270,16 +275,21 @@ impl Client {
         .await
     }
 
-    /// The job once its end is recorded (the end is announced just before it is recorded).
+    /// The job once its end is recorded (the end is announced just before it is recorded),
+    /// looked for up to [`END_RECORDED_WITHIN`]; then the job as it is.
     pub async fn finished_job(&self, job_id: &str) -> anyhow::Result<JobView> {
-        for _ in 0..100 {
-            let view = self.job(job_id).await?;
-            if view.state.is_terminal() {
-                return Ok(view);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let read = || async move {
+            let request = GetJob {
+                v: PROTOCOL_VERSION,
+                job_id: job_id.into(),
+            };
+            atelier_transport::request(&self.nats, &request, Policy::once(TIMEOUT)).await
+        };
+        let every = Duration::from_millis(50);
+        match follow::until_ended(read, every, Some(END_RECORDED_WITHIN), |_| async {}).await {
+            Ok(Some(view)) => Ok(view),
+            Ok(None) | Err(_) => self.job(job_id).await,
         }
-        self.job(job_id).await
     }
 }
 

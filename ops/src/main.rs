@@ -8,7 +8,8 @@
 //! - `workshop`, `chat`, `context_items`: the conversation commands, the terminal session and
 //!   the context items.
 //! - `batch`: `atelier run` (tools and workflow files without a model) and `atelier batch`.
-//! - `client`: typed requests to a running system; `config`: figment settings.
+//! - `client`: typed requests to a running system; `follow`: waiting for a job's end by its
+//!   record (the CLI, MCP and the OpenAI endpoint); `config`: figment settings.
 //! - `system`: starting the coordinator and workers (`up`, `coordinator`, `worker`);
 //!   `embedded`: the `nats-server` child; `nats_roles`: its users and permissions;
 //!   `nats_connect`: reaching NATS with a process's credentials; `child_env`: what the children
@@ -31,6 +32,7 @@ mod dashboard;
 mod demo;
 mod embedded;
 mod eval;
+mod follow;
 mod mcp;
 mod metrics;
 mod nats_connect;

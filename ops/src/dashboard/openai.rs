@@ -25,9 +25,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::dashboard::requests::Shared;
-
-/// How often a non-streamed answer looks at its job.
-const POLL: Duration = Duration::from_millis(200);
+use crate::follow;
 
 /// An OpenAI-shaped error with Atelier's code.
 fn error(body: &ErrorBody) -> Response {
@@ -161,22 +159,19 @@ pub async fn chat_completions(
 
 /// The job once it ended; its error when it did not succeed.
 async fn finished(state: &Shared, job_id: &str) -> Result<JobView, ErrorBody> {
-    loop {
-        match ask(
-            state,
-            &GetJob {
-                v: PROTOCOL_VERSION,
-                job_id: job_id.to_string(),
-            },
-        )
-        .await
-        {
-            Ok(view) if view.state.is_terminal() => return succeeded(view),
-            Ok(_) => {}
-            Err(body) if body.code == ErrorCode::NotFound => {}
-            Err(body) => return Err(body),
-        }
-        tokio::time::sleep(POLL).await;
+    let read = || async move {
+        let request = GetJob {
+            v: PROTOCOL_VERSION,
+            job_id: job_id.to_string(),
+        };
+        ask(state, &request).await
+    };
+    match follow::until_ended(read, follow::POLL, None, |_| async {}).await? {
+        Some(view) => succeeded(view),
+        None => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            "an unbounded wait ended",
+        )),
     }
 }
 

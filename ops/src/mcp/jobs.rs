@@ -5,8 +5,6 @@
 //! call waits for the job's end, telling the client of its progress (and of an approval it
 //! waits for) when the client asked for progress.
 
-use std::time::Duration;
-
 use atelier_agents::catalog::ToolSpec;
 use atelier_messages::job::{GetJob, JobState, JobSubmit, JobView};
 use atelier_messages::workflow::Workflow;
@@ -17,9 +15,7 @@ use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
 use super::{AtelierMcp, invalid, to_value};
-
-/// How often a waiting call looks at its job.
-const POLL: Duration = Duration::from_millis(200);
+use crate::follow;
 
 /// A writing tool as a one-step job on the workbench's draft.
 pub(super) async fn write(
@@ -98,44 +94,43 @@ async fn run(
     }))
 }
 
-/// The job once it ended, telling the client what it does meanwhile.
+/// The job once it ended, telling the client what it does meanwhile; a cancelled call stops
+/// waiting, not the job.
 async fn wait(
     server: &AtelierMcp,
     job_id: &str,
     context: &RequestContext<RoleServer>,
 ) -> Result<JobView, ErrorBody> {
     let mut told = String::new();
-    loop {
-        if context.ct.is_cancelled() {
-            return Err(ErrorBody::new(
-                ErrorCode::UserCanceled,
-                format!(
-                    "the client cancelled the call; job {job_id} goes on (`atelier cancel {job_id}` stops it)"
-                ),
-            ));
-        }
-        let view = match server
-            .ask(&GetJob {
-                v: PROTOCOL_VERSION,
-                job_id: job_id.to_string(),
-            })
-            .await
-        {
-            // Not recorded yet: the coordinator takes it from the queue.
-            Err(error) if error.code == ErrorCode::NotFound => None,
-            other => Some(other?),
+    let read = || async move {
+        let request = GetJob {
+            v: PROTOCOL_VERSION,
+            job_id: job_id.to_string(),
         };
-        if let Some(view) = view {
-            if view.state.is_terminal() {
-                return Ok(view);
-            }
-            let now = progress_of(&view);
-            if now != told {
+        server.ask(&request).await
+    };
+    let seen = |view: JobView| {
+        let now = progress_of(&view);
+        let changed = now != told;
+        if changed {
+            told.clone_from(&now);
+        }
+        async move {
+            if changed {
                 notify(context, &view, &now).await;
-                told = now;
             }
         }
-        tokio::time::sleep(POLL).await;
+    };
+    tokio::select! {
+        () = context.ct.cancelled() => Err(ErrorBody::new(
+            ErrorCode::UserCanceled,
+            format!(
+                "the client cancelled the call; job {job_id} goes on (`atelier cancel {job_id}` stops it)"
+            ),
+        )),
+        followed = follow::until_ended(read, follow::POLL, None, seen) => followed?.ok_or_else(|| {
+            ErrorBody::new(ErrorCode::Internal, "an unbounded wait ended")
+        }),
     }
 }
 
