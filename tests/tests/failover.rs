@@ -335,6 +335,11 @@ async fn the_owner_and_its_nats_server_killed_together_lose_nothing() -> anyhow:
         cluster.cli_ok(&["wb", "cat", "q3", "notes.md"])?.stdout,
         "# Notes\nOne line.\n"
     );
+    // A client given the cluster's servers as a list, the dead one first, reaches a live one.
+    let servers = format!("{third},{second},{}", cluster.nats.url);
+    let listed = atelier_tests::cli(&["wb", "cat", "q3", "notes.md", "--nats", &servers])?;
+    assert!(listed.success, "{}", listed.stderr);
+    assert_eq!(listed.stdout, "# Notes\nOne line.\n");
     standby.kill();
     Ok(())
 }
