@@ -93,6 +93,18 @@ async fn writes_three(plan: Value) -> anyhow::Result<(ScriptedModel, Cluster, Jo
     run(script, REQUEST).await
 }
 
+/// The failure of the job's first item, which ended `ITEM_NOT_DONE` after its retry (the job
+/// failed).
+fn not_done_after_its_retry(view: &JobView) -> String {
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    let item = &view.items[0];
+    assert_eq!(
+        (item.attempts, item.failure_code),
+        (2, Some(ErrorCode::ItemNotDone))
+    );
+    item.failure.clone().unwrap_or_default()
+}
+
 fn draft_text(cluster: &Cluster, path: &str) -> anyhow::Result<String> {
     Ok(cluster.cli_ok(&["wb", "cat", "w", path, "--draft"])?.stdout)
 }
@@ -180,6 +192,16 @@ async fn a_list_and_a_table_are_checked_against_their_sources() -> anyhow::Resul
     Ok(())
 }
 
+/// The system prompt of the first implement request, as JSON text.
+fn first_item_prompt(model: &ScriptedModel) -> String {
+    model
+        .requests()
+        .into_iter()
+        .find(|request| request.phase == "implement")
+        .map(|request| request.body["messages"][0]["content"].to_string())
+        .unwrap_or_default()
+}
+
 /// The plan request's last message to the model at plan turn `turn`.
 fn told_at_plan_turn(model: &ScriptedModel, turn: usize) -> String {
     model
@@ -215,12 +237,7 @@ async fn a_failing_source_query_is_told_to_the_model_before_anything_runs() -> a
     );
     assert_eq!(draft_text(&cluster, "islands.txt")?, "3\n");
     // The item's prompt tells what the corrected source gives.
-    let system = model
-        .requests()
-        .into_iter()
-        .find(|request| request.phase == "implement")
-        .map(|request| request.body["messages"][0]["content"].to_string())
-        .unwrap_or_default();
+    let system = first_item_prompt(&model);
     assert!(
         system.contains("the targets must hold:\\n- islands.txt: the number 3"),
         "{system}"
@@ -241,13 +258,7 @@ async fn a_source_still_failing_when_the_item_ends_leaves_it_unchecked_and_not_d
         0,
         "told once at the plan, not twice"
     );
-    assert_eq!(view.state, JobState::Failed, "{view:?}");
-    let item = &view.items[0];
-    assert_eq!(
-        (item.attempts, item.failure_code),
-        (2, Some(ErrorCode::ItemNotDone))
-    );
-    let failure = item.failure.clone().unwrap_or_default();
+    let failure = not_done_after_its_retry(&view);
     assert!(
         failure.contains("count(DISTINCT archipelago) FROM data` fails")
             && failure.contains("so what it holds cannot be checked"),
@@ -268,12 +279,7 @@ async fn a_numbers_source_giving_every_row_checks_nothing_and_is_not_done() -> a
         failure.contains("gives 344 rows and 1 column; a number's source gives one value"),
         "{failure}"
     );
-    let system = model
-        .requests()
-        .into_iter()
-        .find(|request| request.phase == "implement")
-        .map(|request| request.body["messages"][0]["content"].to_string())
-        .unwrap_or_default();
+    let system = first_item_prompt(&model);
     assert!(!system.contains("the targets must hold"), "{system}");
     Ok(())
 }
@@ -433,13 +439,7 @@ async fn an_edit_changes_the_cells_it_names_and_nothing_else() -> anyhow::Result
         "summary": [{"content": "Set."}]
     }))?)
     .await?;
-    assert_eq!(beyond.state, JobState::Failed, "{beyond:?}");
-    let item = &beyond.items[0];
-    assert_eq!(
-        (item.attempts, item.failure_code),
-        (2, Some(ErrorCode::ItemNotDone))
-    );
-    let failure = item.failure.clone().unwrap_or_default();
+    let failure = not_done_after_its_retry(&beyond);
     assert!(
         failure.contains("it also changed Summary!B2, which the contract does not name"),
         "{failure}"

@@ -130,6 +130,15 @@ pub fn for_file_kinds(tools: Vec<ToolSpec>, present: &[String], named: &[String]
         .collect()
 }
 
+/// The paths among `paths` that the tabular tools read.
+pub fn tables(paths: &[String]) -> Vec<String> {
+    paths
+        .iter()
+        .filter(|path| is_table(path))
+        .cloned()
+        .collect()
+}
+
 /// True when `path` is a file the tabular tools read (by its extension).
 pub fn is_table(path: &str) -> bool {
     path.rsplit_once('.')

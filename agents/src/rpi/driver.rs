@@ -21,6 +21,12 @@ impl Driver<'_> {
         self.provider.prompt_style() == PromptStyle::Compact
     }
 
+    /// The paths of the workbench's files, as the agent sees them.
+    pub(super) async fn paths(&self) -> Result<Vec<String>, AgentError> {
+        let files = self.host.files().await?;
+        Ok(files.into_iter().map(|file| file.path).collect())
+    }
+
     /// A phase's tools as this model is offered them: all of them, or, for a compact prompt,
     /// those for the kinds of the workbench's files and of the files the request names, with
     /// only their required parameters, and none in the plan phase (the plan is written from the maps and the research notes; a
@@ -36,8 +42,7 @@ impl Driver<'_> {
         if phase == Phase::Plan {
             return Ok(Vec::new());
         }
-        let files = self.host.files().await?;
-        let paths: Vec<String> = files.into_iter().map(|file| file.path).collect();
+        let paths = self.paths().await?;
         let named = crate::request::missing_files(&self.job.message, &paths);
         let offered = catalog::for_file_kinds(tools, &extensions(&paths), &extensions(&named));
         Ok(offered.iter().map(ToolSpec::required_only).collect())

@@ -128,13 +128,7 @@ impl Driver<'_> {
 
     async fn plan(&self, state: &mut RpiState) -> Result<(), AgentError> {
         let research = state.research.clone().unwrap_or_default();
-        let paths: Vec<String> = self
-            .host
-            .files()
-            .await?
-            .into_iter()
-            .map(|file| file.path)
-            .collect();
+        let paths = self.paths().await?;
         state.asks_for = crate::request::classify(&self.job.message, &paths)
             .artefact()
             .map(str::to_string);
@@ -149,11 +143,7 @@ impl Driver<'_> {
         let answer = AnswerShape::Plan {
             no_change: asks_for.is_none() && asks_question,
             targets: state.requested_files.clone(),
-            tables: paths
-                .iter()
-                .filter(|path| catalog::is_table(path))
-                .cloned()
-                .collect(),
+            tables: catalog::tables(&paths),
         };
         let end = self
             .single_phase_loop(

@@ -30,18 +30,8 @@ impl Driver<'_> {
         {
             return Ok(None);
         }
-        let files: Vec<String> = self
-            .host
-            .files()
-            .await?
-            .into_iter()
-            .map(|file| file.path)
-            .collect();
-        let tables: Vec<String> = files
-            .iter()
-            .filter(|path| catalog::is_table(path))
-            .cloned()
-            .collect();
+        let files = self.paths().await?;
+        let tables = catalog::tables(&files);
         let workbench = Workbench {
             files: &files,
             tables: &tables,

@@ -8,19 +8,14 @@
 
 use std::collections::HashSet;
 
-use atelier_messages::contract::Contract;
 use atelier_messages::job::EventKind;
 
 use super::changes::{self, Changes};
 use super::judge::{Expect, Judging, Verdict, judge};
 use super::refusal::{self, Shown};
 use super::stage::Stage;
-use super::{
-    ITEM_LOOP, LoopEnd, LoopSpec, REPEATED_WRITE, Scope, exact, is_unusable_output, named_paths,
-};
+use super::{ITEM_LOOP, LoopEnd, LoopSpec, REPEATED_WRITE, exact, is_unusable_output, named_paths};
 use crate::AgentError;
-use crate::answer::AnswerShape;
-use crate::catalog::ToolSpec;
 use crate::provider::{ChatMessage, ModelRequest, ToolCall};
 use crate::rpi::driver::Driver;
 use crate::rpi::form::{self, FormRule};
@@ -29,16 +24,10 @@ use crate::rpi::prompts;
 use crate::rpi::quotes;
 use crate::rpi::types::RpiState;
 
-/// What a loop runs with, fixed for the loop.
+/// What a loop runs with, fixed for the loop: its spec (its system prompt and starting files
+/// taken out) and what the request and the maps give.
 struct Fixed {
-    scope: Scope,
-    task: String,
-    tools: Vec<ToolSpec>,
-    budget: u32,
-    expect: Expect,
-    answer: AnswerShape,
-    targets: Vec<String>,
-    contracts: Vec<Contract>,
+    spec: LoopSpec,
     /// The forms the request states, and the pattern they give a written text.
     form: Vec<FormRule>,
     content_pattern: Option<String>,
@@ -113,30 +102,16 @@ impl Driver<'_> {
         state: &mut RpiState,
         spec: LoopSpec,
     ) -> Result<LoopEnd, AgentError> {
-        let LoopSpec {
-            scope,
-            system,
-            task,
-            tools,
-            budget,
-            expect,
-            answer,
-            targets,
-            contracts,
-            before,
-        } = spec;
+        let mut spec = spec;
+        let system = std::mem::take(&mut spec.system);
+        let before = std::mem::take(&mut spec.before);
         let form = form::rules(&self.job.message);
-        let content_pattern = form::pattern(&form::with_contracts(&form, &contracts, &targets));
+        let content_pattern =
+            form::pattern(&form::with_contracts(&form, &spec.contracts, &spec.targets));
         let changes = Changes::new(&before);
+        let task = spec.task.clone();
         let fixed = Fixed {
-            scope,
-            task: task.clone(),
-            tools,
-            budget,
-            expect,
-            answer,
-            targets,
-            contracts,
+            spec,
             form,
             content_pattern,
             quoted: crate::request::quoted_texts(&self.job.message),
@@ -152,6 +127,7 @@ impl Driver<'_> {
             changes,
             progress: Progress::default(),
         };
+        let (scope, budget) = (fixed.spec.scope, fixed.spec.budget);
         for turn in 0..budget {
             let request = self.turn_request(state, &fixed, turn, &mut running);
             let response = match self
@@ -199,32 +175,32 @@ impl Driver<'_> {
     ) -> ModelRequest {
         let progress = &running.progress;
         let stage = Stage {
-            phase: fixed.scope.phase,
+            phase: fixed.spec.scope.phase,
             turn,
             compact: fixed.compact,
             reads: progress.successful_reads,
             writes: progress.write_calls,
             refused: progress.back_to_reading,
-            targets: &fixed.targets,
+            targets: &fixed.spec.targets,
             sources: &fixed.sources,
             request: &self.job.message,
             unwritten_quotes: &state.unwritten_quotes,
-            targets_written: running.changes.cover(&fixed.targets),
+            targets_written: running.changes.cover(&fixed.spec.targets),
             content_pattern: fixed.content_pattern.as_deref(),
         };
         if fixed.compact && stage.targets_written && !progress.reported {
-            let report = running.changes.report(&fixed.targets);
+            let report = running.changes.report(&fixed.spec.targets);
             running.progress.reported = true;
             running.messages.push(ChatMessage::user(report));
         }
-        let (offered, choice) = stage.tools(&fixed.tools);
+        let (offered, choice) = stage.tools(&fixed.spec.tools);
         ModelRequest {
-            phase: fixed.scope.phase.as_str().to_string(),
-            item_index: fixed.scope.item_index(),
+            phase: fixed.spec.scope.phase.as_str().to_string(),
+            item_index: fixed.spec.scope.item_index(),
             messages: running.messages.clone(),
             tools: offered,
             tool_choice: choice,
-            answer: fixed.answer.clone(),
+            answer: fixed.spec.answer.clone(),
             // A capable model is not sampled: it reads a refusal and changes its call.
             resample: fixed.compact && running.progress.resample,
         }
@@ -248,13 +224,13 @@ impl Driver<'_> {
             asks_for: state.asks_for.as_deref(),
             requested_files: &state.requested_files,
         };
-        let told = match judge(fixed.expect, &content, judging) {
+        let told = match judge(fixed.spec.expect, &content, judging) {
             Verdict::Accept => {
                 // A plan's contracts are reviewed once, while a turn is left for the corrected
                 // plan.
-                let review = fixed.expect == Expect::Checklist
+                let review = fixed.spec.expect == Expect::Checklist
                     && !progress.reviewed
-                    && turn + 1 < fixed.budget;
+                    && turn + 1 < fixed.spec.budget;
                 let review = match review {
                     true => self.review_plan(&content, turn).await?,
                     false => None,
@@ -299,6 +275,7 @@ impl Driver<'_> {
             .collect();
         for (index, call) in calls.iter().enumerate() {
             let writes = fixed
+                .spec
                 .tools
                 .iter()
                 .any(|spec| spec.name.as_str() == call.name && !spec.is_read_only());
@@ -321,10 +298,10 @@ impl Driver<'_> {
                 offered: &request.tools,
                 facts: &facts,
                 results: &progress.results_seen,
-                task: &[self.job.message.as_str(), fixed.task.as_str()],
+                task: &[self.job.message.as_str(), fixed.spec.task.as_str()],
                 form: &fixed.form,
                 quoted: &fixed.quoted,
-                contracts: &fixed.contracts,
+                contracts: &fixed.spec.contracts,
             };
             if let Some(refusal) = fixed.compact.then(|| refusal::of(call, &shown)).flatten() {
                 progress.back_to_reading |= refusal.back_to_reading;
@@ -334,9 +311,9 @@ impl Driver<'_> {
                     .push(ChatMessage::tool_result(call.id.clone(), refusal.told));
                 continue;
             }
-            let call_id = fixed.scope.call_id(&self.job.job_id, turn, index);
+            let call_id = fixed.spec.scope.call_id(&self.job.job_id, turn, index);
             let (result, succeeded, rejected) = self
-                .execute(state, fixed.scope, &call_id, call, &fixed.tools)
+                .execute(state, fixed.spec.scope, &call_id, call, &fixed.spec.tools)
                 .await?;
             let ran = Ran {
                 result,
