@@ -6,8 +6,9 @@ on real processes (nats-server, coordinators, workers, Chromium), so running a f
 once shortens the suite without dropping a test. Each binary runs as cargo would run it (from
 its package's directory, with its manifest directory in the environment), its output kept and
 printed whole when it ends, so logs never interleave. The slowest binaries of the previous run
-start first (their times are kept in the target directory). Exits non-zero if any binary
-fails, after running them all, and names the failed ones.
+start first (their times are kept in the target directory). A binary that fails runs again
+alone; one that passes then is named as failing under load. Exits non-zero if any binary
+fails alone, after running them all, and names the failed ones.
 
 Usage: scripts/run-tests.py [--jobs N]   (default: ATELIER_TEST_JOBS or 3)
 """
@@ -87,11 +88,24 @@ def main():
                 failed.append(name)
     target_dir.mkdir(parents=True, exist_ok=True)
     times_file.write_text(json.dumps(times, indent=1))
+    # A binary that failed beside others runs again alone: one that then passes failed only
+    # under load (a port taken between its choice and its use, a page slower than its test
+    # expects). It is named as such, never hidden; one that fails again fails the run.
+    flaky = []
+    for name, executable, package_dir in [b for b in binaries if b[0] in failed]:
+        _, code, output, seconds = run((name, executable, package_dir))
+        print(f"\n==== {name}, again alone: {'ok' if code == 0 else 'FAILED'} in {seconds:.1f} s", flush=True)
+        print(output, end="", flush=True)
+        if code == 0:
+            failed.remove(name)
+            flaky.append(name)
     doc = subprocess.run(["cargo", "test", "--workspace", "--doc"])
     if doc.returncode != 0:
         failed.append("doc tests")
     print(f"\ntests: {len(binaries)} binaries and the doc tests in {time.monotonic() - started:.0f} s, "
           f"{args.jobs} at a time", flush=True)
+    if flaky:
+        print("FAILED UNDER LOAD, passed alone (fix these): " + ", ".join(flaky), flush=True)
     if failed:
         print("FAILED: " + ", ".join(failed), flush=True)
         return 1

@@ -210,20 +210,59 @@ async fn take(kv: &kv::Store, mine: &StoreClaim) -> Result<u64, CoordinatorError
     }
 }
 
-/// Renews the claim until the task is aborted; marks it lost when a renewal finds it taken.
+/// Renews the claim until the task is aborted. A renewal that finds the claim changed looks
+/// who holds it: another coordinator (this one was paused past the claim's life and another
+/// took the deployment) marks it lost; a claim that merely lapsed meanwhile (a pause, a
+/// suspended machine, nobody else started) is taken again.
 async fn renew(kv: kv::Store, mut mine: StoreClaim, mut revision: u64, lost: watch::Sender<bool>) {
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
         mine.renewed_at_ms = now_ms();
         let Ok(bytes) = value(&mine) else { continue };
-        match kv.update(OWN_STORE_KEY, bytes, revision).await {
+        match kv.update(OWN_STORE_KEY, bytes.clone(), revision).await {
             Ok(next) => revision = next,
             Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
-                tracing::error!("another coordinator took this deployment's claim: stopping");
-                let _ = lost.send(true);
-                return;
+                match retake(&kv, &mine, bytes).await {
+                    Ok(Some(next)) => revision = next,
+                    Ok(None) => {
+                        tracing::error!(
+                            "another coordinator took this deployment's claim: stopping"
+                        );
+                        let _ = lost.send(true);
+                        return;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "renewing the store claim failed; trying again")
+                    }
+                }
             }
             Err(error) => tracing::warn!(%error, "renewing the store claim failed; trying again"),
+        }
+    }
+}
+
+/// The claim taken again after it changed under its holder: its new revision, or `None` when
+/// another coordinator holds it now.
+async fn retake(
+    kv: &kv::Store,
+    mine: &StoreClaim,
+    bytes: bytes::Bytes,
+) -> Result<Option<u64>, CoordinatorError> {
+    match holder(kv).await? {
+        Some((holder, _)) if !same_store(&holder, mine) => Ok(None),
+        Some((_, revision)) => kv
+            .update(OWN_STORE_KEY, bytes, revision)
+            .await
+            .map(Some)
+            .map_err(nats("renewing the store claim")),
+        None => {
+            tracing::warn!(
+                "the store claim lapsed (was this coordinator paused?); taking it again"
+            );
+            kv.create(OWN_STORE_KEY, bytes)
+                .await
+                .map(Some)
+                .map_err(nats("taking the store claim again"))
         }
     }
 }

@@ -62,3 +62,34 @@ fn the_same_store_killed_and_restarted_takes_its_claim_back_at_once() -> anyhow:
     assert!(cluster.cli_ok(&["wb", "list"])?.stdout.contains("kept"));
     Ok(())
 }
+
+#[test]
+fn a_coordinator_paused_past_its_claims_life_takes_it_again_and_still_holds_the_deployment()
+-> anyhow::Result<()> {
+    // A pause (a suspended machine) lets the claim lapse; nobody else started meanwhile, so
+    // the coordinator takes it again and goes on serving: a second one still refuses.
+    let cluster = Cluster::start_with(&[])?;
+    let pid = cluster
+        .coordinator
+        .as_ref()
+        .and_then(|process| process.pid())
+        .ok_or_else(|| anyhow::anyhow!("no coordinator"))?
+        .to_string();
+    let signal = |name: &str| {
+        std::process::Command::new("kill")
+            .args([name, &pid])
+            .status()
+    };
+    signal("-STOP")?;
+    std::thread::sleep(Duration::from_secs(8));
+    signal("-CONT")?;
+    atelier_tests::wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(cluster.dir.path().join("coordinator.log"))
+            .is_ok_and(|log| log.contains("the store claim lapsed"))
+    })?;
+    cluster.cli_ok(&["wb", "create", "after-the-pause"])?;
+    let mut second = cluster.spawn_coordinator("coordinator-b", &[])?;
+    let status = second.wait_status(Duration::from_secs(30));
+    assert!(status.is_some_and(|status| !status.success()), "{status:?}");
+    Ok(())
+}
