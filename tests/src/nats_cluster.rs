@@ -14,7 +14,21 @@ pub struct NatsCluster {
 
 impl NatsCluster {
     /// Starts three nodes under `dir` (`n1`, `n2`, `n3`) and waits until JetStream has a leader.
+    /// A port chosen free can be taken before a node binds it (other test binaries run beside
+    /// this one): the cluster then starts again on new ports (`dir/retry-N`), three times at
+    /// most.
     pub async fn start(dir: &Path) -> anyhow::Result<Self> {
+        let mut started = Self::start_on_new_ports(dir).await;
+        for retry in 1..3 {
+            if started.is_ok() {
+                break;
+            }
+            started = Self::start_on_new_ports(&dir.join(format!("retry-{retry}"))).await;
+        }
+        started
+    }
+
+    async fn start_on_new_ports(dir: &Path) -> anyhow::Result<Self> {
         let cluster_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let routes = cluster_ports
             .iter()
