@@ -6,7 +6,7 @@
 // whose router and helpers it uses.
 
 // The run the composer follows: the job last sent from this page, or the one running.
-const composer = { workbench: null, job: null, answer: '' };
+const composer = { workbench: null, job: null, answer: '', answerOf: null };
 
 function workbenchPage(name) {
   const base = `/api/workbenches/${encodeURIComponent(name)}`;
@@ -26,7 +26,7 @@ function workbenchPage(name) {
   };
   const onEvent = event => {
     if (event.kind.type !== 'assistant_delta') { schedule(300); return; }
-    if (event.job_id === composer.job) { composer.answer += event.kind.text; showAnswer(); }
+    if (event.job_id === composer.job) { streamed(event.job_id, event.kind.text); showAnswer(); }
   };
   mount(html, refresh, onEvent, () => schedule(0)).catch(showError);
   wireComposer(base);
@@ -122,7 +122,12 @@ async function refreshRun(history) {
   const page = await api(`/api/jobs/${encodeURIComponent(composer.job)}`).catch(() => null);
   if (!page) { box.innerHTML = `<div class="card small muted" id="run">Job ${esc(shortId(composer.job))} is queued…</div>`; return; }
   const { job, trace } = page;
-  composer.answer = job.summary || trace.summary || '';
+  // The record can lag the deltas already shown (the trace folds events behind the live feed):
+  // what was streamed stays while the record is a start of it.
+  const recorded = job.summary || trace.summary || '';
+  const shown = composer.answerOf === job.job_id ? composer.answer : '';
+  composer.answer = shown.startsWith(recorded) ? shown : recorded;
+  composer.answerOf = job.job_id;
   box.innerHTML = runCard(job, trace);
   showAnswer();
   bindApproval(job);
@@ -148,6 +153,12 @@ function runCard(job, trace) {
     ${job.error ? `<div class="error" id="run-error"><b>${esc(job.error.code)}</b> ${esc(job.error.message)}</div>` : ''}
     ${job.outcome ? `<div class="small" id="run-outcome" data-kind="${esc(job.outcome.kind)}">${esc(outcomeText(job.outcome))}</div>` : ''}
     ${terminal ? '' : '<div class="actions"><button id="run-cancel" class="danger">Cancel</button></div>'}</div>`;
+}
+
+/** Appends a streamed piece of job `jobId`'s answer (a new job's answer starts empty). */
+function streamed(jobId, text) {
+  if (composer.answerOf !== jobId) { composer.answer = ''; composer.answerOf = jobId; }
+  composer.answer += text;
 }
 
 /** The answer as streamed so far. */
