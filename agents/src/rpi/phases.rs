@@ -14,7 +14,7 @@ use super::contracts::{BROKEN_CONTRACT, WorkbooksBefore};
 use super::driver::Driver;
 use super::item_end::{Answered, Done, Failure, ItemOutcome, answered_item, changed_paths};
 use super::prompts::{self, ItemContext};
-use super::steps::{Expect, LoopEnd, LoopSpec, Scope};
+use super::steps::{Calls, Expect, LoopEnd, LoopSpec, Scope};
 use super::types::RpiState;
 use crate::AgentError;
 use crate::answer::AnswerShape;
@@ -46,14 +46,6 @@ struct Attempt<'a> {
     /// How the attempt before it failed.
     previous: Option<&'a Failure>,
     before: &'a ItemStart,
-}
-
-/// The tool calls of an attempt's loop.
-#[derive(Debug, Clone, Copy)]
-struct Calls {
-    successful: u32,
-    writes: u32,
-    rejected: u32,
 }
 
 /// `ITEM_NOT_DONE` for an item whose written content breaks its contracts: tried again once
@@ -375,17 +367,7 @@ impl Driver<'_> {
             before,
         };
         match end {
-            LoopEnd::Answer {
-                text,
-                successful_calls,
-                write_calls,
-                rejected_calls,
-            } => {
-                let calls = Calls {
-                    successful: successful_calls,
-                    writes: write_calls,
-                    rejected: rejected_calls,
-                };
+            LoopEnd::Answer { text, calls } => {
                 self.item_answered(state, &attempt, &text, calls).await
             }
             LoopEnd::Refused(reason) => Ok(Err(Failure {

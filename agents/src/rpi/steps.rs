@@ -78,17 +78,23 @@ impl Scope {
     }
 }
 
+/// The tool calls a loop made.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Calls {
+    /// Calls that succeeded.
+    pub successful: u32,
+    /// Successful calls by tools that do not only read (a write that changed nothing is none
+    /// with a compact prompt).
+    pub writes: u32,
+    /// Calls the user rejected.
+    pub rejected: u32,
+}
+
 /// How a tool loop ended.
 pub(super) enum LoopEnd {
-    /// The model answered with text and no tool calls, and the phase accepted it, after
-    /// `successful_calls` successful tool calls in the loop (`write_calls` of them by tools
-    /// that do not only read), after `rejected_calls` calls the user rejected.
-    Answer {
-        text: String,
-        successful_calls: u32,
-        write_calls: u32,
-        rejected_calls: u32,
-    },
+    /// The model answered with text and no tool calls, and the phase accepted it, after the
+    /// loop's `calls`.
+    Answer { text: String, calls: Calls },
     /// The model's answers stayed unacceptable after it was told why (the reason).
     Refused(String),
     /// The turn budget ran out.

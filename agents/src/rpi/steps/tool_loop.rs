@@ -14,7 +14,9 @@ use super::changes::{self, Changes};
 use super::judge::{Expect, Judging, Verdict, judge};
 use super::refusal::{self, Shown};
 use super::stage::Stage;
-use super::{ITEM_LOOP, LoopEnd, LoopSpec, REPEATED_WRITE, exact, is_unusable_output, named_paths};
+use super::{
+    Calls, ITEM_LOOP, LoopEnd, LoopSpec, REPEATED_WRITE, exact, is_unusable_output, named_paths,
+};
 use crate::AgentError;
 use crate::provider::{ChatMessage, ModelRequest, ToolCall};
 use crate::rpi::driver::Driver;
@@ -43,9 +45,7 @@ struct Fixed {
 /// What a loop did so far.
 #[derive(Default)]
 struct Progress {
-    successful_calls: u32,
-    rejected_calls: u32,
-    write_calls: u32,
+    calls: Calls,
     successful_reads: u32,
     /// How often the model was told its answer was not acceptable.
     nudges: u32,
@@ -71,9 +71,7 @@ impl Progress {
     fn answer(&self, text: String) -> LoopEnd {
         LoopEnd::Answer {
             text,
-            successful_calls: self.successful_calls,
-            write_calls: self.write_calls,
-            rejected_calls: self.rejected_calls,
+            calls: self.calls,
         }
     }
 }
@@ -179,7 +177,7 @@ impl Driver<'_> {
             turn,
             compact: fixed.compact,
             reads: progress.successful_reads,
-            writes: progress.write_calls,
+            writes: progress.calls.writes,
             refused: progress.back_to_reading,
             targets: &fixed.spec.targets,
             sources: &fixed.sources,
@@ -218,7 +216,7 @@ impl Driver<'_> {
     ) -> Result<Option<LoopEnd>, AgentError> {
         let progress = &mut running.progress;
         let judging = Judging {
-            successful_calls: progress.successful_calls,
+            successful_calls: progress.calls.successful,
             nudges: progress.nudges,
             refusals: progress.refusals,
             asks_for: state.asks_for.as_deref(),
@@ -357,10 +355,10 @@ impl Driver<'_> {
         if let Some(path) = unchanged.filter(|_| fixed.compact) {
             result.push_str(&changes::unchanged_note(&path));
         }
-        progress.successful_calls += u32::from(succeeded);
+        progress.calls.successful += u32::from(succeeded);
         progress.resample |= !succeeded;
-        progress.rejected_calls += u32::from(rejected);
-        progress.write_calls += u32::from(wrote);
+        progress.calls.rejected += u32::from(rejected);
+        progress.calls.writes += u32::from(wrote);
         progress.successful_reads += u32::from(succeeded && !writes);
         progress.back_to_reading &= !succeeded || writes;
         if succeeded && writes {
