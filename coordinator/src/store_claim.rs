@@ -96,9 +96,12 @@ pub async fn claim_own_store(
     if let Ok(leases) = jetstream.get_key_value(shard::LEASES_BUCKET).await {
         let life = bucket_life(&leases).await;
         until_free(life, || async {
-            Ok(a_leased_shard(&leases).await?.map(|owner| {
-                format!("a replicated store is served on it (shards leased by {owner})")
-            }))
+            Ok(match a_leased_shard(&leases).await? {
+                Some(owner) => Look::Held(format!(
+                    "a replicated store is served on it (shards leased by {owner})"
+                )),
+                None => Look::Done(()),
+            })
         })
         .await?;
     }
@@ -120,7 +123,7 @@ pub async fn claim_own_store(
         data_dir: data_dir.display().to_string(),
         renewed_at_ms: now_ms(),
     };
-    let revision = take(&kv, &mine).await?;
+    let revision = until_free(CLAIM_LIFE + RENEW_EVERY, || try_take(&kv, &mine)).await?;
     let (lost_tx, lost) = watch::channel(false);
     let renewal = tokio::spawn(renew(kv.clone(), mine, revision, lost_tx));
     Ok(Claim { renewal, lost, kv })
@@ -134,35 +137,47 @@ pub async fn refuse_beside_an_own_store(
         return Ok(());
     };
     until_free(CLAIM_LIFE + RENEW_EVERY, || async {
-        Ok(holder(&kv)
-            .await?
-            .filter(|(holder, _)| !is_gone(holder))
-            .map(|(holder, _)| describe(&holder)))
+        Ok(match holder(&kv).await? {
+            Some((holder, _)) if !is_gone(&holder) => Look::Held(describe(&holder)),
+            _ => Look::Done(()),
+        })
     })
     .await
 }
 
-/// Waits up to `patience` until `holder` names no one; then refuses, naming who holds on.
-async fn until_free<Check, Fut>(
+/// What one look at a claim or a lease found.
+enum Look<T> {
+    /// Nobody holds on: what the look got.
+    Done(T),
+    /// Someone else holds on (who, as the refusal names them).
+    Held(String),
+    /// The claim changed between two reads: look again.
+    Again,
+}
+
+/// Looks with `look` until nobody holds on, waiting up to `patience` for another's claim or
+/// lease to lapse; then refuses, naming who holds on.
+async fn until_free<T, Check, Fut>(
     patience: Duration,
-    mut holder: Check,
-) -> Result<(), CoordinatorError>
+    mut look: Check,
+) -> Result<T, CoordinatorError>
 where
     Check: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<String>, CoordinatorError>>,
+    Fut: std::future::Future<Output = Result<Look<T>, CoordinatorError>>,
 {
     let deadline = tokio::time::Instant::now() + patience;
     let mut told = false;
     loop {
-        let Some(who) = holder().await? else {
-            return Ok(());
-        };
-        if tokio::time::Instant::now() > deadline {
-            return Err(claimed(&who));
-        }
-        if !told {
-            told = true;
-            tracing::info!(%who, "another coordinator serves this deployment; waiting for its claim to lapse");
+        match look().await? {
+            Look::Done(value) => return Ok(value),
+            Look::Held(who) if tokio::time::Instant::now() > deadline => {
+                return Err(claimed(&who));
+            }
+            Look::Held(who) if !told => {
+                told = true;
+                tracing::info!(%who, "another coordinator serves this deployment; waiting for its claim to lapse");
+            }
+            Look::Held(_) | Look::Again => {}
         }
         tokio::time::sleep(POLL).await;
     }
@@ -177,92 +192,54 @@ async fn bucket_life(kv: &kv::Store) -> Duration {
     life + RENEW_EVERY
 }
 
-/// Creates the claim, takes it back from this same store's earlier run, or waits one claim
-/// life for a killed holder's to lapse; then refuses.
-async fn take(kv: &kv::Store, mine: &StoreClaim) -> Result<u64, CoordinatorError> {
-    let deadline = tokio::time::Instant::now() + CLAIM_LIFE + RENEW_EVERY;
-    let mut told = false;
-    loop {
-        match kv.create(OWN_STORE_KEY, value(mine)?).await {
-            Ok(revision) => return Ok(revision),
-            Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {}
-            Err(error) => return Err(nats("claiming the deployment")(error)),
-        }
-        let Some((holder, revision)) = holder(kv).await? else {
-            // It lapsed between the two calls: create it again.
-            tokio::time::sleep(POLL).await;
-            continue;
-        };
-        if same_store(&holder, mine) || is_gone(&holder) {
-            return kv
-                .update(OWN_STORE_KEY, value(mine)?, revision)
-                .await
-                .map_err(nats("taking back this store's claim"));
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(claimed(&describe(&holder)));
-        }
-        if !told {
-            told = true;
-            tracing::info!(holder = %holder.coordinator, "another coordinator serves this deployment; waiting for its claim to lapse");
-        }
-        tokio::time::sleep(POLL).await;
+/// One try at holding the claim: created when absent, taken over from this same store's
+/// earlier run or from a holder whose process is gone; else who holds it. Its revision when
+/// held.
+async fn try_take(kv: &kv::Store, mine: &StoreClaim) -> Result<Look<u64>, CoordinatorError> {
+    match kv.create(OWN_STORE_KEY, value(mine)?).await {
+        Ok(revision) => return Ok(Look::Done(revision)),
+        Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {}
+        Err(error) => return Err(nats("claiming the deployment")(error)),
+    }
+    match holder(kv).await? {
+        // It lapsed between the two calls: create it again.
+        None => Ok(Look::Again),
+        Some((holder, revision)) if same_store(&holder, mine) || is_gone(&holder) => kv
+            .update(OWN_STORE_KEY, value(mine)?, revision)
+            .await
+            .map(Look::Done)
+            .map_err(nats("taking back this store's claim")),
+        Some((holder, _)) => Ok(Look::Held(describe(&holder))),
     }
 }
 
-/// Renews the claim until the task is aborted. A renewal that finds the claim changed looks
-/// who holds it: another coordinator (this one was paused past the claim's life and another
-/// took the deployment) marks it lost; a claim that merely lapsed meanwhile (a pause, a
-/// suspended machine, nobody else started) is taken again.
+/// Renews the claim until the task is aborted. A renewal that finds the claim changed under
+/// it (it lapsed while this coordinator was paused) takes it again ([`try_take`]), unless
+/// another coordinator took the deployment meanwhile: then the claim is lost.
 async fn renew(kv: kv::Store, mut mine: StoreClaim, mut revision: u64, lost: watch::Sender<bool>) {
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
         mine.renewed_at_ms = now_ms();
         let Ok(bytes) = value(&mine) else { continue };
-        match kv.update(OWN_STORE_KEY, bytes.clone(), revision).await {
-            Ok(next) => revision = next,
+        let renewed = match kv.update(OWN_STORE_KEY, bytes, revision).await {
+            Ok(next) => Ok(Look::Done(next)),
             Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
-                match retake(&kv, &mine, bytes).await {
-                    Ok(Some(next)) => revision = next,
-                    Ok(None) => {
-                        tracing::error!(
-                            "another coordinator took this deployment's claim: stopping"
-                        );
-                        let _ = lost.send(true);
-                        return;
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "renewing the store claim failed; trying again")
-                    }
-                }
+                tracing::warn!(
+                    "the store claim lapsed (was this coordinator paused?); taking it again"
+                );
+                try_take(&kv, &mine).await
             }
+            Err(error) => Err(nats("renewing the store claim")(error)),
+        };
+        match renewed {
+            Ok(Look::Done(next)) => revision = next,
+            Ok(Look::Held(who)) => {
+                tracing::error!(%who, "another coordinator took this deployment's claim: stopping");
+                let _ = lost.send(true);
+                return;
+            }
+            Ok(Look::Again) => {}
             Err(error) => tracing::warn!(%error, "renewing the store claim failed; trying again"),
-        }
-    }
-}
-
-/// The claim taken again after it changed under its holder: its new revision, or `None` when
-/// another coordinator holds it now.
-async fn retake(
-    kv: &kv::Store,
-    mine: &StoreClaim,
-    bytes: bytes::Bytes,
-) -> Result<Option<u64>, CoordinatorError> {
-    match holder(kv).await? {
-        Some((holder, _)) if !same_store(&holder, mine) => Ok(None),
-        Some((_, revision)) => kv
-            .update(OWN_STORE_KEY, bytes, revision)
-            .await
-            .map(Some)
-            .map_err(nats("renewing the store claim")),
-        None => {
-            tracing::warn!(
-                "the store claim lapsed (was this coordinator paused?); taking it again"
-            );
-            kv.create(OWN_STORE_KEY, bytes)
-                .await
-                .map(Some)
-                .map_err(nats("taking the store claim again"))
         }
     }
 }
