@@ -277,7 +277,7 @@ pub mod cells;
 mod checks;
 pub mod review;
 
-pub use checks::{check, parse_number, told};
+pub use checks::{check, figures_as_text, parse_number, told};
 
 #[cfg(test)]
 mod tests;

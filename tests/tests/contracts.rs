@@ -105,6 +105,18 @@ fn not_done_after_its_retry(view: &JobView) -> String {
     item.failure.clone().unwrap_or_default()
 }
 
+/// The failure of the job's first item, which ended `ITEM_NOT_DONE` without a retry: its
+/// contract cannot be checked (the job failed).
+fn not_done_at_once(view: &JobView) -> String {
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    let item = &view.items[0];
+    assert_eq!(
+        (item.attempts, item.failure_code),
+        (1, Some(ErrorCode::ItemNotDone))
+    );
+    item.failure.clone().unwrap_or_default()
+}
+
 fn draft_text(cluster: &Cluster, path: &str) -> anyhow::Result<String> {
     Ok(cluster.cli_ok(&["wb", "cat", "w", path, "--draft"])?.stdout)
 }
@@ -249,7 +261,8 @@ async fn a_failing_source_query_is_told_to_the_model_before_anything_runs() -> a
 async fn a_source_still_failing_when_the_item_ends_leaves_it_unchecked_and_not_done()
 -> anyhow::Result<()> {
     // Told at the plan, the model kept the failing query: the engine cannot vouch for the
-    // number, so the item is not done (told once more on its retry), never `succeeded`.
+    // number, so the item is not done, never `succeeded`; no retry under the same contract
+    // could mend that.
     let wrong = json!({"content": "- [ ] 1. Count — the islands → islands.txt\n  \
         - islands.txt: number from penguins.csv = SELECT count(DISTINCT archipelago) FROM data"});
     let (model, _cluster, view) = counted_with_plan(json!([wrong.clone(), wrong])).await?;
@@ -258,7 +271,7 @@ async fn a_source_still_failing_when_the_item_ends_leaves_it_unchecked_and_not_d
         0,
         "told once at the plan, not twice"
     );
-    let failure = not_done_after_its_retry(&view);
+    let failure = not_done_at_once(&view);
     assert!(
         failure.contains("count(DISTINCT archipelago) FROM data` fails")
             && failure.contains("so what it holds cannot be checked"),
@@ -311,7 +324,6 @@ async fn uncheckable_contracts_are_told_with_what_is_wrong() -> anyhow::Result<(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_file_moved_away_is_absent_from_the_draft() -> anyhow::Result<()> {
     let plan = "- [ ] 1. Move — penguins.csv into archive/ → archive/penguins.csv, penguins.csv\n  \
-        - archive/penguins.csv: text\n  \
         - penguins.csv: absent";
     let rename = json!({"tool_calls": [{"name": "rename_file", "arguments": {
         "path": "penguins.csv", "new_path": "archive/penguins.csv"}}]});
@@ -444,5 +456,85 @@ async fn an_edit_changes_the_cells_it_names_and_nothing_else() -> anyhow::Result
         failure.contains("it also changed Summary!B2, which the contract does not name"),
         "{failure}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_figure_under_a_text_contract_is_never_vouched_for() -> anyhow::Result<()> {
+    // As a small model planned an unseen task: the figure declared `text`, so no source is
+    // compared, and a wrong figure written. The engine cannot check it: not done, at once.
+    let text = json!({"content": "- [ ] 1. Count — the islands → islands.txt\n  \
+        - islands.txt: text"});
+    let (_model, cluster, view) = counted_with_plan(json!([text])).await?;
+    let failure = not_done_at_once(&view);
+    assert!(
+        failure.contains("islands.txt: it holds \"3\" under a `text` contract")
+            && failure.contains("so what it holds cannot be checked"),
+        "{failure}"
+    );
+    assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
+    assert_eq!(
+        draft_text(&cluster, "islands.txt")?,
+        "3\n",
+        "the draft keeps it"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_declared_as_text_is_told_at_the_plan_and_not_done() -> anyhow::Result<()> {
+    // A .csv is a table: declared `text`, its rows would go unchecked (the small model copied
+    // all 344 rows where three were asked for).
+    let text = json!({"content": "- [ ] 1. Count — the islands → islands.csv\n  \
+        - islands.csv: text"});
+    let script = script(json!({
+        "research": [{"content": "penguins.csv has an island column."}],
+        "plan": [text.clone(), text],
+        "implement": {"1": [write("islands.csv", "island\nBiscoe\n"), {"content": "Done."}]},
+        "summary": [{"content": "Done."}]
+    }))?;
+    let request = "Put the islands of penguins.csv in islands.csv, one row each.";
+    let (model, _cluster, view) = run(script, request).await?;
+    let told = told_at_plan_turn(&model, 1);
+    assert!(
+        told.contains("islands.csv is a delimited table, not text: declare it a `table`"),
+        "{told}"
+    );
+    let failure = not_done_at_once(&view);
+    assert!(
+        failure.contains("is a delimited table, not text"),
+        "{failure}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_querys_error_written_as_the_answer_is_refused() -> anyhow::Result<()> {
+    // The query fails; the model writes its error into the target. Refused (told why), it
+    // corrects the query and writes the figure.
+    let query = |sql: &str| json!({"tool_calls": [{"name": "table_query", "arguments": {"path": "penguins.csv", "query": sql}}]});
+    let script = script(json!({
+        "research": [{"content": "penguins.csv has an island column."}],
+        "plan": counted_plan(),
+        "implement": {"1": [
+            query("SELECT count(DISTINCT archipelago) FROM data"),
+            write("islands.txt", "Binder Error: Referenced column \"archipelago\" not found in FROM clause!"),
+            query("SELECT count(DISTINCT island) FROM data"),
+            write("islands.txt", "3\n"),
+            {"content": "Wrote 3."}
+        ]},
+        "summary": [{"content": "Three."}]
+    }))?;
+    let (model, cluster, view) = run(script, REQUEST).await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(draft_text(&cluster, "islands.txt")?, "3\n");
+    let told = model
+        .requests()
+        .into_iter()
+        .filter(|request| request.phase == "implement")
+        .filter_map(|request| request.body["messages"].as_array()?.last().cloned())
+        .map(|message| message["content"].to_string())
+        .find(|content| content.contains("repeats the error of an earlier call"));
+    assert!(told.is_some(), "the refused write was told");
     Ok(())
 }

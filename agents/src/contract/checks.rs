@@ -24,6 +24,37 @@ pub fn check(contract: &Contract, content: &str, source: Option<&Rows>) -> Resul
     }
 }
 
+/// Why a `text` target's `content` is figures the engine cannot check: every line of it is a
+/// number alone, and not one the `request` gives. Asked of a workbench with tables, where a
+/// figure is computed from the data: such a target is a `number` or a `list` with the query
+/// it comes from, which the engine compares; a text contract would vouch for any figure.
+pub fn figures_as_text(contract: &Contract, content: &str, request: &str) -> Option<String> {
+    if contract.holds != Holds::Text {
+        return None;
+    }
+    let lines: Vec<&str> = content
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    let figures = !lines.is_empty() && lines.iter().all(|line| parse_number(line).is_some());
+    let request_figures: Vec<f64> = request
+        .split_whitespace()
+        .map(|word| word.trim_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter_map(|word| parse_number(word).map(|(value, _)| value))
+        .collect();
+    let given = lines
+        .iter()
+        .all(|line| parse_number(line).is_some_and(|(value, _)| request_figures.contains(&value)));
+    (figures && !given).then(|| {
+        format!(
+            "it holds {} under a `text` contract; a figure computed from the workbench's data \
+             is a `number` (or a `list`) with the query it comes from, which the engine compares",
+            named(&lines)
+        )
+    })
+}
+
 /// The most values or rows of a source [`told`] names.
 const TOLD_ROWS: usize = 20;
 

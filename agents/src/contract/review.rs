@@ -8,6 +8,7 @@
 //! ([`source_problem`]). The model is told every problem once, and answers with a new plan.
 
 use atelier_messages::contract::{Contract, Holds};
+use atelier_messages::path::kind_of;
 
 use super::Rows;
 
@@ -50,6 +51,9 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
             contract.columns.join(", ")
         ));
     }
+    if let Some(problem) = unchecked(contract, workbench.tables) {
+        return Some(problem);
+    }
     if let Some(source) = &contract.source {
         if !holds.computed() {
             return Some(format!(
@@ -63,13 +67,32 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
                 shown_list(workbench.tables)
             ));
         }
-        return None;
     }
-    if holds.computed() && !workbench.tables.is_empty() {
+    None
+}
+
+/// Why the content `contract` promises could not be checked, whatever is written: a number,
+/// list or table computed from the workbench's `tables` without the query it comes from, or
+/// a delimited table (`.csv`, `.tsv`) declared as text. The plan's review tells the model;
+/// when the item ends such a target is not done.
+pub fn unchecked(contract: &Contract, tables: &[String]) -> Option<String> {
+    let holds = contract.holds;
+    if holds == Holds::Text && kind_of(&contract.path) == "csv" {
+        return Some(format!(
+            "{} is a delimited table, not text: declare it a `table` with its columns{}",
+            contract.path,
+            if tables.is_empty() {
+                String::new()
+            } else {
+                " and the query its rows come from".to_string()
+            }
+        ));
+    }
+    if holds.computed() && contract.source.is_none() && !tables.is_empty() {
         return Some(format!(
             "a {holds} computed from the workbench's data names the query it comes from: end \
              the line with `from TABLE = SELECT … FROM data`, TABLE one of {}",
-            shown_list(workbench.tables)
+            shown_list(tables)
         ));
     }
     None
@@ -175,6 +198,7 @@ mod tests {
                 "report.md: text from penguins.csv = SELECT 1",
                 "a text has no source",
             ),
+            ("stats.csv: text", "is a delimited table, not text"),
         ];
         for (line, expected) in cases {
             let found = review(line).unwrap_or_default();

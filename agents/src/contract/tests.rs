@@ -174,3 +174,24 @@ fn a_sources_result_is_told_as_its_target_must_hold_it() {
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
     assert!(told(&list, &rows(&many)).ends_with("v19 (and 5 more)"));
 }
+
+#[test]
+fn figures_under_a_text_contract_are_not_vouched_for() {
+    let text = Contract::new("total.txt", Holds::Text);
+    let request = "Write the order's total into total.txt, or 0 when there is none.";
+    let alone = figures_as_text(&text, "2.00\n", request).unwrap_or_default();
+    assert!(
+        alone.contains("\"2.00\" under a `text` contract"),
+        "{alone}"
+    );
+    assert!(figures_as_text(&text, "12\n3,5\n", request).is_some());
+    // Words, a figure the request gives, or another kind: not this check's.
+    assert_eq!(
+        figures_as_text(&text, "The order totals 2.00.", request),
+        None
+    );
+    assert_eq!(figures_as_text(&text, "0", request), None);
+    assert_eq!(figures_as_text(&text, "", request), None);
+    let number = Contract::new("total.txt", Holds::Number);
+    assert_eq!(figures_as_text(&number, "2.00", request), None);
+}

@@ -53,17 +53,42 @@ pub(super) struct Workbook {
 /// The workbooks an item's edit contracts name, by path, before its first attempt.
 pub(super) type WorkbooksBefore = BTreeMap<String, Workbook>;
 
+/// The workbench as an item's first attempt found it, for checking the item's contracts.
+pub(super) struct ItemBefore<'a> {
+    /// The workbooks its edit contracts name.
+    pub workbooks: &'a WorkbooksBefore,
+    /// The files `table_query` reads.
+    pub tables: &'a [String],
+}
+
 /// What checking an item's contracts found.
 #[derive(Debug, Default)]
 pub(super) struct Checked {
     /// What differs, per broken contract.
     pub broken: Vec<String>,
+    /// A broken contract cannot be checked whatever the item writes (its source fails, its
+    /// kind cannot hold what the target is): trying the item again cannot mend it.
+    pub uncheckable: bool,
 }
 
 impl Checked {
     /// The failure reason when a contract is broken.
     pub(super) fn reason(&self) -> Option<String> {
         (!self.broken.is_empty()).then(|| format!("{BROKEN_CONTRACT}: {}", self.broken.join("; ")))
+    }
+}
+
+/// How one contract is broken.
+enum Broken {
+    /// The content differs from what the contract promises.
+    Differs(String),
+    /// What the target holds cannot be checked against the contract.
+    Uncheckable(String),
+}
+
+impl Broken {
+    fn uncheckable(problem: impl std::fmt::Display) -> Self {
+        Broken::Uncheckable(format!("{problem}, so what it holds cannot be checked"))
     }
 }
 
@@ -98,26 +123,35 @@ impl Driver<'_> {
     }
 
     /// Checks the contracts of an item whose final answer was accepted; `changed` are the paths
-    /// the item changed, `before` its workbooks before its first attempt.
+    /// the item changed, `start` the workbench as the item's first attempt found it.
     pub(super) async fn check_contracts(
         &self,
         contracts: &[Contract],
         call_prefix: &str,
         changed: &[String],
-        before: &WorkbooksBefore,
+        start: &ItemBefore<'_>,
     ) -> Result<Checked, AgentError> {
         let mut checked = Checked::default();
         for (index, contract) in contracts.iter().enumerate() {
             let prefix = format!("{call_prefix}.{index}");
             let broken = if compares_cells(contract) && changed.contains(&contract.path) {
-                self.check_cells(contract, &prefix, before.get(&contract.path))
+                self.check_cells(contract, &prefix, start.workbooks.get(&contract.path))
                     .await?
+                    .map(Broken::Differs)
             } else {
-                self.check_one(contract, &prefix, changed).await?
+                self.check_one(contract, &prefix, changed, start.tables)
+                    .await?
             };
-            if let Some(broken) = broken {
-                checked.broken.push(format!("{}: {broken}", contract.path));
-            }
+            let why = match broken {
+                None => continue,
+                Some(Broken::Differs(why)) => why,
+                Some(Broken::Uncheckable(why)) => {
+                    tracing::warn!(path = %contract.path, %why, "a contract cannot be checked");
+                    checked.uncheckable = true;
+                    why
+                }
+            };
+            checked.broken.push(format!("{}: {why}", contract.path));
         }
         Ok(checked)
     }
@@ -127,37 +161,50 @@ impl Driver<'_> {
         contract: &Contract,
         prefix: &str,
         changed: &[String],
-    ) -> Result<Option<String>, AgentError> {
+        tables: &[String],
+    ) -> Result<Option<Broken>, AgentError> {
+        let differs = |why: &str| Ok(Some(Broken::Differs(why.to_string())));
         if !changed.contains(&contract.path) {
-            return Ok(Some("the item did not change it".to_string()));
+            return differs("the item did not change it");
         }
         if contract.holds == Holds::Absent {
             let files = self.host.files().await?;
             let present = files.iter().any(|file| file.path == contract.path);
-            return Ok(present.then(|| "it is still in the draft".to_string()));
+            return if present {
+                differs("it is still in the draft")
+            } else {
+                Ok(None)
+            };
+        }
+        if let Some(problem) = review::unchecked(contract, tables) {
+            return Ok(Some(Broken::uncheckable(problem)));
         }
         if contract.holds == Holds::Edit || !is_text(&contract.path) {
             return Ok(None);
         }
         let Some(content) = self.read_back(&contract.path, prefix).await? else {
-            return Ok(Some("it is not in the draft".to_string()));
+            return differs("it is not in the draft");
         };
+        if !tables.is_empty()
+            && let Some(problem) = contract::figures_as_text(contract, &content, &self.job.message)
+        {
+            return Ok(Some(Broken::uncheckable(problem)));
+        }
         let source = match &contract.source {
             Some(source) => {
                 let result = self.query_source(source, prefix).await?;
                 // A source that fails, or cannot give the kind's values, leaves the target
                 // unchecked.
                 if let Some(problem) = review::source_problem(contract, &result) {
-                    tracing::warn!(path = %contract.path, %problem, "a contract's source cannot check it");
-                    return Ok(Some(format!(
-                        "{problem}, so what it holds cannot be checked"
-                    )));
+                    return Ok(Some(Broken::uncheckable(problem)));
                 }
                 result.ok()
             }
             None => None,
         };
-        Ok(contract::check(contract, &content, source.as_ref()).err())
+        Ok(contract::check(contract, &content, source.as_ref())
+            .err()
+            .map(Broken::Differs))
     }
 
     /// The target's text in the draft, by `read_file`; `None` when it is not there.

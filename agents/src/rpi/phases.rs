@@ -10,7 +10,7 @@ use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
 use atelier_messages::{ErrorBody, ErrorCode, journal};
 use tracing::{Instrument, info_span};
 
-use super::contracts::{BROKEN_CONTRACT, WorkbooksBefore};
+use super::contracts::{BROKEN_CONTRACT, ItemBefore, WorkbooksBefore};
 use super::driver::Driver;
 use super::item_end::{Answered, Done, Failure, ItemOutcome, answered_item, changed_paths};
 use super::prompts::{self, ItemContext};
@@ -49,13 +49,14 @@ struct Attempt<'a> {
 }
 
 /// `ITEM_NOT_DONE` for an item whose written content breaks its contracts: tried again once
-/// with what differs, then failed.
-fn contract_broken(reason: String, previous: Option<&Failure>) -> Failure {
+/// with what differs, then failed; failed at once when a contract cannot be checked (another
+/// attempt under the same contract cannot mend that).
+fn contract_broken(reason: String, uncheckable: bool, previous: Option<&Failure>) -> Failure {
     let told_before = previous.is_some_and(|failure| failure.reason.starts_with(BROKEN_CONTRACT));
     Failure {
         code: Some(ErrorCode::ItemNotDone),
         reason,
-        retry: !told_before,
+        retry: !told_before && !uncheckable,
     }
 }
 
@@ -461,16 +462,20 @@ impl Driver<'_> {
             "{}.contract.{}.{}",
             self.job.job_id, item.index, attempt.number
         );
+        let files: Vec<String> = attempt.before.files.keys().cloned().collect();
+        let start = ItemBefore {
+            workbooks: &attempt.before.workbooks,
+            tables: &catalog::tables(&files),
+        };
         let checked = self
-            .check_contracts(
-                &item.contracts,
-                &prefix,
-                &changed,
-                &attempt.before.workbooks,
-            )
+            .check_contracts(&item.contracts, &prefix, &changed, &start)
             .await?;
         Ok(match checked.reason() {
-            Some(reason) => Err(contract_broken(reason, attempt.previous)),
+            Some(reason) => Err(contract_broken(
+                reason,
+                checked.uncheckable,
+                attempt.previous,
+            )),
             None => Ok(Done {
                 wrote: calls.writes > 0,
                 ..done

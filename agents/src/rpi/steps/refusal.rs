@@ -6,6 +6,9 @@
 //! contract states broken, numbers nothing showed. The model is told why, as a failed tool's
 //! result; after a copied row or made-up numbers its next turns read again.
 //!
+//! One check holds for every model ([`repeats_error`]): a line repeating an error an earlier
+//! call got is no content.
+//!
 //! The plan's contract for the written file is checked when the item ends, against its source
 //! when it has one, and that check is authoritative: a file whose contract has a source is not
 //! refused for numbers nothing showed (the model may compute a mean itself), nor a `table` or
@@ -114,6 +117,48 @@ pub(in crate::rpi) fn of(call: &ToolCall, shown: &Shown<'_>) -> Option<Refusal> 
     })
 }
 
+/// The fewest words a written line shares, in a row, with an error the loop was shown for
+/// the line to count as repeating it.
+const ERROR_WORDS: usize = 4;
+
+/// Why a write is refused whatever the model: a line of its content repeats an error an
+/// earlier call of the loop got (`errors`, as shown) — a failed query's message written as
+/// the answer. A failed call gives no value to write. Delimited rows (a column list an error
+/// names) are left to the contract's check.
+pub(in crate::rpi) fn repeats_error(call: &ToolCall, errors: &[String]) -> Option<Refusal> {
+    if errors.is_empty() {
+        return None;
+    }
+    let content = grounding::text_content(call)?;
+    let errors: Vec<String> = errors.iter().map(|error| words(error)).collect();
+    let repeated = content.lines().map(str::trim).find(|line| {
+        let prose = line.split_whitespace().count() >= ERROR_WORDS
+            && line.matches(',').count() <= 1
+            && !line.contains('\t');
+        let line_words = words(line);
+        prose && errors.iter().any(|error| error.contains(&line_words))
+    })?;
+    Some(Refusal {
+        told: not_written(format!(
+            "not written: the line {repeated:?} repeats the error of an earlier call; a call \
+             that failed gives no value to write: correct the call (its error says how) and \
+             write what its result gives"
+        )),
+        back_to_reading: true,
+    })
+}
+
+/// `text` as lowercase words between single spaces, padded with one on each side (escapes of
+/// a shown JSON string undone).
+fn words(text: &str) -> String {
+    let text = text.replace("\\n", " ").replace("\\t", " ").to_lowercase();
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .collect();
+    format!(" {} ", words.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use atelier_messages::contract::Source;
@@ -146,6 +191,31 @@ mod tests {
             contracts,
         };
         of(call, &shown).map(|refusal| refusal.told)
+    }
+
+    #[test]
+    fn a_failed_calls_error_is_no_content() {
+        // As a small model wrote them after its query failed.
+        let errors = vec![
+            r#"{"error":{"code":"SQL_ERROR","message":"The query failed: syntax error at or near \"EUR\"\nLINE 1: SELECT IMPORTE EUR FROM data\n               ^"}}"#.to_string(),
+        ];
+        for content in [
+            "SELECT IMPORTE EUR FROM data\n               ^",
+            "The query failed: syntax error at or near \"EUR\"",
+        ] {
+            let refusal = repeats_error(&write("pago.txt", content), &errors);
+            assert!(
+                refusal.is_some_and(|refusal| refusal.told.contains("repeats the error")),
+                "{content}"
+            );
+        }
+        for content in ["863.41", "IMPORTE EUR", "data, LINE, SELECT, EUR, FROM"] {
+            assert!(
+                repeats_error(&write("pago.txt", content), &errors).is_none(),
+                "{content}"
+            );
+        }
+        assert!(repeats_error(&write("pago.txt", "SELECT IMPORTE EUR FROM data"), &[]).is_none());
     }
 
     #[test]

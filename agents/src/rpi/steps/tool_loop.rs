@@ -57,6 +57,8 @@ struct Progress {
     writes_done: HashSet<(String, String)>,
     /// The results of the tools the loop ran (not the engine's refusals).
     results_seen: Vec<String>,
+    /// The results of the calls that failed, as shown.
+    errors_seen: Vec<String>,
     /// The model was shown what its targets hold.
     reported: bool,
     /// A write was refused (made-up numbers, a copied row) since the last successful read:
@@ -301,7 +303,9 @@ impl Driver<'_> {
                 quoted: &fixed.quoted,
                 contracts: &fixed.spec.contracts,
             };
-            if let Some(refusal) = fixed.compact.then(|| refusal::of(call, &shown)).flatten() {
+            let refusal = refusal::repeats_error(call, &progress.errors_seen)
+                .or_else(|| fixed.compact.then(|| refusal::of(call, &shown)).flatten());
+            if let Some(refusal) = refusal {
                 progress.back_to_reading |= refusal.back_to_reading;
                 progress.resample = true;
                 running
@@ -347,6 +351,9 @@ impl Driver<'_> {
         } = ran;
         let progress = &mut running.progress;
         progress.results_seen.push(result.clone());
+        if !succeeded {
+            progress.errors_seen.push(result.clone());
+        }
         let unchanged = (succeeded && writes)
             .then(|| running.changes.record(call, &named_paths(call), &result))
             .flatten();
