@@ -538,3 +538,56 @@ async fn a_failed_querys_error_written_as_the_answer_is_refused() -> anyhow::Res
     assert!(told.is_some(), "the refused write was told");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_left_beside_its_original_is_told_once() -> anyhow::Result<()> {
+    // A move written as a copy (the small model's way, without declaring the original
+    // `absent`): told that the original is still there, the retry deletes it.
+    let plan = json!([{"content": "- [ ] 1. Move — penguins.csv to archive/penguins.csv → archive/penguins.csv"}]);
+    let penguins =
+        std::fs::read_to_string(atelier_tests::fixtures().join("palmerpenguins/penguins.csv"))?;
+    let copy = write("archive/penguins.csv", &penguins);
+    let delete =
+        json!({"tool_calls": [{"name": "delete_file", "arguments": {"path": "penguins.csv"}}]});
+    let script_of = |retry: Value| {
+        script(json!({
+            "research": [{"content": "penguins.csv is the only file."}],
+            "plan": plan,
+            "implement": {"1": [copy, {"content": "Moved it."}], "1@retry": retry},
+            "summary": [{"content": "Done."}]
+        }))
+    };
+    let approve = ["--auto-approve"];
+    let (model, cluster, moved) = run_with(
+        script_of(json!([delete, {"content": "Deleted the original."}]))?,
+        "Move penguins.csv to archive/penguins.csv.",
+        &approve,
+    )
+    .await?;
+    assert_eq!(moved.state, JobState::Succeeded, "{moved:?}");
+    assert_eq!(moved.items[0].attempts, 2);
+    let retry = model
+        .requests()
+        .into_iter()
+        .map(|request| request.body["messages"][0]["content"].to_string())
+        .find(|system| system.contains("The previous attempt failed"))
+        .unwrap_or_default();
+    assert!(
+        retry.contains(
+            "archive/penguins.csv has the bytes of penguins.csv, which the draft still has"
+        ),
+        "{retry}"
+    );
+    let listed = cluster.cli_ok(&["wb", "ls", "w", "--draft"])?.stdout;
+    assert!(!listed.contains("\npenguins.csv"), "{listed}");
+    // A copy asked for: the same note, answered as before, and the item is done.
+    let (_model, cluster, copied) = run_with(
+        script_of(json!([{"content": "NO_CHANGE_NEEDED: the task asks for a copy; both stay."}]))?,
+        "Copy penguins.csv to archive/penguins.csv.",
+        &approve,
+    )
+    .await?;
+    assert_eq!(copied.state, JobState::Succeeded, "{copied:?}");
+    assert_eq!(draft_text(&cluster, "archive/penguins.csv")?, penguins);
+    Ok(())
+}

@@ -147,9 +147,64 @@ pub(super) fn changed_paths(
 ) -> Vec<String> {
     JobOutcome::between(before, after).files().to_vec()
 }
+/// The start of the reason an item that left an exact copy is tried again.
+pub(super) const LEFT_A_COPY: &str = "the item left an exact copy";
+
+/// A file the item added whose bytes are those of a file it found and left in place, as
+/// `(copy, original)`: a copy asked for, or a move that forgot the original.
+pub(super) fn copy_left(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Option<(String, String)> {
+    after
+        .iter()
+        .filter(|(path, _)| !before.contains_key(*path))
+        .find_map(|(path, digest)| {
+            before
+                .iter()
+                .find(|(original, was)| *was == digest && after.get(*original) == Some(*was))
+                .map(|(original, _)| (path.clone(), original.clone()))
+        })
+}
+
+/// The retry told about a copy the item left: a move removes its original; a copy asked for
+/// answers that no change is needed (the item is done on that answer).
+pub(super) fn copy_told(copy: &str, original: &str) -> Failure {
+    let marker = prompts::NO_CHANGE_MARKER;
+    not_done(format!(
+        "{LEFT_A_COPY}: {copy} has the bytes of {original}, which the draft still has. If the \
+         task moves or renames {original}, delete it (`delete_file`); if the task asks for a \
+         copy, answer `{marker}` and why"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_left_beside_its_original_is_found() {
+        let files = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(path, digest)| (path.to_string(), digest.to_string()))
+                .collect()
+        };
+        let before = files(&[("notes.txt", "d1"), ("a.csv", "d2")]);
+        let copied = files(&[
+            ("notes.txt", "d1"),
+            ("a.csv", "d2"),
+            ("new/notes.txt", "d1"),
+        ]);
+        assert_eq!(
+            copy_left(&before, &copied),
+            Some(("new/notes.txt".into(), "notes.txt".into()))
+        );
+        let moved = files(&[("a.csv", "d2"), ("new/notes.txt", "d1")]);
+        assert_eq!(copy_left(&before, &moved), None);
+        let written = files(&[("notes.txt", "d1"), ("a.csv", "d2"), ("b.txt", "d3")]);
+        assert_eq!(copy_left(&before, &written), None);
+    }
 
     fn declared(reason: &str) -> Failure {
         Failure {

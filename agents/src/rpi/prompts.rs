@@ -10,7 +10,7 @@ const ITEM_FAILED_MARKER: &str = "ITEM_FAILED:";
 
 /// The marker a model writes when nothing needs to change: a plan without items, or an item
 /// done without a write.
-const NO_CHANGE_MARKER: &str = "NO_CHANGE_NEEDED:";
+pub(super) const NO_CHANGE_MARKER: &str = "NO_CHANGE_NEEDED:";
 
 /// The kind of file whose content no tool reads (the manifest marks it opaque).
 const OPAQUE_KIND: &str = "binary";
