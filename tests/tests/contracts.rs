@@ -541,12 +541,15 @@ async fn a_failed_querys_error_written_as_the_answer_is_refused() -> anyhow::Res
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_copy_left_beside_its_original_is_told_once() -> anyhow::Result<()> {
-    // A move written as a copy (the small model's way, without declaring the original
-    // `absent`): told that the original is still there, the retry deletes it.
+    // A move written as a copy (the small model's way: it reads the file and writes its text
+    // to the new path, without declaring the original `absent`): told that the original is
+    // still there, the retry deletes it.
     let plan = json!([{"content": "- [ ] 1. Move — penguins.csv to archive/penguins.csv → archive/penguins.csv"}]);
     let penguins =
         std::fs::read_to_string(atelier_tests::fixtures().join("palmerpenguins/penguins.csv"))?;
-    let copy = write("archive/penguins.csv", &penguins);
+    // The text read back and written again: one more blank line, so not the same bytes.
+    let copy_text = format!("{penguins}\n");
+    let copy = write("archive/penguins.csv", &copy_text);
     let delete =
         json!({"tool_calls": [{"name": "delete_file", "arguments": {"path": "penguins.csv"}}]});
     let script_of = |retry: Value| {
@@ -588,6 +591,6 @@ async fn a_copy_left_beside_its_original_is_told_once() -> anyhow::Result<()> {
     )
     .await?;
     assert_eq!(copied.state, JobState::Succeeded, "{copied:?}");
-    assert_eq!(draft_text(&cluster, "archive/penguins.csv")?, penguins);
+    assert_eq!(draft_text(&cluster, "archive/penguins.csv")?, copy_text);
     Ok(())
 }

@@ -208,7 +208,11 @@ impl Driver<'_> {
     }
 
     /// The target's text in the draft, by `read_file`; `None` when it is not there.
-    async fn read_back(&self, path: &str, prefix: &str) -> Result<Option<String>, AgentError> {
+    pub(super) async fn read_back(
+        &self,
+        path: &str,
+        prefix: &str,
+    ) -> Result<Option<String>, AgentError> {
         let args = json!({"path": path, "line_start": 1, "line_count": READ_LINES});
         let read = self.read(args, &format!("{prefix}.read")).await?;
         Ok(read

@@ -18,6 +18,7 @@
 //! - `plan_review`: a plan's contracts checked before it is accepted (told to the model once).
 //! - `item_end`: how an attempt at an item ends on its final answer (done, or failed).
 //! - `contracts`: a done item's targets checked against their contracts.
+//! - `copies`: a copy an item left beside the file it found (a move that kept the original).
 //! - `steps`: journaled model turns and tool calls, budgets.
 //! - `recall`: large results as receipts, and the slices `recall_tool_result` reads back.
 //! - `loop_detector`: counting repeated tool calls.
@@ -29,6 +30,7 @@
 //! - `workflow`: tool calls given by the user instead of a model ([`run_workflow`]).
 
 mod contracts;
+mod copies;
 mod driver;
 mod filters;
 mod form;

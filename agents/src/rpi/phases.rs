@@ -13,8 +13,7 @@ use tracing::{Instrument, info_span};
 use super::contracts::{BROKEN_CONTRACT, ItemBefore, WorkbooksBefore};
 use super::driver::Driver;
 use super::item_end::{
-    Answered, Done, Failure, ItemOutcome, LEFT_A_COPY, answered_item, changed_paths, copy_left,
-    copy_told,
+    Answered, Done, Failure, ItemOutcome, LEFT_A_COPY, answered_item, changed_paths, copy_told,
 };
 use super::prompts::{self, ItemContext};
 use super::steps::{Calls, Expect, LoopEnd, LoopSpec, Scope};
@@ -442,8 +441,7 @@ impl Driver<'_> {
         calls: Calls,
     ) -> Result<ItemOutcome, AgentError> {
         let item = attempt.item;
-        let digests = self.file_digests().await?;
-        let changed = changed_paths(&attempt.before.files, &digests);
+        let changed = changed_paths(&attempt.before.files, &self.file_digests().await?);
         let handed_on: Vec<String> = plan::amendments(text, &state.items, state.original_count)
             .items
             .into_iter()
@@ -462,18 +460,18 @@ impl Driver<'_> {
             Ok(done) => done,
             Err(failure) => return Ok(Err(failure)),
         };
-        let copy_told_before = attempt
-            .previous
-            .is_some_and(|failure| failure.reason.starts_with(LEFT_A_COPY));
-        if let Some((copy, original)) = copy_left(&attempt.before.files, &digests)
-            && !copy_told_before
-        {
-            return Ok(Err(copy_told(&copy, &original)));
-        }
         let prefix = format!(
             "{}.contract.{}.{}",
             self.job.job_id, item.index, attempt.number
         );
+        let copy_told_before = attempt
+            .previous
+            .is_some_and(|failure| failure.reason.starts_with(LEFT_A_COPY));
+        if !copy_told_before
+            && let Some((copy, original)) = self.copy_left(&attempt.before.files, &prefix).await?
+        {
+            return Ok(Err(copy_told(&copy, &original)));
+        }
         let files: Vec<String> = attempt.before.files.keys().cloned().collect();
         let start = ItemBefore {
             workbooks: &attempt.before.workbooks,
