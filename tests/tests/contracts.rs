@@ -594,3 +594,42 @@ async fn a_copy_left_beside_its_original_is_told_once() -> anyhow::Result<()> {
     assert_eq!(draft_text(&cluster, "archive/penguins.csv")?, copy_text);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_after_every_query_failed_is_told_then_not_done() -> anyhow::Result<()> {
+    // As the small model did on unseen tasks: its queries failed, and it wrote a figure from
+    // nowhere (the request's example, a guess) under a plan that promised nothing checkable.
+    let query = |sql: &str| json!({"tool_calls": [{"name": "table_query", "arguments": {"path": "penguins.csv", "query": sql}}]});
+    let wrong = "SELECT count(DISTINCT archipelago) FROM data";
+    let plan = json!([{"content": "- [ ] 1. Count — the islands → islands.txt"}]);
+    let guessed = |retry: Value| {
+        script(json!({
+            "research": [{"content": "penguins.csv has an island column."}],
+            "plan": plan,
+            "implement": {
+                "1": [query(wrong), write("islands.txt", "2\n"), {"content": "Wrote 2."}],
+                "1@retry": retry
+            },
+            "summary": [{"content": "Done."}]
+        }))
+    };
+    let guessing_again =
+        json!([query(wrong), write("islands.txt", "4\n"), {"content": "Wrote 4."}]);
+    let (_model, _cluster, failed) = run(guessed(guessing_again)?, REQUEST).await?;
+    let failure = not_done_after_its_retry(&failed);
+    assert!(
+        failure.contains("every query of the workbench's data the item ran failed (1 of them)"),
+        "{failure}"
+    );
+    // Told, the retry corrects its query and writes what it gives.
+    let corrected = json!([
+        query("SELECT count(DISTINCT island) FROM data"),
+        write("islands.txt", "3\n"),
+        {"content": "Wrote 3."}
+    ]);
+    let (_model, cluster, done) = run(guessed(corrected)?, REQUEST).await?;
+    assert_eq!(done.state, JobState::Succeeded, "{done:?}");
+    assert_eq!(done.items[0].attempts, 2);
+    assert_eq!(draft_text(&cluster, "islands.txt")?, "3\n");
+    Ok(())
+}

@@ -14,6 +14,7 @@ use atelier_messages::ErrorCode;
 use atelier_messages::outcome::JobOutcome;
 
 use super::prompts::{self, item_failure};
+use super::steps::Calls;
 
 /// How an item ended: done, or failed.
 pub(super) type ItemOutcome = Result<Done, Failure>;
@@ -147,6 +148,28 @@ pub(super) fn changed_paths(
 ) -> Vec<String> {
     JobOutcome::between(before, after).files().to_vec()
 }
+/// The start of the reason an item that wrote after its every query failed is tried again.
+pub(super) const NO_QUERY_WORKED: &str = "every query of the workbench's data the item ran failed";
+
+/// An item that queried the workbench's data, got only errors, and wrote anyway: what it wrote
+/// comes from none of the data (a failed query's message, an example's value, a guess). Told
+/// once; a retry that does the same fails.
+pub(super) fn wrote_without_data(calls: &Calls, previous: Option<&Failure>) -> Option<Failure> {
+    if calls.writes == 0 || calls.queries > 0 || calls.failed_queries == 0 {
+        return None;
+    }
+    let told_before = previous.is_some_and(|failure| failure.reason.starts_with(NO_QUERY_WORKED));
+    Some(Failure {
+        code: Some(ErrorCode::ItemNotDone),
+        reason: format!(
+            "{NO_QUERY_WORKED} ({} of them), so what it wrote comes from none of it: correct \
+             the query as its error says, and write what its result gives",
+            calls.failed_queries
+        ),
+        retry: !told_before,
+    })
+}
+
 /// The start of the reason an item that left an exact copy is tried again.
 pub(super) const LEFT_A_COPY: &str = "the item left an exact copy";
 

@@ -14,6 +14,7 @@ use super::contracts::{BROKEN_CONTRACT, ItemBefore, WorkbooksBefore};
 use super::driver::Driver;
 use super::item_end::{
     Answered, Done, Failure, ItemOutcome, LEFT_A_COPY, answered_item, changed_paths, copy_told,
+    wrote_without_data,
 };
 use super::prompts::{self, ItemContext};
 use super::steps::{Calls, Expect, LoopEnd, LoopSpec, Scope};
@@ -460,6 +461,9 @@ impl Driver<'_> {
             Ok(done) => done,
             Err(failure) => return Ok(Err(failure)),
         };
+        if let Some(failure) = wrote_without_data(&calls, attempt.previous) {
+            return Ok(Err(failure));
+        }
         let prefix = format!(
             "{}.contract.{}.{}",
             self.job.job_id, item.index, attempt.number

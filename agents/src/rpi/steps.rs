@@ -88,6 +88,12 @@ pub(super) struct Calls {
     pub writes: u32,
     /// Calls the user rejected.
     pub rejected: u32,
+    /// Successful calls by tools that only read.
+    pub reads: u32,
+    /// Queries of a workbench table (tabular tools that only read): that succeeded, that
+    /// failed.
+    pub queries: u32,
+    pub failed_queries: u32,
 }
 
 /// How a tool loop ended.

@@ -6,6 +6,7 @@
 //! judged ([`judge`]) and a plan's contracts reviewed once; each call is run (or refused by a
 //! compact profile's rule, [`refusal`]) and its result shown to the model.
 
+use atelier_messages::tool::{Pool, ToolName};
 use std::collections::HashSet;
 
 use atelier_messages::job::EventKind;
@@ -46,7 +47,6 @@ struct Fixed {
 #[derive(Default)]
 struct Progress {
     calls: Calls,
-    successful_reads: u32,
     /// How often the model was told its answer was not acceptable.
     nudges: u32,
     /// How often a plan's no-change answer was refused.
@@ -178,7 +178,7 @@ impl Driver<'_> {
             phase: fixed.spec.scope.phase,
             turn,
             compact: fixed.compact,
-            reads: progress.successful_reads,
+            reads: progress.calls.reads,
             writes: progress.calls.writes,
             refused: progress.back_to_reading,
             targets: &fixed.spec.targets,
@@ -366,7 +366,11 @@ impl Driver<'_> {
         progress.resample |= !succeeded;
         progress.calls.rejected += u32::from(rejected);
         progress.calls.writes += u32::from(wrote);
-        progress.successful_reads += u32::from(succeeded && !writes);
+        progress.calls.reads += u32::from(succeeded && !writes);
+        let query =
+            !writes && ToolName::parse(&call.name).and_then(ToolName::pool) == Some(Pool::Tabular);
+        progress.calls.queries += u32::from(query && succeeded);
+        progress.calls.failed_queries += u32::from(query && !succeeded);
         progress.back_to_reading &= !succeeded || writes;
         if succeeded && writes {
             progress.writes_done.insert(exact(call));
