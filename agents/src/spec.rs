@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AgentError;
 use crate::anthropic::{self, AnthropicProvider};
+use crate::http::Gate;
 use crate::openai::{self, ClientOptions, Flavor, OpenAiProvider, RetryPolicy};
 use crate::provider::ModelProvider;
 use crate::replay::ReplayProvider;
@@ -35,7 +36,7 @@ use crate::text_tools::ToolMode;
 
 mod profile;
 mod url_check;
-pub use profile::{ModelProfile, ProfileKind};
+pub use profile::{ModelProfile, ProfileKind, ProviderLimits};
 
 const DEFAULT_MAX_RETRIES: u32 = 3;
 /// The environment variable an Anthropic key falls back to (for the default base URL only).
@@ -338,10 +339,30 @@ pub fn summarizes_history(spec: &str, settings: &ProviderSettings) -> bool {
     }
 }
 
+/// The profile a model spec names and its limits on the provider, when it names a profile
+/// that sets any.
+pub fn profile_limits(spec: &str, settings: &ProviderSettings) -> Option<(String, ProviderLimits)> {
+    let Ok(ModelSpec::Profile { name }) = ModelSpec::parse(spec) else {
+        return None;
+    };
+    let limits = settings.profiles.get(&name)?.limits();
+    limits.any().then_some((name, limits))
+}
+
 /// Builds the provider a model spec names (see [`ModelSpec`]).
 pub fn provider_from_spec(
     spec: &str,
     settings: &ProviderSettings,
+) -> Result<Arc<dyn ModelProvider>, AgentError> {
+    gated_provider_from_spec(spec, settings, None)
+}
+
+/// [`provider_from_spec`] whose every attempt waits for `gate` (a profile's limits; a spec
+/// naming no profile is never gated).
+pub fn gated_provider_from_spec(
+    spec: &str,
+    settings: &ProviderSettings,
+    gate: Option<Gate>,
 ) -> Result<Arc<dyn ModelProvider>, AgentError> {
     let provider: Arc<dyn ModelProvider> = match check(spec, settings)? {
         ModelSpec::OpenAi { model } => {
@@ -380,7 +401,9 @@ pub fn provider_from_spec(
                 ..settings.keyless_options()
             },
         )?),
-        ModelSpec::Profile { name } => profile_provider(settings.profile(spec, &name)?, settings)?,
+        ModelSpec::Profile { name } => {
+            profile_provider(settings.profile(spec, &name)?, settings, gate)?
+        }
         ModelSpec::Replay { path } => {
             let dir = settings.replay_dir.clone().unwrap_or_default();
             Arc::new(ReplayProvider::load(&dir.join(path))?)
@@ -393,9 +416,13 @@ pub fn provider_from_spec(
 fn profile_provider(
     profile: &ModelProfile,
     settings: &ProviderSettings,
+    gate: Option<Gate>,
 ) -> Result<Arc<dyn ModelProvider>, AgentError> {
     let base_url = profile.base_url().unwrap_or_default();
-    let options = settings.profile_options(profile);
+    let options = ClientOptions {
+        gate,
+        ..settings.profile_options(profile)
+    };
     let flavor = match profile.kind {
         ProfileKind::Anthropic => {
             return Ok(Arc::new(AnthropicProvider::new(
@@ -604,6 +631,9 @@ mod tests {
             prompt: PromptStyle::Full,
             reasoning_effort: None,
             summarize_history: false,
+            max_concurrent_requests: None,
+            requests_per_minute: None,
+            tokens_per_minute: None,
         }
     }
 

@@ -9,56 +9,19 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use atelier_coordinator::jobs::Jobs;
 use atelier_coordinator::replication::ReplicationSettings;
 use atelier_coordinator::replication::ownership::{Ownership, take_store};
 use atelier_coordinator::storage::Storage;
+use common::nats_server;
+
+mod common;
 
 /// Writers of the concurrent runs, and steps each.
 const WRITERS: usize = 8;
 const EACH: usize = 250;
-
-/// A nats-server with JetStream that fsyncs every write, killed on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn nats_server(dir: &Path) -> (Server, String) {
-    let port = std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
-    let config = dir.join("nats.conf");
-    std::fs::write(
-        &config,
-        format!(
-            "host: 127.0.0.1\nport: {port}\njetstream {{ store_dir: {:?}, sync_interval: always }}\n",
-            dir.join("js").display().to_string()
-        ),
-    )
-    .expect("config");
-    let child = Command::new("nats-server")
-        .arg("-c")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nats-server on the PATH (scripts/setup.sh)");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Server(child), format!("nats://127.0.0.1:{port}"))
-}
 
 /// A store held by lease on `url`, its writes committed to the changelog.
 fn replicated(runtime: &tokio::runtime::Runtime, url: &str, dir: &Path) -> (Storage, Ownership) {
@@ -144,7 +107,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let (_server, url) = nats_server(dir.path());
+    let (_server, url) = nats_server(dir.path(), true);
     let (replicated_store, _ownership) = replicated(&runtime, &url, &dir.path().join("replicated"));
     let replicated_jobs = Jobs::new(replicated_store.clone());
     let mut changelog = Vec::with_capacity(STEPS);

@@ -438,6 +438,7 @@ impl BatchRunnerState {
             workflow,
             batch_id: Some(record.batch_id.clone()),
             time_limit_secs: record.time_limit_secs,
+            priority: record.priority,
         })
     }
 }

@@ -42,6 +42,9 @@ pub struct BatchRecord {
     /// Each target's time limit (the operator's default when absent).
     #[serde(default)]
     pub time_limit_secs: Option<u64>,
+    /// The targets' priority with the model provider (`low` when absent).
+    #[serde(default)]
+    pub priority: Option<atelier_messages::provider::Priority>,
     #[serde(default)]
     pub cancel_requested: bool,
     #[serde(default)]
@@ -221,6 +224,7 @@ impl Batches {
             auto_approve: submit.auto_approve,
             continue_draft: submit.continue_draft,
             time_limit_secs: submit.time_limit_secs,
+            priority: submit.priority,
             cancel_requested: false,
             error: None,
             created_at_ms: now,
@@ -471,6 +475,7 @@ mod tests {
             auto_approve: false,
             continue_draft: false,
             time_limit_secs: None,
+            priority: None,
         }
     }
 

@@ -19,7 +19,14 @@ fn every_stream() -> Vec<String> {
     ]
     .map(str::to_string)
     .to_vec();
-    names.extend([shard::LEASES_BUCKET, shard::MEMBERS_BUCKET].map(|kv| format!("KV_{kv}")));
+    names.extend(
+        [
+            shard::LEASES_BUCKET,
+            shard::MEMBERS_BUCKET,
+            atelier_messages::provider::LIMITS_BUCKET,
+        ]
+        .map(|kv| format!("KV_{kv}")),
+    );
     names.extend(
         [subjects::BLOB_STORE_BUCKET, shard::SNAPSHOTS_BUCKET]
             .map(|objects| format!("OBJ_{objects}")),

@@ -3,12 +3,16 @@
 //!
 //! A run's clock starts when it first leaves `queued` (time waiting for a slot or for the
 //! workbench does not count) and keeps running through approval waits and coordinator
-//! restarts (the start is in the job's record). At the deadline the run is dropped wherever it
+//! restarts (the start is in the job's record); time its model calls wait for their profile's
+//! limits (`max_concurrent_requests`, `requests_per_minute`, …) moves the deadline on by as
+//! much (waits before a coordinator restart are not carried over). At the deadline the run is dropped wherever it
 //! is — a model that does not answer, a tool that does not return, a person who does not
 //! decide — and the job ends `failed` with `JOB_TIME_LIMIT`. The draft stays consistent: each
 //! draft write is one DraftStore transaction, applied whole or not at all, and the journal is
 //! what a crash would leave. `atelier resume` starts a new run with the full limit.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
@@ -74,30 +78,58 @@ pub(crate) struct RunClock {
     pub(crate) started_at_ms: Option<u64>,
 }
 
+/// How long a run's model calls waited for their profile's limits (ms), shared by the calls
+/// and the run's clock.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Waited(Arc<AtomicU64>);
+
+impl Waited {
+    /// Adds a wait.
+    pub(crate) fn add(&self, waited: Duration) {
+        let ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+        self.0.fetch_add(ms, Ordering::Relaxed);
+    }
+
+    fn ms(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 impl RunClock {
-    /// How long the run has left (none: no limit, or not started).
-    fn remaining(self) -> Option<Duration> {
+    /// How long the run has left, its waits for a provider's limits not counted (none: no
+    /// limit, or not started).
+    fn remaining(self, waited: &Waited) -> Option<Duration> {
         if self.limit_secs == 0 {
             return None;
         }
         let started = self.started_at_ms?;
-        let deadline = started.saturating_add(self.limit_secs.saturating_mul(1000));
+        let deadline = started
+            .saturating_add(self.limit_secs.saturating_mul(1000))
+            .saturating_add(waited.ms());
         Some(Duration::from_millis(deadline.saturating_sub(now_ms())))
     }
 
-    /// Runs `work` until the deadline; past it, `JOB_TIME_LIMIT` (and `work` is dropped).
+    /// Runs `work` until the deadline, moved on by every wait for a provider's limits; past
+    /// it, `JOB_TIME_LIMIT` (and `work` is dropped).
     pub(crate) async fn within<T>(
         self,
+        waited: &Waited,
         work: impl Future<Output = Result<T, ErrorBody>>,
     ) -> Result<T, ErrorBody> {
-        let Some(left) = self.remaining() else {
+        if self.remaining(waited).is_none() {
             return work.await;
-        };
-        match tokio::time::timeout(left, work).await {
-            Ok(ended) => ended,
-            Err(_) => {
-                tracing::warn!(limit_secs = self.limit_secs, "job ran past its time limit");
-                Err(exceeded(self.limit_secs))
+        }
+        tokio::pin!(work);
+        loop {
+            let left = self.remaining(waited).unwrap_or_default();
+            match tokio::time::timeout(left, &mut work).await {
+                Ok(ended) => return ended,
+                // The calls waited meanwhile: the deadline moved on.
+                Err(_) if self.remaining(waited).is_some_and(|left| !left.is_zero()) => {}
+                Err(_) => {
+                    tracing::warn!(limit_secs = self.limit_secs, "job ran past its time limit");
+                    return Err(exceeded(self.limit_secs));
+                }
             }
         }
     }
@@ -144,14 +176,44 @@ mod tests {
             limit_secs,
             started_at_ms,
         };
-        assert_eq!(clock(0, Some(now_ms())).remaining(), None);
-        assert_eq!(clock(60, None).remaining(), None);
-        let left = clock(60, Some(now_ms() - 20_000)).remaining();
+        let none = Waited::default();
+        assert_eq!(clock(0, Some(now_ms())).remaining(&none), None);
+        assert_eq!(clock(60, None).remaining(&none), None);
+        let left = clock(60, Some(now_ms() - 20_000)).remaining(&none);
         assert!(
             left.is_some_and(|left| left <= Duration::from_secs(40)),
             "{left:?}"
         );
-        let past = clock(60, Some(now_ms() - 120_000)).remaining();
+        let past = clock(60, Some(now_ms() - 120_000)).remaining(&none);
         assert_eq!(past, Some(Duration::ZERO));
+        // A minute spent waiting for a provider's limits moves the deadline on by a minute.
+        let waited = Waited::default();
+        waited.add(Duration::from_secs(60));
+        let moved = clock(60, Some(now_ms() - 90_000)).remaining(&waited);
+        assert!(
+            moved.is_some_and(|left| left > Duration::from_secs(25)),
+            "{moved:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wait_during_the_run_moves_its_deadline_on() {
+        // A 1 s limit; the work waits 1.5 s for a provider, counted, and ends after 2 s.
+        let clock = RunClock {
+            limit_secs: 1,
+            started_at_ms: Some(now_ms()),
+        };
+        let waited = Waited::default();
+        let work = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            waited.add(Duration::from_millis(1500));
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            Ok::<_, ErrorBody>("done")
+        };
+        assert_eq!(clock.within(&waited, work).await, Ok("done"));
+        let none = Waited::default();
+        let stuck = clock.within(&none, std::future::pending::<Result<(), _>>());
+        let refused = stuck.await.map_err(|error| error.code);
+        assert_eq!(refused, Err(ErrorCode::JobTimeLimit));
     }
 }

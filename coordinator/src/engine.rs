@@ -31,6 +31,8 @@ use crate::{workshop_events, workshop_service};
 pub(crate) struct Shared {
     pub client: async_nats::Client,
     pub jetstream: async_nats::jetstream::Context,
+    /// The deployment's limiters on model profiles.
+    pub limiters: crate::provider_limits::Limiters,
     pub blobs: BlobDir,
     /// Jobs running at once in this process, whatever their shard.
     pub slots: Arc<tokio::sync::Semaphore>,
@@ -78,6 +80,7 @@ impl Engine {
         let orchestrators = Orchestrators::new(OrchestratorTemplate {
             client: shared.client.clone(),
             jetstream: shared.jetstream.clone(),
+            limiters: shared.limiters.clone(),
             jobs: jobs.clone(),
             store: store.clone(),
             provider_settings: config.provider_settings.clone(),

@@ -410,6 +410,7 @@ fn unreadable_view(job_id: String) -> JobView {
         outcome: None,
         time_limit_secs: 0,
         started_at_ms: None,
+        priority: None,
     }
 }
 
@@ -441,6 +442,7 @@ fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
         outcome: record.outcome,
         time_limit_secs: record.time_limit_secs,
         started_at_ms: record.started_at_ms,
+        priority: record.priority,
     }
 }
 

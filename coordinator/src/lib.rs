@@ -68,11 +68,13 @@ pub mod events;
 pub mod front_door;
 mod host;
 pub mod intake;
+mod job_gate;
 pub mod jobs;
 pub mod lifecycle;
 pub mod orchestrator;
 mod outcome;
 mod pieces;
+pub mod provider_limits;
 pub mod replication;
 pub mod review;
 pub mod storage;
@@ -218,9 +220,12 @@ pub async fn start_coordinator(
         count,
         collector,
     );
+    let limiters =
+        provider_limits::Limiters::open(&jetstream, &config.coordinator_id, replicas).await?;
     let shared = engine::Shared {
         client: client.clone(),
         jetstream: jetstream.clone(),
+        limiters,
         blobs,
         slots: std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_running_jobs.max(1))),
         front: front.clone(),

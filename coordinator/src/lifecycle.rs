@@ -153,6 +153,7 @@ mod tests {
             outcome: None,
             time_limit_secs: 0,
             started_at_ms: None,
+            priority: None,
         }
     }
 

@@ -13,8 +13,11 @@ use std::time::Duration;
 
 use atelier_agents::provider::ModelProvider;
 use atelier_agents::rpi::{self, Budgets, JobInput, RpiState};
-use atelier_agents::spec::{ProviderSettings, provider_from_spec, summarizes_history};
+use atelier_agents::spec::{
+    ProviderSettings, gated_provider_from_spec, profile_limits, summarizes_history,
+};
 use atelier_messages::job::{EventKind, JobOutcome, JobState};
+use atelier_messages::provider::Priority;
 use atelier_messages::{ErrorBody, ErrorCode};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -22,14 +25,16 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::context;
-use crate::defaults::RunClock;
+use crate::defaults::{RunClock, Waited};
 use crate::draft_store::DraftStoreHandle;
 use crate::error::CoordinatorError;
 use crate::events::EventSink;
 use crate::host::{JobHost, Journaled, RunSignals, write_after_held};
+use crate::job_gate::JobGate;
 use crate::jobs::{CRASH_LOOP_ADOPTIONS, JobRecord, Jobs, RunStart};
 use crate::lifecycle::Transition;
 use crate::outcome;
+use crate::provider_limits::{Limiters, Place};
 use crate::storage::blocking;
 use crate::workbench::TurnEnd;
 
@@ -38,6 +43,8 @@ use crate::workbench::TurnEnd;
 pub struct OrchestratorTemplate {
     pub client: async_nats::Client,
     pub jetstream: async_nats::jetstream::Context,
+    /// The deployment's limiters on model profiles.
+    pub limiters: Limiters,
     pub jobs: Jobs,
     pub store: DraftStoreHandle,
     pub provider_settings: ProviderSettings,
@@ -171,10 +178,14 @@ async fn run_job(record: JobRecord, template: OrchestratorTemplate, signals: Arc
         journaled: Journaled::new(started.journaled),
         deferred: Mutex::default(),
     };
+    // Time spent waiting for a model profile's limits does not count against the time limit.
+    let waited = Waited::default();
     let ended = if started.crash_looping {
         Err(crash_loop(&record.job_id))
     } else {
-        clock.within(drive(&template, &host, &mut rpi)).await
+        clock
+            .within(&waited, drive(&template, &host, &mut rpi, &waited))
+            .await
     };
     let (final_state, error, outcome) = match ended {
         Ok(outcome) => (JobState::Succeeded, None, Some(outcome)),
@@ -248,9 +259,10 @@ async fn drive(
     template: &OrchestratorTemplate,
     host: &JobHost,
     rpi_state: &mut RpiState,
+    waited: &Waited,
 ) -> Result<JobOutcome, ErrorBody> {
     let started_with = outcome::files_at_start(host).await?;
-    run(template, host, rpi_state).await?;
+    run(template, host, rpi_state, waited).await?;
     outcome::since(host, &started_with).await
 }
 
@@ -259,6 +271,7 @@ async fn run(
     template: &OrchestratorTemplate,
     host: &JobHost,
     rpi_state: &mut RpiState,
+    waited: &Waited,
 ) -> Result<(), ErrorBody> {
     let record = &host.record;
     if let Some(workflow) = &record.workflow {
@@ -273,9 +286,17 @@ async fn run(
              or set `default_model` in atelier.toml (ATELIER_DEFAULT_MODEL)",
         ));
     }
+    let settings = &template.provider_settings;
+    let gate = profile_limits(&record.model, settings).map(|(profile, limits)| {
+        JobGate::gate(
+            template.limiters.profile(&profile, limits),
+            place(record),
+            host.events.clone(),
+            waited.clone(),
+        )
+    });
     let provider: Arc<dyn ModelProvider> =
-        provider_from_spec(&record.model, &template.provider_settings)
-            .map_err(|error| error.to_body())?;
+        gated_provider_from_spec(&record.model, settings, gate).map_err(|error| error.to_body())?;
     let summarizer =
         summarizes_history(&record.model, &template.provider_settings).then_some(provider.as_ref());
     let (context, summarizing) =
@@ -290,6 +311,23 @@ async fn run(
     rpi::run(&input, rpi_state, provider.as_ref(), host, template.budgets)
         .await
         .map_err(|error| error.to_body())
+}
+
+/// Where the job's model calls stand when their profile's limits are saturated: its own
+/// priority, else a batch's children after a person's messages; sharing fairly by batch, else
+/// by workbench.
+fn place(record: &JobRecord) -> Place {
+    let priority = record.priority.unwrap_or(match record.batch_id {
+        Some(_) => Priority::Low,
+        None => Priority::Normal,
+    });
+    Place {
+        priority,
+        group: record
+            .batch_id
+            .clone()
+            .unwrap_or_else(|| record.workbench.clone()),
+    }
 }
 
 /// Starts the job's run ([`Jobs::start_run`]).

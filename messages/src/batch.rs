@@ -155,6 +155,10 @@ pub struct SubmitBatch {
     /// Each target's wall-clock limit in seconds (see `JobSubmit::time_limit_secs`).
     #[serde(default)]
     pub time_limit_secs: Option<u64>,
+    /// How soon the targets' model calls go when their profile's limits are saturated
+    /// (default: `low`).
+    #[serde(default)]
+    pub priority: Option<crate::provider::Priority>,
 }
 
 impl SubmitBatch {

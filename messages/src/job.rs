@@ -41,6 +41,10 @@ pub struct JobSubmit {
     /// `job_time_limit_secs` when absent; more than `max_job_time_limit_secs` is refused).
     #[serde(default)]
     pub time_limit_secs: Option<u64>,
+    /// How soon its model calls go when their profile's limits are saturated (default: `low`
+    /// for a batch's target, else `normal`).
+    #[serde(default)]
+    pub priority: Option<crate::provider::Priority>,
 }
 
 /// Longest accepted job id.
@@ -90,6 +94,7 @@ impl JobSubmit {
             workflow: None,
             batch_id: None,
             time_limit_secs: None,
+            priority: None,
         }
     }
 
@@ -242,6 +247,10 @@ pub struct JobView {
     /// When the current run started (none while it is queued).
     #[serde(default)]
     pub started_at_ms: Option<u64>,
+    /// The priority it asked for with the model provider (none: `low` for a batch's target,
+    /// else `normal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<crate::provider::Priority>,
 }
 
 /// A tool call paused until a person approves or rejects it.
@@ -489,6 +498,15 @@ pub enum EventKind {
         tool: String,
         repeats: u32,
     },
+    /// A model call must wait for its profile's limits before it is sent (emitted once per
+    /// call, when it starts waiting).
+    ProviderWaiting {
+        /// The model profile.
+        profile: String,
+        reason: crate::provider::WaitReason,
+        /// How long the wait looks from here (0: until a call in flight ends).
+        expected_ms: u64,
+    },
     JobFinished {
         state: JobState,
         #[serde(default)]
@@ -519,6 +537,7 @@ impl EventKind {
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::ApprovalResolved { .. } => "approval_resolved",
             EventKind::LoopWarning { .. } => "loop_warning",
+            EventKind::ProviderWaiting { .. } => "provider_waiting",
             EventKind::JobFinished { .. } => "finished",
         }
     }

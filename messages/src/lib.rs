@@ -29,6 +29,7 @@
 //! - [`workflow`]: tool calls run without a model (`atelier run`).
 //! - [`batch`]: one action over many targets, its views, verbs and events.
 //! - [`limits`]: nesting and size limits every entry point applies.
+//! - [`provider`]: a model profile's shared limiter record (requests, tokens, calls in flight).
 
 pub mod access;
 pub mod approval;
@@ -43,6 +44,7 @@ pub mod limits;
 pub mod outcome;
 pub mod path;
 pub mod plan;
+pub mod provider;
 pub mod review;
 pub mod shard;
 pub mod store;

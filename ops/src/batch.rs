@@ -2,6 +2,7 @@
 //! action over many targets), over job submission and the `atelier.batch.*` verbs. Workflow
 //! files live in `workflow_file`, CSV rows in `csv_rows`, showing a batch in `report`.
 
+use atelier_messages::provider::Priority;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -167,6 +168,10 @@ pub struct SubmitArgs {
     /// Stop each target's job with JOB_TIME_LIMIT this many seconds after it starts.
     #[arg(long, value_name = "SECS")]
     time_limit: Option<u64>,
+    /// How soon the targets' model calls go when their profile's limits are saturated
+    /// (default low: after people's messages).
+    #[arg(long, value_parser = crate::client::parse_priority)]
+    priority: Option<Priority>,
     /// Batch id (default: a new UUID v7); re-submitting an id answers the existing batch.
     #[arg(long)]
     batch_id: Option<String>,
@@ -211,6 +216,7 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
             approvals: None,
             workflow: Some(workflow),
             time_limit_secs: args.time_limit,
+            priority: None,
         })
         .await?;
     if args.wait {
@@ -330,6 +336,7 @@ async fn submit(client: &Client, args: SubmitArgs) -> anyhow::Result<ExitCode> {
         auto_approve: args.auto_approve,
         continue_draft: args.continue_draft,
         time_limit_secs: args.time_limit,
+        priority: args.priority,
     };
     request.validate().map_err(client::coded)?;
     let view = client.call(&request).await?;

@@ -204,6 +204,7 @@ impl Session<'_> {
                 approvals: None,
                 workflow: None,
                 time_limit_secs: None,
+                priority: None,
             })
             .await
     }

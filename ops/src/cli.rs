@@ -1,5 +1,6 @@
 //! The command line: every subcommand and flag of `atelier`.
 
+use atelier_messages::provider::Priority;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -298,6 +299,10 @@ pub(crate) struct SubmitArgs {
     /// operator's job_time_limit_secs, 1 h unless set).
     #[arg(long, value_name = "SECS")]
     pub(crate) time_limit: Option<u64>,
+    /// How soon the job's model calls go when their profile's limits are saturated (default
+    /// normal).
+    #[arg(long, value_parser = crate::client::parse_priority)]
+    pub(crate) priority: Option<Priority>,
     #[arg(long)]
     pub(crate) json: bool,
 }

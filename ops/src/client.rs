@@ -1,6 +1,7 @@
 //! Client commands: workbenches, drafts, jobs, over NATS request/reply and JetStream. Moving files
 //! lives in `transfer`, following a job in `watch`.
 
+use atelier_messages::provider::Priority;
 use std::time::Duration;
 
 use anyhow::bail;
@@ -55,6 +56,15 @@ pub struct Submission<'a> {
     pub workflow: Option<atelier_messages::workflow::Workflow>,
     /// The job's wall-clock limit in seconds (none: the operator's default).
     pub time_limit_secs: Option<u64>,
+    /// How soon its model calls go when their profile's limits are saturated.
+    pub priority: Option<Priority>,
+}
+
+/// `--priority`: `high`, `normal` or `low`.
+pub fn parse_priority(text: &str) -> Result<Priority, String> {
+    Priority::parse(text).ok_or_else(|| {
+        format!("VALIDATION_FAILED: `{text}` is no priority; use high, normal or low")
+    })
 }
 
 /// A connected client.
@@ -185,6 +195,7 @@ impl Client {
             approvals: submission.approvals,
             workflow: submission.workflow,
             time_limit_secs: submission.time_limit_secs,
+            priority: submission.priority,
             ..JobSubmit::new(
                 job_id.clone(),
                 submission.workbench.into(),

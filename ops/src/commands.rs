@@ -104,6 +104,7 @@ async fn submit(client: &Client, args: SubmitArgs) -> anyhow::Result<ExitCode> {
         approvals,
         workflow: None,
         time_limit_secs: args.time_limit,
+        priority: args.priority,
     };
     let job_id = client.submit(submit).await?;
     if !args.wait {

@@ -75,6 +75,7 @@ async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
             approvals: None,
             workflow: None,
             time_limit_secs: None,
+            priority: None,
         })
         .await?;
     let state = client.watch(&job_id, WatchOutput::Human).await?;

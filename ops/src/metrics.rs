@@ -20,6 +20,9 @@ pub const MODEL_TURNS: &str = "atelier_model_turns_total";
 pub const MODEL_TURN_DURATION: &str = "atelier_model_turn_duration_seconds";
 /// Model tokens by model and kind (`prompt`, `completion`), summed over the coordinator's jobs.
 pub const MODEL_TOKENS: &str = "atelier_model_tokens_total";
+/// Model calls that waited for their profile's limits, by profile and reason (counter, from
+/// `provider_waiting` events).
+pub const PROVIDER_WAITS: &str = "atelier_provider_waits_total";
 /// Errors by stable code and source (`tool`, `job`) (counter).
 pub const ERRORS: &str = "atelier_errors_total";
 /// Job events read from the EVENTS stream (counter).
@@ -84,6 +87,11 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
         MODEL_TOKENS,
         Kind::Counter,
         "Model tokens by model and kind.",
+    ),
+    (
+        PROVIDER_WAITS,
+        Kind::Counter,
+        "Model calls that waited for their profile's limits, by profile and reason.",
     ),
     (ERRORS, Kind::Counter, "Errors by stable code and source."),
     (

@@ -205,6 +205,7 @@ async fn submit(
         concurrency: Some(concurrency()),
         tolerate_failures: None,
         time_limit_secs: None,
+        priority: None,
         auto_approve: true,
         continue_draft,
     };

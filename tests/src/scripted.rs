@@ -3,6 +3,10 @@
 //! same answer for the same step (an item's retry, told the previous failure, takes the turns of
 //! `"N@retry"` when the script has them). Every request is logged for assertions.
 //!
+//! A provider's rate limit can be set ([`ScriptedModel::limit_rate`]): requests over it are
+//! answered 429 with `Retry-After`, and the server counts them and the most requests it had in
+//! flight at once.
+//!
 //! A scripted call argument equal to [`RECEIPT_CALL_ID`] is replaced by the call id of the last
 //! receipt the request showed the model (call ids hold the job id, which a script cannot know).
 
@@ -18,6 +22,8 @@ use axum::routing::post;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+mod quota;
 
 /// Stands, in a scripted call's arguments, for the call id of the last receipt shown.
 pub const RECEIPT_CALL_ID: &str = "$receipt_call_id";
@@ -79,6 +85,7 @@ struct Shared {
     log: Arc<Mutex<Vec<LoggedRequest>>>,
     /// While set, every request is answered with this HTTP status (an outage).
     outage: Arc<Mutex<Option<u16>>>,
+    quota: quota::Shared,
 }
 
 /// A running scripted server.
@@ -86,6 +93,7 @@ pub struct ScriptedModel {
     pub base_url: String,
     log: Arc<Mutex<Vec<LoggedRequest>>>,
     outage: Arc<Mutex<Option<u16>>>,
+    quota: quota::Shared,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -94,10 +102,12 @@ impl ScriptedModel {
     pub async fn start(script: Script) -> anyhow::Result<Self> {
         let log = Arc::new(Mutex::new(Vec::new()));
         let outage = Arc::new(Mutex::new(None));
+        let quota = quota::Shared::default();
         let shared = Shared {
             script: Arc::new(script),
             log: Arc::clone(&log),
             outage: Arc::clone(&outage),
+            quota: Arc::clone(&quota),
         };
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
@@ -111,8 +121,25 @@ impl ScriptedModel {
             base_url,
             log,
             outage,
+            quota,
             task,
         })
+    }
+
+    /// Accepts at most `requests` in any `window`, as a provider's rate limit does; the others
+    /// are answered 429 with `Retry-After: retry_after_secs`.
+    pub fn limit_rate(&self, requests: usize, window: Duration, retry_after_secs: u64) {
+        quota::limit(&self.quota, requests, window, retry_after_secs);
+    }
+
+    /// How many requests the rate limit refused (429).
+    pub fn refused(&self) -> usize {
+        quota::refused(&self.quota)
+    }
+
+    /// The most requests the server had in flight at once.
+    pub fn most_in_flight(&self) -> usize {
+        quota::most_in_flight(&self.quota)
     }
 
     /// Answers every request with `status` until [`ScriptedModel::recover`].
@@ -234,6 +261,18 @@ async fn complete(
         let body = json!({"error": {"message": "scripted outage"}});
         return (status, axum::Json(body)).into_response();
     }
+    let _in_flight = match quota::admit(&shared.quota) {
+        Ok(in_flight) => in_flight,
+        Err(retry_after) => {
+            let body = json!({"error": {"message": "Rate limit reached for requests", "type": "requests"}});
+            return (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                [(header::RETRY_AFTER, retry_after.to_string())],
+                axum::Json(body),
+            )
+                .into_response();
+        }
+    };
     let turns = match phase.as_str() {
         "research" => shared.script.research.clone(),
         "plan" => shared.script.plan.clone(),

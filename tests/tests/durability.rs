@@ -431,6 +431,7 @@ async fn a_thousand_jobs_across_three_coordinator_crashes_complete_exactly_once(
             workflow: None,
             batch_id: None,
             time_limit_secs: None,
+            priority: None,
         };
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", id.as_str());

@@ -236,6 +236,7 @@ fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()>
             workflow: None,
             batch_id: None,
             time_limit_secs: None,
+            priority: None,
         };
         let payload = atelier_messages::encode(&submit, atelier_messages::Format::MessagePack)
             .map_err(|e| anyhow::anyhow!("{e}"))?;

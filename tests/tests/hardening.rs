@@ -511,6 +511,7 @@ fn raw_submit(job_id: &str, workbench: &str, model: &str) -> atelier_messages::j
         workflow: None,
         batch_id: None,
         time_limit_secs: None,
+        priority: None,
     }
 }
 

@@ -33,6 +33,7 @@ fn submission(job_id: &str, message: String, workflow: Option<Workflow>) -> JobS
         workflow,
         batch_id: None,
         time_limit_secs: None,
+        priority: None,
     }
 }
 

@@ -4,7 +4,7 @@
 use super::stream::EventAccumulator;
 use super::wire::MessagesBody;
 use crate::AgentError;
-use crate::http::{Auth, ClientOptions, Endpoint};
+use crate::http::{Auth, ClientOptions, Endpoint, estimate_of};
 use crate::provider::{DeltaSink, ModelResponse, PromptStyle};
 use crate::text_tools::ToolMode;
 use crate::turn::{SendTurn, Turn};
@@ -83,7 +83,7 @@ impl SendTurn for AnthropicProvider {
     ) -> Result<ModelResponse, AgentError> {
         let body = MessagesBody::for_turn(&self.model, turn, self.max_tokens);
         self.endpoint
-            .retrying(|| {
+            .retrying(estimate_of(&body, Some(self.max_tokens)), || {
                 self.endpoint
                     .exchange::<EventAccumulator, _>(&body, on_delta)
             })

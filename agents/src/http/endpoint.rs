@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::failure::{Failure, classify_status, retry_after};
 use super::options::{ClientOptions, RetryPolicy};
 use super::sse::SseDecoder;
+use super::{Gate, Permit};
 use crate::AgentError;
 use crate::provider::{DeltaSink, ModelResponse};
 
@@ -85,6 +86,7 @@ pub(crate) struct Endpoint {
     client: reqwest::Client,
     retry: RetryPolicy,
     idle_timeout: Duration,
+    gate: Option<Gate>,
 }
 
 impl Endpoint {
@@ -106,6 +108,7 @@ impl Endpoint {
             client: http_client(options)?,
             retry: options.retry,
             idle_timeout: options.idle_timeout,
+            gate: options.gate.clone(),
         })
     }
 
@@ -125,8 +128,13 @@ impl Endpoint {
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the retries run out; a retryable
-    /// failure waits for its `Retry-After` or a jittered backoff.
-    pub(crate) async fn retrying<F, Fut>(&self, mut attempt: F) -> Result<ModelResponse, AgentError>
+    /// failure waits for its `Retry-After` or a jittered backoff. Each attempt first passes the
+    /// gate, if there is one, as a call of about `estimate` tokens; a 429 slows the gate down.
+    pub(crate) async fn retrying<F, Fut>(
+        &self,
+        estimate: u64,
+        mut attempt: F,
+    ) -> Result<ModelResponse, AgentError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<ModelResponse, Failure>>,
@@ -134,17 +142,20 @@ impl Endpoint {
         let mut retries = 0;
         loop {
             tracing::Span::current().record("attempt", retries + 1);
-            let failure = match attempt().await {
+            let failure = match self.gated(estimate, &mut attempt).await? {
                 Ok(response) => return Ok(response),
                 Err(failure) => failure,
             };
             let Failure::Retryable { error, retry_after } = failure else {
                 return Err(failure.into_error());
             };
+            let delay = retry_after.unwrap_or_else(|| self.retry.backoff(retries));
+            if let (Some(gate), AgentError::RateLimited(_)) = (&self.gate, &error) {
+                gate.0.rate_limited(delay).await;
+            }
             if retries >= self.retry.max_retries {
                 return Err(error);
             }
-            let delay = retry_after.unwrap_or_else(|| self.retry.backoff(retries));
             tracing::debug!(
                 attempt = retries + 1,
                 delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
@@ -154,6 +165,33 @@ impl Endpoint {
             tokio::time::sleep(delay).await;
             retries += 1;
         }
+    }
+
+    /// One attempt, admitted by the gate first when there is one and given back with the
+    /// tokens the provider reported.
+    async fn gated<F, Fut>(
+        &self,
+        estimate: u64,
+        attempt: &mut F,
+    ) -> Result<Result<ModelResponse, Failure>, AgentError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<ModelResponse, Failure>>,
+    {
+        let Some(gate) = &self.gate else {
+            return Ok(attempt().await);
+        };
+        let admitted = Admitted {
+            permit: Some(gate.0.acquire(estimate).await?),
+            gate: gate.clone(),
+        };
+        let outcome = attempt().await;
+        let used = outcome
+            .as_ref()
+            .ok()
+            .map(|response| response.usage.prompt_tokens + response.usage.completion_tokens);
+        admitted.release(used.filter(|used| *used > 0)).await;
+        Ok(outcome)
     }
 
     /// Posts `body` as JSON; a non-success status is a failure carrying the server's message
@@ -268,6 +306,34 @@ impl Endpoint {
         match &self.api_key {
             Some(ApiKey(key)) => text.replace(key.as_str(), "<redacted>"),
             None => text.to_string(),
+        }
+    }
+}
+
+/// An admitted attempt's permit: given back when the attempt ends, and also when the attempt
+/// is dropped midway (its job stopped by a time limit or a cancel), so its slot does not wait
+/// for its lease to lapse.
+struct Admitted {
+    gate: Gate,
+    permit: Option<Permit>,
+}
+
+impl Admitted {
+    async fn release(mut self, used: Option<u64>) {
+        if let Some(permit) = self.permit.take() {
+            self.gate.0.release(permit, used).await;
+        }
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        let gate = self.gate.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { gate.0.release(permit, None).await });
         }
     }
 }

@@ -23,11 +23,13 @@
 //! - `options`: [`ClientOptions`] and [`RetryPolicy`].
 //! - `endpoint`: one endpoint: posting, the retry loop, reading streams and bodies within caps.
 //! - `failure`: whether a failed attempt may be retried; statuses and `Retry-After`.
+//! - `gate`: the profile's limits every attempt waits for ([`ProviderGate`]).
 //! - `sse`: the server-sent-event decoder.
 //! - `test_server` (tests only): a local stand-in for a model server.
 
 mod endpoint;
 mod failure;
+mod gate;
 mod options;
 mod sse;
 #[cfg(test)]
@@ -35,6 +37,8 @@ pub(crate) mod test_server;
 
 pub(crate) use endpoint::{Answer, Auth, Endpoint, WireError};
 pub(crate) use failure::Failure;
+pub(crate) use gate::estimate_of;
+pub use gate::{Gate, Permit, ProviderGate, estimate};
 pub use options::{
     ClientOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, ReasoningEffort, RetryPolicy,
 };

@@ -96,6 +96,8 @@ pub struct ClientOptions {
     pub prompt_style: PromptStyle,
     /// OpenAI protocol: `reasoning_effort` to send (none: the server's default).
     pub reasoning_effort: Option<ReasoningEffort>,
+    /// The limits every attempt waits for (none: sent at once).
+    pub gate: Option<super::Gate>,
 }
 
 impl ClientOptions {
@@ -113,6 +115,7 @@ impl ClientOptions {
             context_tokens: None,
             prompt_style: PromptStyle::Full,
             reasoning_effort: None,
+            gate: None,
         }
     }
 }

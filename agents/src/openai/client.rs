@@ -7,7 +7,7 @@ use super::stream::StreamAccumulator;
 use super::strict::drop_absent;
 use super::wire::ChatBody;
 use crate::AgentError;
-use crate::http::{Auth, ClientOptions, Endpoint, ReasoningEffort};
+use crate::http::{Auth, ClientOptions, Endpoint, ReasoningEffort, estimate_of};
 use crate::provider::{DeltaSink, ModelResponse, PromptStyle};
 use crate::text_tools::ToolMode;
 use crate::turn::{SendTurn, Turn};
@@ -119,7 +119,7 @@ impl SendTurn for OpenAiProvider {
             .with_reasoning_effort(self.reasoning_effort);
         let mut response = self
             .endpoint
-            .retrying(|| {
+            .retrying(estimate_of(&body, self.max_tokens), || {
                 self.endpoint
                     .exchange::<StreamAccumulator, _>(&body, on_delta)
             })

@@ -792,3 +792,76 @@ async fn without_strict_tools_schemas_go_out_as_they_are_and_arguments_untouched
     assert!(query.get("strict").is_none(), "{query}");
     assert_eq!(query["parameters"], strict_request().tools[1].parameters);
 }
+
+/// A gate that records what it was asked, in order.
+#[derive(Default)]
+struct RecordingGate {
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+impl RecordingGate {
+    fn note(&self, what: String) {
+        self.asked.lock().expect("lock").push(what);
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::http::ProviderGate for RecordingGate {
+    async fn acquire(&self, estimate: u64) -> Result<crate::http::Permit, AgentError> {
+        self.note(format!("acquire {estimate}"));
+        Ok(crate::http::Permit {
+            id: "lease".into(),
+            estimate,
+        })
+    }
+
+    async fn release(&self, permit: crate::http::Permit, used: Option<u64>) {
+        self.note(format!("release {} {used:?}", permit.id));
+    }
+
+    async fn rate_limited(&self, retry_after: Duration) {
+        self.note(format!("paused {} ms", retry_after.as_millis()));
+    }
+}
+
+#[tokio::test]
+async fn every_attempt_passes_the_gate_and_a_429_pauses_it() {
+    let (base, _received) = serve(|n| {
+        if n == 0 {
+            status(
+                429,
+                &[("retry-after", "0")],
+                r#"{"error":{"message":"slow down"}}"#,
+            )
+        } else {
+            text_stream()
+        }
+    })
+    .await;
+    let gate = std::sync::Arc::new(RecordingGate::default());
+    let options = ClientOptions {
+        gate: Some(crate::http::Gate(gate.clone())),
+        ..options(Some(KEY), 3)
+    };
+    let provider =
+        OpenAiProvider::new(Flavor::OpenAi, &base, "gpt-4o-mini", options).expect("provider");
+    let (result, _) = run(&provider, &simple_request()).await;
+    assert_eq!(result.expect("completion").content, "Hello world");
+    let asked = gate.asked.lock().expect("lock").clone();
+    // The estimate: the body's bytes over four, and 1,024 for a reply without `max_tokens`.
+    let estimate: u64 = asked[0]
+        .strip_prefix("acquire ")
+        .and_then(|n| n.parse().ok())
+        .expect("an estimate");
+    assert!(estimate > 1024, "{asked:?}");
+    assert_eq!(
+        asked,
+        [
+            format!("acquire {estimate}"),
+            "release lease None".to_string(),
+            "paused 0 ms".to_string(),
+            format!("acquire {estimate}"),
+            "release lease Some(15)".to_string(),
+        ]
+    );
+}

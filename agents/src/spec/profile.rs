@@ -54,6 +54,9 @@ impl ProfileKind {
 /// prompt = "compact"         # full (default) or compact, for small models
 /// reasoning_effort = "low"   # openai / openai-compat reasoning models: minimal, low,
 ///                            # medium or high (default: the server's)
+/// max_concurrent_requests = 4  # over every coordinator of the deployment (default: none)
+/// requests_per_minute = 60     # evenly spaced (default: none)
+/// tokens_per_minute = 200000   # estimated before a call, corrected by its usage (default: none)
 /// ```
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,6 +124,37 @@ pub struct ModelProfile {
     /// default: for models that can afford it.
     #[serde(default)]
     pub summarize_history: bool,
+    /// The most calls in flight to this profile's provider at once, over every coordinator
+    /// of the deployment (default: no limit).
+    #[serde(default)]
+    pub max_concurrent_requests: Option<u32>,
+    /// The most calls started in a minute, over the deployment, evenly spaced (default: no
+    /// limit).
+    #[serde(default)]
+    pub requests_per_minute: Option<u32>,
+    /// The most tokens (prompt and reply) a minute, over the deployment: each call is
+    /// estimated before it is sent (its body's size and `max_tokens`) and corrected by the
+    /// usage the provider reports (default: no limit).
+    #[serde(default)]
+    pub tokens_per_minute: Option<u64>,
+}
+
+/// What a deployment allows a profile's provider, over every coordinator at once (a limit
+/// left out is none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderLimits {
+    pub max_concurrent_requests: Option<u32>,
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u64>,
+}
+
+impl ProviderLimits {
+    /// True when any limit is set.
+    pub fn any(&self) -> bool {
+        self.max_concurrent_requests.is_some()
+            || self.requests_per_minute.is_some()
+            || self.tokens_per_minute.is_some()
+    }
 }
 
 impl std::fmt::Debug for ModelProfile {
@@ -139,11 +173,21 @@ impl std::fmt::Debug for ModelProfile {
             .field("prompt", &self.prompt)
             .field("reasoning_effort", &self.reasoning_effort)
             .field("summarize_history", &self.summarize_history)
+            .field("limits", &self.limits())
             .finish_non_exhaustive()
     }
 }
 
 impl ModelProfile {
+    /// Its limits on the provider.
+    pub fn limits(&self) -> ProviderLimits {
+        ProviderLimits {
+            max_concurrent_requests: self.max_concurrent_requests,
+            requests_per_minute: self.requests_per_minute,
+            tokens_per_minute: self.tokens_per_minute,
+        }
+    }
+
     /// Its key: `api_key`, else the variable `api_key_env` names, else (for an `anthropic`
     /// profile on the default base URL only) `ANTHROPIC_API_KEY`.
     pub(super) fn key(&self) -> Option<String> {

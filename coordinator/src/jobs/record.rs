@@ -53,6 +53,10 @@ pub struct JobRecord {
     /// When the current run left `queued` (none until it does).
     #[serde(default)]
     pub started_at_ms: Option<u64>,
+    /// How soon its model calls go when their profile's limits are saturated (none: `low`
+    /// for a batch's target, else `normal`).
+    #[serde(default)]
+    pub priority: Option<atelier_messages::provider::Priority>,
 }
 
 impl JobRecord {
@@ -97,6 +101,7 @@ impl JobRecord {
             outcome: None,
             time_limit_secs: submit.time_limit_secs.unwrap_or_default(),
             started_at_ms: None,
+            priority: submit.priority,
         }
     }
 

@@ -414,6 +414,7 @@ impl Workbenches {
                 time_limit_secs: time_limit_secs
                     .filter(|secs| *secs > 0)
                     .or(Some(defaults.time_limits.of(None).unwrap_or_default())),
+                priority: None,
             };
             let model = if submit.workflow.is_some() {
                 NO_MODEL.to_string()

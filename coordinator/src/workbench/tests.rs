@@ -325,6 +325,7 @@ fn submit(
         workflow: None,
         batch_id: None,
         time_limit_secs: None,
+        priority: None,
     }
 }
 

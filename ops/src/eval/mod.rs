@@ -113,6 +113,7 @@ async fn run_once(
             approvals: None,
             workflow: None,
             time_limit_secs: None,
+            priority: None,
         })
         .await?;
     let (view, timed_out) = wait_for_end(client, &job_id, args.timeout).await?;

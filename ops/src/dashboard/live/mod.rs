@@ -307,6 +307,16 @@ impl Inner {
                     *elapsed_ms as f64 / 1000.0,
                 );
             }
+            EventKind::ProviderWaiting {
+                profile, reason, ..
+            } => registry.add(
+                metrics::PROVIDER_WAITS,
+                vec![
+                    ("profile", profile.clone()),
+                    ("reason", reason.as_str().to_string()),
+                ],
+                1.0,
+            ),
             EventKind::JobFinished { state, error, .. } => {
                 registry.add(
                     metrics::JOBS_FINISHED,

@@ -193,6 +193,14 @@ impl JobTrace {
                 at_ms: at,
                 text: format!("the model repeated `{tool}` {repeats} times; it was told so"),
             }),
+            EventKind::ProviderWaiting {
+                profile,
+                reason,
+                expected_ms,
+            } => self.push(IoEntry::Warning {
+                at_ms: at,
+                text: provider_waiting(profile, *reason, *expected_ms),
+            }),
             EventKind::JobFinished { state, error, .. } => self.finished(at, *state, error.clone()),
         }
         if self.state.is_none() && !matches!(event.kind, EventKind::JobFinished { .. }) {
@@ -432,4 +440,18 @@ impl JobTrace {
         }
         self.log.push(entry);
     }
+}
+
+/// The trace's line for a model call waiting on its profile's limits.
+fn provider_waiting(
+    profile: &str,
+    reason: atelier_messages::provider::WaitReason,
+    expected_ms: u64,
+) -> String {
+    let about = if expected_ms == 0 {
+        String::new()
+    } else {
+        format!(" (about {:.1} s)", expected_ms as f64 / 1000.0)
+    };
+    format!("model `{profile}`: {}{about}", reason.describe())
 }

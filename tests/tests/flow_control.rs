@@ -1,0 +1,263 @@
+//! Flow control on a model provider: a profile's `max_concurrent_requests`,
+//! `requests_per_minute` and `tokens_per_minute` hold for the whole deployment. Proven on
+//! `atelier up` as the README runs it, with a message batch against a provider that refuses
+//! requests over its rate (a scripted OpenAI-protocol server answering 429 with
+//! `Retry-After`), and on the shared limiter itself with three coordinators' connections to
+//! one real nats-server.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use atelier_coordinator::provider_limits::{Limiters, Place, ProviderLimits};
+use atelier_messages::batch::BatchView;
+use atelier_messages::job::JobView;
+use atelier_messages::provider::Priority;
+use atelier_tests::NatsServer;
+use atelier_tests::scripted::{Script, ScriptedModel};
+use atelier_tests::up::Up;
+use serde_json::json;
+
+/// The workbenches the batch runs over.
+const TARGETS: usize = 6;
+
+/// Each job: one research turn, one plan turn, a write and an answer, a summary; every turn
+/// takes a little while, so calls overlap.
+fn script() -> anyhow::Result<Script> {
+    let turn = |content: &str| json!({"content": content, "delay_ms": 120});
+    Ok(serde_json::from_value(json!({
+        "research": [turn("The workbench is empty.")],
+        "plan": [turn("- [ ] 1. Note — write the note → note.txt")],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "write_text_file", "arguments": {"path": "note.txt", "content": "noted\n"}}], "delay_ms": 120},
+            turn("Wrote note.txt.")
+        ]},
+        "summary": [turn("note.txt holds the note.")]
+    }))?)
+}
+
+/// `atelier up` with `profile` (TOML lines) as the model profile `limited`, and the batch of
+/// one message per workbench `fc-0` … run to its end at `TARGETS` in flight.
+fn run_batch(model: &ScriptedModel, profile: &str) -> anyhow::Result<(Up, BatchView)> {
+    let config_dir = tempfile::tempdir()?;
+    let config = config_dir.path().join("atelier.toml");
+    std::fs::write(&config, model.profile_toml("limited", profile))?;
+    let config = config.to_string_lossy().to_string();
+    let up = Up::start_with(&["--config", &config], &[])?;
+    for index in 0..TARGETS {
+        up.cli_ok(&["wb", "create", &format!("fc-{index}")])?;
+    }
+    let concurrency = TARGETS.to_string();
+    // Exits non-zero unless every target succeeded; the view is printed either way.
+    let out = up.cli(&[
+        "--config",
+        &config,
+        "batch",
+        "submit",
+        "--workbenches",
+        "fc-*",
+        "--message",
+        "Write a note into note.txt.",
+        "--model",
+        "limited",
+        "--concurrency",
+        &concurrency,
+        "--wait",
+        "--json",
+    ])?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let view: BatchView = serde_json::from_str(&stdout).with_context(|| {
+        format!(
+            "batch submit printed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    Ok((up, view))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_within_its_profiles_limits_meets_no_429_where_a_burst_meets_many()
+-> anyhow::Result<()> {
+    // The provider accepts 4 requests in any second and asks the rest to come back in 1 s.
+    let unlimited = ScriptedModel::start(script()?).await?;
+    unlimited.limit_rate(4, Duration::from_secs(1), 1);
+    let (_up, burst) = run_batch(&unlimited, "")?;
+    assert_eq!(burst.counts.total, TARGETS as u64, "{burst:?}");
+    assert!(
+        unlimited.refused() >= 2,
+        "six jobs at once start six research calls: the provider refuses the ones over 4 \
+         (refused {})",
+        unlimited.refused()
+    );
+
+    // The same batch with the provider's limits in the profile: paced, never refused.
+    let limited = ScriptedModel::start(script()?).await?;
+    limited.limit_rate(4, Duration::from_secs(1), 1);
+    let (up, paced) = run_batch(
+        &limited,
+        "max_concurrent_requests = 2\nrequests_per_minute = 180",
+    )?;
+    assert_eq!(paced.counts.succeeded, TARGETS as u64, "{paced:?}");
+    assert_eq!(limited.refused(), 0, "paced to 3 a second, none is refused");
+    assert!(
+        limited.most_in_flight() <= 2,
+        "at most 2 calls in flight, and {} were",
+        limited.most_in_flight()
+    );
+    let calls = limited.requests();
+    assert_eq!(calls.len(), TARGETS * 5, "five calls a job, none retried");
+    // Started 3 a second: any 4 consecutive calls span about a second (a margin for the
+    // scheduling of a busy machine).
+    let mut starts: Vec<Instant> = calls.iter().map(|call| call.at).collect();
+    starts.sort();
+    for window in starts.windows(4) {
+        let span = window[3].duration_since(window[0]);
+        assert!(span >= Duration::from_millis(800), "4 calls in {span:?}");
+    }
+    // The jobs that waited said so in their events.
+    let jobs: Vec<JobView> = serde_json::from_str(&up.cli_ok(&["jobs", "--json"])?)?;
+    let mut waited = 0;
+    for job in &jobs {
+        let events = up.cli_ok(&["watch", &job.job_id, "--json"])?;
+        waited += usize::from(events.contains("\"provider_waiting\""));
+    }
+    assert!(waited > 0, "no job told that it waited for the provider");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_coordinators_share_one_limit() -> anyhow::Result<()> {
+    // Three coordinators' limiters on one nats-server, 10 calls each, all at once: together
+    // at most 2 in flight and one start every 100 ms.
+    let dir = tempfile::tempdir()?;
+    let nats = NatsServer::start(dir.path())?;
+    let limits = ProviderLimits {
+        max_concurrent_requests: Some(2),
+        requests_per_minute: Some(600),
+        tokens_per_minute: None,
+    };
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let starts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut calls = Vec::new();
+    for coordinator in ["c1", "c2", "c3"] {
+        let client = async_nats::connect(&nats.url).await?;
+        let jetstream = async_nats::jetstream::new(client);
+        let limiter = Limiters::open(&jetstream, coordinator, 1)
+            .await?
+            .profile("shared", limits);
+        for _ in 0..10 {
+            let (limiter, in_flight, most, starts) = (
+                limiter.clone(),
+                in_flight.clone(),
+                most.clone(),
+                starts.clone(),
+            );
+            calls.push(tokio::spawn(async move {
+                let place = Place::default();
+                let lease = limiter.acquire(100, &place, |_, _| {}).await?;
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                if let Ok(mut starts) = starts.lock() {
+                    starts.push(Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                limiter.release(&lease, Some(80)).await;
+                anyhow::Ok(())
+            }));
+        }
+    }
+    for call in calls {
+        call.await??;
+    }
+    assert!(most.load(Ordering::SeqCst) <= 2, "{most:?} in flight");
+    let mut starts = starts
+        .lock()
+        .map(|starts| starts.clone())
+        .unwrap_or_default();
+    assert_eq!(starts.len(), 30);
+    starts.sort();
+    // One start every 100 ms: any 5 consecutive ones span 400 ms (less a margin for when a
+    // task records its start).
+    for window in starts.windows(5) {
+        let span = window[4].duration_since(window[0]);
+        assert!(span >= Duration::from_millis(350), "5 starts in {span:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_persons_message_goes_before_a_saturating_batch() -> anyhow::Result<()> {
+    // One call at a time to the provider; a batch of six low-priority targets fills the line,
+    // then a person's message arrives: its calls go first, so it ends long before the batch.
+    let model = ScriptedModel::start(script()?).await?;
+    let config_dir = tempfile::tempdir()?;
+    let config = config_dir.path().join("atelier.toml");
+    std::fs::write(
+        &config,
+        model.profile_toml("limited", "max_concurrent_requests = 1"),
+    )?;
+    let config = config.to_string_lossy().to_string();
+    let up = Up::start_with(&["--config", &config], &[])?;
+    for index in 0..TARGETS {
+        up.cli_ok(&["wb", "create", &format!("fc-{index}")])?;
+    }
+    up.cli_ok(&["wb", "create", "notes"])?;
+    let concurrency = TARGETS.to_string();
+    up.cli_ok(&[
+        "--config",
+        &config,
+        "batch",
+        "submit",
+        "--workbenches",
+        "fc-*",
+        "--message",
+        "Write a note into note.txt.",
+        "--model",
+        "limited",
+        "--concurrency",
+        &concurrency,
+        "--batch-id",
+        "saturating",
+    ])?;
+    // The batch's first calls are in flight and the rest wait.
+    atelier_tests::wait_until(Duration::from_secs(20), || model.requests().len() >= 2)?;
+    let person = up.cli_ok(&[
+        "--config",
+        &config,
+        "submit",
+        "notes",
+        "Write a note into note.txt.",
+        "--model",
+        "limited",
+        "--priority",
+        "high",
+        "--wait",
+        "--json",
+    ])?;
+    let person: JobView = serde_json::from_str(&person)?;
+    assert_eq!(person.priority, Some(Priority::High));
+    // Five calls of its own, each taking the next free slot (the batch's calls in between
+    // only while it thinks): 7 or 8 calls in all when it ends. Waiting its turn among the
+    // batch's calls, it ended after 33 to 35 of the batch's 30 and its own 5.
+    let calls_so_far = model.requests().len();
+    assert!(
+        calls_so_far <= 12,
+        "the person's job ended after {calls_so_far} calls in all"
+    );
+    let status = || -> anyhow::Result<BatchView> {
+        Ok(serde_json::from_str(&up.cli_ok(&[
+            "batch",
+            "status",
+            "saturating",
+            "--json",
+        ])?)?)
+    };
+    atelier_tests::wait_until(Duration::from_secs(60), || {
+        status().is_ok_and(|view| view.counts.succeeded == TARGETS as u64)
+    })?;
+    assert_eq!(model.most_in_flight(), 1);
+    Ok(())
+}
