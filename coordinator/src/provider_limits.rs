@@ -27,11 +27,15 @@ use crate::error::CoordinatorError;
 pub const LEASE_LIFE: Duration = Duration::from_secs(600);
 /// The longest sleep between two looks of a waiting call.
 const LONGEST_NAP: Duration = Duration::from_millis(1000);
-/// The shortest one (a slot in flight may end any moment).
-const SHORTEST_NAP: Duration = Duration::from_millis(50);
+/// How often a call waiting for a slot, or for the calls ahead of it, looks again (a call in
+/// flight may end any moment).
+const SLOT_POLL: Duration = Duration::from_millis(20);
 
 /// A minute, in milliseconds.
 const MINUTE_MS: f64 = 60_000.0;
+/// A pace's next start within this of now counts as now: the clock reads whole milliseconds
+/// (GCRA's burst tolerance, a millisecond's worth).
+const CLOCK_TOLERANCE_MS: f64 = 1.0;
 
 /// What [`admit`] decided.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,7 +81,7 @@ pub fn admit(
     }
     state.waiting.remove(call.lease);
     if let Some(interval) = limits.requests_per_minute.map(|rpm| share(1, rpm.into())) {
-        state.requests_at_ms = (state.requests_at_ms.max(now) as f64 + interval).ceil() as u64;
+        state.requests_at_ms = state.requests_at_ms.max(now as f64) + interval;
     }
     if let Some(interval) = limits.tokens_per_minute.map(|tpm| share(1, tpm)) {
         state.tokens_at_ms = state.tokens_at_ms.max(now as f64) + interval * call.estimate as f64;
@@ -107,12 +111,12 @@ fn over_limits(
     {
         return Some((WaitReason::Concurrency, 0));
     }
-    if limits.requests_per_minute.is_some() && state.requests_at_ms > now {
-        return Some((WaitReason::Requests, state.requests_at_ms - now));
+    let now_f = now as f64 + CLOCK_TOLERANCE_MS;
+    if limits.requests_per_minute.is_some() && state.requests_at_ms > now_f {
+        return Some((WaitReason::Requests, until(state.requests_at_ms, now)));
     }
-    if limits.tokens_per_minute.is_some() && state.tokens_at_ms > now as f64 {
-        let ms = (state.tokens_at_ms - now as f64).ceil() as u64;
-        return Some((WaitReason::Tokens, ms));
+    if limits.tokens_per_minute.is_some() && state.tokens_at_ms > now_f {
+        return Some((WaitReason::Tokens, until(state.tokens_at_ms, now)));
     }
     None
 }
@@ -176,6 +180,11 @@ fn keep_ticket(state: &mut LimiterState, call: &Call<'_>, now: u64) {
             expires_ms: now.saturating_add(millis(TICKET_LIFE)),
         },
     );
+}
+
+/// The whole milliseconds from `now` to `at` (at least 1: `at` is later).
+fn until(at: f64, now: u64) -> u64 {
+    ((at - now as f64).ceil() as u64).max(1)
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -404,9 +413,16 @@ impl ProfileLimiter {
 const WRITE_TRIES: u32 = 20;
 
 /// How long a waiting call sleeps before it looks again.
+/// How long a waiting call sleeps before it looks again: the wait it was told (a pace's next
+/// start, a pause's end), at most [`LONGEST_NAP`]; [`SLOT_POLL`] when it waits for a slot or
+/// its turn. A few milliseconds of jitter keep waiters from looking all at once.
 fn nap(expected_ms: u64) -> Duration {
-    let jitter = now_ms() % 25;
-    Duration::from_millis(expected_ms.saturating_add(jitter)).clamp(SHORTEST_NAP, LONGEST_NAP)
+    let jitter = Duration::from_millis(now_ms() % 5);
+    let wait = match expected_ms {
+        0 => SLOT_POLL,
+        ms => Duration::from_millis(ms).min(LONGEST_NAP),
+    };
+    wait + jitter
 }
 
 fn nats<E: std::fmt::Display>(context: &'static str) -> impl FnOnce(E) -> CoordinatorError {

@@ -81,9 +81,9 @@ pub struct Ticket {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LimiterState {
     pub v: u16,
-    /// When the next request may start (ms since the epoch).
+    /// When the next request may start (ms since the epoch, fractional).
     #[serde(default)]
-    pub requests_at_ms: u64,
+    pub requests_at_ms: f64,
     /// When the next tokens may be spent (ms since the epoch, fractional).
     #[serde(default)]
     pub tokens_at_ms: f64,
@@ -102,7 +102,7 @@ impl Default for LimiterState {
     fn default() -> Self {
         Self {
             v: PROTOCOL_VERSION,
-            requests_at_ms: 0,
+            requests_at_ms: 0.0,
             tokens_at_ms: 0.0,
             paused_until_ms: 0,
             leases: BTreeMap::new(),
