@@ -15,7 +15,7 @@ use atelier_coordinator::jobs::Jobs;
 use atelier_coordinator::replication::ReplicationSettings;
 use atelier_coordinator::replication::ownership::{Ownership, take_store};
 use atelier_coordinator::storage::Storage;
-use common::nats_server;
+use common::{nats_server, percentile};
 
 mod common;
 
@@ -55,12 +55,6 @@ fn concurrent(storage: &Storage, entry: &serde_json::Value) -> f64 {
 }
 
 const STEPS: usize = 2_000;
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[index]
-}
 
 fn report(name: &str, samples: &mut [Duration]) -> (Duration, Duration) {
     let p50 = percentile(samples, 0.50);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, kv};
 use atelier_agents::spec::ProviderLimits;
 use atelier_coordinator::provider_limits::{Limiters, Place, ProfileLimiter};
-use common::nats_server;
+use common::{nats_server, percentile};
 
 mod common;
 
@@ -24,15 +24,9 @@ const CALLS: usize = 1_000;
 const CALLERS: usize = 8;
 const EACH: usize = 125;
 
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[index]
-}
-
+/// Prints the p50 and p99 of `samples`; the p50.
 fn report(name: &str, samples: &mut [Duration]) -> Duration {
-    let p50 = percentile(samples, 0.50);
-    let p99 = percentile(samples, 0.99);
+    let (p50, p99) = (percentile(samples, 0.50), percentile(samples, 0.99));
     println!(
         "{name:<34} p50 {:>7.3} ms   p99 {:>7.3} ms",
         p50.as_secs_f64() * 1e3,

@@ -37,35 +37,59 @@ fn script() -> anyhow::Result<Script> {
     }))?)
 }
 
-/// `atelier up` with `profile` (TOML lines) as the model profile `limited`, and the batch of
-/// one message per workbench `fc-0` … run to its end at `TARGETS` in flight.
-fn run_batch(model: &ScriptedModel, profile: &str) -> anyhow::Result<(Up, BatchView)> {
-    let config_dir = tempfile::tempdir()?;
-    let config = config_dir.path().join("atelier.toml");
-    std::fs::write(&config, model.profile_toml("limited", profile))?;
-    let config = config.to_string_lossy().to_string();
-    let up = Up::start_with(&["--config", &config], &[])?;
-    for index in 0..TARGETS {
-        up.cli_ok(&["wb", "create", &format!("fc-{index}")])?;
+/// `atelier up` with `profile` (TOML lines) as the model profile `limited` of `model`, and
+/// the workbenches `fc-0` … of the batch.
+struct Limited {
+    up: Up,
+    config: String,
+    _config_dir: tempfile::TempDir,
+}
+
+impl Limited {
+    fn start(model: &ScriptedModel, profile: &str) -> anyhow::Result<Self> {
+        let config_dir = tempfile::tempdir()?;
+        let config = config_dir.path().join("atelier.toml");
+        std::fs::write(&config, model.profile_toml("limited", profile))?;
+        let config = config.to_string_lossy().to_string();
+        let up = Up::start_with(&["--config", &config], &[])?;
+        for index in 0..TARGETS {
+            up.cli_ok(&["wb", "create", &format!("fc-{index}")])?;
+        }
+        Ok(Self {
+            up,
+            config,
+            _config_dir: config_dir,
+        })
     }
-    let concurrency = TARGETS.to_string();
+
+    /// `batch submit` of one message per workbench, `TARGETS` in flight, with `extra`
+    /// arguments.
+    fn submit_batch(&self, extra: &[&str]) -> anyhow::Result<std::process::Output> {
+        let concurrency = TARGETS.to_string();
+        let mut args = vec![
+            "--config",
+            &self.config,
+            "batch",
+            "submit",
+            "--workbenches",
+            "fc-*",
+            "--message",
+            "Write a note into note.txt.",
+            "--model",
+            "limited",
+            "--concurrency",
+            &concurrency,
+        ];
+        args.extend_from_slice(extra);
+        self.up.cli(&args)
+    }
+}
+
+/// The batch run to its end against `model` with `profile`.
+fn run_batch(model: &ScriptedModel, profile: &str) -> anyhow::Result<(Up, BatchView)> {
+    let limited = Limited::start(model, profile)?;
     // Exits non-zero unless every target succeeded; the view is printed either way.
-    let out = up.cli(&[
-        "--config",
-        &config,
-        "batch",
-        "submit",
-        "--workbenches",
-        "fc-*",
-        "--message",
-        "Write a note into note.txt.",
-        "--model",
-        "limited",
-        "--concurrency",
-        &concurrency,
-        "--wait",
-        "--json",
-    ])?;
+    let out = limited.submit_batch(&["--wait", "--json"])?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let view: BatchView = serde_json::from_str(&stdout).with_context(|| {
         format!(
@@ -73,7 +97,7 @@ fn run_batch(model: &ScriptedModel, profile: &str) -> anyhow::Result<(Up, BatchV
             String::from_utf8_lossy(&out.stderr)
         )
     })?;
-    Ok((up, view))
+    Ok((limited.up, view))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -193,40 +217,16 @@ async fn a_persons_message_goes_before_a_saturating_batch() -> anyhow::Result<()
     // One call at a time to the provider; a batch of six low-priority targets fills the line,
     // then a person's message arrives: its calls go first, so it ends long before the batch.
     let model = ScriptedModel::start(script()?).await?;
-    let config_dir = tempfile::tempdir()?;
-    let config = config_dir.path().join("atelier.toml");
-    std::fs::write(
-        &config,
-        model.profile_toml("limited", "max_concurrent_requests = 1"),
-    )?;
-    let config = config.to_string_lossy().to_string();
-    let up = Up::start_with(&["--config", &config], &[])?;
-    for index in 0..TARGETS {
-        up.cli_ok(&["wb", "create", &format!("fc-{index}")])?;
-    }
+    let limited = Limited::start(&model, "max_concurrent_requests = 1")?;
+    let (up, config) = (&limited.up, &limited.config);
     up.cli_ok(&["wb", "create", "notes"])?;
-    let concurrency = TARGETS.to_string();
-    up.cli_ok(&[
-        "--config",
-        &config,
-        "batch",
-        "submit",
-        "--workbenches",
-        "fc-*",
-        "--message",
-        "Write a note into note.txt.",
-        "--model",
-        "limited",
-        "--concurrency",
-        &concurrency,
-        "--batch-id",
-        "saturating",
-    ])?;
+    let submitted = limited.submit_batch(&["--batch-id", "saturating"])?;
+    assert!(submitted.status.success(), "{submitted:?}");
     // The batch's first calls are in flight and the rest wait.
     atelier_tests::wait_until(Duration::from_secs(20), || model.requests().len() >= 2)?;
     let person = up.cli_ok(&[
         "--config",
-        &config,
+        config,
         "submit",
         "notes",
         "Write a note into note.txt.",

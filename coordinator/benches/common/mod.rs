@@ -1,4 +1,4 @@
-//! What the coordinator's benches share: a local nats-server.
+//! What the coordinator's benches share: a local nats-server, percentiles.
 #![allow(clippy::expect_used)]
 
 use std::path::Path;
@@ -49,4 +49,11 @@ pub fn nats_server(dir: &Path, sync_always: bool) -> (Server, String) {
         std::thread::sleep(Duration::from_millis(50));
     }
     (Server(child), format!("nats://127.0.0.1:{port}"))
+}
+
+/// The `p` percentile (0–1) of `samples` (sorted in place).
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[index]
 }
