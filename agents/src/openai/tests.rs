@@ -235,20 +235,22 @@ async fn openai_accepts_a_non_streaming_json_answer() {
     assert_eq!(response.usage.completion_tokens, 2);
 }
 
+/// The first request refused for the rate (429, `Retry-After: 0`), the others answered.
+fn refused_once_then_streams(n: usize) -> Response {
+    if n == 0 {
+        status(
+            429,
+            &[("retry-after", "0")],
+            r#"{"error":{"message":"slow down"}}"#,
+        )
+    } else {
+        text_stream()
+    }
+}
+
 #[tokio::test]
 async fn openai_retries_429_honouring_retry_after() {
-    let (base, received) = serve(|n| {
-        if n == 0 {
-            status(
-                429,
-                &[("retry-after", "0")],
-                r#"{"error":{"message":"slow down"}}"#,
-            )
-        } else {
-            text_stream()
-        }
-    })
-    .await;
+    let (base, received) = serve(refused_once_then_streams).await;
     let (result, _) = run(&provider(&base, 3), &simple_request()).await;
     assert_eq!(result.expect("completion").content, "Hello world");
     assert_eq!(received.count(), 2);
@@ -826,18 +828,7 @@ impl crate::http::ProviderGate for RecordingGate {
 
 #[tokio::test]
 async fn every_attempt_passes_the_gate_and_a_429_pauses_it() {
-    let (base, _received) = serve(|n| {
-        if n == 0 {
-            status(
-                429,
-                &[("retry-after", "0")],
-                r#"{"error":{"message":"slow down"}}"#,
-            )
-        } else {
-            text_stream()
-        }
-    })
-    .await;
+    let (base, _received) = serve(refused_once_then_streams).await;
     let gate = std::sync::Arc::new(RecordingGate::default());
     let options = ClientOptions {
         gate: Some(crate::http::Gate(gate.clone())),
