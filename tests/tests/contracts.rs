@@ -577,7 +577,8 @@ async fn a_copy_left_beside_its_original_is_told_once() -> anyhow::Result<()> {
         .unwrap_or_default();
     assert!(
         retry.contains(
-            "archive/penguins.csv has the bytes of penguins.csv, which the draft still has"
+            "archive/penguins.csv holds what penguins.csv holds, and the draft still has \
+             penguins.csv"
         ),
         "{retry}"
     );
@@ -592,6 +593,20 @@ async fn a_copy_left_beside_its_original_is_told_once() -> anyhow::Result<()> {
     .await?;
     assert_eq!(copied.state, JobState::Succeeded, "{copied:?}");
     assert_eq!(draft_text(&cluster, "archive/penguins.csv")?, copy_text);
+    // Told, the retry writes the copy again and answers as before (the small model's way):
+    // neither a move nor a copy it stands by, so the item is not done.
+    let again = json!([write("archive/penguins.csv", &copy_text), {"content": "Moved it."}]);
+    let (_model, _cluster, kept) = run_with(
+        script_of(again)?,
+        "Move penguins.csv to archive/penguins.csv.",
+        &approve,
+    )
+    .await?;
+    let failure = not_done_after_its_retry(&kept);
+    assert!(
+        failure.contains("the retry neither removed penguins.csv"),
+        "{failure}"
+    );
     Ok(())
 }
 

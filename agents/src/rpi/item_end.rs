@@ -190,15 +190,31 @@ pub(super) fn copy_left(
         })
 }
 
-/// The retry told about a copy the item left: a move removes its original; a copy asked for
-/// answers that no change is needed (the item is done on that answer).
-pub(super) fn copy_told(copy: &str, original: &str) -> Failure {
+/// How an item that left `copy` beside `original` ends: told once (a move removes its
+/// original; a copy asked for answers that no change is needed, `done.no_change`); after that,
+/// done only on that answer, else not done for good. `None`: done.
+pub(super) fn copy_kept(
+    copy: &str,
+    original: &str,
+    told_before: bool,
+    done: &Done,
+) -> Option<Failure> {
     let marker = prompts::NO_CHANGE_MARKER;
-    not_done(format!(
-        "{LEFT_A_COPY}: {copy} has the bytes of {original}, which the draft still has. If the \
-         task moves or renames {original}, delete it (`delete_file`); if the task asks for a \
-         copy, answer `{marker}` and why"
-    ))
+    if !told_before {
+        return Some(not_done(format!(
+            "{LEFT_A_COPY}: {copy} holds what {original} holds, and the draft still has \
+             {original}. If the task moves or renames {original}, delete it (`delete_file`); if \
+             the task asks for a copy, answer `{marker}` and why"
+        )));
+    }
+    done.no_change.is_none().then(|| Failure {
+        code: Some(ErrorCode::ItemNotDone),
+        reason: format!(
+            "{LEFT_A_COPY} again: {copy} holds what {original} holds, and the retry neither \
+             removed {original} nor answered `{marker}` that the task asks for a copy"
+        ),
+        retry: false,
+    })
 }
 
 #[cfg(test)]

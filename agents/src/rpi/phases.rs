@@ -13,7 +13,7 @@ use tracing::{Instrument, info_span};
 use super::contracts::{BROKEN_CONTRACT, ItemBefore, WorkbooksBefore};
 use super::driver::Driver;
 use super::item_end::{
-    Answered, Done, Failure, ItemOutcome, LEFT_A_COPY, answered_item, changed_paths, copy_told,
+    Answered, Done, Failure, ItemOutcome, LEFT_A_COPY, answered_item, changed_paths, copy_kept,
     wrote_without_data,
 };
 use super::prompts::{self, ItemContext};
@@ -471,10 +471,10 @@ impl Driver<'_> {
         let copy_told_before = attempt
             .previous
             .is_some_and(|failure| failure.reason.starts_with(LEFT_A_COPY));
-        if !copy_told_before
-            && let Some((copy, original)) = self.copy_left(&attempt.before.files, &prefix).await?
+        if let Some((copy, original)) = self.copy_left(&attempt.before.files, &prefix).await?
+            && let Some(failure) = copy_kept(&copy, &original, copy_told_before, &done)
         {
-            return Ok(Err(copy_told(&copy, &original)));
+            return Ok(Err(failure));
         }
         let files: Vec<String> = attempt.before.files.keys().cloned().collect();
         let start = ItemBefore {
