@@ -373,10 +373,13 @@ async fn wrong_drafts_fail_the_checks_they_break() -> anyhow::Result<()> {
             json!([{"name": "delete_file", "arguments": {"path": "launch_plan.csv"}}]),
             vec![("file_absent", false), ("file_unchanged", false)],
         ),
-        // Every milestone exported instead of the planned ones.
+        // The planned milestones and one more exported (a filter too wide; the whole file
+        // exported would be a copy of it, which the engine tells the item before the draft
+        // is scored).
         (
             "launch-planned",
-            json!([{"name": "table_export", "arguments": {"path": "launch_plan.csv", "target_path": "planned.csv", "format": "csv"}}]),
+            json!([{"name": "table_export", "arguments": {"path": "launch_plan.csv", "target_path": "planned.csv", "format": "csv",
+                "query": "SELECT * FROM data WHERE Status = 'Planned' OR Owner = 'Ethan Park'"}}]),
             vec![
                 ("csv_rows", false),
                 ("file_contains", true),
