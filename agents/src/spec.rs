@@ -302,6 +302,12 @@ pub fn check(spec: &str, settings: &ProviderSettings) -> Result<ModelSpec, Agent
                      openai-compat profiles support: remove it"
                 )));
             }
+            if let Some(limit) = profile.limits().zero() {
+                return Err(AgentError::NotConfigured(format!(
+                    "model profile `{name}` sets {limit} = 0, which would never call the \
+                     provider: set at least 1, or leave it out for no limit"
+                )));
+            }
         }
         ModelSpec::OpenAiCompat { base_url, .. } => {
             url_check::check_adhoc_url(base_url, settings.allow_adhoc_urls).map_err(refuse)?;
@@ -661,6 +667,17 @@ mod tests {
         let code = |spec: &str| check(spec, &settings).err().map(|e| e.code());
         assert_eq!(code("nope"), Some(ErrorCode::ModelNotAllowed));
         assert_eq!(code("broken"), Some(ErrorCode::ProviderNotConfigured));
+        // A limit of 0 would never call the provider: refused, with the setting named.
+        let mut stalled = settings.clone();
+        let mut zero = profile(ProfileKind::OpenAi, None);
+        zero.requests_per_minute = Some(0);
+        stalled.profiles.insert("zero".into(), zero);
+        let refused = check("zero", &stalled).expect_err("a zero limit");
+        assert_eq!(refused.code(), ErrorCode::ProviderNotConfigured);
+        assert!(
+            refused.to_string().contains("requests_per_minute = 0"),
+            "{refused}"
+        );
         // The ones to offer leave the broken one out.
         let usable: Vec<(&str, &str)> = settings
             .usable_profiles()

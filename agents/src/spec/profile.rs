@@ -149,6 +149,24 @@ pub struct ProviderLimits {
 }
 
 impl ProviderLimits {
+    /// The name of a limit set to 0, if one is.
+    pub fn zero(&self) -> Option<&'static str> {
+        [
+            (
+                "max_concurrent_requests",
+                self.max_concurrent_requests.map(u64::from),
+            ),
+            (
+                "requests_per_minute",
+                self.requests_per_minute.map(u64::from),
+            ),
+            ("tokens_per_minute", self.tokens_per_minute),
+        ]
+        .into_iter()
+        .find(|(_, limit)| *limit == Some(0))
+        .map(|(name, _)| name)
+    }
+
     /// True when any limit is set.
     pub fn any(&self) -> bool {
         self.max_concurrent_requests.is_some()
