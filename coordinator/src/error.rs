@@ -35,6 +35,12 @@ impl CoordinatorError {
             other => ErrorBody::new(ErrorCode::Internal, other.to_string()),
         }
     }
+
+    /// A NATS failure while doing `context` (`reading the store claim: …`), as `map_err` takes
+    /// it.
+    pub(crate) fn nats<E: std::fmt::Display>(context: &str) -> impl FnOnce(E) -> Self + '_ {
+        move |error| CoordinatorError::Nats(format!("{context}: {error}"))
+    }
 }
 
 impl From<CoordinatorError> for ErrorBody {

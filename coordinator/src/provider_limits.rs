@@ -242,7 +242,7 @@ impl Limiters {
                 ..Default::default()
             })
             .await
-            .map_err(nats("the provider limits bucket"))?;
+            .map_err(CoordinatorError::nats("the provider limits bucket"))?;
         Ok(Self {
             kv,
             instance: format!("{instance}-{}-{}", std::process::id(), now_ms()),
@@ -372,7 +372,7 @@ impl ProfileLimiter {
             .kv
             .entry(&self.profile)
             .await
-            .map_err(nats("reading a provider limiter"))?;
+            .map_err(CoordinatorError::nats("reading a provider limiter"))?;
         let live = entry.filter(|entry| entry.operation == kv::Operation::Put);
         let revision = live.as_ref().map(|entry| entry.revision);
         let mut state = live
@@ -423,10 +423,6 @@ fn nap(expected_ms: u64) -> Duration {
         ms => Duration::from_millis(ms).min(LONGEST_NAP),
     };
     wait + jitter
-}
-
-fn nats<E: std::fmt::Display>(context: &'static str) -> impl FnOnce(E) -> CoordinatorError {
-    move |error| CoordinatorError::Nats(format!("{context}: {error}"))
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ pub async fn claim_own_store(
             ..Default::default()
         })
         .await
-        .map_err(nats("the store claims bucket"))?;
+        .map_err(CoordinatorError::nats("the store claims bucket"))?;
     let mine = StoreClaim {
         v: PROTOCOL_VERSION,
         coordinator: coordinator.to_string(),
@@ -199,7 +199,7 @@ async fn try_take(kv: &kv::Store, mine: &StoreClaim) -> Result<Look<u64>, Coordi
     match kv.create(OWN_STORE_KEY, value(mine)?).await {
         Ok(revision) => return Ok(Look::Done(revision)),
         Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {}
-        Err(error) => return Err(nats("claiming the deployment")(error)),
+        Err(error) => return Err(CoordinatorError::nats("claiming the deployment")(error)),
     }
     match holder(kv).await? {
         // It lapsed between the two calls: create it again.
@@ -208,7 +208,7 @@ async fn try_take(kv: &kv::Store, mine: &StoreClaim) -> Result<Look<u64>, Coordi
             .update(OWN_STORE_KEY, value(mine)?, revision)
             .await
             .map(Look::Done)
-            .map_err(nats("taking back this store's claim")),
+            .map_err(CoordinatorError::nats("taking back this store's claim")),
         Some((holder, _)) => Ok(Look::Held(describe(&holder))),
     }
 }
@@ -229,7 +229,7 @@ async fn renew(kv: kv::Store, mut mine: StoreClaim, mut revision: u64, lost: wat
                 );
                 try_take(&kv, &mine).await
             }
-            Err(error) => Err(nats("renewing the store claim")(error)),
+            Err(error) => Err(CoordinatorError::nats("renewing the store claim")(error)),
         };
         match renewed {
             Ok(Look::Done(next)) => revision = next,
@@ -249,7 +249,7 @@ async fn holder(kv: &kv::Store) -> Result<Option<(StoreClaim, u64)>, Coordinator
     let entry = kv
         .entry(OWN_STORE_KEY)
         .await
-        .map_err(nats("reading the store claim"))?;
+        .map_err(CoordinatorError::nats("reading the store claim"))?;
     Ok(entry
         .filter(|entry| entry.operation == kv::Operation::Put)
         .map(|entry| {
@@ -274,7 +274,10 @@ fn unreadable() -> StoreClaim {
 /// The owner of a live shard lease, if any.
 async fn a_leased_shard(leases: &kv::Store) -> Result<Option<String>, CoordinatorError> {
     use futures::StreamExt;
-    let mut keys = leases.keys().await.map_err(nats("listing shard leases"))?;
+    let mut keys = leases
+        .keys()
+        .await
+        .map_err(CoordinatorError::nats("listing shard leases"))?;
     while let Some(key) = keys.next().await {
         let Ok(key) = key else { continue };
         if let Ok(Some(entry)) = leases.entry(&key).await
@@ -319,8 +322,4 @@ fn host_name() -> String {
         .map(|name| name.trim().to_string())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
-}
-
-fn nats<E: std::fmt::Display>(context: &'static str) -> impl FnOnce(E) -> CoordinatorError {
-    move |error| CoordinatorError::Nats(format!("{context}: {error}"))
 }

@@ -20,7 +20,7 @@ use atelier_messages::subjects::shard;
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode};
 use futures::StreamExt;
 
-use super::{Checked, Position, RESERVED_TREE_PREFIX, ReplicationSettings, nats_error};
+use super::{Checked, Position, RESERVED_TREE_PREFIX, ReplicationSettings};
 use crate::error::CoordinatorError;
 
 /// The changelog stream.
@@ -61,7 +61,7 @@ impl Changelog {
                 ..Default::default()
             })
             .await
-            .map_err(|error| nats_error("the changelog stream")(error.to_string()))?;
+            .map_err(CoordinatorError::nats("the changelog stream"))?;
         Ok(Self {
             jetstream: jetstream.clone(),
             stream,
@@ -77,7 +77,7 @@ impl Changelog {
         {
             Ok(message) => Ok(message.sequence),
             Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
-            Err(error) => Err(nats_error("reading the changelog")(error.to_string())),
+            Err(error) => Err(CoordinatorError::nats("reading the changelog")(error)),
         }
     }
 
@@ -97,7 +97,7 @@ impl Changelog {
                     return Ok(deployment.shards);
                 }
                 Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {}
-                Err(error) => return Err(nats_error("reading the deployment")(error.to_string())),
+                Err(error) => return Err(CoordinatorError::nats("reading the deployment")(error)),
             }
             let deployment = Deployment {
                 v: PROTOCOL_VERSION,
@@ -110,14 +110,14 @@ impl Changelog {
                 .jetstream
                 .send_publish(shard::DEPLOYMENT, message)
                 .await
-                .map_err(|error| nats_error("recording the deployment")(error.to_string()))?
+                .map_err(CoordinatorError::nats("recording the deployment"))?
                 .await;
             match published {
                 Ok(_) => return Ok(proposed),
                 // Another coordinator recorded it first: read it.
                 Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {}
                 Err(error) => {
-                    return Err(nats_error("recording the deployment")(error.to_string()));
+                    return Err(CoordinatorError::nats("recording the deployment")(error));
                 }
             }
         }
@@ -150,7 +150,7 @@ impl Changelog {
                     ),
                 ));
             }
-            nats_error("appending to the changelog")(error.to_string())
+            CoordinatorError::nats("appending to the changelog")(error)
         };
         let ack = self
             .jetstream
@@ -172,7 +172,7 @@ impl Changelog {
             .filter(shard::log(shard))
             .sequence(upto)
             .await
-            .map_err(|error| nats_error("trimming the changelog")(error.to_string()))?;
+            .map_err(CoordinatorError::nats("trimming the changelog"))?;
         Ok(purged.purged)
     }
 
@@ -192,15 +192,14 @@ impl Changelog {
             let mut messages = self.messages_after(shard, position.seq).await?;
             while last < until {
                 let Some(message) = messages.next().await else {
-                    return Err(nats_error("replaying the changelog")(
+                    return Err(CoordinatorError::nats("replaying the changelog")(
                         "the stream ended early".to_string(),
                     ));
                 };
-                let message =
-                    message.map_err(|error| nats_error("replaying")(error.to_string()))?;
+                let message = message.map_err(CoordinatorError::nats("replaying"))?;
                 let seq = message
                     .info()
-                    .map_err(|error| nats_error("replaying")(error.to_string()))?
+                    .map_err(CoordinatorError::nats("replaying"))?
                     .stream_sequence;
                 last = seq;
                 let checked = check(&message.payload, shard, position.epoch).unwrap_or_else(|refusal| {
@@ -257,11 +256,11 @@ impl Changelog {
                 ..Default::default()
             })
             .await
-            .map_err(|error| nats_error("reading the changelog")(error.to_string()))?;
+            .map_err(CoordinatorError::nats("reading the changelog"))?;
         consumer
             .messages()
             .await
-            .map_err(|error| nats_error("reading the changelog")(error.to_string()))
+            .map_err(CoordinatorError::nats("reading the changelog"))
     }
 }
 

@@ -8,7 +8,7 @@ use async_nats::jetstream::{self, kv};
 use atelier_messages::shard::ShardLease;
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode, now_ms};
 
-use super::{ReplicationSettings, nats_error};
+use super::ReplicationSettings;
 use crate::error::CoordinatorError;
 use atelier_messages::subjects::shard;
 
@@ -48,7 +48,7 @@ impl Leases {
                 "Atelier shard leases: one owner per shard",
             ))
             .await
-            .map_err(|error| nats_error("the shard leases bucket")(error.to_string()))?;
+            .map_err(CoordinatorError::nats("the shard leases bucket"))?;
         Ok(Self {
             kv,
             owner: owner.to_string(),
@@ -76,7 +76,7 @@ impl Leases {
                 revision,
             })),
             Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
-            Err(error) => Err(nats_error("acquiring a shard lease")(error.to_string())),
+            Err(error) => Err(CoordinatorError::nats("acquiring a shard lease")(error)),
         }
     }
 
@@ -95,7 +95,7 @@ impl Leases {
             Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                 Err(lost(lease))
             }
-            Err(error) => Err(nats_error("renewing a shard lease")(error.to_string())),
+            Err(error) => Err(CoordinatorError::nats("renewing a shard lease")(error)),
         }
     }
 
@@ -104,7 +104,7 @@ impl Leases {
         self.kv
             .delete_expect_revision(shard::key(lease.shard), Some(lease.revision))
             .await
-            .map_err(|error| nats_error("releasing a shard lease")(error.to_string()))
+            .map_err(CoordinatorError::nats("releasing a shard lease"))
     }
 
     /// Changes of `shard`'s lease from now on (renewed, released, taken).
@@ -112,7 +112,7 @@ impl Leases {
         self.kv
             .watch(shard::key(shard))
             .await
-            .map_err(|error| nats_error("watching a shard lease")(error.to_string()))
+            .map_err(CoordinatorError::nats("watching a shard lease"))
     }
 
     /// Changes of every shard's lease from now on.
@@ -120,7 +120,7 @@ impl Leases {
         self.kv
             .watch_all()
             .await
-            .map_err(|error| nats_error("watching the shard leases")(error.to_string()))
+            .map_err(CoordinatorError::nats("watching the shard leases"))
     }
 
     /// Who holds `shard` now, if anyone.
@@ -129,7 +129,7 @@ impl Leases {
             .kv
             .entry(shard::key(shard))
             .await
-            .map_err(|error| nats_error("reading a shard lease")(error.to_string()))?;
+            .map_err(CoordinatorError::nats("reading a shard lease"))?;
         let Some(entry) = entry.filter(|entry| entry.operation == kv::Operation::Put) else {
             return Ok(None);
         };

@@ -211,10 +211,6 @@ impl ReplicationSettings {
     }
 }
 
-fn nats_error(context: &str) -> impl FnOnce(String) -> crate::error::CoordinatorError + '_ {
-    move |error| crate::error::CoordinatorError::Nats(format!("{context}: {error}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

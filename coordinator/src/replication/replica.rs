@@ -22,7 +22,7 @@ use sled::Transactional;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::snapshot_file::{Reading, SnapshotFile, SnapshotHeader, Writer, apply_records};
-use super::{Checked, Position, RESERVED_TREE_PREFIX, ReplicationSettings, nats_error};
+use super::{Checked, Position, RESERVED_TREE_PREFIX, ReplicationSettings};
 use crate::error::{CoordinatorError, io_error};
 
 /// The tree holding the store's position.
@@ -197,7 +197,7 @@ impl Snapshots {
         };
         let store = atelier_transport::blobs::object_store_or_create(jetstream, config)
             .await
-            .map_err(|error| nats_error("the snapshots bucket")(error.to_string()))?;
+            .map_err(CoordinatorError::nats("the snapshots bucket"))?;
         Ok(Self { store })
     }
 
@@ -216,7 +216,7 @@ impl Snapshots {
         self.store
             .put(meta, &mut content)
             .await
-            .map_err(|error| nats_error("storing a snapshot")(error.to_string()))?;
+            .map_err(CoordinatorError::nats("storing a snapshot"))?;
         for older in self.names(file.header.shard).await? {
             if older < name
                 && let Err(error) = self.store.delete(&older).await
@@ -230,7 +230,7 @@ impl Snapshots {
     /// The names of `shard`'s snapshots, oldest first.
     pub async fn names(&self, shard: u32) -> Result<Vec<String>, CoordinatorError> {
         let prefix = shard::snapshot_prefix(shard);
-        let listing = |error: String| nats_error("listing snapshots")(error);
+        let listing = |error: String| CoordinatorError::nats("listing snapshots")(error);
         let mut names: Vec<String> = match self.store.list().await {
             Ok(list) => {
                 list.map_err(|error| listing(error.to_string()))
@@ -262,7 +262,7 @@ impl Snapshots {
         let mut object = match self.store.get(&latest).await {
             Ok(object) => object,
             Err(error) if error.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(nats_error("reading a snapshot")(error.to_string())),
+            Err(error) => return Err(CoordinatorError::nats("reading a snapshot")(error)),
         };
         let expected = object.info.metadata.get(DIGEST_KEY).cloned();
         tokio::fs::create_dir_all(dir)
