@@ -1,7 +1,7 @@
 //! An item that leaves a copy of a file it found beside the original: a copy asked for, or a
 //! move that forgot to remove the original (a small model reads the file and writes its text
 //! to the new path). The engine cannot tell which from the draft, so the item is told once
-//! ([`super::item_end::copy_told`]): a move deletes the original, a copy answers that no
+//! ([`super::item_end::copy_kept`]): a move deletes the original, a copy answers that no
 //! change is needed.
 //!
 //! A copy is a file the item added whose bytes are those of a file it found unchanged, or,
@@ -21,21 +21,17 @@ const COMPARED: usize = 4;
 
 impl Driver<'_> {
     /// A file the item added that copies one it found (`before`: path → digest at the item's
-    /// start) and left unchanged, as `(copy, original)`.
+    /// start) and left unchanged, among the draft's `files`, as `(copy, original)`.
     pub(super) async fn copy_left(
         &self,
         before: &BTreeMap<String, String>,
+        files: &[ManifestEntry],
         prefix: &str,
     ) -> Result<Option<(String, String)>, AgentError> {
-        let files = self.host.files().await?;
-        let digests: BTreeMap<String, String> = files
-            .iter()
-            .map(|file| (file.path.clone(), file.digest.clone()))
-            .collect();
-        if let Some(exact) = item_end::copy_left(before, &digests) {
+        if let Some(exact) = item_end::copy_left(before, &item_end::digests(files)) {
             return Ok(Some(exact));
         }
-        for (index, (copy, original)) in text_pairs(before, &files)
+        for (index, (copy, original)) in text_pairs(before, files)
             .into_iter()
             .take(COMPARED)
             .enumerate()

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use atelier_messages::ErrorCode;
 use atelier_messages::outcome::JobOutcome;
+use atelier_messages::store::ManifestEntry;
 
 use super::prompts::{self, item_failure};
 use super::steps::Calls;
@@ -140,6 +141,14 @@ fn first_line(text: &str) -> String {
     line.trim().chars().take(120).collect()
 }
 
+/// The files as path → digest.
+pub(super) fn digests(files: &[ManifestEntry]) -> BTreeMap<String, String> {
+    files
+        .iter()
+        .map(|file| (file.path.clone(), file.digest.clone()))
+        .collect()
+}
+
 /// The paths whose digest differs between `before` and `after` (added, modified or deleted),
 /// sorted.
 pub(super) fn changed_paths(
@@ -148,6 +157,12 @@ pub(super) fn changed_paths(
 ) -> Vec<String> {
     JobOutcome::between(before, after).files().to_vec()
 }
+/// True when the attempt before failed for the reason that starts with `reason`: the model
+/// was told it once already.
+pub(super) fn told_before(previous: Option<&Failure>, reason: &str) -> bool {
+    previous.is_some_and(|failure| failure.reason.starts_with(reason))
+}
+
 /// The start of the reason an item that wrote after its every query failed is tried again.
 pub(super) const NO_QUERY_WORKED: &str = "every query of the workbench's data the item ran failed";
 
@@ -158,7 +173,6 @@ pub(super) fn wrote_without_data(calls: &Calls, previous: Option<&Failure>) -> O
     if calls.writes == 0 || calls.queries > 0 || calls.failed_queries == 0 {
         return None;
     }
-    let told_before = previous.is_some_and(|failure| failure.reason.starts_with(NO_QUERY_WORKED));
     Some(Failure {
         code: Some(ErrorCode::ItemNotDone),
         reason: format!(
@@ -166,12 +180,12 @@ pub(super) fn wrote_without_data(calls: &Calls, previous: Option<&Failure>) -> O
              the query as its error says, and write what its result gives",
             calls.failed_queries
         ),
-        retry: !told_before,
+        retry: !told_before(previous, NO_QUERY_WORKED),
     })
 }
 
-/// The start of the reason an item that left an exact copy is tried again.
-pub(super) const LEFT_A_COPY: &str = "the item left an exact copy";
+/// The start of the reason an item that left a copy is tried again.
+pub(super) const LEFT_A_COPY: &str = "the item left a copy";
 
 /// A file the item added whose bytes are those of a file it found and left in place, as
 /// `(copy, original)`: a copy asked for, or a move that forgot the original.

@@ -14,7 +14,7 @@ use super::contracts::{BROKEN_CONTRACT, ItemBefore, WorkbooksBefore};
 use super::driver::Driver;
 use super::item_end::{
     Answered, Done, Failure, ItemOutcome, LEFT_A_COPY, answered_item, changed_paths, copy_kept,
-    wrote_without_data,
+    digests, told_before, wrote_without_data,
 };
 use super::prompts::{self, ItemContext};
 use super::steps::{Calls, Expect, LoopEnd, LoopSpec, Scope};
@@ -55,11 +55,10 @@ struct Attempt<'a> {
 /// with what differs, then failed; failed at once when a contract cannot be checked (another
 /// attempt under the same contract cannot mend that).
 fn contract_broken(reason: String, uncheckable: bool, previous: Option<&Failure>) -> Failure {
-    let told_before = previous.is_some_and(|failure| failure.reason.starts_with(BROKEN_CONTRACT));
     Failure {
         code: Some(ErrorCode::ItemNotDone),
+        retry: !told_before(previous, BROKEN_CONTRACT) && !uncheckable,
         reason,
-        retry: !told_before && !uncheckable,
     }
 }
 
@@ -261,13 +260,7 @@ impl Driver<'_> {
 
     /// The workbench's files as the agent sees them: path → digest.
     async fn file_digests(&self) -> Result<BTreeMap<String, String>, AgentError> {
-        Ok(self
-            .host
-            .files()
-            .await?
-            .into_iter()
-            .map(|file| (file.path, file.digest))
-            .collect())
+        Ok(digests(&self.host.files().await?))
     }
 
     /// The files before the item's first attempt, journaled the first time.
@@ -442,7 +435,8 @@ impl Driver<'_> {
         calls: Calls,
     ) -> Result<ItemOutcome, AgentError> {
         let item = attempt.item;
-        let changed = changed_paths(&attempt.before.files, &self.file_digests().await?);
+        let files = self.host.files().await?;
+        let changed = changed_paths(&attempt.before.files, &digests(&files));
         let handed_on: Vec<String> = plan::amendments(text, &state.items, state.original_count)
             .items
             .into_iter()
@@ -468,10 +462,10 @@ impl Driver<'_> {
             "{}.contract.{}.{}",
             self.job.job_id, item.index, attempt.number
         );
-        let copy_told_before = attempt
-            .previous
-            .is_some_and(|failure| failure.reason.starts_with(LEFT_A_COPY));
-        if let Some((copy, original)) = self.copy_left(&attempt.before.files, &prefix).await?
+        let copy_told_before = told_before(attempt.previous, LEFT_A_COPY);
+        if let Some((copy, original)) = self
+            .copy_left(&attempt.before.files, &files, &prefix)
+            .await?
             && let Some(failure) = copy_kept(&copy, &original, copy_told_before, &done)
         {
             return Ok(Err(failure));

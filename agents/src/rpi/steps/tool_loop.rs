@@ -6,10 +6,10 @@
 //! judged ([`judge`]) and a plan's contracts reviewed once; each call is run (or refused by a
 //! compact profile's rule, [`refusal`]) and its result shown to the model.
 
-use atelier_messages::tool::{Pool, ToolName};
 use std::collections::HashSet;
 
 use atelier_messages::job::EventKind;
+use atelier_messages::tool::{Pool, ToolName};
 
 use super::changes::{self, Changes};
 use super::judge::{Expect, Judging, Verdict, judge};
