@@ -5,9 +5,9 @@
 //! workbench does not count) and keeps running through approval waits and coordinator
 //! restarts (the start is in the job's record); time its model calls wait for their profile's
 //! limits (`max_concurrent_requests`, `requests_per_minute`, …) moves the deadline on by as
-//! much (waits before a coordinator restart are not carried over). At the deadline the run is dropped wherever it
-//! is — a model that does not answer, a tool that does not return, a person who does not
-//! decide — and the job ends `failed` with `JOB_TIME_LIMIT`. The draft stays consistent: each
+//! much (waits before a coordinator restart are not carried over). At the deadline the run is
+//! dropped wherever it is — a model that does not answer, a tool that does not return, a
+//! person who does not decide — and the job ends `failed` with `JOB_TIME_LIMIT`. The draft stays consistent: each
 //! draft write is one DraftStore transaction, applied whole or not at all, and the journal is
 //! what a crash would leave. `atelier resume` starts a new run with the full limit.
 

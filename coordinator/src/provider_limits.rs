@@ -53,9 +53,8 @@ pub struct Call<'a> {
     pub lease: &'a str,
     /// Its tokens, estimated.
     pub estimate: u64,
-    pub priority: Priority,
-    /// Its batch, else its workbench.
-    pub group: &'a str,
+    /// Its job's place in the line.
+    pub place: &'a Place,
 }
 
 /// How long a waiting call's ticket lives unless its caller looks again.
@@ -80,10 +79,10 @@ pub fn admit(
         return Admission::Wait { reason, ms };
     }
     state.waiting.remove(call.lease);
-    if let Some(interval) = limits.requests_per_minute.map(|rpm| share(1, rpm.into())) {
+    if let Some(interval) = limits.requests_per_minute.map(|rpm| share(rpm.into())) {
         state.requests_at_ms = state.requests_at_ms.max(now as f64) + interval;
     }
-    if let Some(interval) = limits.tokens_per_minute.map(|tpm| share(1, tpm)) {
+    if let Some(interval) = limits.tokens_per_minute.map(share) {
         state.tokens_at_ms = state.tokens_at_ms.max(now as f64) + interval * call.estimate as f64;
     }
     state.leases.insert(
@@ -91,7 +90,7 @@ pub fn admit(
         Lease {
             expires_ms: now.saturating_add(millis(LEASE_LIFE)),
             tokens: call.estimate,
-            group: call.group.to_string(),
+            group: call.place.group.clone(),
         },
     );
     Admission::Admitted
@@ -121,9 +120,9 @@ fn over_limits(
     None
 }
 
-/// A call's place in the line: priority, its group's calls in flight, how long it waited,
-/// its lease (the smallest goes first).
-fn place<'a>(
+/// A call's rank in the line: priority, its group's calls in flight, how long it waited, its
+/// lease (the smallest goes first).
+fn rank<'a>(
     state: &LimiterState,
     lease: &'a str,
     priority: Priority,
@@ -144,10 +143,16 @@ fn ahead_of(state: &LimiterState, call: &Call<'_>, now: u64) -> bool {
         .waiting
         .get(call.lease)
         .map_or(now, |ticket| ticket.since_ms);
-    let mine = place(state, call.lease, call.priority, call.group, since);
+    let mine = rank(
+        state,
+        call.lease,
+        call.place.priority,
+        &call.place.group,
+        since,
+    );
     state.waiting.iter().any(|(lease, ticket)| {
         lease != call.lease
-            && place(
+            && rank(
                 state,
                 lease,
                 ticket.priority,
@@ -174,8 +179,8 @@ fn keep_ticket(state: &mut LimiterState, call: &Call<'_>, now: u64) {
     state.waiting.insert(
         call.lease.to_string(),
         Ticket {
-            priority: call.priority,
-            group: call.group.to_string(),
+            priority: call.place.priority,
+            group: call.place.group.clone(),
             since_ms,
             expires_ms: now.saturating_add(millis(TICKET_LIFE)),
         },
@@ -199,7 +204,7 @@ pub fn settle(state: &mut LimiterState, limits: &ProviderLimits, lease: &str, us
     };
     if let (Some(tpm), Some(used)) = (limits.tokens_per_minute, used) {
         let difference = used as f64 - held.tokens as f64;
-        state.tokens_at_ms += difference * share(1, tpm);
+        state.tokens_at_ms += difference * share(tpm);
     }
 }
 
@@ -209,12 +214,9 @@ pub fn pause(state: &mut LimiterState, now: u64, retry_after: Duration) {
     state.paused_until_ms = state.paused_until_ms.max(until);
 }
 
-/// The milliseconds `count` of `per_minute` take (a limit of 0 admits nothing for a minute).
-fn share(count: u64, per_minute: u64) -> f64 {
-    if per_minute == 0 {
-        return MINUTE_MS;
-    }
-    MINUTE_MS * count as f64 / per_minute as f64
+/// The milliseconds one of `per_minute` takes (a limit of 0 admits one a minute).
+fn share(per_minute: u64) -> f64 {
+    MINUTE_MS / per_minute.max(1) as f64
 }
 
 /// The deployment's limiters, as one coordinator reaches them.
@@ -302,8 +304,7 @@ impl ProfileLimiter {
         let call = Call {
             lease: &lease,
             estimate,
-            priority: place.priority,
-            group: &place.group,
+            place,
         };
         let mut told = false;
         loop {
@@ -437,13 +438,22 @@ mod tests {
         }
     }
 
+    /// A place in the line of `priority`, in `group`.
+    fn place(priority: Priority, group: &str) -> Place {
+        Place {
+            priority,
+            group: group.to_string(),
+        }
+    }
+
     /// A normal-priority call of workbench `w` holding `lease`.
     fn call(lease: &str, estimate: u64) -> Call<'_> {
+        static NORMAL: std::sync::LazyLock<Place> =
+            std::sync::LazyLock::new(|| place(Priority::Normal, "w"));
         Call {
             lease,
             estimate,
-            priority: Priority::Normal,
-            group: "w",
+            place: &NORMAL,
         }
     }
 
@@ -558,11 +568,14 @@ mod tests {
     fn a_higher_priority_goes_first_and_groups_share_fairly() {
         let limits = limits(Some(1), None, None);
         let mut state = LimiterState::default();
+        let (batch_place, person_place) = (
+            place(Priority::Low, "batch"),
+            place(Priority::Normal, "notes"),
+        );
         let batch = |lease| Call {
             lease,
             estimate: 0,
-            priority: Priority::Low,
-            group: "batch",
+            place: &batch_place,
         };
         assert_eq!(
             admit(&mut state, &limits, 0, &batch("b1")),
@@ -576,8 +589,7 @@ mod tests {
         let person = Call {
             lease: "p1",
             estimate: 0,
-            priority: Priority::Normal,
-            group: "notes",
+            place: &person_place,
         };
         assert!(matches!(
             admit(&mut state, &limits, 2, &person),
@@ -600,11 +612,11 @@ mod tests {
             max_concurrent_requests: Some(2),
             ..limits
         };
+        let other_place = place(Priority::Low, "other");
         let other = |lease| Call {
             lease,
             estimate: 0,
-            priority: Priority::Low,
-            group: "other",
+            place: &other_place,
         };
         assert_eq!(
             admit(&mut state, &limits, 4, &batch("b2")),
@@ -645,11 +657,11 @@ mod tests {
             admit(&mut state, &limits, 0, &call("a", 0)),
             Admission::Admitted
         );
+        let high = place(Priority::High, "x");
         let gone = Call {
             lease: "gone",
             estimate: 0,
-            priority: Priority::High,
-            group: "x",
+            place: &high,
         };
         assert!(matches!(
             admit(&mut state, &limits, 0, &gone),
