@@ -139,6 +139,9 @@ fn attacks(marker: &str) -> Vec<Attack> {
     for kv in [
         "$KV.atelier-shard-leases.shard-0",
         "$KV.atelier-coordinators.forged",
+        // A forged pause or a full line would stall every model call of the deployment.
+        "$KV.atelier-provider-limits.forged",
+        "$KV.atelier-store-claims.own-store",
     ] {
         all.push(Attack::new(
             "key-value put",
@@ -374,6 +377,7 @@ async fn state(
             "ATELIER_JOBS",
             "OBJ_atelier-blobs",
             "KV_atelier-shard-leases",
+            "KV_atelier-provider-limits",
         ]
         .contains(&name.as_str());
         let messages = match counted {

@@ -220,6 +220,14 @@ async fn a_persons_message_goes_before_a_saturating_batch() -> anyhow::Result<()
     let limited = Limited::start(&model, "max_concurrent_requests = 1")?;
     let (up, config) = (&limited.up, &limited.config);
     up.cli_ok(&["wb", "create", "notes"])?;
+    // A priority that is none of the three is refused before anything is submitted.
+    let refused = up.cli(&["submit", "notes", "Hi.", "--priority", "urgent"])?;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("VALIDATION_FAILED: `urgent` is no priority; use high, normal or low"),
+        "{refused:?}"
+    );
     let submitted = limited.submit_batch(&["--batch-id", "saturating"])?;
     assert!(submitted.status.success(), "{submitted:?}");
     // The batch's first calls are in flight and the rest wait.
