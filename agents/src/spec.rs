@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use atelier_messages::ErrorBody;
 use serde::{Deserialize, Serialize};
 
 use crate::AgentError;
@@ -36,7 +37,7 @@ use crate::text_tools::ToolMode;
 
 mod profile;
 mod url_check;
-pub use profile::{ModelProfile, ProfileKind, ProviderLimits};
+pub use profile::{ModelProfile, ProfileKind, ProfileSpending, ProviderLimits};
 
 const DEFAULT_MAX_RETRIES: u32 = 3;
 /// The environment variable an Anthropic key falls back to (for the default base URL only).
@@ -355,6 +356,22 @@ pub fn profile_limits(spec: &str, settings: &ProviderSettings) -> Option<(String
     limits.any().then_some((name, limits))
 }
 
+/// What calls on the model a spec names cost and what a job on it may spend when it names no
+/// budget: its profile's settings (`VALIDATION_FAILED` naming a bad one), nothing for a spec
+/// that names no profile.
+pub fn profile_spending(
+    spec: &str,
+    settings: &ProviderSettings,
+) -> Result<ProfileSpending, ErrorBody> {
+    let Ok(ModelSpec::Profile { name }) = ModelSpec::parse(spec) else {
+        return Ok(ProfileSpending::default());
+    };
+    match settings.profiles.get(&name) {
+        Some(profile) => profile.spending(&name),
+        None => Ok(ProfileSpending::default()),
+    }
+}
+
 /// Builds the provider a model spec names (see [`ModelSpec`]).
 pub fn provider_from_spec(
     spec: &str,
@@ -640,6 +657,58 @@ mod tests {
             max_concurrent_requests: None,
             requests_per_minute: None,
             tokens_per_minute: None,
+            input_usd_per_mtok: None,
+            output_usd_per_mtok: None,
+            job_budget_tokens: None,
+            job_budget_usd: None,
+        }
+    }
+
+    #[test]
+    fn a_profiles_prices_and_budget_are_read_and_bad_ones_refused_by_name() {
+        let mut settings = ProviderSettings::default();
+        let mut priced = profile(ProfileKind::OpenAiCompat, Some("http://127.0.0.1:1/v1"));
+        priced.input_usd_per_mtok = Some(2.5);
+        priced.output_usd_per_mtok = Some(0.0);
+        priced.job_budget_usd = Some(1.5);
+        settings.profiles.insert("priced".into(), priced.clone());
+        let spending = profile_spending("priced", &settings).expect("priced");
+        let prices = spending.prices.expect("prices");
+        assert_eq!(prices.input_usd_per_mtok.micros(), 2_500_000);
+        assert_eq!(prices.output_usd_per_mtok.micros(), 0);
+        assert_eq!(spending.budget.usd.map(|usd| usd.micros()), Some(1_500_000));
+        // A spec naming no profile has neither.
+        let none = profile_spending("openai:gpt-4o", &settings).expect("no profile");
+        assert_eq!(none, ProfileSpending::default());
+        let refused = |change: fn(&mut ModelProfile)| {
+            let mut bad = priced.clone();
+            change(&mut bad);
+            bad.spending("p")
+                .map_err(|error| (error.code, error.message))
+        };
+        type Change = fn(&mut ModelProfile);
+        let cases: [(Change, &str); 4] = [
+            (
+                |p| p.input_usd_per_mtok = Some(-1.0),
+                "models.p.input_usd_per_mtok",
+            ),
+            (|p| p.output_usd_per_mtok = None, "output_usd_per_mtok"),
+            (
+                |p| p.job_budget_tokens = Some(0),
+                "models.p.job_budget_tokens",
+            ),
+            (
+                |p| {
+                    p.input_usd_per_mtok = None;
+                    p.output_usd_per_mtok = None;
+                },
+                "job_budget_usd without prices",
+            ),
+        ];
+        for (change, named) in cases {
+            let (code, message) = refused(change).expect_err(named);
+            assert_eq!(code, ErrorCode::ValidationFailed, "{message}");
+            assert!(message.contains(named), "{message}");
         }
     }
 

@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use atelier_messages::batch::BatchEventKind;
+use atelier_messages::budget::Spent;
 use atelier_messages::job::{JobState, JobSubmit};
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, now_ms};
 use futures::StreamExt;
@@ -269,7 +270,7 @@ impl BatchRunnerState {
 
     /// True while new targets may be dispatched.
     fn dispatching(&self) -> bool {
-        !self.record.cancel_requested && !self.record.beyond_tolerance()
+        self.record.dispatches()
     }
 
     /// How many more targets may run now.
@@ -359,6 +360,7 @@ impl BatchRunnerState {
                     state: JobState::Failed,
                     error: Some(error),
                     outcome: None,
+                    spent: Spent::NOTHING,
                 };
                 return self.end_target(end).await;
             }
@@ -439,6 +441,8 @@ impl BatchRunnerState {
             batch_id: Some(record.batch_id.clone()),
             time_limit_secs: record.time_limit_secs,
             priority: record.priority,
+            // Each target may spend what is left of the batch's budget when it starts.
+            budget: record.budget.remaining(&record.spent),
         })
     }
 }

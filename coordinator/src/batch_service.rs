@@ -111,6 +111,7 @@ impl BatchService {
         if request.time_limit_secs.is_some() {
             self.defaults.time_limits.of(request.time_limit_secs)?;
         }
+        self.check_budget(&request)?;
         let targets = self.resolve(&request.targets).await?;
         check_first_target(&request, &targets)?;
         let concurrency = request.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
@@ -120,6 +121,23 @@ impl BatchService {
         tracing::info!(batch_id = %record.batch_id, total = record.counts.total, action = %record.action.describe(), "batch submitted");
         self.start_runner(&record.batch_id).await?;
         self.view(&record.batch_id).await
+    }
+
+    /// A budget in dollars needs the prices of the model the message names (else of the
+    /// operator's default; a target whose workbench chose another model without prices fails
+    /// with the same code when it starts).
+    fn check_budget(&self, request: &SubmitBatch) -> Result<(), ErrorBody> {
+        let BatchAction::Message { model, .. } = &request.action else {
+            return Ok(());
+        };
+        if request.budget.usd.is_none() {
+            return Ok(());
+        }
+        let model = model.as_ref().or(self.defaults.model.as_ref());
+        let model = model.map(String::as_str).unwrap_or_default();
+        (self.defaults.spending)
+            .of("", model, request.budget)
+            .map(|_| ())
     }
 
     /// The targets, in order: `(workbench, file)`.

@@ -13,6 +13,7 @@ use atelier_messages::batch::{
     BatchAction, BatchCounts, BatchState, BatchView, FAILURES_SHOWN, FailureTolerance, SubmitBatch,
     TargetSet, TargetState, TargetView,
 };
+use atelier_messages::budget::{Budget, Spent};
 use atelier_messages::job::JobOutcome;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,13 @@ pub struct BatchRecord {
     /// The targets' priority with the model provider (`low` when absent).
     #[serde(default)]
     pub priority: Option<atelier_messages::provider::Priority>,
+    /// What all its targets together may spend.
+    #[serde(default)]
+    pub budget: Budget,
+    /// What its ended targets spent, added in the write that records each end (so a target
+    /// settled again after a crash is counted once).
+    #[serde(default)]
+    pub spent: Spent,
     #[serde(default)]
     pub cancel_requested: bool,
     #[serde(default)]
@@ -71,7 +79,20 @@ impl BatchRecord {
             finished_at_ms: self.finished_at_ms,
             cancel_requested: self.cancel_requested,
             failures: Vec::new(),
+            budget: self.budget,
+            spent: self.spent,
         }
+    }
+
+    /// True while new targets may start: not cancelled, within its failure tolerance and its
+    /// budget.
+    pub fn dispatches(&self) -> bool {
+        !self.cancel_requested && !self.beyond_tolerance() && !self.budget_reached()
+    }
+
+    /// True when its targets spent its budget.
+    pub fn budget_reached(&self) -> bool {
+        self.budget.reached_by(&self.spent).is_some()
     }
 
     /// True when more targets failed than the batch tolerates.
@@ -101,6 +122,9 @@ pub struct TargetRecord {
     /// What the child did, once it succeeded (counted as changed or answered with it).
     #[serde(default)]
     pub outcome: Option<JobOutcome>,
+    /// What its child spent, once it ended.
+    #[serde(default)]
+    pub spent: Spent,
 }
 
 impl TargetRecord {
@@ -200,6 +224,7 @@ impl Batches {
                 error: None,
                 continue_draft: submit.continue_draft || !first_of_workbench,
                 outcome: None,
+                spent: Spent::default(),
             };
             writes.insert(
                 target_key(&submit.batch_id, index),
@@ -225,6 +250,8 @@ impl Batches {
             continue_draft: submit.continue_draft,
             time_limit_secs: submit.time_limit_secs,
             priority: submit.priority,
+            budget: submit.budget,
+            spent: Spent::NOTHING,
             cancel_requested: false,
             error: None,
             created_at_ms: now,
@@ -476,6 +503,7 @@ mod tests {
             continue_draft: false,
             time_limit_secs: None,
             priority: None,
+            budget: Budget::default(),
         }
     }
 
@@ -502,6 +530,10 @@ mod tests {
             state,
             error,
             outcome,
+            spent: Spent {
+                tokens: 1_200,
+                cost_usd: None,
+            },
         }
     }
 
@@ -672,6 +704,39 @@ mod tests {
             (target.state, target.job_id.as_ref()),
             (TargetState::Queued, None)
         );
+    }
+
+    #[test]
+    fn a_childs_spending_is_added_once_and_a_reached_budget_stops_dispatching() {
+        let (_dir, batches) = batches();
+        let targets: Vec<(String, Option<String>)> =
+            (0..4).map(|n| (format!("w{n}"), None)).collect();
+        let mut asked = submit("b");
+        asked.budget = Budget {
+            tokens: Some(2_000),
+            usd: None,
+        };
+        batches.create(&asked, 1, &targets).expect("create");
+        batches.dispatch("b", 0).expect("dispatch");
+        let first = end(0, "b-t0-a0", TargetState::Succeeded, None, None);
+        let (record, next) = batches
+            .finish_then_dispatch("b", &first, 1)
+            .expect("finish then dispatch");
+        assert_eq!(record.spent.tokens, 1_200);
+        // 1,200 of 2,000 spent: the next target starts.
+        assert!(next.is_some() && record.dispatches());
+        // The same end again (a crash, a second look) changes nothing.
+        let (record, _) = batches.finish_target("b", &first).expect("again");
+        assert_eq!(record.spent.tokens, 1_200);
+        // The second child's end reaches the budget: no third target starts.
+        let second = end(1, "b-t1-a0", TargetState::Succeeded, None, None);
+        let (record, next) = batches
+            .finish_then_dispatch("b", &second, 2)
+            .expect("finish, no dispatch");
+        assert_eq!(record.spent.tokens, 2_400);
+        assert!(next.is_none() && record.budget_reached() && !record.dispatches());
+        // A cost unknown to one child makes the batch's unknown, never 0.
+        assert_eq!(record.spent.cost_usd, None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! shard's owner otherwise, so a batch's targets may live in any shard (docs/adr/0014) without
 //! a round trip through NATS for those held here.
 
+use atelier_messages::budget::Spent;
 use atelier_messages::job::{
     CancelJob, EventKind, GetJob, JobEvent, JobOutcome, JobState, JobSubmit, JobView,
 };
@@ -25,12 +26,18 @@ pub struct ChildEnd {
     pub state: JobState,
     pub error: Option<ErrorBody>,
     pub outcome: Option<JobOutcome>,
+    /// What its model calls spent.
+    pub spent: Spent,
 }
 
 impl ChildEnd {
     /// The end a record shows; `None` while the job has not ended.
     pub(crate) fn of(view: JobView) -> Option<Self> {
         view.state.is_terminal().then_some(Self {
+            spent: Spent {
+                tokens: view.prompt_tokens.saturating_add(view.completion_tokens),
+                cost_usd: view.cost_usd,
+            },
             job_id: view.job_id,
             state: view.state,
             error: view.error,
@@ -134,12 +141,16 @@ impl Children {
                     state,
                     error,
                     outcome,
+                    spent,
                     ..
                 } => Some(ChildEnd {
                     job_id: event.job_id,
                     state,
                     error,
                     outcome,
+                    // An end announced without its spending (a job cancelled before it ran
+                    // here) spent nothing in that run.
+                    spent: spent.unwrap_or(Spent::NOTHING),
                 }),
                 _ => None,
             }

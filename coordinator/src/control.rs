@@ -3,6 +3,7 @@
 //! reach a running job as messages to its orchestrator.
 
 use atelier_messages::approval::ApprovalDecision;
+use atelier_messages::budget::Budget;
 use atelier_messages::job::{
     ApproveCall, CancelJob, CoordinatorStats, GetJob, GetStats, JobState, JobView, ListJobs,
     MAX_LISTED_JOBS, Ping, Pong, ResumeJob,
@@ -12,7 +13,7 @@ use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use atelier_transport::{Router, Routes};
 
 use crate::jobs::{Jobs, Page};
-use crate::lifecycle::Transition;
+use crate::lifecycle::{self, Transition};
 use crate::orchestrator::{OrchestratorMsg, Orchestrators};
 use crate::storage::blocking;
 
@@ -48,7 +49,9 @@ pub(crate) fn routes(control: Control) -> Routes {
         .route(|control, _: GetStats| async move { control.stats().await })
         .route(|control, request: CancelJob| async move { control.cancel(&request.job_id).await })
         .route(|control, request: ApproveCall| async move { control.approve(request).await })
-        .route(|control, request: ResumeJob| async move { control.resume(&request.job_id).await })
+        .route(|control, request: ResumeJob| async move {
+            control.resume(&request.job_id, request.budget).await
+        })
         .into_routes()
 }
 
@@ -127,8 +130,16 @@ impl Control {
 
     /// Continues a failed or cancelled job from its journal: it is `queued` at once and runs
     /// when a slot is free (a queued job is adopted again after a restart).
-    async fn resume(&self, job_id: &str) -> Result<JobView, ErrorBody> {
+    async fn resume(&self, job_id: &str, budget: Budget) -> Result<JobView, ErrorBody> {
         let view = self.view(job_id).await?;
+        budget.validate("--budget-")?;
+        if budget.usd.is_some() {
+            let (jobs, id) = (self.jobs(), job_id.to_string());
+            let record = blocking(move || jobs.get(&id)).await?;
+            if record.is_some_and(|record| record.prices.is_none()) {
+                return Err(lifecycle::unpriced(job_id));
+            }
+        }
         if matches!(view.state, JobState::Failed | JobState::Cancelled) {
             // The resumed job holds its workbench again (refused while another job does).
             self.orchestrators
@@ -141,7 +152,7 @@ impl Control {
         let record = blocking(move || {
             // A person's resume starts a fresh series of adoptions (a job set aside runs again).
             jobs.forget_adoptions(&id)?;
-            jobs.transition(&id, Transition::Resume)
+            jobs.transition(&id, Transition::Resume { budget })
         })
         .await?;
         let orchestrators = self.orchestrators.clone();

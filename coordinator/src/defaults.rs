@@ -1,5 +1,5 @@
-//! What a job gets that its submission leaves out — the operator's model and time limit — and
-//! the deadline a run keeps.
+//! What a job gets that its submission leaves out — the operator's model, time limit and
+//! budget, its profile's prices — and the deadline a run keeps.
 //!
 //! A run's clock starts when it first leaves `queued` (time waiting for a slot or for the
 //! workbench does not count) and keeps running through approval waits and coordinator
@@ -11,11 +11,16 @@
 //! draft write is one DraftStore transaction, applied whole or not at all, and the journal is
 //! what a crash would leave. `atelier resume` starts a new run with the full limit.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use atelier_agents::spec::{ModelSpec, ProfileSpending};
+use atelier_messages::budget::{Budget, Prices};
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
+
+use crate::templates::glob_matches;
 
 /// The operator's limit for jobs that name none.
 pub const DEFAULT_JOB_TIME_LIMIT_SECS: u64 = 3600;
@@ -28,6 +33,71 @@ pub struct JobDefaults {
     /// The model spec of jobs that name none (and whose workbench chose none).
     pub model: Option<String>,
     pub time_limits: TimeLimits,
+    pub spending: SpendingDefaults,
+}
+
+/// What a job may spend when it names no budget, and what its calls cost. A job's budget is
+/// its own, else the longest of `workbenches`' globs that matches its workbench, else its model
+/// profile's `job_budget_*`, else `budget` — limit by limit; a default in dollars applies only
+/// where the profile has prices (a job's own is refused without them).
+#[derive(Debug, Clone, Default)]
+pub struct SpendingDefaults {
+    /// The operator's `job_budget_tokens` and `job_budget_usd`.
+    pub budget: Budget,
+    /// `[workbench_budgets]`: (workbench glob, budget).
+    pub workbenches: Vec<(String, Budget)>,
+    /// Each model profile's prices and default budget, by profile name.
+    pub profiles: BTreeMap<String, ProfileSpending>,
+}
+
+/// What a job may spend and at which prices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobSpending {
+    pub budget: Budget,
+    pub prices: Option<Prices>,
+}
+
+impl SpendingDefaults {
+    /// The budget and prices of a job on `workbench` with `model` that asked for `asked`, or
+    /// `VALIDATION_FAILED` for a budget in dollars on a model without prices.
+    pub fn of(
+        &self,
+        workbench: &str,
+        model: &str,
+        asked: Budget,
+    ) -> Result<JobSpending, ErrorBody> {
+        let profile = self.profile(model);
+        if asked.usd.is_some() && profile.prices.is_none() {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "a budget in dollars needs the model's prices, and `{model}` has none: set \
+                     input_usd_per_mtok and output_usd_per_mtok in its profile, or give \
+                     --budget-tokens instead"
+                ),
+            ));
+        }
+        let for_workbench = (self.workbenches.iter())
+            .filter(|(glob, _)| glob_matches(glob, workbench))
+            .max_by_key(|(glob, _)| glob.len())
+            .map(|(_, budget)| *budget)
+            .unwrap_or_default();
+        let mut budget = asked.or(for_workbench).or(profile.budget).or(self.budget);
+        if profile.prices.is_none() {
+            budget.usd = None;
+        }
+        Ok(JobSpending {
+            budget,
+            prices: profile.prices,
+        })
+    }
+
+    fn profile(&self, model: &str) -> ProfileSpending {
+        let Ok(ModelSpec::Profile { name }) = ModelSpec::parse(model) else {
+            return ProfileSpending::default();
+        };
+        self.profiles.get(&name).copied().unwrap_or_default()
+    }
 }
 
 /// The operator's time limits of jobs.
@@ -149,6 +219,95 @@ fn exceeded(limit_secs: u64) -> ErrorBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn usd(micros: u64) -> Option<atelier_messages::budget::Usd> {
+        Some(atelier_messages::budget::Usd::from_micros(micros))
+    }
+
+    #[test]
+    fn a_jobs_budget_is_its_own_else_its_workbenchs_else_its_profiles_else_the_operators() {
+        let prices = Prices {
+            input_usd_per_mtok: atelier_messages::budget::Usd::from_micros(1_000_000),
+            output_usd_per_mtok: atelier_messages::budget::Usd::from_micros(2_000_000),
+        };
+        let defaults = SpendingDefaults {
+            budget: Budget {
+                tokens: Some(9_000),
+                usd: usd(900_000),
+            },
+            workbenches: vec![
+                (
+                    "reports-*".into(),
+                    Budget {
+                        tokens: Some(5_000),
+                        usd: None,
+                    },
+                ),
+                (
+                    "reports-q*".into(),
+                    Budget {
+                        tokens: Some(4_000),
+                        usd: None,
+                    },
+                ),
+            ],
+            profiles: BTreeMap::from([
+                (
+                    "priced".to_string(),
+                    ProfileSpending {
+                        prices: Some(prices),
+                        budget: Budget {
+                            tokens: Some(7_000),
+                            usd: usd(700_000),
+                        },
+                    },
+                ),
+                ("free".to_string(), ProfileSpending::default()),
+            ]),
+        };
+        let of = |workbench: &str, model: &str, asked: Budget| defaults.of(workbench, model, asked);
+        let own = Budget {
+            tokens: Some(100),
+            usd: None,
+        };
+        let spending = of("reports-q3", "priced", own).expect("priced");
+        // Limit by limit: its own tokens, the profile's dollars (the longest glob has none).
+        assert_eq!(
+            spending.budget,
+            Budget {
+                tokens: Some(100),
+                usd: usd(700_000)
+            }
+        );
+        assert_eq!(spending.prices, Some(prices));
+        let spending = of("reports-q3", "priced", Budget::default()).expect("priced");
+        assert_eq!(
+            spending.budget.tokens,
+            Some(4_000),
+            "the longest matching glob"
+        );
+        let spending = of("notes", "priced", Budget::default()).expect("priced");
+        assert_eq!(spending.budget.tokens, Some(7_000), "the profile's");
+        // Without prices: the operator's tokens, and no default in dollars that could not be kept.
+        let spending = of("notes", "free", Budget::default()).expect("free");
+        assert_eq!(
+            spending.budget,
+            Budget {
+                tokens: Some(9_000),
+                usd: None
+            }
+        );
+        assert_eq!(spending.prices, None);
+        // …and a job's own dollars are refused there.
+        let asked = Budget {
+            tokens: None,
+            usd: usd(1),
+        };
+        let refused = of("notes", "free", asked).map_err(|error| error.code);
+        assert_eq!(refused, Err(ErrorCode::ValidationFailed));
+        let refused = of("notes", "openai:gpt-4.1-mini", asked).map_err(|error| error.code);
+        assert_eq!(refused, Err(ErrorCode::ValidationFailed));
+    }
 
     #[test]
     fn a_submission_gets_the_default_or_its_own_limit_within_the_maximum() {

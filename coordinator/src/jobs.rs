@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 
 use atelier_agents::rpi::RpiState;
+use atelier_messages::budget::Budget;
 use atelier_messages::job::{CoordinatorStats, JobState, JobView, Phase};
 use atelier_messages::limits::LISTED_MESSAGE_CHARS;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
@@ -411,6 +412,8 @@ fn unreadable_view(job_id: String) -> JobView {
         time_limit_secs: 0,
         started_at_ms: None,
         priority: None,
+        budget: Budget::default(),
+        cost_usd: None,
     }
 }
 
@@ -420,6 +423,7 @@ fn journal_key(job_id: &str, key: &str) -> Vec<u8> {
 }
 
 fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
+    let spent = record.spent(rpi.prompt_tokens, rpi.completion_tokens);
     JobView {
         job_id: record.job_id,
         workbench: record.workbench,
@@ -443,6 +447,8 @@ fn to_view(record: JobRecord, rpi: RpiState) -> JobView {
         time_limit_secs: record.time_limit_secs,
         started_at_ms: record.started_at_ms,
         priority: record.priority,
+        budget: record.budget,
+        cost_usd: spent.cost_usd,
     }
 }
 

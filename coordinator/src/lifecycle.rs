@@ -13,6 +13,7 @@
 //!   └──cancel_unstarted──▶ cancelled
 //! ```
 
+use atelier_messages::budget::Budget;
 use atelier_messages::job::{JobOutcome, JobState, PendingApproval};
 use atelier_messages::{ErrorBody, ErrorCode};
 
@@ -38,8 +39,20 @@ pub enum Transition {
     RequestCancel,
     /// A cancelled job that no orchestrator runs ends at once.
     CancelUnstarted,
-    /// `atelier resume`: a failed or cancelled job is queued to continue from its journal.
-    Resume,
+    /// `atelier resume`: a failed or cancelled job is queued to continue from its journal,
+    /// with the limits `budget` sets replacing its own (its spending so far included).
+    Resume { budget: Budget },
+}
+
+/// The refusal of a budget in dollars for a job whose cost is unknown.
+pub fn unpriced(job_id: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ValidationFailed,
+        format!(
+            "job `{job_id}` runs on a model without prices, so a budget in dollars cannot be \
+             kept: give --budget-tokens"
+        ),
+    )
 }
 
 fn refuse(record: &JobRecord, why: &str) -> ErrorBody {
@@ -110,13 +123,17 @@ pub fn apply(record: &mut JobRecord, transition: Transition) -> Result<(), Error
             ));
             record.pending_approval = None;
         }
-        Transition::Resume => {
+        Transition::Resume { budget } => {
             if !matches!(record.state, JobState::Failed | JobState::Cancelled) {
                 return Err(refuse(
                     record,
                     "only failed or cancelled jobs can be resumed",
                 ));
             }
+            if budget.usd.is_some() && record.prices.is_none() {
+                return Err(unpriced(&record.job_id));
+            }
+            record.budget = budget.or(record.budget);
             record.state = JobState::Queued;
             record.error = None;
             record.outcome = None;
@@ -154,6 +171,8 @@ mod tests {
             time_limit_secs: 0,
             started_at_ms: None,
             priority: None,
+            budget: Budget::default(),
+            prices: None,
         }
     }
 
@@ -202,7 +221,13 @@ mod tests {
         apply(&mut job, Transition::Start).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(job.started_at_ms, Some(7));
         job.state = JobState::Failed;
-        apply(&mut job, Transition::Resume).unwrap_or_else(|e| panic!("{e}"));
+        apply(
+            &mut job,
+            Transition::Resume {
+                budget: Budget::default(),
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((job.state, job.started_at_ms), (JobState::Queued, None));
         apply(&mut job, Transition::Start).unwrap_or_else(|e| panic!("{e}"));
         assert!(
@@ -238,7 +263,13 @@ mod tests {
                 );
             }
         }
-        let resumed = apply(&mut record(JobState::Succeeded), Transition::Resume).err();
+        let resumed = apply(
+            &mut record(JobState::Succeeded),
+            Transition::Resume {
+                budget: Budget::default(),
+            },
+        )
+        .err();
         assert_eq!(resumed.map(|e| e.code), Some(ErrorCode::ValidationFailed));
         let mut failed = record(JobState::Failed);
         let ended = Transition::Finish {
@@ -249,7 +280,13 @@ mod tests {
         apply(&mut failed, ended).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(failed.outcome, None, "only a succeeded run has an outcome");
         failed.cancel_requested = true;
-        apply(&mut failed, Transition::Resume).unwrap_or_else(|e| panic!("{e}"));
+        apply(
+            &mut failed,
+            Transition::Resume {
+                budget: Budget::default(),
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((failed.state, failed.run), (JobState::Queued, 1));
         assert_eq!((failed.error, failed.cancel_requested), (None, false));
     }

@@ -218,6 +218,7 @@ async fn run_job(record: JobRecord, template: OrchestratorTemplate, signals: Arc
         error: error.clone(),
         run: record.run,
         outcome: outcome.clone(),
+        spent: Some(record.spent(rpi.prompt_tokens, rpi.completion_tokens)),
     });
     let deferred = host.take_deferred();
     drop(host);
@@ -308,7 +309,12 @@ async fn run(
         message: record.message.clone(),
         context,
     };
-    rpi::run(&input, rpi_state, provider.as_ref(), host, template.budgets)
+    let budgets = Budgets {
+        spend: record.budget,
+        prices: record.prices,
+        ..template.budgets
+    };
+    rpi::run(&input, rpi_state, provider.as_ref(), host, budgets)
         .await
         .map_err(|error| error.to_body())
 }

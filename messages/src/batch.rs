@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::budget::{Budget, Spent};
 use crate::outcome::JobOutcome;
 use crate::workflow::Workflow;
 use crate::{ErrorBody, ErrorCode};
@@ -159,6 +160,10 @@ pub struct SubmitBatch {
     /// (default: `low`).
     #[serde(default)]
     pub priority: Option<crate::provider::Priority>,
+    /// What all the targets' model calls together may spend: reached, no new target starts
+    /// and the batch ends `budget_exhausted` (each target gets what is left when it starts).
+    #[serde(default, skip_serializing_if = "Budget::is_none")]
+    pub budget: Budget,
 }
 
 impl SubmitBatch {
@@ -166,6 +171,7 @@ impl SubmitBatch {
     pub fn validate(&self) -> Result<(), ErrorBody> {
         validate_batch_id(&self.batch_id)?;
         crate::job::validate_time_limit(self.time_limit_secs)?;
+        self.budget.validate("budget_")?;
         if let Some(concurrency) = self.concurrency {
             validate_concurrency(concurrency)?;
         }
@@ -230,15 +236,18 @@ pub enum BatchState {
     /// More targets failed than tolerated; the rest were not dispatched.
     Failed,
     Cancelled,
+    /// Its budget was reached: the targets not started stay queued.
+    BudgetExhausted,
 }
 
 impl BatchState {
-    pub const ALL: [BatchState; 5] = [
+    pub const ALL: [BatchState; 6] = [
         BatchState::Running,
         BatchState::Succeeded,
         BatchState::CompletedWithFailures,
         BatchState::Failed,
         BatchState::Cancelled,
+        BatchState::BudgetExhausted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -248,6 +257,7 @@ impl BatchState {
             BatchState::CompletedWithFailures => "completed_with_failures",
             BatchState::Failed => "failed",
             BatchState::Cancelled => "cancelled",
+            BatchState::BudgetExhausted => "budget_exhausted",
         }
     }
 
@@ -410,6 +420,12 @@ pub struct BatchView {
     /// The failed targets, at most [`FAILURES_SHOWN`] (lowest indexes first).
     #[serde(default)]
     pub failures: Vec<TargetView>,
+    /// What the batch may spend (none: no limit).
+    #[serde(default, skip_serializing_if = "Budget::is_none")]
+    pub budget: Budget,
+    /// What its ended targets spent (a target's spending is counted when it ends).
+    #[serde(default)]
+    pub spent: Spent,
 }
 
 /// `atelier.batch.status`.

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ErrorBody;
+use crate::budget::{Budget, Usd};
 pub use crate::outcome::JobOutcome;
 pub use crate::plan::{ItemStatus, PlanItem};
 
@@ -45,6 +46,11 @@ pub struct JobSubmit {
     /// for a batch's target, else `normal`).
     #[serde(default)]
     pub priority: Option<crate::provider::Priority>,
+    /// What the job may spend on model calls (tokens, dollars); left out: the operator's
+    /// default for its workbench or profile, if any. Past it the job stops with
+    /// `BUDGET_EXCEEDED` at its next model call.
+    #[serde(default, skip_serializing_if = "Budget::is_none")]
+    pub budget: Budget,
 }
 
 /// Longest accepted job id.
@@ -95,6 +101,7 @@ impl JobSubmit {
             batch_id: None,
             time_limit_secs: None,
             priority: None,
+            budget: Budget::default(),
         }
     }
 
@@ -103,6 +110,7 @@ impl JobSubmit {
     pub fn validate(&self) -> Result<(), ErrorBody> {
         validate_job_id(&self.job_id)?;
         validate_time_limit(self.time_limit_secs)?;
+        self.budget.validate("budget_")?;
         if let Some(workflow) = &self.workflow {
             workflow.validate()?;
         }
@@ -251,6 +259,14 @@ pub struct JobView {
     /// else `normal`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<crate::provider::Priority>,
+    /// What the job may spend on model calls (none: no limit but the operator's per-job
+    /// `job_max_tokens`).
+    #[serde(default, skip_serializing_if = "Budget::is_none")]
+    pub budget: Budget,
+    /// What its tokens cost at its profile's prices (none: the profile has no prices, so the
+    /// cost is unknown; never shown as 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<Usd>,
 }
 
 /// A tool call paused until a person approves or rejects it.
@@ -346,6 +362,10 @@ pub struct ApproveCall {
 pub struct ResumeJob {
     pub v: u16,
     pub job_id: String,
+    /// A new budget for the whole job, what it spent before included (a limit left out keeps
+    /// the job's own): how a job stopped with `BUDGET_EXCEEDED` continues.
+    #[serde(default, skip_serializing_if = "Budget::is_none")]
+    pub budget: Budget,
 }
 
 /// `atelier.ctl.stats`
@@ -473,6 +493,9 @@ pub enum EventKind {
         completion_tokens: u64,
         #[serde(default)]
         elapsed_ms: u64,
+        /// What the turn cost at its profile's prices (none: unknown).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<Usd>,
     },
     AssistantDelta {
         text: String,
@@ -517,6 +540,10 @@ pub enum EventKind {
         /// What the job did, when it ended `succeeded`.
         #[serde(default)]
         outcome: Option<JobOutcome>,
+        /// What its model calls spent, over all its runs (none: not told here; the job's
+        /// view has it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spent: Option<crate::budget::Spent>,
     },
 }
 
@@ -582,7 +609,7 @@ mod tests {
 
     #[test]
     fn a_finished_event_carries_its_outcome_and_an_older_one_decodes_without() {
-        let finished = |outcome| JobEvent {
+        let finished = |outcome, spent| JobEvent {
             v: PROTOCOL_VERSION,
             job_id: "j1".into(),
             at_ms: 7,
@@ -591,11 +618,19 @@ mod tests {
                 error: None,
                 run: 0,
                 outcome,
+                spent,
             },
         };
-        let event = finished(Some(JobOutcome::Changed {
-            files: vec!["count.txt".into(), "notes.txt".into()],
-        }));
+        let spent = crate::budget::Spent {
+            tokens: 1_200,
+            cost_usd: Some(Usd::from_micros(4_500)),
+        };
+        let event = finished(
+            Some(JobOutcome::Changed {
+                files: vec!["count.txt".into(), "notes.txt".into()],
+            }),
+            Some(spent),
+        );
         let bytes = encode(&event, Format::MessagePack).unwrap_or_default();
         let back: JobEvent = decode(&bytes, Format::MessagePack).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, event);
@@ -605,6 +640,6 @@ mod tests {
         });
         let bytes = rmp_serde::to_vec_named(&old).unwrap_or_default();
         let back: JobEvent = decode(&bytes, Format::MessagePack).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(back, finished(None));
+        assert_eq!(back, finished(None, None));
     }
 }

@@ -30,10 +30,13 @@
 //! - [`batch`]: one action over many targets, its views, verbs and events.
 //! - [`limits`]: nesting and size limits every entry point applies.
 //! - [`provider`]: a model profile's shared limiter record (requests, tokens, calls in flight).
+//! - [`budget`]: what model calls cost ([`Usd`](budget::Usd), [`Prices`](budget::Prices)) and
+//!   what a job or batch may spend ([`Budget`](budget::Budget)).
 
 pub mod access;
 pub mod approval;
 pub mod batch;
+pub mod budget;
 pub mod codec;
 pub mod contract;
 pub mod error;

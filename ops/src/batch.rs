@@ -2,6 +2,7 @@
 //! action over many targets), over job submission and the `atelier.batch.*` verbs. Workflow
 //! files live in `workflow_file`, CSV rows in `csv_rows`, showing a batch in `report`.
 
+use atelier_messages::budget::Budget;
 use atelier_messages::provider::Priority;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -172,6 +173,10 @@ pub struct SubmitArgs {
     /// (default low: after people's messages).
     #[arg(long, value_parser = crate::client::parse_priority)]
     priority: Option<Priority>,
+    /// What all the targets together may spend: reached, no new target starts and the batch
+    /// ends budget_exhausted.
+    #[command(flatten)]
+    budget: crate::client::BudgetArgs,
     /// Batch id (default: a new UUID v7); re-submitting an id answers the existing batch.
     #[arg(long)]
     batch_id: Option<String>,
@@ -217,6 +222,7 @@ pub async fn run(client: &Client, args: RunArgs) -> anyhow::Result<ExitCode> {
             workflow: Some(workflow),
             time_limit_secs: args.time_limit,
             priority: None,
+            budget: Budget::default(),
         })
         .await?;
     if args.wait {
@@ -337,6 +343,7 @@ async fn submit(client: &Client, args: SubmitArgs) -> anyhow::Result<ExitCode> {
         continue_draft: args.continue_draft,
         time_limit_secs: args.time_limit,
         priority: args.priority,
+        budget: args.budget.budget(),
     };
     request.validate().map_err(client::coded)?;
     let view = client.call(&request).await?;

@@ -205,6 +205,7 @@ impl Session<'_> {
                 workflow: None,
                 time_limit_secs: None,
                 priority: None,
+                budget: atelier_messages::budget::Budget::default(),
             })
             .await
     }

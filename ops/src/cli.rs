@@ -115,6 +115,10 @@ pub(crate) enum Command {
     /// Continue a failed or cancelled job from its journal (journaled steps are not redone).
     Resume {
         job: String,
+        /// A larger budget for the whole job (what it spent before included): how a job
+        /// stopped with BUDGET_EXCEEDED goes on.
+        #[command(flatten)]
+        budget: crate::client::BudgetArgs,
         #[arg(long)]
         json: bool,
     },
@@ -303,6 +307,8 @@ pub(crate) struct SubmitArgs {
     /// normal).
     #[arg(long, value_parser = crate::client::parse_priority)]
     pub(crate) priority: Option<Priority>,
+    #[command(flatten)]
+    pub(crate) budget: crate::client::BudgetArgs,
     #[arg(long)]
     pub(crate) json: bool,
 }

@@ -1,6 +1,7 @@
 //! Client commands: workbenches, drafts, jobs, over NATS request/reply and JetStream. Moving files
 //! lives in `transfer`, following a job in `watch`.
 
+use atelier_messages::budget::{Budget, Usd};
 use atelier_messages::provider::Priority;
 use std::time::Duration;
 
@@ -58,6 +59,8 @@ pub struct Submission<'a> {
     pub time_limit_secs: Option<u64>,
     /// How soon its model calls go when their profile's limits are saturated.
     pub priority: Option<Priority>,
+    /// What it may spend (none: the operator's default).
+    pub budget: Budget,
 }
 
 /// `--priority`: `high`, `normal` or `low`.
@@ -65,6 +68,60 @@ pub fn parse_priority(text: &str) -> Result<Priority, String> {
     Priority::parse(text).ok_or_else(|| {
         format!("VALIDATION_FAILED: `{text}` is no priority; use high, normal or low")
     })
+}
+
+/// `--budget-tokens` and `--budget-usd`: what a job (or a batch's targets together) may
+/// spend on model calls.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct BudgetArgs {
+    /// Stop with BUDGET_EXCEEDED at the first model call once this many tokens (prompt and
+    /// reply) are spent (default: the operator's budget for the workbench or model, if any).
+    #[arg(long, value_name = "N", value_parser = parse_budget_tokens, allow_hyphen_values = true)]
+    pub budget_tokens: Option<u64>,
+    /// The same in US dollars, at the model profile's prices (refused for a model without).
+    #[arg(long, value_name = "USD", value_parser = parse_budget_usd, allow_hyphen_values = true)]
+    pub budget_usd: Option<Usd>,
+}
+
+impl BudgetArgs {
+    pub fn budget(self) -> Budget {
+        Budget {
+            tokens: self.budget_tokens,
+            usd: self.budget_usd,
+        }
+    }
+}
+
+fn parse_budget_tokens(text: &str) -> Result<u64, String> {
+    let tokens = text.trim().parse::<u64>().map_err(|_| {
+        format!("VALIDATION_FAILED: --budget-tokens {text} must be a whole number of tokens")
+    })?;
+    let budget = Budget {
+        tokens: Some(tokens),
+        usd: None,
+    };
+    budget
+        .validate("--budget-")
+        .map_err(|error| format!("{}: {}", error.code, error.message))?;
+    Ok(tokens)
+}
+
+fn parse_budget_usd(text: &str) -> Result<Usd, String> {
+    let refused = |error: ErrorBody| format!("{}: {}", error.code, error.message);
+    let dollars = text
+        .trim()
+        .trim_start_matches('$')
+        .parse::<f64>()
+        .map_err(|_| {
+            format!("VALIDATION_FAILED: --budget-usd {text} must be an amount of dollars (`2.50`)")
+        })?;
+    let usd = Usd::parse_dollars(dollars, "--budget-usd").map_err(refused)?;
+    let budget = Budget {
+        tokens: None,
+        usd: Some(usd),
+    };
+    budget.validate("--budget-").map_err(refused)?;
+    Ok(usd)
 }
 
 /// A connected client.
@@ -196,6 +253,7 @@ impl Client {
             workflow: submission.workflow,
             time_limit_secs: submission.time_limit_secs,
             priority: submission.priority,
+            budget: submission.budget,
             ..JobSubmit::new(
                 job_id.clone(),
                 submission.workbench.into(),
@@ -263,10 +321,12 @@ impl Client {
         .await
     }
 
-    pub async fn resume(&self, job_id: &str) -> anyhow::Result<JobView> {
+    /// Continues a failed or cancelled job; `budget`'s limits replace the job's own.
+    pub async fn resume(&self, job_id: &str, budget: Budget) -> anyhow::Result<JobView> {
         self.call(&ResumeJob {
             v: PROTOCOL_VERSION,
             job_id: job_id.into(),
+            budget,
         })
         .await
     }

@@ -63,7 +63,9 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             };
             show_job(&client.approve(&job, decision).await?, json)?
         }
-        Command::Resume { job, json } => show_job(&client.resume(&job).await?, json)?,
+        Command::Resume { job, budget, json } => {
+            show_job(&client.resume(&job, budget.budget()).await?, json)?
+        }
         Command::Jobs {
             stats: true, json, ..
         } => print_stats(&client.stats().await?, json)?,
@@ -105,6 +107,7 @@ async fn submit(client: &Client, args: SubmitArgs) -> anyhow::Result<ExitCode> {
         workflow: None,
         time_limit_secs: args.time_limit,
         priority: args.priority,
+        budget: args.budget.budget(),
     };
     let job_id = client.submit(submit).await?;
     if !args.wait {

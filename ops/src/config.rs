@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use atelier_agents::rpi::Budgets;
 use atelier_agents::spec::ModelProfile;
+use atelier_coordinator::defaults::SpendingDefaults;
+use atelier_messages::budget::{Budget, Usd};
 use atelier_messages::tool::Pool;
 use figment::Figment;
 use figment::providers::{Env, Format as _, Serialized, Toml};
@@ -97,6 +99,13 @@ pub struct Settings {
     pub job_max_model_turns: u64,
     pub job_max_tool_calls: u64,
     pub job_max_tokens: u64,
+    /// The budget of a job that names none (and whose workbench and model profile set none):
+    /// tokens and dollars (dollars only where the profile has prices). Default: none.
+    pub job_budget_tokens: Option<u64>,
+    pub job_budget_usd: Option<f64>,
+    /// Budgets by workbench: `[workbench_budgets."reports-*"] tokens = 200000, usd = 2.5`; the
+    /// longest glob matching a job's workbench gives its default budget.
+    pub workbench_budgets: BTreeMap<String, BudgetSetting>,
     /// Workers that may die holding one tool call before it fails with `TOOL_CRASHED`.
     pub tool_crash_attempts: u32,
     /// Hold the coordinator's store by lease and commit every write to a changelog on
@@ -165,6 +174,9 @@ impl Default for Settings {
             job_max_model_turns: Budgets::default().max_model_turns,
             job_max_tool_calls: Budgets::default().max_tool_calls,
             job_max_tokens: Budgets::default().max_tokens,
+            job_budget_tokens: None,
+            job_budget_usd: None,
+            workbench_budgets: BTreeMap::new(),
             tool_crash_attempts: Budgets::default().tool_crash_attempts,
             replicated_store: false,
             store_lease_ms: 6000,
@@ -175,6 +187,14 @@ impl Default for Settings {
             store_blob_grace_secs: atelier_coordinator::replication::DEFAULT_BLOB_GRACE.as_secs(),
         }
     }
+}
+
+/// A budget in the settings (`[workbench_budgets.GLOB]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSetting {
+    pub tokens: Option<u64>,
+    pub usd: Option<f64>,
 }
 
 /// The format of the event streams' messages.
@@ -294,6 +314,36 @@ impl Settings {
             tool_crash_attempts: self.tool_crash_attempts,
             ..Budgets::default()
         }
+    }
+
+    /// What jobs may spend when they name no budget, and each profile's prices; a price, a
+    /// budget or a provider limit out of its range is refused by name.
+    pub fn spending(&self) -> anyhow::Result<SpendingDefaults> {
+        let refused = |error: atelier_messages::ErrorBody| anyhow::anyhow!("{}", error.message);
+        let budget = |tokens: Option<u64>, usd: Option<f64>, prefix: &str| {
+            let usd = usd
+                .map(|usd| Usd::parse_dollars(usd, &format!("{prefix}usd")))
+                .transpose()
+                .map_err(refused)?;
+            let budget = Budget { tokens, usd };
+            budget.validate(prefix).map_err(refused)?;
+            anyhow::Ok(budget)
+        };
+        let mut workbenches = Vec::new();
+        for (glob, setting) in &self.workbench_budgets {
+            let prefix = format!("workbench_budgets.\"{glob}\".");
+            workbenches.push((glob.clone(), budget(setting.tokens, setting.usd, &prefix)?));
+        }
+        let mut profiles = BTreeMap::new();
+        for (name, profile) in &self.models {
+            profile.limits().check(name).map_err(refused)?;
+            profiles.insert(name.clone(), profile.spending(name).map_err(refused)?);
+        }
+        Ok(SpendingDefaults {
+            budget: budget(self.job_budget_tokens, self.job_budget_usd, "job_budget_")?,
+            workbenches,
+            profiles,
+        })
     }
 
     /// How the coordinator's store is replicated, if it is; settings out of their range are
@@ -424,6 +474,57 @@ mod tests {
         let local = settings.models.get("local").expect("the profile");
         assert_eq!(local.max_tokens, Some(64));
         assert_eq!(local.model, "qwen");
+    }
+
+    #[test]
+    fn budgets_and_prices_load_from_the_config_file_and_bad_ones_are_refused_by_name() {
+        let profile = "[models.cloud]\nkind = \"openai\"\nmodel = \"gpt\"\n";
+        let (_dir, file) = written_config(&format!(
+            "job_budget_tokens = 9000\n[workbench_budgets.\"reports-*\"]\nusd = 2.5\n\
+             {profile}input_usd_per_mtok = 2.5\noutput_usd_per_mtok = 10.0\n\
+             job_budget_tokens = 7000\nrequests_per_minute = 600\n"
+        ));
+        let settings = Settings::load(Some(&file), FlagOverrides::default()).expect("settings");
+        let spending = settings.spending().expect("valid settings");
+        assert_eq!(spending.budget.tokens, Some(9_000));
+        assert_eq!(
+            spending.workbenches,
+            vec![(
+                "reports-*".to_string(),
+                Budget {
+                    tokens: None,
+                    usd: Some(Usd::from_micros(2_500_000))
+                }
+            )]
+        );
+        let cloud = spending.profiles.get("cloud").expect("the profile");
+        assert_eq!(cloud.budget.tokens, Some(7_000));
+        assert!(cloud.prices.is_some());
+        for (bad, named) in [
+            ("job_budget_usd = -1.0\n", "job_budget_usd"),
+            ("job_budget_tokens = 0\n", "job_budget_tokens"),
+            (
+                "[workbench_budgets.w]\nusd = 0.0\n",
+                "workbench_budgets.\"w\".usd",
+            ),
+            (
+                format!("{profile}requests_per_minute = 0\n").as_str(),
+                "models.cloud.requests_per_minute",
+            ),
+            (
+                format!("{profile}max_concurrent_requests = 1000000\n").as_str(),
+                "models.cloud.max_concurrent_requests",
+            ),
+            (
+                format!("{profile}input_usd_per_mtok = 2.0\n").as_str(),
+                "output_usd_per_mtok",
+            ),
+        ] {
+            let (_dir, file) = written_config(bad);
+            let settings = Settings::load(Some(&file), FlagOverrides::default()).expect("loads");
+            let refused = settings.spending().expect_err(named).to_string();
+            assert!(refused.contains(named), "{bad}: {refused}");
+        }
     }
 
     #[test]

@@ -76,6 +76,7 @@ async fn run_job(settings: &Settings, system: &System) -> anyhow::Result<bool> {
             workflow: None,
             time_limit_secs: None,
             priority: None,
+            budget: atelier_messages::budget::Budget::default(),
         })
         .await?;
     let state = client.watch(&job_id, WatchOutput::Human).await?;

@@ -20,6 +20,9 @@ pub const MODEL_TURNS: &str = "atelier_model_turns_total";
 pub const MODEL_TURN_DURATION: &str = "atelier_model_turn_duration_seconds";
 /// Model tokens by model and kind (`prompt`, `completion`), summed over the coordinator's jobs.
 pub const MODEL_TOKENS: &str = "atelier_model_tokens_total";
+/// What model calls cost in US dollars by model (its profile's name), at the profile's prices;
+/// jobs on a profile without prices are left out (their cost is unknown, not 0).
+pub const MODEL_COST: &str = "atelier_model_cost_usd_total";
 /// Model calls that waited for their profile's limits, by profile and reason (counter, from
 /// `provider_waiting` events).
 pub const PROVIDER_WAITS: &str = "atelier_provider_waits_total";
@@ -87,6 +90,11 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
         MODEL_TOKENS,
         Kind::Counter,
         "Model tokens by model and kind.",
+    ),
+    (
+        MODEL_COST,
+        Kind::Counter,
+        "What model calls cost in US dollars, by model, at its profile's prices.",
     ),
     (
         PROVIDER_WAITS,

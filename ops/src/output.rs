@@ -5,6 +5,7 @@
 //! characters as escapes: a workbench named `\x1b]0;…` cannot retitle, recolour or clear the
 //! terminal of whoever lists the jobs.
 
+use atelier_messages::budget::{Budget, Usd};
 use atelier_messages::job::{CoordinatorStats, ItemStatus, JobOutcome, JobView};
 use atelier_messages::review::{
     ADDED_SHEET_COLUMNS, ADDED_SHEET_ROWS, AddedSheet, Change, Changes, ContentDiff, Review, UnitOp,
@@ -139,20 +140,42 @@ pub fn draft_note(origin: &DraftOrigin, workbench: &str) -> String {
 
 pub fn print_jobs(jobs: &[JobView]) {
     println!(
-        "{:<34} {:<18} {:<16} {:<10} {:>7}  RESULT",
-        "JOB", "STATE", "WORKBENCH", "PHASE", "ITEMS"
+        "{:<34} {:<18} {:<16} {:<10} {:>7} {:>9} {:>9}  RESULT",
+        "JOB", "STATE", "WORKBENCH", "PHASE", "ITEMS", "TOKENS", "COST"
     );
     for job in jobs {
         println!(
-            "{:<34} {:<18} {:<16} {:<10} {:>3}/{:<3}  {}",
+            "{:<34} {:<18} {:<16} {:<10} {:>3}/{:<3} {:>9} {:>9}  {}",
             shown(&job.job_id),
             job.state.as_str(),
             shown(&job.workbench),
             job.phase.as_str(),
             job.items_done(),
             job.items.len(),
+            job.prompt_tokens + job.completion_tokens,
+            cost_text(job.cost_usd),
             result_column(job)
         );
+    }
+}
+
+/// An amount spent, or `unknown` where the model profile has no prices (never `$0`).
+pub fn cost_text(cost: Option<Usd>) -> String {
+    cost.map_or_else(|| "unknown".to_string(), |cost| cost.to_string())
+}
+
+/// A budget's limits (`3000 tokens, $0.50`), or `none`.
+pub fn budget_text(budget: &Budget) -> String {
+    let limits: Vec<String> = [
+        budget.tokens.map(|tokens| format!("{tokens} tokens")),
+        budget.usd.map(|usd| usd.to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    match limits.is_empty() {
+        true => "none".to_string(),
+        false => limits.join(", "),
     }
 }
 
@@ -203,6 +226,20 @@ pub fn print_job(job: &JobView) {
         "turns      {} model, {} tool calls",
         job.model_turns, job.tool_calls
     );
+    println!(
+        "spent      {} tokens ({} prompt, {} reply), cost {}{}",
+        job.prompt_tokens + job.completion_tokens,
+        job.prompt_tokens,
+        job.completion_tokens,
+        cost_text(job.cost_usd),
+        match job.cost_usd {
+            Some(_) => String::new(),
+            None => " (the model profile has no prices)".to_string(),
+        }
+    );
+    if !job.budget.is_none() {
+        println!("budget     {}", budget_text(&job.budget));
+    }
     if job.time_limit_secs > 0 {
         println!(
             "limit      {} s of wall-clock time a run",

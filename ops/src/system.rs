@@ -74,6 +74,7 @@ pub async fn coordinator(
                 default_secs: settings.job_time_limit_secs,
                 max_secs: settings.max_job_time_limit_secs,
             },
+            spending: settings.spending()?,
         },
         provider_settings: ProviderSettings {
             openai_api_key: settings.openai_api_key.clone(),

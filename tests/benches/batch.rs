@@ -208,6 +208,7 @@ async fn submit(
         priority: None,
         auto_approve: true,
         continue_draft,
+        budget: Default::default(),
     };
     request(client, &submit).await?;
     Ok(())

@@ -26,6 +26,8 @@ await runPage({ width: 1400, height: 1000 }, result, async ({ page, shot }) => {
   result.reloaded = (await page.evaluate(() => window.__sameDocument)) !== 'still here';
   await page.waitForSelector(`${row} .outcome`);
   result.listOutcome = await page.$eval(`${row} .outcome`, el => el.textContent.trim());
+  result.listCost = await page.$eval(`${row} td.cost`, el => el.textContent.trim());
+  result.spending = await page.$$eval('#spending tbody tr[data-model]', rows => rows.map(r => r.dataset.model));
   await shot('2-succeeded');
 
   await page.click(`${row} a`);
@@ -37,6 +39,7 @@ await runPage({ width: 1400, height: 1000 }, result, async ({ page, shot }) => {
   result.toolCalls = await page.$$eval('.io-call', calls => calls.map(c => ({ tool: c.dataset.tool, status: c.dataset.status })));
   result.draftBefore = await page.$$eval('#draft-files li', items => items.map(li => li.dataset.path));
   result.outcome = await page.$eval('#job-outcome', el => ({ ...el.dataset, text: el.textContent.trim() }));
+  result.cost = await page.$eval('#job-cost', el => el.textContent.trim());
   await shot('3-job');
 
   await page.click('#publish');

@@ -42,6 +42,16 @@ pub struct Turn {
     /// sees the answer grow.
     #[serde(default)]
     pub chunk_delay_ms: u64,
+    /// The usage the answer reports (default: 100 prompt and 20 completion tokens).
+    #[serde(default)]
+    pub usage: Option<Usage>,
+}
+
+/// Tokens an answer reports having used.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -364,7 +374,12 @@ fn sse_events(turn: &Turn, id: &str) -> Vec<String> {
         "tool_calls"
     };
     events.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}));
-    events.push(json!({"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 20}}));
+    let usage = turn.usage.unwrap_or(Usage {
+        prompt_tokens: 100,
+        completion_tokens: 20,
+    });
+    events.push(json!({"choices": [], "usage": {
+        "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}}));
     let mut out: Vec<String> = events
         .into_iter()
         .map(|event| format!("data: {event}\n\n"))

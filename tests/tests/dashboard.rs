@@ -978,6 +978,10 @@ async fn dashboard_in_headless_chromium_follows_a_job_live_and_publishes() -> an
     );
     assert_eq!(result["draftBefore"], json!(["summary.xlsx"]));
     assert_eq!(result["listOutcome"], "changed 1 file");
+    // A model spec without a profile has no prices: its cost is unknown, never $0.
+    assert_eq!(result["listCost"], "unknown");
+    assert_eq!(result["cost"], "unknown (the model profile has no prices)");
+    assert_eq!(result["spending"], json!([model.model_spec()]));
     assert_eq!(
         result["outcome"],
         json!({"kind": "changed", "files": "summary.xlsx", "text": "changed 1 file: summary.xlsx"})

@@ -432,6 +432,7 @@ async fn a_thousand_jobs_across_three_coordinator_crashes_complete_exactly_once(
             batch_id: None,
             time_limit_secs: None,
             priority: None,
+            budget: Default::default(),
         };
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", id.as_str());

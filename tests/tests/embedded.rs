@@ -237,6 +237,7 @@ fn on_the_embedded_server_each_role_may_do_only_its_part() -> anyhow::Result<()>
             batch_id: None,
             time_limit_secs: None,
             priority: None,
+            budget: Default::default(),
         };
         let payload = atelier_messages::encode(&submit, atelier_messages::Format::MessagePack)
             .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -512,6 +512,7 @@ fn raw_submit(job_id: &str, workbench: &str, model: &str) -> atelier_messages::j
         batch_id: None,
         time_limit_secs: None,
         priority: None,
+        budget: Default::default(),
     }
 }
 

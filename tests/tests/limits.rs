@@ -34,6 +34,7 @@ fn submission(job_id: &str, message: String, workflow: Option<Workflow>) -> JobS
         batch_id: None,
         time_limit_secs: None,
         priority: None,
+        budget: Default::default(),
     }
 }
 

@@ -122,6 +122,7 @@ async fn a_second_message_sees_the_first_and_a_draft_refuses_new_messages() -> a
         batch_id: None,
         time_limit_secs: None,
         priority: None,
+        budget: Default::default(),
     };
     cluster.publish_raw(&submit).await?;
     let watched = cluster.cli(&["watch", "raw-refused", "--json"])?;

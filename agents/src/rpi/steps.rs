@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use atelier_messages::budget::Spent;
 use atelier_messages::contract::Contract;
 use atelier_messages::job::{EVENT_TEXT_LIMIT, EventKind, Phase};
 use atelier_messages::{ErrorBody, ErrorCode, journal};
@@ -191,6 +192,12 @@ impl Driver<'_> {
             prompt_tokens: response.usage.prompt_tokens,
             completion_tokens: response.usage.completion_tokens,
             elapsed_ms,
+            cost_usd: self.budgets.prices.map(|prices| {
+                prices.cost(
+                    response.usage.prompt_tokens,
+                    response.usage.completion_tokens,
+                )
+            }),
         });
         Ok(response)
     }
@@ -232,6 +239,19 @@ impl Driver<'_> {
             return Err(budget_error(format!(
                 "the job used {tokens} tokens, over its limit of {}",
                 self.budgets.max_tokens
+            )));
+        }
+        let spent = Spent::of(
+            state.prompt_tokens,
+            state.completion_tokens,
+            self.budgets.prices,
+        );
+        if let Some(reached) = self.budgets.spend.reached_by(&spent) {
+            return Err(budget_error(format!(
+                "the job reached its budget ({reached}); its draft keeps what it wrote, and \
+                 `atelier resume {} --budget-tokens N` (or `--budget-usd X`) continues it with a \
+                 larger budget",
+                self.job.job_id
             )));
         }
         Ok(())

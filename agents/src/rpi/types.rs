@@ -3,6 +3,7 @@
 
 use atelier_messages::ErrorBody;
 use atelier_messages::approval::{ActionClass, ApprovalDecision, ApprovalMode};
+use atelier_messages::budget::{Budget, Prices};
 use atelier_messages::job::PendingApproval;
 use atelier_messages::job::{EventKind, Phase, PlanItem};
 use atelier_messages::store::{DraftDiff, ManifestEntry};
@@ -39,6 +40,13 @@ pub struct Budgets {
     /// Workers that may die holding one tool call before it fails with `TOOL_CRASHED`.
     #[serde(default = "default_tool_crash_attempts")]
     pub tool_crash_attempts: u32,
+    /// What this job may spend on model calls (its own budget, else the operator's default):
+    /// reached, its next model call stops it with `BUDGET_EXCEEDED`.
+    #[serde(default)]
+    pub spend: Budget,
+    /// Its model profile's prices (none: the cost is unknown).
+    #[serde(default)]
+    pub prices: Option<Prices>,
 }
 
 fn default_receipt_over_chars() -> usize {
@@ -64,6 +72,8 @@ impl Default for Budgets {
             loop_window: 12,
             receipt_over_chars: default_receipt_over_chars(),
             tool_crash_attempts: default_tool_crash_attempts(),
+            spend: Budget::default(),
+            prices: None,
         }
     }
 }

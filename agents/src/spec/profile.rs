@@ -1,5 +1,7 @@
 //! Model profiles: what an operator configures under `[models.NAME]`.
 
+use atelier_messages::budget::{Budget, Prices, Usd};
+use atelier_messages::{ErrorBody, ErrorCode};
 use serde::{Deserialize, Serialize};
 
 use crate::anthropic;
@@ -137,6 +139,27 @@ pub struct ModelProfile {
     /// usage the provider reports (default: no limit).
     #[serde(default)]
     pub tokens_per_minute: Option<u64>,
+    /// Dollars per million prompt tokens: with `output_usd_per_mtok`, what a job's calls cost
+    /// (unset: the cost is unknown, and budgets in dollars are refused for this profile).
+    #[serde(default)]
+    pub input_usd_per_mtok: Option<f64>,
+    /// Dollars per million reply tokens.
+    #[serde(default)]
+    pub output_usd_per_mtok: Option<f64>,
+    /// The token budget of a job on this profile that names none (and whose workbench has no
+    /// default).
+    #[serde(default)]
+    pub job_budget_tokens: Option<u64>,
+    /// The dollar budget of a job on this profile that names none.
+    #[serde(default)]
+    pub job_budget_usd: Option<f64>,
+}
+
+/// What a profile's calls cost and what a job on it may spend when it names no budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProfileSpending {
+    pub prices: Option<Prices>,
+    pub budget: Budget,
 }
 
 /// What a deployment allows a profile's provider, over every coordinator at once (a limit
@@ -149,22 +172,52 @@ pub struct ProviderLimits {
 }
 
 impl ProviderLimits {
-    /// The name of a limit set to 0, if one is.
-    pub fn zero(&self) -> Option<&'static str> {
+    /// Each limit by its setting's name, with the most any provider could mean by it.
+    fn named(&self) -> [(&'static str, Option<u64>, u64); 3] {
         [
             (
                 "max_concurrent_requests",
                 self.max_concurrent_requests.map(u64::from),
+                100_000,
             ),
             (
                 "requests_per_minute",
                 self.requests_per_minute.map(u64::from),
+                100_000_000,
             ),
-            ("tokens_per_minute", self.tokens_per_minute),
+            (
+                "tokens_per_minute",
+                self.tokens_per_minute,
+                1_000_000_000_000,
+            ),
         ]
-        .into_iter()
-        .find(|(_, limit)| *limit == Some(0))
-        .map(|(name, _)| name)
+    }
+
+    /// The name of a limit set to 0, if one is.
+    pub fn zero(&self) -> Option<&'static str> {
+        self.named()
+            .into_iter()
+            .find(|(_, limit, _)| *limit == Some(0))
+            .map(|(name, _, _)| name)
+    }
+
+    /// `VALIDATION_FAILED` naming (as `models.NAME.…`) a limit of 0 or past any provider's
+    /// (a typing mistake: a limit that high is none).
+    pub fn check(&self, name: &str) -> Result<(), ErrorBody> {
+        for (setting, limit, most) in self.named() {
+            if let Some(limit) = limit
+                && !(1..=most).contains(&limit)
+            {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    format!(
+                        "models.{name}.{setting} = {limit} must be between 1 and {most}; leave \
+                         it out for no limit"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// True when any limit is set.
@@ -192,11 +245,58 @@ impl std::fmt::Debug for ModelProfile {
             .field("reasoning_effort", &self.reasoning_effort)
             .field("summarize_history", &self.summarize_history)
             .field("limits", &self.limits())
+            .field("input_usd_per_mtok", &self.input_usd_per_mtok)
+            .field("output_usd_per_mtok", &self.output_usd_per_mtok)
+            .field("job_budget_tokens", &self.job_budget_tokens)
+            .field("job_budget_usd", &self.job_budget_usd)
             .finish_non_exhaustive()
     }
 }
 
 impl ModelProfile {
+    /// Its prices and default budget, or `VALIDATION_FAILED` naming the setting (`name`'s)
+    /// that is negative, absurd, or a price without its other half.
+    pub fn spending(&self, name: &str) -> Result<ProfileSpending, ErrorBody> {
+        let dollars = |value: Option<f64>, key: &str| {
+            value
+                .map(|dollars| Usd::parse_dollars(dollars, &format!("models.{name}.{key}")))
+                .transpose()
+        };
+        let input = dollars(self.input_usd_per_mtok, "input_usd_per_mtok")?;
+        let output = dollars(self.output_usd_per_mtok, "output_usd_per_mtok")?;
+        let prices = match (input, output) {
+            (Some(input_usd_per_mtok), Some(output_usd_per_mtok)) => Some(Prices {
+                input_usd_per_mtok,
+                output_usd_per_mtok,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(ErrorBody::new(
+                    ErrorCode::ValidationFailed,
+                    format!(
+                        "model profile `{name}` sets one of input_usd_per_mtok and \
+                         output_usd_per_mtok: set both (0 for a side that is free)"
+                    ),
+                ));
+            }
+        };
+        let budget = Budget {
+            tokens: self.job_budget_tokens,
+            usd: dollars(self.job_budget_usd, "job_budget_usd")?,
+        };
+        budget.validate(&format!("models.{name}.job_budget_"))?;
+        if budget.usd.is_some() && prices.is_none() {
+            return Err(ErrorBody::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "model profile `{name}` sets job_budget_usd without prices: set \
+                     input_usd_per_mtok and output_usd_per_mtok, or give job_budget_tokens"
+                ),
+            ));
+        }
+        Ok(ProfileSpending { prices, budget })
+    }
+
     /// Its limits on the provider.
     pub fn limits(&self) -> ProviderLimits {
         ProviderLimits {

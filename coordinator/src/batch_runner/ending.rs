@@ -91,15 +91,20 @@ impl BatchRunnerState {
             state,
             error: end.error,
             outcome: end.outcome,
+            spent: end.spent,
         })
     }
 
     /// Takes the batch's record after a target ended; tells of its progress now and then.
     async fn ended(&mut self, record: BatchRecord) {
         let crossed = !self.record.beyond_tolerance() && record.beyond_tolerance();
+        let spent = !self.record.budget_reached() && record.budget_reached();
         self.record = record;
         if crossed {
             tracing::warn!(batch_id = %self.batch_id(), failed = self.record.counts.failed, "failures beyond the batch's tolerance; no more targets are dispatched");
+        }
+        if spent {
+            tracing::warn!(batch_id = %self.batch_id(), tokens = self.record.spent.tokens, "the batch reached its budget; no more targets are dispatched");
         }
         if self.last_progress.elapsed() >= PROGRESS_EVERY {
             self.emit(BatchEventKind::BatchProgress).await;
@@ -196,6 +201,22 @@ fn outcome(record: &BatchRecord) -> (BatchState, Option<ErrorBody>) {
             ),
         );
         return (BatchState::Failed, Some(error));
+    }
+    // Reached with targets left unstarted (a budget reached by the last target is no stop).
+    if let Some(reached) = record.budget.reached_by(&record.spent)
+        && counts.cancelled > 0
+    {
+        let error = ErrorBody::new(
+            ErrorCode::BudgetExceeded,
+            format!(
+                "the batch reached its budget ({reached}): {} of {} targets ran, {} were not \
+                 started",
+                counts.total - counts.cancelled,
+                counts.total,
+                counts.cancelled
+            ),
+        );
+        return (BatchState::BudgetExhausted, Some(error));
     }
     if counts.failed == 0 && counts.cancelled == 0 {
         return (BatchState::Succeeded, None);

@@ -2,6 +2,7 @@
 //! the batch's counts; an end and the next dispatch may share one.
 
 use atelier_messages::batch::{TargetState, child_job_id};
+use atelier_messages::budget::Spent;
 use atelier_messages::job::JobOutcome;
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 
@@ -18,6 +19,8 @@ pub struct TargetEnd {
     pub state: TargetState,
     pub error: Option<ErrorBody>,
     pub outcome: Option<JobOutcome>,
+    /// What the child spent.
+    pub spent: Spent,
 }
 
 /// One change in a transaction over targets: the target's index and what becomes of it,
@@ -46,6 +49,7 @@ fn finished(target: &mut TargetRecord, end: &TargetEnd) -> Option<TargetState> {
     }
     target.error = end.error.clone();
     target.outcome = (end.outcome.clone()).filter(|_| end.state == TargetState::Succeeded);
+    target.spent = end.spent;
     Some(end.state)
 }
 
@@ -110,6 +114,9 @@ impl Batches {
                     if succeeded_now && let Some(outcome) = &target.outcome {
                         batch.counts.count_outcome(outcome);
                     }
+                    if before == TargetState::Running && after != TargetState::Queued {
+                        batch.spent = batch.spent.plus(target.spent);
+                    }
                     put(&targets, &key, &target)?;
                     changed.push((target, true));
                 }
@@ -170,7 +177,7 @@ impl Batches {
 
     /// [`Batches::finish_target`] and [`Batches::dispatch`] of target `next` in one
     /// transaction (flushed), the next target dispatched only if the batch still dispatches
-    /// once the end is counted (not cancelled, not beyond its failure tolerance): the target
+    /// once the end is counted (not cancelled, within its failure tolerance and budget): the target
     /// dispatched, if it was.
     pub fn finish_then_dispatch(
         &self,
@@ -180,7 +187,7 @@ impl Batches {
     ) -> Result<(BatchRecord, Option<TargetRecord>), CoordinatorError> {
         let finish = |_: &BatchRecord, target: &mut TargetRecord| finished(target, end);
         let dispatch = |batch: &BatchRecord, target: &mut TargetRecord| {
-            if batch.cancel_requested || batch.beyond_tolerance() {
+            if !batch.dispatches() {
                 return None;
             }
             dispatched(batch_id, target)

@@ -3,6 +3,7 @@
 //! store in [`jobs`](crate::jobs) that applies its transitions.
 
 use atelier_messages::approval::ApprovalPolicy;
+use atelier_messages::budget::{Budget, Prices, Spent};
 use atelier_messages::job::{EventKind, JobOutcome, JobState, JobSubmit, PendingApproval};
 use atelier_messages::workflow::Workflow;
 use atelier_messages::{ErrorBody, now_ms};
@@ -57,6 +58,13 @@ pub struct JobRecord {
     /// for a batch's target, else `normal`).
     #[serde(default)]
     pub priority: Option<atelier_messages::provider::Priority>,
+    /// What it may spend, fixed when it was accepted (its own, else the operator's default)
+    /// and changed by `atelier resume --budget-*`.
+    #[serde(default)]
+    pub budget: Budget,
+    /// Its model profile's prices when it was accepted (none: its cost is unknown).
+    #[serde(default)]
+    pub prices: Option<Prices>,
 }
 
 impl JobRecord {
@@ -67,7 +75,13 @@ impl JobRecord {
             error: self.error.clone(),
             run: self.run,
             outcome: self.outcome.clone(),
+            spent: None,
         }
+    }
+
+    /// What `prompt` and `completion` tokens of this job cost.
+    pub fn spent(&self, prompt: u64, completion: u64) -> Spent {
+        Spent::of(prompt, completion, self.prices)
     }
 
     /// The job's approval policy (`--auto-approve` lets every call run).
@@ -102,6 +116,8 @@ impl JobRecord {
             time_limit_secs: submit.time_limit_secs.unwrap_or_default(),
             started_at_ms: None,
             priority: submit.priority,
+            budget: submit.budget,
+            prices: None,
         }
     }
 

@@ -6,6 +6,7 @@
 //! together or not at all.
 
 use atelier_agents::spec::ModelSpec;
+use atelier_messages::budget::Budget;
 use atelier_messages::job::{JobState, JobSubmit};
 use atelier_messages::workshop::{
     ConversationMessage, History, ModelSet, Regenerate, Regenerated, Rewound, Role, SystemEvent,
@@ -18,6 +19,7 @@ use super::tx::{
 };
 use super::{Workbenches, abort, key};
 use crate::JobDefaults;
+use crate::defaults::JobSpending;
 use crate::error::CoordinatorError;
 use crate::jobs::{JobRecord, NO_MODEL};
 use crate::storage::{self, trees};
@@ -156,6 +158,18 @@ impl Workbenches {
                     .or_else(|| defaults.model.clone())
                     .unwrap_or_default()
             };
+            let spending = match workflow {
+                true => Ok(JobSpending::default()),
+                false => (defaults.spending).of(workbench, &model, submit.budget),
+            };
+            let spending = match spending {
+                Ok(spending) => spending,
+                Err(error) => {
+                    let record = JobRecord::refused(submit, error);
+                    put(tx.jobs, submit.job_id.as_bytes(), &record)?;
+                    return Ok(Accepted::Refused(record));
+                }
+            };
             // A message asked with another model than the one before it is a switch.
             if let (false, Some(chosen), Some(last)) = (workflow, &submit.model, &state.last_model)
                 && chosen != last
@@ -183,6 +197,8 @@ impl Workbenches {
             )?;
             let mut record = JobRecord::queued(submit, &model, Some(message.id));
             record.time_limit_secs = time_limit.unwrap_or_default();
+            record.budget = spending.budget;
+            record.prices = spending.prices;
             if submit.approvals.is_none() {
                 record.approvals = tx.approvals(workbench)?.unwrap_or_default();
             }
@@ -391,6 +407,8 @@ impl Workbenches {
             };
             // The new answer runs under the limit the one it replaces had.
             let time_limit_secs = answered.as_ref().map(|answered| answered.time_limit_secs);
+            let budget =
+                (answered.as_ref()).map_or_else(Budget::default, |answered| answered.budget);
             let workflow = answered.and_then(|answered| answered.workflow);
             let model = request
                 .model
@@ -415,13 +433,22 @@ impl Workbenches {
                     .filter(|secs| *secs > 0)
                     .or(Some(defaults.time_limits.of(None).unwrap_or_default())),
                 priority: None,
+                budget: Budget::default(),
             };
             let model = if submit.workflow.is_some() {
                 NO_MODEL.to_string()
             } else {
                 model
             };
-            let record = JobRecord::queued(&submit, &model, Some(user.id.clone()));
+            let mut record = JobRecord::queued(&submit, &model, Some(user.id.clone()));
+            // …and within the budget it had (without one in dollars the new model cannot price).
+            if submit.workflow.is_none() {
+                let spending = (defaults.spending.of(workbench, &model, budget))
+                    .or_else(|_| defaults.spending.of(workbench, &model, Budget::default()))
+                    .map_err(|error| abort(error.into()))?;
+                record.budget = spending.budget;
+                record.prices = spending.prices;
+            }
             put(tx.jobs, job_id.as_bytes(), &record)?;
             let event = SystemEvent::Regenerated {
                 from_message_id: user.id.clone(),

@@ -326,6 +326,7 @@ fn submit(
         batch_id: None,
         time_limit_secs: None,
         priority: None,
+        budget: Default::default(),
     }
 }
 
@@ -357,6 +358,7 @@ fn a_job_gets_the_operators_time_limit_or_its_own_within_the_maximum() {
             default_secs: 120,
             max_secs: 600,
         },
+        spending: Default::default(),
     };
     let mut asked = submit("j1", None, false);
     asked.time_limit_secs = Some(601);

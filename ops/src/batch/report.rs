@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::status;
 use crate::client::Client;
-use crate::output::print_json;
+use crate::output::{budget_text, cost_text, print_json};
 use crate::shown::{shown, shown_lines};
 
 /// How often `batch watch` looks at the batch.
@@ -78,6 +78,18 @@ pub(super) fn show(view: &BatchView, json: bool) -> anyhow::Result<()> {
         "concurrency  {}; failures tolerated: {tolerance}",
         view.concurrency
     );
+    println!(
+        "spent        {} tokens, cost {} (by the targets that ended)",
+        view.spent.tokens,
+        cost_text(view.spent.cost_usd)
+    );
+    if !view.budget.is_none() {
+        println!(
+            "budget       {}; remaining {}",
+            budget_text(&view.budget),
+            budget_text(&view.budget.remaining(&view.spent))
+        );
+    }
     if let Some(error) = &view.error {
         println!("error        {}", shown_lines(&error.to_string()));
     }

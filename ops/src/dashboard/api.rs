@@ -369,6 +369,7 @@ async fn resume(State(state): State<Shared>, Path(id): Path<String>) -> Response
     let request = ResumeJob {
         v: PROTOCOL_VERSION,
         job_id: id,
+        budget: atelier_messages::budget::Budget::default(),
     };
     answer(call(&state, &request).await)
 }
@@ -543,6 +544,13 @@ async fn scrape_time_metrics(state: &AppState) -> Registry {
                     metrics::MODEL_TOKENS,
                     vec![("model", job.model.clone()), ("kind", kind.into())],
                     tokens as f64,
+                );
+            }
+            if let Some(cost) = job.cost_usd {
+                registry.add(
+                    metrics::MODEL_COST,
+                    vec![("model", job.model.clone())],
+                    cost.dollars(),
                 );
             }
         }

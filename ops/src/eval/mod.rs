@@ -49,6 +49,8 @@ pub(crate) struct RunOutcome {
     pub(crate) tool_calls: u64,
     pub(crate) prompt_tokens: u64,
     pub(crate) completion_tokens: u64,
+    /// What the run's model calls cost (none: unknown, the profile has no prices).
+    pub(crate) cost_usd: Option<atelier_messages::budget::Usd>,
     pub(crate) wall_ms: u64,
 }
 
@@ -114,6 +116,7 @@ async fn run_once(
             workflow: None,
             time_limit_secs: None,
             priority: None,
+            budget: atelier_messages::budget::Budget::default(),
         })
         .await?;
     let (view, timed_out) = wait_for_end(client, &job_id, args.timeout).await?;
@@ -171,6 +174,7 @@ async fn score(
         tool_calls: view.tool_calls,
         prompt_tokens: view.prompt_tokens,
         completion_tokens: view.completion_tokens,
+        cost_usd: view.cost_usd,
         wall_ms,
     };
     if view.state != JobState::Succeeded {

@@ -2,8 +2,10 @@
 
 use serde::Serialize;
 
+use atelier_messages::budget::Usd;
+
 use super::RunOutcome;
-use crate::output::print_json;
+use crate::output::{cost_text, print_json};
 
 /// One task over its runs (counts are totals over the runs).
 #[derive(Debug, Clone, Serialize)]
@@ -23,6 +25,8 @@ pub(crate) struct TaskReport {
     pub(crate) completion_tokens: u64,
     /// prompt + completion.
     pub(crate) tokens: u64,
+    /// What the runs cost at the model profile's prices (none: unknown, the profile has none).
+    pub(crate) cost_usd: Option<Usd>,
     pub(crate) wall_ms: u64,
     pub(crate) results: Vec<RunOutcome>,
 }
@@ -47,7 +51,15 @@ pub(crate) struct Overall {
     pub(crate) model_turns: u64,
     pub(crate) tool_calls: u64,
     pub(crate) tokens: u64,
+    pub(crate) cost_usd: Option<Usd>,
     pub(crate) wall_ms: u64,
+}
+
+/// The sum of costs; unknown when any is.
+fn total_cost(costs: impl IntoIterator<Item = Option<Usd>>) -> Option<Usd> {
+    costs
+        .into_iter()
+        .try_fold(Usd::ZERO, |sum, cost| Some(sum.saturating_add(cost?)))
 }
 
 fn rate(passed: u32, runs: u32) -> f64 {
@@ -79,6 +91,7 @@ impl TaskReport {
             prompt_tokens,
             completion_tokens,
             tokens: prompt_tokens + completion_tokens,
+            cost_usd: total_cost(results.iter().map(|r| r.cost_usd)),
             wall_ms: sum(|r| r.wall_ms),
             results,
         }
@@ -98,6 +111,7 @@ impl Overall {
             model_turns: tasks.iter().map(|t| t.model_turns).sum(),
             tool_calls: tasks.iter().map(|t| t.tool_calls).sum(),
             tokens: tasks.iter().map(|t| t.tokens).sum(),
+            cost_usd: total_cost(tasks.iter().map(|t| t.cost_usd)),
             wall_ms: tasks.iter().map(|t| t.wall_ms).sum(),
         }
     }
@@ -158,8 +172,8 @@ fn print_table(tasks: &[TaskReport], overall: &Overall) {
 /// `succeeded` while a check failed.
 fn table(tasks: &[TaskReport], overall: &Overall) -> String {
     let mut out = format!(
-        "{:<32} {:>9} {:>6} {:>6} {:>6} {:>9} {:>9}\n",
-        "TASK", "PASS", "FALSE", "TURNS", "TOOLS", "TOKENS", "WALL"
+        "{:<32} {:>9} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9}\n",
+        "TASK", "PASS", "FALSE", "TURNS", "TOOLS", "TOKENS", "COST", "WALL"
     );
     let splits = splits(tasks);
     let grouped = splits.len() > 1;
@@ -174,6 +188,7 @@ fn table(tasks: &[TaskReport], overall: &Overall) -> String {
                 task.runs,
                 task.false_successes,
                 [task.model_turns, task.tool_calls, task.tokens],
+                task.cost_usd,
                 task.wall_ms,
             ));
         }
@@ -209,23 +224,27 @@ fn totals_row(name: &str, totals: &Overall) -> String {
         totals.runs,
         totals.false_successes,
         [totals.model_turns, totals.tool_calls, totals.tokens],
+        totals.cost_usd,
         totals.wall_ms,
     )
 }
 
-/// One row: name, passed/runs and rate, false successes, [turns, tools, tokens], wall time.
+/// One row: name, passed/runs and rate, false successes, [turns, tools, tokens], cost, wall
+/// time.
 fn row(
     name: &str,
     passed: u32,
     runs: u32,
     false_ok: u32,
     counts: [u64; 3],
+    cost: Option<Usd>,
     wall_ms: u64,
 ) -> String {
     let [turns, tools, tokens] = counts;
     format!(
-        "{name:<32} {:>9} {false_ok:>6} {turns:>6} {tools:>6} {tokens:>9} {:>9}\n",
+        "{name:<32} {:>9} {false_ok:>6} {turns:>6} {tools:>6} {tokens:>9} {:>9} {:>9}\n",
         pass_cell(passed, runs),
+        cost_text(cost),
         seconds(wall_ms)
     )
 }
@@ -292,8 +311,34 @@ mod tests {
             tool_calls: 1,
             prompt_tokens: 10,
             completion_tokens: 2,
+            cost_usd: Some(Usd::from_micros(1_500)),
             wall_ms: 1_000,
         }
+    }
+
+    #[test]
+    fn costs_add_up_and_one_unknown_cost_makes_the_sum_unknown() {
+        let priced = TaskReport::new(
+            "dev",
+            "a",
+            vec![
+                outcome(1, "succeeded", true, false),
+                outcome(2, "succeeded", true, false),
+            ],
+        );
+        assert_eq!(priced.cost_usd, Some(Usd::from_micros(3_000)));
+        let mut unpriced = outcome(1, "succeeded", true, false);
+        unpriced.cost_usd = None;
+        let unknown = TaskReport::new("dev", "b", vec![unpriced]);
+        assert_eq!(unknown.cost_usd, None);
+        let tasks = [priced, unknown];
+        let overall = Overall::new(&tasks);
+        assert_eq!(overall.cost_usd, None);
+        let text = table(&tasks, &overall);
+        let cost = |line: &str| line.split_whitespace().nth(7).map(str::to_string);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(cost(lines[1]).as_deref(), Some("$0.0030"), "{text}");
+        assert_eq!(cost(lines[2]).as_deref(), Some("unknown"), "{text}");
     }
 
     #[test]

@@ -49,6 +49,18 @@ function ago(ms) { return ms == null ? '—' : `${duration(ms)} ago`; }
 function time(ms) { return ms ? new Date(ms).toLocaleTimeString() : '—'; }
 function badge(state) { return `<span class="badge ${esc(state)}">${esc(String(state).replace('_', ' '))}</span>`; }
 function tokens(n) { return n >= 10000 ? `${(n / 1000).toFixed(1)}k` : String(n ?? 0); }
+/** An amount in dollars, or `unknown` where the model profile has no prices (never $0). */
+function cost(usd) {
+  if (usd === undefined || usd === null) return 'unknown';
+  return usd >= 0.1 ? `$${usd.toFixed(2)}` : `$${usd.toFixed(4)}`;
+}
+/** A budget's limits: `3000 tokens · $0.50`. */
+function budgetText(budget) {
+  const limits = [];
+  if (budget && budget.tokens != null) limits.push(`${budget.tokens} tokens`);
+  if (budget && budget.usd != null) limits.push(cost(budget.usd));
+  return limits.join(' · ');
+}
 function shortId(id) { return id.length > 14 ? `${id.slice(0, 8)}…${id.slice(-4)}` : id; }
 
 function progress(done, failed, total) {
@@ -166,13 +178,16 @@ function jobsPage() {
       <select id="f-workbench" aria-label="workbench"><option value="">all workbenches</option></select>
     </div>
     <div class="card" style="padding:0"><table id="jobs">
-      <thead><tr><th>Job</th><th>State</th><th>Workbench</th><th>Model</th><th>Phase</th><th>Plan</th><th class="num">Age</th><th class="num">Duration</th><th class="num">Tokens</th><th>Now</th></tr></thead>
-      <tbody><tr><td colspan="10" class="empty">Loading…</td></tr></tbody></table></div>`;
+      <thead><tr><th>Job</th><th>State</th><th>Workbench</th><th>Model</th><th>Phase</th><th>Plan</th><th class="num">Age</th><th class="num">Duration</th><th class="num">Tokens</th><th class="num">Cost</th><th>Now</th></tr></thead>
+      <tbody><tr><td colspan="11" class="empty">Loading…</td></tr></tbody></table></div>
+    <div class="card"><h2>Spending by model and day</h2><p class="small muted">The jobs listed above, by the day they were created (Prometheus keeps the whole history: <code>atelier_model_cost_usd_total</code>).</p>
+      <table id="spending"><thead><tr><th>Day</th><th>Model</th><th class="num">Jobs</th><th class="num">Tokens</th><th class="num">Cost</th></tr></thead><tbody></tbody></table></div>`;
   const refresh = async () => {
     const params = new URLSearchParams(Object.entries(ui.filters).filter(([, v]) => v));
     const [rows, benches] = await Promise.all([api(`/api/jobs?${params}`), api('/api/workbenches').catch(() => [])]);
     fillWorkbenches(benches);
     renderJobs(rows);
+    renderSpending(rows);
   };
   mount(html, refresh, () => schedule(), () => schedule(0)).catch(showError);
   const change = () => {
@@ -196,7 +211,7 @@ function fillWorkbenches(benches) {
 function renderJobs(rows) {
   const body = document.querySelector('#jobs tbody');
   if (!body) return;
-  if (!rows.length) { body.innerHTML = '<tr><td colspan="10" class="empty">No jobs match. Submit one with <code>atelier submit WORKBENCH "message"</code>.</td></tr>'; return; }
+  if (!rows.length) { body.innerHTML = '<tr><td colspan="11" class="empty">No jobs match. Submit one with <code>atelier submit WORKBENCH "message"</code>.</td></tr>'; return; }
   body.innerHTML = rows.map(job => {
     const now = job.current && (job.current.tool
       ? `<span class="mono">${esc(job.current.tool)}</span>`
@@ -211,11 +226,32 @@ function renderJobs(rows) {
       <td class="num">${esc(duration(job.age_ms))}</td>
       <td class="num">${esc(duration(job.duration_ms))}</td>
       <td class="num" title="${job.prompt_tokens} prompt + ${job.completion_tokens} completion">${esc(tokens(job.tokens))}</td>
+      <td class="num cost">${esc(cost(job.cost_usd))}</td>
       <td class="small">${now || ''}</td></tr>`;
   }).join('');
   body.querySelectorAll('tr.job-row').forEach(tr => tr.addEventListener('click', event => {
     if (event.target.tagName !== 'A') location.hash = `#/jobs/${encodeURIComponent(tr.dataset.jobId)}`;
   }));
+}
+
+/** Tokens and cost per (day, model) of `rows`; a cost is unknown when any job's is. */
+function renderSpending(rows) {
+  const body = document.querySelector('#spending tbody');
+  if (!body) return;
+  const groups = new Map();
+  for (const job of rows) {
+    const day = new Date(job.created_at_ms).toISOString().slice(0, 10);
+    const key = `${day}\u0000${job.model}`;
+    const group = groups.get(key) || { day, model: job.model, jobs: 0, tokens: 0, cost: 0 };
+    group.jobs += 1;
+    group.tokens += job.tokens;
+    group.cost = group.cost === null || job.cost_usd == null ? null : group.cost + job.cost_usd;
+    groups.set(key, group);
+  }
+  const sorted = [...groups.values()].sort((a, b) => b.day.localeCompare(a.day) || a.model.localeCompare(b.model));
+  body.innerHTML = sorted.map(g => `<tr data-day="${esc(g.day)}" data-model="${esc(g.model)}"><td>${esc(g.day)}</td><td class="mono small">${esc(g.model)}</td>
+      <td class="num">${g.jobs}</td><td class="num">${esc(tokens(g.tokens))}</td><td class="num">${esc(cost(g.cost))}</td></tr>`).join('')
+    || '<tr><td colspan="5" class="empty">No jobs.</td></tr>';
 }
 
 /** What a succeeded job did, as `atelier job` says it: `changed 2 files: a.csv, b.txt`. */
@@ -271,6 +307,8 @@ function renderJob({ job, trace, contracts }, diff) {
             <dt>created</dt><dd>${esc(new Date(job.created_at_ms).toLocaleString())}</dd>
             <dt>duration</dt><dd>${esc(duration((terminal ? job.updated_at_ms : Date.now()) - job.created_at_ms))}</dd>
             <dt>tokens</dt><dd>${job.prompt_tokens} prompt · ${job.completion_tokens} completion</dd>
+            <dt>cost</dt><dd id="job-cost">${esc(cost(job.cost_usd))}${job.cost_usd == null ? ' <span class="small muted">(the model profile has no prices)</span>' : ''}</dd>
+            ${job.budget ? `<dt>budget</dt><dd id="job-budget">${esc(budgetText(job.budget))}</dd>` : ''}
             <dt>calls</dt><dd>${job.tool_calls} tool calls · ${job.model_turns} model turns</dd>
             ${job.error ? `<dt>error</dt><dd class="error"><b>${esc(job.error.code)}</b> ${esc(job.error.message)}</dd>` : ''}
             ${job.outcome ? `<dt>outcome</dt><dd id="job-outcome" data-kind="${esc(job.outcome.kind)}" data-files="${esc((job.outcome.files || []).join('\n'))}">${esc(outcomeText(job.outcome))}</dd>` : ''}

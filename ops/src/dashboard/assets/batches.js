@@ -84,6 +84,8 @@ function renderBatch(path, { batch, failed }) {
         · ${perSecond.toFixed(1)} targets/s · ETA ${eta}</div>
       <div class="small muted">${esc(batch.action)} · concurrency ${batch.concurrency}
         · failures tolerated: ${esc(tolerance(batch.tolerate_failures))}</div>
+      <div class="small" id="batch-spent">spent ${batch.spent ? batch.spent.tokens : 0} tokens · ${esc(cost(batch.spent && batch.spent.cost_usd))}${batch.budget
+        ? ` · budget ${esc(budgetText(batch.budget))}` : ''}</div>
       ${batch.error ? `<div class="error small" id="batch-error">${esc(batch.error.code)}: ${esc(batch.error.message)}</div>` : ''}</div>
     <div class="card"><h2>Failed targets</h2><table id="batch-failures"><thead><tr><th class="num">#</th><th>Workbench</th><th>File</th><th>Job</th><th>Error</th></tr></thead>
       <tbody>${failed.map(target => `<tr data-workbench="${esc(target.workbench)}" data-code="${esc(target.error ? target.error.code : '')}">

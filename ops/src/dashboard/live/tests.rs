@@ -66,6 +66,7 @@ fn script() -> Vec<JobEvent> {
                 error: None,
                 run: 0,
                 outcome: None,
+                spent: None,
             },
         ),
     ]

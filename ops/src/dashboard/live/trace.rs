@@ -270,6 +270,7 @@ impl JobTrace {
             prompt_tokens,
             completion_tokens,
             elapsed_ms,
+            ..
         } = kind
         else {
             return;
