@@ -1,6 +1,7 @@
 //! The front door: every coordinator answers the public verbs (in their queue groups) and hands
 //! each to the shard it is about (docs/adr/0014): a workbench's verbs to `shard_of` its name, a
-//! batch's to `shard_of` its id, a job's to whichever shard holds it (every shard is asked; job
+//! batch's to `shard_of` its id, a job's to the shard its id carries (`…-wKKKKKKKK`, as the CLI
+//! and the front doors make them), else to whichever shard holds it (every shard is asked: job
 //! ids are the clients'), and lists and stats to every shard, merged. A shard this process holds
 //! answers in process; another is asked under its prefix (`atelier.shard.N.`), where only its
 //! owner listens. A shard with no owner (a hand-over) is asked again for a while, then the verb
@@ -20,7 +21,7 @@ use atelier_messages::job::{
     Ping, Pong, ResumeJob,
 };
 use atelier_messages::review::ReviewDraft;
-use atelier_messages::shard::{SweepHost, shard_of};
+use atelier_messages::shard::{SweepHost, carried_key, shard_of};
 use atelier_messages::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles,
     ListWorkbenches, PublishDraft, ReadFile, SetApprovals, UploadBlob, WriteDraft,
@@ -232,9 +233,13 @@ impl FrontDoor {
         Err(none_found(not_found))
     }
 
-    /// `request` about job `job_id`, answered by the job's shard: the one remembered, else the
+    /// `request` about job `job_id`, answered by the job's shard: the one its id carries
+    /// ([`job_id_for`](atelier_messages::shard::job_id_for)), else the one remembered, else the
     /// one found by asking them all (remembered from then on).
     async fn to_job<V: Verb>(&self, job_id: &str, request: &V) -> Result<V::Reply, ErrorBody> {
+        if let Some(key) = carried_key(job_id) {
+            return self.forward(key % self.inner.count.max(1), request).await;
+        }
         let known =
             (self.inner.job_shards.lock().ok()).and_then(|shards| shards.get(job_id).copied());
         if let Some(shard) = known {

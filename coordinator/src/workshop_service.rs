@@ -132,10 +132,10 @@ impl Workshop {
         if request.dry_run {
             return self.orchestrators.store().regenerate_preview(request).await;
         }
-        let job_id = request
-            .job_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+        let job_id = request.job_id.clone().unwrap_or_else(|| {
+            let unique = uuid::Uuid::now_v7().simple().to_string();
+            atelier_messages::shard::job_id_for(&unique, &request.workbench)
+        });
         atelier_messages::job::validate_job_id(&job_id)?;
         if let Some(model) = &request.model {
             self.check_model(model)?;

@@ -111,6 +111,20 @@ impl JobSubmit {
         validate_job_id(&self.job_id)?;
         validate_time_limit(self.time_limit_secs)?;
         self.budget.validate("budget_")?;
+        if crate::shard::carried_key(&self.job_id)
+            .is_some_and(|key| key != crate::shard::shard_key(&self.workbench))
+        {
+            return Err(ErrorBody::new(
+                crate::ErrorCode::ValidationFailed,
+                format!(
+                    "job_id {:?} ends with the shard key of another workbench than `{}`; end it \
+                     with `-w{:08x}` or choose an id without a `-wXXXXXXXX` ending",
+                    self.job_id,
+                    self.workbench,
+                    crate::shard::shard_key(&self.workbench)
+                ),
+            ));
+        }
         if let Some(workflow) = &self.workflow {
             workflow.validate()?;
         }
@@ -591,6 +605,16 @@ mod tests {
         let bytes = encode(&event, Format::MessagePack).unwrap_or_default();
         let back: JobEvent = decode(&bytes, Format::MessagePack).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, event);
+    }
+
+    #[test]
+    fn a_job_id_carrying_another_workbenchs_shard_key_is_refused() {
+        let id = |workbench: &str| crate::shard::job_id_for("0195f1c2", workbench);
+        let submit = |job_id: String| JobSubmit::new(job_id, "q3".into(), "go".into());
+        assert_eq!(submit(id("q3")).validate(), Ok(()));
+        assert_eq!(submit("plain-id".into()).validate(), Ok(()));
+        let refused = submit(id("q4")).validate().map_err(|error| error.code);
+        assert_eq!(refused, Err(crate::ErrorCode::ValidationFailed));
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //! use atelier_messages::shard::shard_of;
 //! assert_eq!(shard_of("q3", 16), 13); // 0x9e4c94bd % 16
 //! ```
+//!
+//! A job id the CLI and the front doors make carries its workbench's key ([`job_id_for`]:
+//! `…-w9e4c94bd` for `q3`), so a job's verbs go to its shard alone; any other id is looked for
+//! in every shard.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +33,34 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 
 /// The shard of `workbench` among `count` (a count of 0 is taken as 1).
 pub fn shard_of(workbench: &str, count: u32) -> u32 {
-    fnv1a(workbench.as_bytes()) % count.max(1)
+    shard_key(workbench) % count.max(1)
+}
+
+/// The 32-bit key a workbench's shard is computed from (its shard among `count` is the key
+/// modulo `count`).
+pub fn shard_key(workbench: &str) -> u32 {
+    fnv1a(workbench.as_bytes())
+}
+
+/// A job id for `workbench` made of `unique` (a UUID, say) and the workbench's
+/// [`shard_key`]: `UNIQUE-wKKKKKKKK` (8 lower-case hex digits). A job verb naming it is asked of
+/// that one shard instead of every shard; the coordinator refuses a submission whose id carries
+/// another workbench's key.
+pub fn job_id_for(unique: &str, workbench: &str) -> String {
+    format!("{unique}-w{:08x}", shard_key(workbench))
+}
+
+/// The shard key a job id made by [`job_id_for`] carries.
+pub fn carried_key(job_id: &str) -> Option<u32> {
+    let at = job_id.len().checked_sub(10)?;
+    let tail = job_id.get(at..)?.strip_prefix("-w")?;
+    let lower_hex = tail
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if at == 0 || !lower_hex {
+        return None;
+    }
+    u32::from_str_radix(tail, 16).ok()
 }
 
 /// Refuses a shard count outside `1..=MAX_SHARD_COUNT`.
@@ -211,6 +242,28 @@ mod tests {
         let spread: std::collections::BTreeSet<u32> =
             (0..200).map(|n| shard_of(&format!("wb-{n}"), 16)).collect();
         assert_eq!(spread.len(), 16, "200 names reach every one of 16 shards");
+    }
+
+    #[test]
+    fn a_job_id_made_for_a_workbench_carries_its_shard_key() {
+        let id = job_id_for("0195f1c2a3b4", "q3");
+        assert_eq!(id, "0195f1c2a3b4-w9e4c94bd");
+        assert_eq!(carried_key(&id), Some(shard_key("q3")));
+        assert_eq!(
+            carried_key(&id).map(|key| key % 16),
+            Some(shard_of("q3", 16))
+        );
+        assert!(crate::job::validate_job_id(&job_id_for(&"u".repeat(32), "q3")).is_ok());
+        // Ids made otherwise carry none: a batch's child, upper-case hex, a bare tail.
+        for other in [
+            "b-t0-a0",
+            "x-w9E4C94BD",
+            "-w9e4c94bd",
+            "w9e4c94bd",
+            "x-w9e4c94b",
+        ] {
+            assert_eq!(carried_key(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -63,6 +63,12 @@ pub struct Submission<'a> {
     pub budget: Budget,
 }
 
+/// A new job's id for `workbench`: a UUID v7 carrying the workbench's shard key, so that its
+/// verbs are asked of its shard alone (docs/protocol.md, "Subjects").
+pub fn new_job_id(workbench: &str) -> String {
+    atelier_messages::shard::job_id_for(&uuid::Uuid::now_v7().simple().to_string(), workbench)
+}
+
 /// `--priority`: `high`, `normal` or `low`.
 pub fn parse_priority(text: &str) -> Result<Priority, String> {
     Priority::parse(text).ok_or_else(|| {
@@ -244,7 +250,7 @@ impl Client {
         }
         let job_id = submission
             .job_id
-            .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+            .unwrap_or_else(|| new_job_id(submission.workbench));
         let submit = JobSubmit {
             model: submission.model,
             auto_approve: submission.auto_approve,

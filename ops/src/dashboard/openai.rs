@@ -139,7 +139,7 @@ pub async fn chat_completions(
             "the request has no user message",
         ));
     };
-    let job_id = uuid::Uuid::now_v7().simple().to_string();
+    let job_id = crate::client::new_job_id(&request.model);
     let submit = JobSubmit::new(
         job_id.clone(),
         request.model.clone(),

@@ -104,7 +104,7 @@ pub async fn send(
     if let Err(response) = call(&state, &check).await {
         return response;
     }
-    let job_id = uuid::Uuid::now_v7().simple().to_string();
+    let job_id = crate::client::new_job_id(&name);
     let submit = JobSubmit {
         model,
         continue_draft: compose.continue_draft,
