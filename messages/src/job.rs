@@ -111,8 +111,8 @@ impl JobSubmit {
         validate_job_id(&self.job_id)?;
         validate_time_limit(self.time_limit_secs)?;
         self.budget.validate("budget_")?;
-        if crate::shard::carried_key(&self.job_id)
-            .is_some_and(|key| key != crate::shard::shard_key(&self.workbench))
+        if crate::shard_key::carried_key(&self.job_id)
+            .is_some_and(|key| key != crate::shard_key::shard_key(&self.workbench))
         {
             return Err(ErrorBody::new(
                 crate::ErrorCode::ValidationFailed,
@@ -121,7 +121,7 @@ impl JobSubmit {
                      with `-w{:08x}` or choose an id without a `-wXXXXXXXX` ending",
                     self.job_id,
                     self.workbench,
-                    crate::shard::shard_key(&self.workbench)
+                    crate::shard_key::shard_key(&self.workbench)
                 ),
             ));
         }
@@ -609,7 +609,7 @@ mod tests {
 
     #[test]
     fn a_job_id_carrying_another_workbenchs_shard_key_is_refused() {
-        let id = |workbench: &str| crate::shard::job_id_for("0195f1c2", workbench);
+        let id = |workbench: &str| crate::shard_key::job_id_for("0195f1c2", workbench);
         let submit = |job_id: String| JobSubmit::new(job_id, "q3".into(), "go".into());
         assert_eq!(submit(id("q3")).validate(), Ok(()));
         assert_eq!(submit("plain-id".into()).validate(), Ok(()));

@@ -26,6 +26,7 @@
 //! - [`workshop`]: conversations, rewind/regenerate, models, checkpoints.
 //! - [`review`]: content diffs of a draft's files.
 //! - [`shard`]: which shard a workbench is in, shard leases and changelog entries.
+//! - [`shard_key`]: a workbench's shard key and the job ids that carry it.
 //! - [`workflow`]: tool calls run without a model (`atelier run`).
 //! - [`batch`]: one action over many targets, its views, verbs and events.
 //! - [`limits`]: nesting and size limits every entry point applies.
@@ -50,6 +51,7 @@ pub mod plan;
 pub mod provider;
 pub mod review;
 pub mod shard;
+pub mod shard_key;
 pub mod store;
 pub mod subjects;
 pub mod tool;

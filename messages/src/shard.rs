@@ -17,6 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::shard_key::{carried_key, job_id_for, shard_key};
 use crate::{ErrorBody, ErrorCode};
 
 /// Shards of a deployment that sets none.
@@ -24,43 +25,9 @@ pub const DEFAULT_SHARD_COUNT: u32 = 16;
 /// The most shards a deployment may have.
 pub const MAX_SHARD_COUNT: u32 = 1024;
 
-/// FNV-1a, 32 bits.
-fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(2_166_136_261_u32, |hash, byte| {
-        (hash ^ u32::from(*byte)).wrapping_mul(16_777_619)
-    })
-}
-
 /// The shard of `workbench` among `count` (a count of 0 is taken as 1).
 pub fn shard_of(workbench: &str, count: u32) -> u32 {
     shard_key(workbench) % count.max(1)
-}
-
-/// The 32-bit key a workbench's shard is computed from (its shard among `count` is the key
-/// modulo `count`).
-pub fn shard_key(workbench: &str) -> u32 {
-    fnv1a(workbench.as_bytes())
-}
-
-/// A job id for `workbench` made of `unique` (a UUID, say) and the workbench's
-/// [`shard_key`]: `UNIQUE-wKKKKKKKK` (8 lower-case hex digits). A job verb naming it is asked of
-/// that one shard instead of every shard; the coordinator refuses a submission whose id carries
-/// another workbench's key.
-pub fn job_id_for(unique: &str, workbench: &str) -> String {
-    format!("{unique}-w{:08x}", shard_key(workbench))
-}
-
-/// The shard key a job id made by [`job_id_for`] carries.
-pub fn carried_key(job_id: &str) -> Option<u32> {
-    let at = job_id.len().checked_sub(10)?;
-    let tail = job_id.get(at..)?.strip_prefix("-w")?;
-    let lower_hex = tail
-        .bytes()
-        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if at == 0 || !lower_hex {
-        return None;
-    }
-    u32::from_str_radix(tail, 16).ok()
 }
 
 /// Refuses a shard count outside `1..=MAX_SHARD_COUNT`.
@@ -233,9 +200,9 @@ mod tests {
     #[test]
     fn the_shard_function_is_fnv1a_modulo_the_count() {
         // Reference values of 32-bit FNV-1a.
-        assert_eq!(fnv1a(b""), 0x811c_9dc5);
-        assert_eq!(fnv1a(b"a"), 0xe40c_292c);
-        assert_eq!(fnv1a(b"foobar"), 0xbf9c_f968);
+        assert_eq!(shard_key(""), 0x811c_9dc5);
+        assert_eq!(shard_key("a"), 0xe40c_292c);
+        assert_eq!(shard_key("foobar"), 0xbf9c_f968);
         assert_eq!(shard_of("foobar", 16), 0xbf9c_f968 % 16);
         assert_eq!(shard_of("anything", 1), 0);
         assert_eq!(shard_of("anything", 0), 0);

@@ -213,6 +213,76 @@ async fn three_coordinators_share_one_limit() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn two_coordinator_processes_keep_one_providers_rate_together() -> anyhow::Result<()> {
+    // Two coordinators sharing a replicated store's shards, each running the targets of its
+    // own shards, against a provider accepting 4 requests in any second: the profile's 180 a
+    // minute (3 a second) holds for both together, so none is refused.
+    let model = ScriptedModel::start(script()?).await?;
+    model.limit_rate(4, Duration::from_secs(1), 1);
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("atelier.toml");
+    std::fs::write(
+        &config,
+        model.profile_toml("limited", "requests_per_minute = 180"),
+    )?;
+    let config = config.to_string_lossy().to_string();
+    let env = [
+        ("ATELIER_CONFIG", config.as_str()),
+        ("ATELIER_REPLICATED_STORE", "true"),
+    ];
+    let cluster = atelier_tests::Cluster::start_synced(&["tabular", "office"], &env)?;
+    let _second = cluster.spawn_coordinator("coordinator-2", &env)?;
+    atelier_tests::wait_until(Duration::from_secs(60), || {
+        let log = cluster.dir.path().join("coordinator-2.log");
+        std::fs::read_to_string(log).is_ok_and(|log| log.contains("serving the shard"))
+    })?;
+    // Names that fall in shards of both coordinators.
+    let names: Vec<String> = (0..TARGETS).map(|index| format!("fc-{index}")).collect();
+    for name in &names {
+        cluster.cli_ok(&["wb", "create", name])?;
+    }
+    let concurrency = TARGETS.to_string();
+    let out = cluster.cli(&[
+        "batch",
+        "submit",
+        "--workbenches",
+        "fc-*",
+        "--message",
+        "Write a note into note.txt.",
+        "--model",
+        "limited",
+        "--concurrency",
+        &concurrency,
+        "--wait",
+        "--json",
+    ])?;
+    let view: BatchView = out.json()?;
+    assert_eq!(view.counts.succeeded, TARGETS as u64, "{view:?}");
+    assert_eq!(
+        model.refused(),
+        0,
+        "paced to 3 a second over both coordinators"
+    );
+    let mut starts: Vec<Instant> = model.requests().iter().map(|call| call.at).collect();
+    assert_eq!(starts.len(), TARGETS * 5);
+    starts.sort();
+    for window in starts.windows(4) {
+        let span = window[3].duration_since(window[0]);
+        assert!(span >= Duration::from_millis(800), "4 calls in {span:?}");
+    }
+    // Both coordinators ran targets: each one's log names jobs it ran.
+    let ran = |log: &str| log.matches("job finished").count();
+    let first = ran(&std::fs::read_to_string(
+        cluster.dir.path().join("coordinator.log"),
+    )?);
+    let second = ran(&std::fs::read_to_string(
+        cluster.dir.path().join("coordinator-2.log"),
+    )?);
+    assert!(first > 0 && second > 0, "jobs run: {first} and {second}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_persons_message_goes_before_a_saturating_batch() -> anyhow::Result<()> {
     // One call at a time to the provider; a batch of six low-priority targets fills the line,
     // then a person's message arrives: its calls go first, so it ends long before the batch.
