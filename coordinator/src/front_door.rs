@@ -2,7 +2,8 @@
 //! each to the shard it is about (docs/adr/0014): a workbench's verbs to `shard_of` its name, a
 //! batch's to `shard_of` its id, a job's to the shard its id carries (`…-wKKKKKKKK`, as the CLI
 //! and the front doors make them), else to whichever shard holds it (every shard is asked: job
-//! ids are the clients'), and lists and stats to every shard, merged. A shard this process holds
+//! ids are the clients'), and lists and stats to every shard, merged (the shards with no owner
+//! now are named in the answer's `partial` rather than failing the whole listing). A shard this process holds
 //! answers in process; another is asked under its prefix (`atelier.shard.N.`), where only its
 //! owner listens. A shard with no owner (a hand-over) is asked again for a while, then the verb
 //! is answered `SHARD_UNAVAILABLE`: never from a stale copy.
@@ -24,7 +25,7 @@ use atelier_messages::review::ReviewDraft;
 use atelier_messages::shard::{SweepHost, carried_key, shard_of};
 use atelier_messages::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles,
-    ListWorkbenches, PublishDraft, ReadFile, SetApprovals, UploadBlob, WriteDraft,
+    ListWorkbenches, PublishDraft, ReadFile, SetApprovals, UploadBlob, WorkbenchInfo, WriteDraft,
 };
 use atelier_messages::subjects::shard::SWEEP_HOST;
 use atelier_messages::subjects::{self, batch, ctl, store, workshop};
@@ -210,10 +211,18 @@ impl FrontDoor {
             .await
     }
 
-    /// `request` answered by every shard, in shard order; the first error if any refused.
-    async fn gather<V: Verb>(&self, request: &V) -> Result<Vec<V::Reply>, ErrorBody> {
-        let asked = (0..self.inner.count).map(|shard| self.forward(shard, request));
-        join_all(asked).await.into_iter().collect()
+    /// `request` answered by every shard that has an owner (the others waited for a while),
+    /// with what is left out: `SHARD_UNAVAILABLE` naming the shards nobody holds. Any other
+    /// error fails the whole.
+    async fn gather_owned<V: Verb>(
+        &self,
+        request: &V,
+    ) -> Result<(Vec<V::Reply>, Option<ErrorBody>), ErrorBody> {
+        let asked = (0..self.inner.count).map(|shard| async move {
+            let answer = self.forward(shard, request).await;
+            (shard, answer)
+        });
+        owned_answers(join_all(asked).await)
     }
 
     /// `request` answered by the shard that knows its id: the first answer that is not
@@ -255,20 +264,26 @@ impl FrontDoor {
         Ok(reply)
     }
 
-    /// Every workbench of the deployment, by name.
+    /// Every workbench of the deployment, by name (`SHARD_UNAVAILABLE` while a shard has no
+    /// owner: a batch's targets are never chosen from part of them).
     pub async fn list_workbenches(
         &self,
     ) -> Result<Vec<atelier_messages::store::WorkbenchInfo>, ErrorBody> {
-        let mut all: Vec<_> = self
-            .gather(&ListWorkbenches {
-                v: PROTOCOL_VERSION,
-            })
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
+        match self.owned_workbenches().await? {
+            (all, None) => Ok(all),
+            (_, Some(left_out)) => Err(left_out),
+        }
+    }
+
+    /// The workbenches of the shards that have an owner, by name, and what is left out.
+    async fn owned_workbenches(&self) -> Result<Partial<Vec<WorkbenchInfo>>, ErrorBody> {
+        let request = ListWorkbenches {
+            v: PROTOCOL_VERSION,
+        };
+        let (lists, left_out) = self.gather_owned(&request).await?;
+        let mut all: Vec<_> = lists.into_iter().flatten().collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(all)
+        Ok((all, left_out))
     }
 
     /// Serves the public verbs (in their queue groups) until the returned tasks are aborted.
@@ -302,7 +317,7 @@ impl FrontDoor {
     fn store_routes(&self) -> Routes {
         Router::new(self.clone())
             .route(by_workbench::<CreateWorkbench>)
-            .route(|door, _: ListWorkbenches| async move { door.list_workbenches().await })
+            .route_partial(|door, _: ListWorkbenches| async move { door.owned_workbenches().await })
             .route(by_workbench::<AddFiles>)
             .route(by_workbench::<ListFiles>)
             .route(by_workbench::<ReadFile>)
@@ -318,10 +333,10 @@ impl FrontDoor {
 
     fn control_routes(&self) -> Routes {
         Router::new(self.clone())
-            .route(|door, r: ListJobs| async move { door.list_jobs(r).await })
+            .route_partial(|door, r: ListJobs| async move { door.list_jobs(r).await })
             .route(by_job::<GetJob>)
             .route(|door, _: Ping| async move { Ok(door.pong()) })
-            .route(|door, r: GetStats| async move { door.stats(r).await })
+            .route_partial(|door, r: GetStats| async move { door.stats(r).await })
             .route(by_job::<CancelJob>)
             .route(by_job::<ApproveCall>)
             .route(by_job::<ResumeJob>)
@@ -354,7 +369,7 @@ impl FrontDoor {
         Router::new(self.clone())
             .route(by_batch::<SubmitBatch>)
             .route(by_batch::<GetBatch>)
-            .route(|door, r: ListBatches| async move { door.list_batches(r).await })
+            .route_partial(|door, r: ListBatches| async move { door.list_batches(r).await })
             .route(by_batch::<ListTargets>)
             .route(by_batch::<CancelBatch>)
             .route(by_batch::<RetryBatch>)
@@ -371,13 +386,14 @@ impl FrontDoor {
         }
     }
 
-    /// One workbench's jobs from its shard; else every shard's, newest first, paged here.
-    async fn list_jobs(&self, request: ListJobs) -> Result<Vec<JobView>, ErrorBody> {
+    /// One workbench's jobs from its shard; else every owned shard's, newest first, paged
+    /// here, with the shards left out named.
+    async fn list_jobs(&self, request: ListJobs) -> Result<Partial<Vec<JobView>>, ErrorBody> {
         if let Some(workbench) = request.workbench.clone() {
-            return self.to_workbench(&workbench, &request).await;
+            return Ok((self.to_workbench(&workbench, &request).await?, None));
         }
         if self.inner.count == 1 {
-            return self.forward(0, &request).await;
+            return Ok((self.forward(0, &request).await?, None));
         }
         let offset = usize::try_from(request.offset).unwrap_or(usize::MAX);
         let limit = request
@@ -385,16 +401,14 @@ impl FrontDoor {
             .unwrap_or(MAX_LISTED_JOBS)
             .min(MAX_LISTED_JOBS) as usize;
         let wanted = offset.saturating_add(limit);
-        let asked = (0..self.inner.count).map(|shard| self.first_jobs(shard, &request, wanted));
-        let mut all: Vec<JobView> = join_all(asked)
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect();
+        let asked = (0..self.inner.count).map(|shard| {
+            let request = &request;
+            async move { (shard, self.first_jobs(shard, request, wanted).await) }
+        });
+        let (lists, left_out) = owned_answers(join_all(asked).await)?;
+        let mut all: Vec<JobView> = lists.into_iter().flatten().collect();
         newest_first(&mut all, |job| (job.created_at_ms, &job.job_id));
-        Ok(all.into_iter().skip(offset).take(limit).collect())
+        Ok((all.into_iter().skip(offset).take(limit).collect(), left_out))
     }
 
     /// `shard`'s first `wanted` jobs of the listing `request` asks for, newest first, page by
@@ -425,29 +439,69 @@ impl FrontDoor {
     async fn list_batches(
         &self,
         request: ListBatches,
-    ) -> Result<Vec<atelier_messages::batch::BatchView>, ErrorBody> {
-        let mut all: Vec<_> = self.gather(&request).await?.into_iter().flatten().collect();
+    ) -> Result<Partial<Vec<atelier_messages::batch::BatchView>>, ErrorBody> {
+        let (lists, left_out) = self.gather_owned(&request).await?;
+        let mut all: Vec<_> = lists.into_iter().flatten().collect();
         newest_first(&mut all, |batch| (batch.created_at_ms, &batch.batch_id));
-        Ok(all)
+        Ok((all, left_out))
     }
 
-    /// Every shard's counts added up, under this coordinator's name.
-    async fn stats(&self, request: GetStats) -> Result<CoordinatorStats, ErrorBody> {
+    /// Every owned shard's counts added up, under this coordinator's name.
+    async fn stats(&self, request: GetStats) -> Result<Partial<CoordinatorStats>, ErrorBody> {
         let mut total = CoordinatorStats {
             coordinator: self.inner.coordinator_id.clone(),
             storage_bytes: 0,
             jobs_by_state: BTreeMap::new(),
             journal_entries: 0,
         };
-        for stats in self.gather(&request).await? {
+        let (all, left_out) = self.gather_owned(&request).await?;
+        for stats in all {
             total.storage_bytes += stats.storage_bytes;
             total.journal_entries += stats.journal_entries;
             for (state, count) in stats.jobs_by_state {
                 *total.jobs_by_state.entry(state).or_default() += count;
             }
         }
-        Ok(total)
+        Ok((total, left_out))
     }
+}
+
+/// An answer and what it leaves out of what was asked.
+type Partial<T> = (T, Option<ErrorBody>);
+
+/// The answers of the shards that have an owner and, when some have none, `SHARD_UNAVAILABLE`
+/// naming them; any other error fails the whole.
+fn owned_answers<T>(
+    answers: Vec<(u32, Result<T, ErrorBody>)>,
+) -> Result<Partial<Vec<T>>, ErrorBody> {
+    let mut owned = Vec::with_capacity(answers.len());
+    let mut unowned = Vec::new();
+    for (shard, answer) in answers {
+        match answer {
+            Ok(answer) => owned.push(answer),
+            Err(error) if error.code == ErrorCode::ShardUnavailable => unowned.push(shard),
+            Err(error) => return Err(error),
+        }
+    }
+    Ok((owned, left_out(&unowned)))
+}
+
+/// `SHARD_UNAVAILABLE` naming the shards a listing left out, if any.
+fn left_out(unowned: &[u32]) -> Option<ErrorBody> {
+    if unowned.is_empty() {
+        return None;
+    }
+    let shards: Vec<String> = unowned.iter().map(u32::to_string).collect();
+    Some(ErrorBody::new(
+        ErrorCode::ShardUnavailable,
+        format!(
+            "shard{} {} had no owner (a coordinator was lost and its leases have not run out): \
+             what {} holds is left out of this answer; ask again in a few seconds",
+            if shards.len() == 1 { "" } else { "s" },
+            shards.join(", "),
+            if shards.len() == 1 { "it" } else { "they" },
+        ),
+    ))
 }
 
 /// The verbs about one workbench.

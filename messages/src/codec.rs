@@ -114,14 +114,25 @@ pub struct Reply<T> {
     pub ok: Option<T>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
+    /// Beside `ok`: what the answer leaves out of what was asked (a listing without the shards
+    /// that have no owner now: `SHARD_UNAVAILABLE` naming them). A client that knows nothing of
+    /// it reads `ok` as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<ErrorBody>,
 }
 
 impl<T> Reply<T> {
     pub fn ok(value: T) -> Self {
+        Self::partial(value, None)
+    }
+
+    /// `value`, leaving out what `left_out` says (if anything).
+    pub fn partial(value: T, left_out: Option<ErrorBody>) -> Self {
         Self {
             v: PROTOCOL_VERSION,
             ok: Some(value),
             error: None,
+            partial: left_out,
         }
     }
 
@@ -130,6 +141,7 @@ impl<T> Reply<T> {
             v: PROTOCOL_VERSION,
             ok: None,
             error: Some(error),
+            partial: None,
         }
     }
 
@@ -142,9 +154,14 @@ impl<T> Reply<T> {
 
     /// The reply as a `Result`; a reply with neither part is a protocol error.
     pub fn into_result(self) -> Result<T, ErrorBody> {
+        self.into_partial().map(|(value, _)| value)
+    }
+
+    /// The reply as a `Result` of its value and what it leaves out.
+    pub fn into_partial(self) -> Result<(T, Option<ErrorBody>), ErrorBody> {
         match (self.ok, self.error) {
             (_, Some(error)) => Err(error),
-            (Some(value), None) => Ok(value),
+            (Some(value), None) => Ok((value, self.partial)),
             (None, None) => Err(ErrorBody::new(
                 ErrorCode::Internal,
                 "reply carried neither a result nor an error",
@@ -166,6 +183,14 @@ pub fn decode_reply<T: DeserializeOwned>(bytes: &[u8], format: Format) -> Result
     decode::<Reply<T>>(bytes, format)?.into_result()
 }
 
+/// Decodes a reply payload into its value and what it leaves out ([`Reply::partial`]).
+pub fn decode_partial_reply<T: DeserializeOwned>(
+    bytes: &[u8],
+    format: Format,
+) -> Result<(T, Option<ErrorBody>), ErrorBody> {
+    decode::<Reply<T>>(bytes, format)?.into_partial()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,6 +209,26 @@ mod tests {
             name: "q3".into(),
             added_later: None,
         }
+    }
+
+    #[test]
+    fn a_partial_answer_keeps_its_value_for_every_client_and_tells_what_it_left_out() {
+        let left_out = ErrorBody::new(ErrorCode::ShardUnavailable, "shard 3 had no owner");
+        let reply = Reply::partial(vec![1_u32, 2], Some(left_out.clone()));
+        for format in [Format::MessagePack, Format::Json] {
+            let bytes = encode_reply(&reply, format);
+            assert_eq!(decode_reply::<Vec<u32>>(&bytes, format), Ok(vec![1, 2]));
+            assert_eq!(
+                decode_partial_reply::<Vec<u32>>(&bytes, format),
+                Ok((vec![1, 2], Some(left_out.clone())))
+            );
+        }
+        let whole = encode_reply(&Reply::ok(7_u32), Format::Json);
+        assert_eq!(String::from_utf8_lossy(&whole), r#"{"v":1,"ok":7}"#);
+        assert_eq!(
+            decode_partial_reply::<u32>(&whole, Format::Json),
+            Ok((7, None))
+        );
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub mod worker;
 pub mod workflow;
 pub mod workshop;
 
-pub use codec::{Format, Reply, decode, decode_reply, encode, encode_reply};
+pub use codec::{Format, Reply, decode, decode_partial_reply, decode_reply, encode, encode_reply};
 pub use error::{ErrorBody, ErrorCode};
 
 /// The protocol version every payload carries in its `v` field.

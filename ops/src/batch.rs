@@ -247,7 +247,7 @@ pub async fn batch(client: &Client, command: BatchCommand) -> anyhow::Result<Exi
         }
         BatchCommand::List { json } => {
             let views = client
-                .call(&ListBatches {
+                .call_listing(&ListBatches {
                     v: PROTOCOL_VERSION,
                 })
                 .await?;

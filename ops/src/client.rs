@@ -69,6 +69,13 @@ pub fn new_job_id(workbench: &str) -> String {
     atelier_messages::shard::job_id_for(&uuid::Uuid::now_v7().simple().to_string(), workbench)
 }
 
+/// Tells on stderr what a listing left out (its shards without an owner now).
+fn warn_left_out(left_out: Option<&ErrorBody>) {
+    if let Some(left_out) = left_out {
+        eprintln!("warning: {}: {}", left_out.code, left_out.message);
+    }
+}
+
 /// `--priority`: `high`, `normal` or `low`.
 pub fn parse_priority(text: &str) -> Result<Priority, String> {
     Priority::parse(text).ok_or_else(|| {
@@ -177,6 +184,21 @@ impl Client {
             .map_err(coded)
     }
 
+    /// A listing over every shard: what the shards that have an owner hold, and what is left
+    /// out (the shards with none now).
+    async fn listing<V: Verb>(&self, request: &V) -> anyhow::Result<(V::Reply, Option<ErrorBody>)> {
+        atelier_transport::request_partial(&self.nats, request, Policy::once(TIMEOUT))
+            .await
+            .map_err(coded)
+    }
+
+    /// [`Client::listing`], telling on stderr what it leaves out.
+    pub(crate) async fn call_listing<V: Verb>(&self, request: &V) -> anyhow::Result<V::Reply> {
+        let (reply, left_out) = self.listing(request).await?;
+        warn_left_out(left_out.as_ref());
+        Ok(reply)
+    }
+
     pub async fn create(&self, workbench: &str) -> anyhow::Result<WorkbenchInfo> {
         self.call(&CreateWorkbench {
             v: PROTOCOL_VERSION,
@@ -186,7 +208,7 @@ impl Client {
     }
 
     pub async fn workbenches(&self) -> anyhow::Result<Vec<WorkbenchInfo>> {
-        self.call(&ListWorkbenches {
+        self.call_listing(&ListWorkbenches {
             v: PROTOCOL_VERSION,
         })
         .await
@@ -278,8 +300,8 @@ impl Client {
         // Page by page: each reply is bounded, whatever the number of jobs.
         let mut jobs = Vec::new();
         loop {
-            let page = self
-                .call(&ListJobs {
+            let (page, left_out) = self
+                .listing(&ListJobs {
                     v: PROTOCOL_VERSION,
                     state,
                     workbench: workbench.clone(),
@@ -290,6 +312,7 @@ impl Client {
             let last = page.len() < MAX_LISTED_JOBS as usize;
             jobs.extend(page);
             if last {
+                warn_left_out(left_out.as_ref());
                 return Ok(jobs);
             }
         }
@@ -338,7 +361,7 @@ impl Client {
     }
 
     pub async fn stats(&self) -> anyhow::Result<CoordinatorStats> {
-        self.call(&GetStats {
+        self.call_listing(&GetStats {
             v: PROTOCOL_VERSION,
         })
         .await

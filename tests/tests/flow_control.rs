@@ -66,22 +66,37 @@ impl Limited {
     /// arguments.
     fn submit_batch(&self, extra: &[&str]) -> anyhow::Result<std::process::Output> {
         let concurrency = TARGETS.to_string();
-        let mut args = vec![
-            "--config",
-            &self.config,
-            "batch",
-            "submit",
-            "--workbenches",
-            "fc-*",
-            "--message",
-            "Write a note into note.txt.",
-            "--model",
-            "limited",
-            "--concurrency",
-            &concurrency,
-        ];
+        let mut args = vec!["--config", &self.config];
+        args.extend(batch_submit(&concurrency));
         args.extend_from_slice(extra);
         self.up.cli(&args)
+    }
+}
+
+/// `batch submit` of one message per workbench `fc-*` on the profile `limited`.
+fn batch_submit(concurrency: &str) -> Vec<&str> {
+    vec![
+        "batch",
+        "submit",
+        "--workbenches",
+        "fc-*",
+        "--message",
+        "Write a note into note.txt.",
+        "--model",
+        "limited",
+        "--concurrency",
+        concurrency,
+    ]
+}
+
+/// Asserts calls started 3 a second: any 4 consecutive ones span about a second (a margin for
+/// the scheduling of a busy machine).
+fn assert_paced(calls: &[atelier_tests::scripted::LoggedRequest]) {
+    let mut starts: Vec<Instant> = calls.iter().map(|call| call.at).collect();
+    starts.sort();
+    for window in starts.windows(4) {
+        let span = window[3].duration_since(window[0]);
+        assert!(span >= Duration::from_millis(800), "4 calls in {span:?}");
     }
 }
 
@@ -131,14 +146,7 @@ async fn a_batch_within_its_profiles_limits_meets_no_429_where_a_burst_meets_man
     );
     let calls = limited.requests();
     assert_eq!(calls.len(), TARGETS * 5, "five calls a job, none retried");
-    // Started 3 a second: any 4 consecutive calls span about a second (a margin for the
-    // scheduling of a busy machine).
-    let mut starts: Vec<Instant> = calls.iter().map(|call| call.at).collect();
-    starts.sort();
-    for window in starts.windows(4) {
-        let span = window[3].duration_since(window[0]);
-        assert!(span >= Duration::from_millis(800), "4 calls in {span:?}");
-    }
+    assert_paced(&calls);
     // The jobs that waited said so in their events.
     let jobs: Vec<JobView> = serde_json::from_str(&up.cli_ok(&["jobs", "--json"])?)?;
     let mut waited = 0;
@@ -242,20 +250,9 @@ async fn two_coordinator_processes_keep_one_providers_rate_together() -> anyhow:
         cluster.cli_ok(&["wb", "create", name])?;
     }
     let concurrency = TARGETS.to_string();
-    let out = cluster.cli(&[
-        "batch",
-        "submit",
-        "--workbenches",
-        "fc-*",
-        "--message",
-        "Write a note into note.txt.",
-        "--model",
-        "limited",
-        "--concurrency",
-        &concurrency,
-        "--wait",
-        "--json",
-    ])?;
+    let mut args = batch_submit(&concurrency);
+    args.extend(["--wait", "--json"]);
+    let out = cluster.cli(&args)?;
     let view: BatchView = out.json()?;
     assert_eq!(view.counts.succeeded, TARGETS as u64, "{view:?}");
     assert_eq!(
@@ -263,13 +260,9 @@ async fn two_coordinator_processes_keep_one_providers_rate_together() -> anyhow:
         0,
         "paced to 3 a second over both coordinators"
     );
-    let mut starts: Vec<Instant> = model.requests().iter().map(|call| call.at).collect();
-    assert_eq!(starts.len(), TARGETS * 5);
-    starts.sort();
-    for window in starts.windows(4) {
-        let span = window[3].duration_since(window[0]);
-        assert!(span >= Duration::from_millis(800), "4 calls in {span:?}");
-    }
+    let calls = model.requests();
+    assert_eq!(calls.len(), TARGETS * 5);
+    assert_paced(&calls);
     // Both coordinators ran targets: each one's log names jobs it ran.
     let ran = |log: &str| log.matches("job finished").count();
     let first = ran(&std::fs::read_to_string(

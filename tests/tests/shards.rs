@@ -323,6 +323,34 @@ async fn a_verb_for_a_shard_nobody_holds_now_is_refused_as_unavailable() -> anyh
         listing.contains(&format!("\"workbench\": \"{kept}\"")),
         "{listing}"
     );
+    // A listing over every shard answers from the shards that have an owner and names the
+    // ones left out, rather than failing whole.
+    let listed = cluster.cli_ok(&["wb", "list", "--json"])?;
+    let names: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&listed.stdout)?
+        .iter()
+        .filter_map(|info| info["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        names.contains(&kept) && !names.contains(&orphaned),
+        "{names:?}"
+    );
+    let orphaned_shard = shard_of(&orphaned, SHARDS).to_string();
+    let warning = listed
+        .stderr
+        .lines()
+        .find(|line| line.starts_with("warning: SHARD_UNAVAILABLE: shard"))
+        .with_context(|| format!("no warning: {}", listed.stderr))?;
+    let named = warning
+        .trim_start_matches("warning: SHARD_UNAVAILABLE: shard")
+        .trim_start_matches('s')
+        .trim_start()
+        .split(" had no owner")
+        .next()
+        .unwrap_or_default();
+    assert!(
+        named.split(", ").any(|shard| shard == orphaned_shard),
+        "{warning}"
+    );
     Ok(())
 }
 

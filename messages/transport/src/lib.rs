@@ -32,5 +32,5 @@ pub mod serve;
 
 pub use blobs::BlobBucket;
 pub use error::TransportError;
-pub use request::{Policy, request, request_bytes, request_to};
+pub use request::{Policy, request, request_bytes, request_partial, request_to};
 pub use serve::{Router, Routes, keep_alive, respond};

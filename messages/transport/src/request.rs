@@ -13,7 +13,7 @@ use async_nats::StatusCode;
 use async_nats::client::{PublishErrorKind, RequestErrorKind};
 use atelier_messages::codec::PROGRESS_HEADER;
 use atelier_messages::verb::Verb;
-use atelier_messages::{ErrorBody, ErrorCode, Format, decode_reply, encode};
+use atelier_messages::{ErrorBody, ErrorCode, Format, decode_partial_reply, decode_reply, encode};
 use bytes::Bytes;
 use futures::StreamExt;
 use rand::Rng;
@@ -76,6 +76,18 @@ pub async fn request<V: Verb>(
     policy: Policy,
 ) -> Result<V::Reply, ErrorBody> {
     request_to(client, V::SUBJECT, request, policy).await
+}
+
+/// [`request`] for a verb whose answer may leave part of what was asked out (a listing over
+/// shards): its value and what it leaves out.
+pub async fn request_partial<V: Verb>(
+    client: &async_nats::Client,
+    request: &V,
+    policy: Policy,
+) -> Result<(V::Reply, Option<ErrorBody>), ErrorBody> {
+    let payload: Bytes = encode(request, Format::MessagePack)?.into();
+    let reply = request_bytes(client, V::SUBJECT, payload, policy).await?;
+    decode_partial_reply(&reply, Format::MessagePack)
 }
 
 /// Sends `request` to `subject` (for requests whose subject depends on their content, such as

@@ -36,11 +36,26 @@ impl<S: Clone + Send + Sync + 'static> Router<S> {
     }
 
     /// Answers verb `V` with `handler`.
-    pub fn route<V, F, Fut>(mut self, handler: F) -> Self
+    pub fn route<V, F, Fut>(self, handler: F) -> Self
     where
         V: Verb,
         F: Fn(S, V) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<V::Reply, ErrorBody>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.route_partial(move |state, request: V| {
+            let handler = Arc::clone(&handler);
+            async move { handler(state, request).await.map(|reply| (reply, None)) }
+        })
+    }
+
+    /// Answers verb `V` with `handler`, whose answer may leave part of what was asked out: its
+    /// value and, when it does, what it leaves out ([`Reply::partial`]).
+    pub fn route_partial<V, F, Fut>(mut self, handler: F) -> Self
+    where
+        V: Verb,
+        F: Fn(S, V) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(V::Reply, Option<ErrorBody>), ErrorBody>> + Send + 'static,
     {
         let handler = Arc::new(handler);
         self.routes.insert(
@@ -52,10 +67,14 @@ impl<S: Clone + Send + Sync + 'static> Router<S> {
                         Ok(request) => handler(state, request).await,
                         Err(error) => Err(error),
                     };
-                    if let Err(error) = &result {
-                        tracing::debug!(subject = V::SUBJECT, code = %error.code, "request refused");
-                    }
-                    encode_reply(&Reply::from_result(result), format)
+                    let reply = match result {
+                        Ok((value, left_out)) => Reply::partial(value, left_out),
+                        Err(error) => {
+                            tracing::debug!(subject = V::SUBJECT, code = %error.code, "request refused");
+                            Reply::error(error)
+                        }
+                    };
+                    encode_reply(&reply, format)
                 })
             }),
         );
