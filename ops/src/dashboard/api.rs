@@ -12,7 +12,7 @@ use atelier_messages::job::{
     ApproveCall, CancelJob, GetJob, JobState, JobView, ListJobs, ResumeJob,
 };
 use atelier_messages::review::ReviewDraft;
-use atelier_messages::store::{DiscardDraft, ListWorkbenches, PublishDraft};
+use atelier_messages::store::{DiscardDraft, PublishDraft};
 use atelier_messages::{PROTOCOL_VERSION, now_ms};
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -61,7 +61,7 @@ pub fn router(state: Shared) -> Router {
         .route("/api/jobs/{id}/approve", post(approve))
         .route("/api/jobs/{id}/reject", post(reject))
         .route("/api/jobs/{id}/resume", post(resume))
-        .route("/api/workbenches", get(workbenches))
+        .merge(super::files::routes())
         .route("/api/workbenches/{name}/diff", get(diff))
         .route("/api/workbenches/{name}/publish", post(publish))
         .route("/api/workbenches/{name}/discard", post(discard))
@@ -375,16 +375,6 @@ async fn resume(State(state): State<Shared>, Path(id): Path<String>) -> Response
 }
 
 // ---- workbenches ----------------------------------------------------------------------------
-
-async fn workbenches(State(state): State<Shared>) -> Response {
-    let request = ListWorkbenches {
-        v: PROTOCOL_VERSION,
-    };
-    match call(&state, &request).await {
-        Ok(list) => Json(list).into_response(),
-        Err(response) => response,
-    }
-}
 
 async fn diff(State(state): State<Shared>, Path(name): Path<String>) -> Response {
     match call(

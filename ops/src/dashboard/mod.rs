@@ -10,6 +10,8 @@
 //! - [`live`]: job traces, throughput and event metrics built from the events.
 //! - [`api`]: the HTTP routes (pages, `/api/...`, `/metrics`).
 //! - `plan`: each plan item's contracts as their checklist lines, for the job page.
+//! - `files`: a workbench's files (create, list a view marked against the published state,
+//!   download).
 //! - `requests`: one coordinator request from a route, its errors as HTTP statuses.
 //! - `http`: the connections, with header-read and idle timeouts.
 //! - [`auth`]: the bearer token (required beyond loopback) and the login cookie.
@@ -24,6 +26,7 @@
 pub mod api;
 pub mod auth;
 pub mod batches;
+mod files;
 mod http;
 pub mod live;
 mod openai;
