@@ -92,11 +92,14 @@ pub enum ErrorCode {
     /// jobs between two stores. Run one coordinator per deployment, or set `replicated_store`
     /// on every coordinator.
     StoreClaimed,
+    /// An upload is larger than the operator allows (the dashboard's `upload_max_bytes`);
+    /// nothing of it was stored.
+    FileTooLarge,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for docs and exhaustive tests).
-    pub const ALL: [ErrorCode; 42] = [
+    pub const ALL: [ErrorCode; 43] = [
         ErrorCode::ValidationFailed,
         ErrorCode::SandboxViolation,
         ErrorCode::FileReadFailed,
@@ -139,6 +142,7 @@ impl ErrorCode {
         ErrorCode::SnapshotCorrupt,
         ErrorCode::QueryOutOfMemory,
         ErrorCode::StoreClaimed,
+        ErrorCode::FileTooLarge,
     ];
 
     /// The stable string form, e.g. `SANDBOX_VIOLATION`.
@@ -186,6 +190,7 @@ impl ErrorCode {
             ErrorCode::SnapshotCorrupt => "SNAPSHOT_CORRUPT",
             ErrorCode::QueryOutOfMemory => "QUERY_OUT_OF_MEMORY",
             ErrorCode::StoreClaimed => "STORE_CLAIMED",
+            ErrorCode::FileTooLarge => "FILE_TOO_LARGE",
         }
     }
 }

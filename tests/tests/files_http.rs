@@ -1,9 +1,12 @@
 //! A workbench's files over the dashboard's HTTP API on `atelier up`, behind its token: create
-//! a workbench, list its published files and its draft's (each marked added, modified,
-//! unchanged or deleted), download any version of a file — inline or brought from the blob
-//! store — as an attachment; bad names, paths and views refused with their codes.
+//! a workbench, upload files (multipart, as a browser sends them), list its published files and
+//! its draft's (each marked added, modified, unchanged or deleted), download any version of a
+//! file — inline or brought from the blob store — as an attachment; bad names, paths, views and
+//! sizes refused with their codes.
 
 use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use anyhow::Context;
 use atelier_tests::up::Up;
@@ -131,6 +134,13 @@ async fn files_are_listed_per_view_and_downloaded_as_attachments() -> anyhow::Re
         ]
     );
 
+    // An upload goes to the published state only without a draft, as `wb add` does.
+    let (status, body) = upload(&api, "sheets", vec![("more.csv".into(), b"a\n".to_vec())]).await?;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::CONFLICT, "DRAFT_EXISTS")
+    );
+
     // Downloads: the draft's note, the published big file whole, the penguins unchanged.
     let note = api
         .get("/api/workbenches/sheets/files/notes/r%C3%A9sum%C3%A9%201.txt?view=draft")
@@ -189,4 +199,115 @@ async fn files_are_listed_per_view_and_downloaded_as_attachments() -> anyhow::Re
         .await?;
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
     Ok(())
+}
+
+/// A multipart upload of `files` (name, bytes) to `workbench`: the status and the body.
+async fn upload(
+    api: &Api,
+    workbench: &str,
+    files: Vec<(String, Vec<u8>)>,
+) -> anyhow::Result<(StatusCode, Value)> {
+    let mut form = reqwest::multipart::Form::new();
+    for (name, bytes) in files {
+        form = form.part(
+            "file",
+            reqwest::multipart::Part::bytes(bytes).file_name(name),
+        );
+    }
+    let response = api
+        .http
+        .post(format!("{}/api/workbenches/{workbench}/files", api.base))
+        .bearer_auth(TOKEN)
+        .multipart(form)
+        .send()
+        .await?;
+    let status = response.status();
+    Ok((status, response.json().await?))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn uploads_land_in_the_published_state_and_bad_ones_are_refused_early() -> anyhow::Result<()>
+{
+    let up = Up::start_with(&[], &[("ATELIER_DASHBOARD_TOKEN", TOKEN)])?;
+    let api = Api::new(&up)?;
+    up.cli_ok(&["wb", "create", "uploads"])?;
+    let fixtures = atelier_tests::fixtures();
+    let penguins = std::fs::read(fixtures.join("palmerpenguins/penguins.csv"))?;
+    let quarterly = std::fs::read(fixtures.join("keenbench/synthetic/quarterly_data.xlsx"))?;
+    // Large enough to go through the blob store.
+    let big: Vec<u8> = (0..400_000_u32).flat_map(|n| n.to_le_bytes()).collect();
+    let (status, body) = upload(
+        &api,
+        "uploads",
+        vec![
+            ("penguins.csv".into(), penguins.clone()),
+            ("data/quarterly_data.xlsx".into(), quarterly.clone()),
+            ("big.bin".into(), big.clone()),
+        ],
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        api.files("uploads", "published").await?,
+        [
+            ("big.bin".to_string(), "unchanged".to_string()),
+            (
+                "data/quarterly_data.xlsx".to_string(),
+                "unchanged".to_string()
+            ),
+            ("penguins.csv".to_string(), "unchanged".to_string())
+        ]
+    );
+    for (path, bytes) in [
+        ("data/quarterly_data.xlsx", &quarterly),
+        ("big.bin", &big),
+        ("penguins.csv", &penguins),
+    ] {
+        let downloaded = api
+            .get(&format!("/api/workbenches/uploads/files/{path}"))
+            .await?
+            .bytes()
+            .await?;
+        assert_eq!(downloaded.as_ref(), bytes.as_slice(), "{path}");
+    }
+    // The CLI reads what the browser uploaded.
+    let cat = up.cli(&["wb", "cat", "uploads", "penguins.csv"])?;
+    assert_eq!(cat.stdout, penguins);
+
+    // A path leaving the workbench.
+    let (status, body) =
+        upload(&api, "uploads", vec![("../x.csv".into(), b"a\n".to_vec())]).await?;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::BAD_REQUEST, "SANDBOX_VIOLATION")
+    );
+    // No file part at all.
+    let (status, body) = upload(&api, "uploads", Vec::new()).await?;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::BAD_REQUEST, "VALIDATION_FAILED")
+    );
+    // A 2 GB upload is refused from its declared length, before a byte of it is read.
+    let answer = declared_only(&up, "/api/workbenches/uploads/files", 2 << 30).await?;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("FILE_TOO_LARGE"), "{answer}");
+    // The dashboard still serves.
+    assert_eq!(api.files("uploads", "published").await?.len(), 3);
+    Ok(())
+}
+
+/// Sends only the head of a multipart POST declaring `length` bytes; the answer read back.
+async fn declared_only(up: &Up, path: &str, length: u64) -> anyhow::Result<String> {
+    let addr = up.dashboard_addr()?;
+    let mut stream = tokio::net::TcpStream::connect(&addr).await?;
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: multipart/form-data; boundary=x\r\nContent-Length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await?;
+    let mut answer = vec![0_u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut answer))
+        .await
+        .context("no answer within 10 s: the server waited for the body")??;
+    Ok(String::from_utf8_lossy(&answer[..read]).into_owned())
 }

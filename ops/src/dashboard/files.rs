@@ -22,7 +22,12 @@ use super::requests::{Shared, answer, call, coded};
 pub(super) fn routes() -> Router<Shared> {
     Router::new()
         .route("/api/workbenches", get(workbenches).post(create))
-        .route("/api/workbenches/{name}/files", get(list))
+        .route(
+            "/api/workbenches/{name}/files",
+            get(list)
+                .post(super::upload::upload)
+                .layer(super::upload::body_limit()),
+        )
         .route("/api/workbenches/{name}/files/{*path}", get(download))
 }
 
