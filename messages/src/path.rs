@@ -115,13 +115,32 @@ pub fn clash_error(new: &str, existing: &str) -> ErrorBody {
     )
 }
 
+/// A file's extension, lower-cased (empty without one).
+fn extension_of(path: &str) -> String {
+    path.rsplit_once('.')
+        .map(|(_, ext)| ext.to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// A file's media type, from its extension (`application/octet-stream` for one unknown).
+pub fn media_type(path: &str) -> &'static str {
+    match extension_of(path).as_str() {
+        "csv" => "text/csv",
+        "tsv" => "text/tab-separated-values",
+        "md" => "text/markdown",
+        "txt" | "log" => "text/plain",
+        "json" => "application/json",
+        "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "pptx" => "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "pdf" => "application/pdf",
+        _ => "application/octet-stream",
+    }
+}
+
 /// The coarse kind of a file, from its extension.
 pub fn kind_of(path: &str) -> &'static str {
-    let extension = path
-        .rsplit_once('.')
-        .map(|(_, ext)| ext.to_ascii_lowercase())
-        .unwrap_or_default();
-    match extension.as_str() {
+    match extension_of(path).as_str() {
         "csv" | "tsv" | "psv" => "csv",
         "xlsx" | "xlsm" | "xls" | "ods" => "xlsx",
         "docx" => "docx",

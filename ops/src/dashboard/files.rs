@@ -244,10 +244,7 @@ fn attachment(path: &str, body: Body) -> Response {
     );
     let mut response = (StatusCode::OK, body).into_response();
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type(name)),
-    );
+    headers.insert(header::CONTENT_TYPE, content_type(name));
     if let Ok(value) = HeaderValue::from_str(&disposition) {
         headers.insert(header::CONTENT_DISPOSITION, value);
     }
@@ -270,22 +267,13 @@ fn percent_encode(name: &str) -> String {
         .collect()
 }
 
-/// A download's media type by its extension.
-fn content_type(name: &str) -> &'static str {
-    let extension = name
-        .rsplit('.')
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    match extension.as_str() {
-        "csv" => "text/csv; charset=utf-8",
-        "tsv" => "text/tab-separated-values; charset=utf-8",
-        "txt" | "md" | "json" => "text/plain; charset=utf-8",
-        "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-        "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-        "pptx" => "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-        "pdf" => "application/pdf",
-        _ => "application/octet-stream",
+/// A download's media type by its extension, text types in UTF-8.
+fn content_type(name: &str) -> HeaderValue {
+    let media = atelier_messages::path::media_type(name);
+    match media.starts_with("text/") {
+        true => HeaderValue::from_str(&format!("{media}; charset=utf-8"))
+            .unwrap_or(HeaderValue::from_static("text/plain; charset=utf-8")),
+        false => HeaderValue::from_static(media),
     }
 }
 

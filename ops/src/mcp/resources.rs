@@ -3,6 +3,7 @@
 //! else base64; a file over [`MAX_RESOURCE_BYTES`] is `RESULT_TOO_LARGE` (read it with the
 //! tools, a part at a time).
 
+use atelier_messages::path::media_type;
 use atelier_messages::store::{
     FileBytes, ListFiles, ListWorkbenches, Listing, ManifestEntry, ReadFile, View,
 };
@@ -28,31 +29,12 @@ fn uri(workbench: &str, path: &str, view: View) -> String {
     format!("{SCHEME}{workbench}/{path}{query}")
 }
 
-fn mime_of(path: &str) -> &'static str {
-    let extension = path
-        .rsplit('.')
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    match extension.as_str() {
-        "csv" => "text/csv",
-        "md" => "text/markdown",
-        "txt" | "log" => "text/plain",
-        "json" => "application/json",
-        "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-        "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-        "pptx" => "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-        "pdf" => "application/pdf",
-        _ => "application/octet-stream",
-    }
-}
-
 fn resource(workbench: &str, file: &ManifestEntry, view: View) -> Resource {
     let name = match view {
         View::Draft => format!("{}/{} (draft)", workbench, file.path),
         _ => format!("{}/{}", workbench, file.path),
     };
-    Resource::new(uri(workbench, &file.path, view), name).with_mime_type(mime_of(&file.path))
+    Resource::new(uri(workbench, &file.path, view), name).with_mime_type(media_type(&file.path))
 }
 
 /// Every file of the session's workbenches, published then draft.
@@ -153,7 +135,7 @@ pub(super) async fn read(
         .await?;
     let bytes = content(server, &workbench, file).await?;
     let contents = match String::from_utf8(bytes) {
-        Ok(text) if !mime_of(&path).starts_with("application/vnd") => {
+        Ok(text) if !media_type(&path).starts_with("application/vnd") => {
             ResourceContents::text(text, uri.to_string())
         }
         Ok(text) => ResourceContents::blob(
@@ -165,7 +147,7 @@ pub(super) async fn read(
             uri.to_string(),
         ),
     };
-    Ok(ReadResourceResult::new(vec![contents.with_mime_type(mime_of(&path))]).into())
+    Ok(ReadResourceResult::new(vec![contents.with_mime_type(media_type(&path))]).into())
 }
 
 /// A file's bytes: inline, or fetched from the store in pieces.
