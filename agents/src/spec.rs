@@ -24,7 +24,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use atelier_messages::ErrorBody;
 use serde::{Deserialize, Serialize};
 
 use crate::AgentError;
@@ -346,30 +345,20 @@ pub fn summarizes_history(spec: &str, settings: &ProviderSettings) -> bool {
     }
 }
 
+/// The name of the profile a model spec names, if it names one.
+pub fn profile_name(spec: &str) -> Option<String> {
+    match ModelSpec::parse(spec) {
+        Ok(ModelSpec::Profile { name }) => Some(name),
+        _ => None,
+    }
+}
+
 /// The profile a model spec names and its limits on the provider, when it names a profile
 /// that sets any.
 pub fn profile_limits(spec: &str, settings: &ProviderSettings) -> Option<(String, ProviderLimits)> {
-    let Ok(ModelSpec::Profile { name }) = ModelSpec::parse(spec) else {
-        return None;
-    };
+    let name = profile_name(spec)?;
     let limits = settings.profiles.get(&name)?.limits();
     limits.any().then_some((name, limits))
-}
-
-/// What calls on the model a spec names cost and what a job on it may spend when it names no
-/// budget: its profile's settings (`VALIDATION_FAILED` naming a bad one), nothing for a spec
-/// that names no profile.
-pub fn profile_spending(
-    spec: &str,
-    settings: &ProviderSettings,
-) -> Result<ProfileSpending, ErrorBody> {
-    let Ok(ModelSpec::Profile { name }) = ModelSpec::parse(spec) else {
-        return Ok(ProfileSpending::default());
-    };
-    match settings.profiles.get(&name) {
-        Some(profile) => profile.spending(&name),
-        None => Ok(ProfileSpending::default()),
-    }
 }
 
 /// Builds the provider a model spec names (see [`ModelSpec`]).
@@ -666,20 +655,18 @@ mod tests {
 
     #[test]
     fn a_profiles_prices_and_budget_are_read_and_bad_ones_refused_by_name() {
-        let mut settings = ProviderSettings::default();
         let mut priced = profile(ProfileKind::OpenAiCompat, Some("http://127.0.0.1:1/v1"));
         priced.input_usd_per_mtok = Some(2.5);
         priced.output_usd_per_mtok = Some(0.0);
         priced.job_budget_usd = Some(1.5);
-        settings.profiles.insert("priced".into(), priced.clone());
-        let spending = profile_spending("priced", &settings).expect("priced");
+        let spending = priced.spending("priced").expect("priced");
         let prices = spending.prices.expect("prices");
         assert_eq!(prices.input_usd_per_mtok.micros(), 2_500_000);
         assert_eq!(prices.output_usd_per_mtok.micros(), 0);
         assert_eq!(spending.budget.usd.map(|usd| usd.micros()), Some(1_500_000));
-        // A spec naming no profile has neither.
-        let none = profile_spending("openai:gpt-4o", &settings).expect("no profile");
-        assert_eq!(none, ProfileSpending::default());
+        // A spec names a profile, or none.
+        assert_eq!(profile_name("priced").as_deref(), Some("priced"));
+        assert_eq!(profile_name("openai:gpt-4o"), None);
         let refused = |change: fn(&mut ModelProfile)| {
             let mut bad = priced.clone();
             change(&mut bad);

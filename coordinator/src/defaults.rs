@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use atelier_agents::spec::{ModelSpec, ProfileSpending};
+use atelier_agents::spec::{ProfileSpending, profile_name};
 use atelier_messages::budget::{Budget, Prices};
 use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 
@@ -93,10 +93,9 @@ impl SpendingDefaults {
     }
 
     fn profile(&self, model: &str) -> ProfileSpending {
-        let Ok(ModelSpec::Profile { name }) = ModelSpec::parse(model) else {
-            return ProfileSpending::default();
-        };
-        self.profiles.get(&name).copied().unwrap_or_default()
+        (profile_name(model))
+            .and_then(|name| self.profiles.get(&name).copied())
+            .unwrap_or_default()
     }
 }
 

@@ -22,7 +22,7 @@ use atelier_messages::job::{
     Ping, Pong, ResumeJob,
 };
 use atelier_messages::review::ReviewDraft;
-use atelier_messages::shard::{SweepHost, carried_key, shard_of};
+use atelier_messages::shard::{SweepHost, carried_key, shard_of, shard_of_key};
 use atelier_messages::store::{
     AddFiles, BlobBytes, CreateWorkbench, DiffDraft, DiscardDraft, GetBlob, ListFiles,
     ListWorkbenches, PublishDraft, ReadFile, SetApprovals, UploadBlob, WorkbenchInfo, WriteDraft,
@@ -247,7 +247,9 @@ impl FrontDoor {
     /// one found by asking them all (remembered from then on).
     async fn to_job<V: Verb>(&self, job_id: &str, request: &V) -> Result<V::Reply, ErrorBody> {
         if let Some(key) = carried_key(job_id) {
-            return self.forward(key % self.inner.count.max(1), request).await;
+            return self
+                .forward(shard_of_key(key, self.inner.count), request)
+                .await;
         }
         let known =
             (self.inner.job_shards.lock().ok()).and_then(|shards| shards.get(job_id).copied());

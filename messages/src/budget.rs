@@ -128,6 +128,17 @@ impl Budget {
         }
     }
 
+    /// A budget given as a number of tokens and of dollars, checked: `VALIDATION_FAILED`
+    /// naming `{prefix}tokens` or `{prefix}usd` (see [`Budget::validate`]).
+    pub fn parse(tokens: Option<u64>, usd: Option<f64>, prefix: &str) -> Result<Budget, ErrorBody> {
+        let usd = usd
+            .map(|dollars| Usd::parse_dollars(dollars, &format!("{prefix}usd")))
+            .transpose()?;
+        let budget = Budget { tokens, usd };
+        budget.validate(prefix)?;
+        Ok(budget)
+    }
+
     /// `VALIDATION_FAILED` naming the setting of a limit that is 0 or absurd (`prefix` is how
     /// the caller spells them: `--budget-` for flags, `budget_` for a request's fields).
     pub fn validate(&self, prefix: &str) -> Result<(), ErrorBody> {

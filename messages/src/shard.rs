@@ -27,7 +27,12 @@ pub const MAX_SHARD_COUNT: u32 = 1024;
 
 /// The shard of `workbench` among `count` (a count of 0 is taken as 1).
 pub fn shard_of(workbench: &str, count: u32) -> u32 {
-    shard_key(workbench) % count.max(1)
+    shard_of_key(shard_key(workbench), count)
+}
+
+/// The shard of a workbench's [`shard_key`] among `count` (a count of 0 is taken as 1).
+pub fn shard_of_key(key: u32, count: u32) -> u32 {
+    key % count.max(1)
 }
 
 /// Refuses a shard count outside `1..=MAX_SHARD_COUNT`.

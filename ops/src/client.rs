@@ -109,18 +109,11 @@ fn parse_budget_tokens(text: &str) -> Result<u64, String> {
     let tokens = text.trim().parse::<u64>().map_err(|_| {
         format!("VALIDATION_FAILED: --budget-tokens {text} must be a whole number of tokens")
     })?;
-    let budget = Budget {
-        tokens: Some(tokens),
-        usd: None,
-    };
-    budget
-        .validate("--budget-")
-        .map_err(|error| format!("{}: {}", error.code, error.message))?;
+    Budget::parse(Some(tokens), None, "--budget-").map_err(|error| error.to_string())?;
     Ok(tokens)
 }
 
 fn parse_budget_usd(text: &str) -> Result<Usd, String> {
-    let refused = |error: ErrorBody| format!("{}: {}", error.code, error.message);
     let dollars = text
         .trim()
         .trim_start_matches('$')
@@ -128,13 +121,8 @@ fn parse_budget_usd(text: &str) -> Result<Usd, String> {
         .map_err(|_| {
             format!("VALIDATION_FAILED: --budget-usd {text} must be an amount of dollars (`2.50`)")
         })?;
-    let usd = Usd::parse_dollars(dollars, "--budget-usd").map_err(refused)?;
-    let budget = Budget {
-        tokens: None,
-        usd: Some(usd),
-    };
-    budget.validate("--budget-").map_err(refused)?;
-    Ok(usd)
+    let budget = Budget::parse(None, Some(dollars), "--budget-").map_err(|e| e.to_string())?;
+    Ok(budget.usd.unwrap_or_default())
 }
 
 /// A connected client.

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use atelier_agents::rpi::Budgets;
 use atelier_agents::spec::ModelProfile;
 use atelier_coordinator::defaults::SpendingDefaults;
-use atelier_messages::budget::{Budget, Usd};
+use atelier_messages::budget::Budget;
 use atelier_messages::tool::Pool;
 use figment::Figment;
 use figment::providers::{Env, Format as _, Serialized, Toml};
@@ -320,19 +320,11 @@ impl Settings {
     /// budget or a provider limit out of its range is refused by name.
     pub fn spending(&self) -> anyhow::Result<SpendingDefaults> {
         let refused = |error: atelier_messages::ErrorBody| anyhow::anyhow!("{}", error.message);
-        let budget = |tokens: Option<u64>, usd: Option<f64>, prefix: &str| {
-            let usd = usd
-                .map(|usd| Usd::parse_dollars(usd, &format!("{prefix}usd")))
-                .transpose()
-                .map_err(refused)?;
-            let budget = Budget { tokens, usd };
-            budget.validate(prefix).map_err(refused)?;
-            anyhow::Ok(budget)
-        };
         let mut workbenches = Vec::new();
         for (glob, setting) in &self.workbench_budgets {
             let prefix = format!("workbench_budgets.\"{glob}\".");
-            workbenches.push((glob.clone(), budget(setting.tokens, setting.usd, &prefix)?));
+            let budget = Budget::parse(setting.tokens, setting.usd, &prefix).map_err(refused)?;
+            workbenches.push((glob.clone(), budget));
         }
         let mut profiles = BTreeMap::new();
         for (name, profile) in &self.models {
@@ -340,7 +332,8 @@ impl Settings {
             profiles.insert(name.clone(), profile.spending(name).map_err(refused)?);
         }
         Ok(SpendingDefaults {
-            budget: budget(self.job_budget_tokens, self.job_budget_usd, "job_budget_")?,
+            budget: Budget::parse(self.job_budget_tokens, self.job_budget_usd, "job_budget_")
+                .map_err(refused)?,
             workbenches,
             profiles,
         })
@@ -453,6 +446,8 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
+    use atelier_messages::budget::Usd;
+
     use super::*;
 
     /// A config file holding `text` (in a directory that lives as long as the guard).

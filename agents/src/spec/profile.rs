@@ -280,11 +280,11 @@ impl ModelProfile {
                 ));
             }
         };
-        let budget = Budget {
-            tokens: self.job_budget_tokens,
-            usd: dollars(self.job_budget_usd, "job_budget_usd")?,
-        };
-        budget.validate(&format!("models.{name}.job_budget_"))?;
+        let budget = Budget::parse(
+            self.job_budget_tokens,
+            self.job_budget_usd,
+            &format!("models.{name}.job_budget_"),
+        )?;
         if budget.usd.is_some() && prices.is_none() {
             return Err(ErrorBody::new(
                 ErrorCode::ValidationFailed,

@@ -13,7 +13,7 @@ use async_nats::StatusCode;
 use async_nats::client::{PublishErrorKind, RequestErrorKind};
 use atelier_messages::codec::PROGRESS_HEADER;
 use atelier_messages::verb::Verb;
-use atelier_messages::{ErrorBody, ErrorCode, Format, decode_partial_reply, decode_reply, encode};
+use atelier_messages::{ErrorBody, ErrorCode, Format, decode_partial_reply, encode};
 use bytes::Bytes;
 use futures::StreamExt;
 use rand::Rng;
@@ -85,9 +85,7 @@ pub async fn request_partial<V: Verb>(
     request: &V,
     policy: Policy,
 ) -> Result<(V::Reply, Option<ErrorBody>), ErrorBody> {
-    let payload: Bytes = encode(request, Format::MessagePack)?.into();
-    let reply = request_bytes(client, V::SUBJECT, payload, policy).await?;
-    decode_partial_reply(&reply, Format::MessagePack)
+    partial_to(client, V::SUBJECT, request, policy).await
 }
 
 /// Sends `request` to `subject` (for requests whose subject depends on their content, such as
@@ -98,9 +96,20 @@ pub async fn request_to<Req: Serialize, Res: DeserializeOwned>(
     request: &Req,
     policy: Policy,
 ) -> Result<Res, ErrorBody> {
+    let (value, _) = partial_to(client, subject, request, policy).await?;
+    Ok(value)
+}
+
+/// Sends `request` to `subject`; the reply's value and what it leaves out.
+async fn partial_to<Req: Serialize, Res: DeserializeOwned>(
+    client: &async_nats::Client,
+    subject: &str,
+    request: &Req,
+    policy: Policy,
+) -> Result<(Res, Option<ErrorBody>), ErrorBody> {
     let payload: Bytes = encode(request, Format::MessagePack)?.into();
     let reply = request_bytes(client, subject, payload, policy).await?;
-    decode_reply(&reply, Format::MessagePack)
+    decode_partial_reply(&reply, Format::MessagePack)
 }
 
 /// Sends an encoded MessagePack request to `subject` and returns the encoded reply, undecoded:
