@@ -275,9 +275,11 @@ impl Rows {
 
 pub mod cells;
 mod checks;
+mod grounded;
 pub mod review;
 
 pub use checks::{check, figures_as_text, parse_number, told};
+pub use grounded::{NamedSource, shown_text, ungrounded_text};
 
 #[cfg(test)]
 mod tests;

@@ -163,19 +163,36 @@ pub fn named_placeholders(request: &str) -> Vec<String> {
     found
 }
 
+/// The paths of `files` that `request` names (by path or by file name), in order, once each.
+pub fn named_files<S: AsRef<str>>(request: &str, files: &[S]) -> Vec<String> {
+    let mut named: Vec<String> = Vec::new();
+    for name in file_names(request) {
+        let found = files
+            .iter()
+            .map(AsRef::as_ref)
+            .find(|file| is_named(file, &name));
+        if let Some(file) = found.filter(|file| !named.iter().any(|known| known == file)) {
+            named.push(file.to_string());
+        }
+    }
+    named
+}
+
 /// The file names `request` mentions that are not among `files`, in order, once each.
 pub fn missing_files<S: AsRef<str>>(request: &str, files: &[S]) -> Vec<String> {
     let mut missing: Vec<String> = Vec::new();
     for name in file_names(request) {
-        let known = files.iter().any(|file| {
-            let file = file.as_ref();
-            file == name || file.rsplit('/').next() == Some(name.as_str())
-        });
+        let known = files.iter().any(|file| is_named(file.as_ref(), &name));
         if !known && !missing.contains(&name) {
             missing.push(name);
         }
     }
     missing
+}
+
+/// True when the workbench path `file` is the file `name` (a path or a file name) names.
+fn is_named(file: &str, name: &str) -> bool {
+    file == name || file.rsplit('/').next() == Some(name)
 }
 
 /// The words of `text` that look like file names (`name.ext` with a known extension).
@@ -290,6 +307,13 @@ mod tests {
         assert_eq!(
             missing_files("Put it in `total.txt`, or \"b.md\".", FILES),
             vec!["total.txt".to_string(), "b.md".to_string()]
+        );
+        assert_eq!(
+            named_files(
+                "Copy simple.docx, `penguins.csv` and penguins.csv again into b.md.",
+                FILES
+            ),
+            vec!["docs/simple.docx".to_string(), "penguins.csv".to_string()]
         );
     }
 

@@ -10,6 +10,8 @@
 //! unchecked, which breaks the contract: the engine does not vouch for what it cannot check.
 //! Before the item's first attempt each working source's result is read (journaled) and told
 //! to the model in the item's prompt ([`Driver::sources_told`]).
+//! A `text` target without a source is held to the files the request names: some word of its
+//! own is in one of them ([`contract::ungrounded_text`]), read through the same tools.
 //! Office files (xlsx, docx, pptx, pdf) are held to
 //! being changed; the kinds are checked on text files (txt, md, csv, tsv, json, …). An
 //! `edit … at REFS` on a workbook compares its cells before the item's first attempt
@@ -32,7 +34,8 @@ use super::driver::Driver;
 use crate::AgentError;
 use crate::catalog;
 use crate::contract::cells::{self, Cells};
-use crate::contract::{self, Rows, review};
+use crate::contract::{self, NamedSource, Rows, review};
+use crate::request;
 
 /// The start of every reason a broken contract gives (a retry after one is the last).
 pub(super) const BROKEN_CONTRACT: &str = "the written content breaks the plan's contract";
@@ -48,6 +51,22 @@ const SOURCE_ROWS: u64 = 10_000;
 pub(super) struct Workbook {
     first_sheet: String,
     cells: Cells,
+}
+
+impl Workbook {
+    /// Its sheets' names and cells' values, one per line.
+    fn text(&self) -> String {
+        let mut text = String::new();
+        for (sheet, cells) in &self.cells {
+            text.push_str(sheet);
+            text.push('\n');
+            for value in cells.values() {
+                text.push_str(value);
+                text.push('\n');
+            }
+        }
+        text
+    }
 }
 
 /// The workbooks an item's edit contracts name, by path, before its first attempt.
@@ -202,9 +221,48 @@ impl Driver<'_> {
             }
             None => None,
         };
-        Ok(contract::check(contract, &content, source.as_ref())
-            .err()
-            .map(Broken::Differs))
+        if let Err(why) = contract::check(contract, &content, source.as_ref()) {
+            return Ok(Some(Broken::Differs(why)));
+        }
+        if contract.holds != Holds::Text || contract.source.is_some() {
+            return Ok(None);
+        }
+        let sources = self.named_sources(&contract.path, prefix).await?;
+        Ok(contract::ungrounded_text(&content, &self.job.message, &sources).map(Broken::Differs))
+    }
+
+    /// The workbench files the request names other than `target`, with their text as the
+    /// read-only tools show it (every sheet of a workbook); a file that cannot be read is left
+    /// out.
+    async fn named_sources(
+        &self,
+        target: &str,
+        prefix: &str,
+    ) -> Result<Vec<NamedSource>, AgentError> {
+        let files: Vec<String> = self
+            .host
+            .files()
+            .await?
+            .into_iter()
+            .map(|file| file.path)
+            .collect();
+        let mut sources = Vec::new();
+        let named = request::named_files(&self.job.message, &files);
+        for (index, path) in named.into_iter().filter(|path| path != target).enumerate() {
+            let prefix = format!("{prefix}.named{index}");
+            let text = if kind_of(&path) == "xlsx" {
+                self.workbook(&path, &prefix)
+                    .await?
+                    .map(|workbook| workbook.text())
+            } else {
+                let read = self.read(json!({"path": path}), &prefix).await?;
+                read.as_ref().map(contract::shown_text)
+            };
+            if let Some(text) = text {
+                sources.push(NamedSource { path, text });
+            }
+        }
+        Ok(sources)
     }
 
     /// The target's text in the draft, by `read_file`; `None` when it is not there.

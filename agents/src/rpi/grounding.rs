@@ -381,13 +381,24 @@ pub(super) fn invented_refusal(invented: &[String]) -> String {
     ))
 }
 
+/// The fewest words a placeholder's wording has to count as copied without its brackets
+/// (`<new text>` is too short to tell from content).
+const PLACEHOLDER_WORDS: usize = 3;
+
 /// The example placeholders `call`'s arguments carry (a write copied from the prompt's
-/// example instead of filled in).
+/// example instead of filled in): as shown, or their wording of [`PLACEHOLDER_WORDS`] or more
+/// words without the brackets, in any case.
 pub(super) fn copied_placeholders(call: &ToolCall) -> Vec<&'static str> {
+    let arguments = call.arguments.to_lowercase();
     super::prompts::EXAMPLE_PLACEHOLDERS
         .iter()
         .copied()
-        .filter(|placeholder| call.arguments.contains(placeholder))
+        .filter(|placeholder| {
+            let wording = placeholder.trim_matches(['<', '>']).to_lowercase();
+            call.arguments.contains(placeholder)
+                || (wording.split_whitespace().count() >= PLACEHOLDER_WORDS
+                    && arguments.contains(&wording))
+        })
         .collect()
 }
 
@@ -647,6 +658,12 @@ mod tests {
             ["<the text the request asks for>"]
         );
         assert!(copied_placeholders(&write("5")).is_empty());
+        // As it wrote contact.txt: the placeholder's wording without its brackets.
+        assert_eq!(
+            copied_placeholders(&write("The text the request asks for")),
+            ["<the text the request asks for>"]
+        );
+        assert!(copied_placeholders(&write("new text")).is_empty());
         assert!(placeholder_refusal(&copied_placeholders(&copied)).contains("VALIDATION_FAILED"));
     }
 
