@@ -16,7 +16,8 @@
 //!   it starts inherit (no secrets).
 //! - `dashboard`, `metrics`, `telemetry`: the ops dashboard, `/metrics`, tracing and OTLP.
 //! - `demo`: the README's demo job; `eval`: scoring a directory of tasks (`atelier eval`).
-//! - `mcp`: `atelier mcp`, the workbenches for MCP clients (the official SDK, `rmcp`).
+//! - `mcp`: `atelier mcp`, the workbenches for MCP clients (the official SDK, `rmcp`);
+//!   `read_tool`: a read-only tool run on its pool (MCP's reads, the dashboard's previews).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod autoscale;
@@ -38,6 +39,7 @@ mod metrics;
 mod nats_connect;
 mod nats_roles;
 mod output;
+mod read_tool;
 mod shown;
 mod system;
 mod telemetry;

@@ -97,6 +97,8 @@ pub struct PageScript<'a> {
     pub url: &'a str,
     /// What the page is about, as an environment variable (e.g. `WORKBENCH`).
     pub subject: (&'a str, &'a str),
+    /// More environment variables the script reads (paths of files to upload, …).
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 impl PageScript<'_> {
@@ -107,12 +109,13 @@ impl PageScript<'_> {
         std::fs::create_dir_all(&artifacts)?;
         let chromium_path = self.chromium.to_string_lossy().to_string();
         let artifacts_path = artifacts.to_string_lossy().to_string();
-        let env = [
+        let mut env = vec![
             ("DASHBOARD_URL", self.url),
             self.subject,
             ("CHROMIUM_PATH", chromium_path.as_str()),
             ("ARTIFACTS", artifacts_path.as_str()),
         ];
+        env.extend_from_slice(self.env);
         let result = run_browser_script(self.script, &env, logs, |_| Ok(()))?;
         Ok((result, artifacts))
     }

@@ -138,6 +138,7 @@ async fn the_composer_in_chromium_sends_a_message_follows_its_run_and_approves_i
         chromium: &chromium,
         url: &url,
         subject: ("WORKBENCH", "q3"),
+        env: &[],
     };
     let (result, artifacts) = page.run(&|| up.log())?;
 

@@ -1051,6 +1051,7 @@ async fn the_workbench_page_in_chromium_rewinds_regenerates_publishes_and_restor
         chromium: &chromium,
         url: &dashboard.url,
         subject: ("WORKBENCH", "q3"),
+        env: &[],
     };
     let (result, artifacts) = page.run(&|| cluster.logs())?;
 
@@ -1159,6 +1160,7 @@ async fn the_batch_page_in_chromium_shows_progress_and_failures_then_retries_and
         chromium: &chromium,
         url: &dashboard.url,
         subject: ("BATCH", "ui-batch"),
+        env: &[],
     };
     let (result, artifacts) = page.run(&|| cluster.logs())?;
     assert_eq!(result.get("error"), None, "{result}");

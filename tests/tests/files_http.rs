@@ -2,13 +2,16 @@
 //! a workbench, upload files (multipart, as a browser sends them), list its published files and
 //! its draft's (each marked added, modified, unchanged or deleted), download any version of a
 //! file — inline or brought from the blob store — as an attachment; bad names, paths, views and
-//! sizes refused with their codes.
+//! sizes refused with their codes; previews of every kind a page at a time; and the workbench
+//! page in Chromium (`tests/browser/files.test.mjs`) doing all of it as a person would.
 
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use anyhow::Context;
+use atelier_tests::browser::{self, PageScript, browser_setup};
+use atelier_tests::scripted::{Script, ScriptedModel};
 use atelier_tests::up::Up;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -310,4 +313,357 @@ async fn declared_only(up: &Up, path: &str, length: u64) -> anyhow::Result<Strin
         .await
         .context("no answer within 10 s: the server waited for the body")??;
     Ok(String::from_utf8_lossy(&answer[..read]).into_owned())
+}
+
+/// The preview of `path` in `workbench` with `query` (after `?`): status and body.
+async fn preview(
+    api: &Api,
+    workbench: &str,
+    path: &str,
+    query: &str,
+) -> anyhow::Result<(StatusCode, Value)> {
+    api.json(&format!(
+        "/api/workbenches/{workbench}/preview/{path}?{query}"
+    ))
+    .await
+}
+
+/// A workbook whose used range spans the whole grid (A1 and XFD1048576): reading it whole
+/// would take 512 GiB.
+fn crafted_workbook(path: &std::path::Path) -> anyhow::Result<()> {
+    let mut workbook = rust_xlsxwriter::Workbook::new();
+    let sheet = workbook.add_worksheet();
+    sheet.write_string(0, 0, "first")?;
+    sheet.write_string(1_048_575, 16_383, "last")?;
+    workbook.save(path)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn previews_page_through_each_kind_and_refuse_bad_files_with_their_codes()
+-> anyhow::Result<()> {
+    let up = Up::start_with(&[], &[("ATELIER_DASHBOARD_TOKEN", TOKEN)])?;
+    let api = Api::new(&up)?;
+    up.cli_ok(&["wb", "create", "peek"])?;
+    let fixtures = atelier_tests::fixtures();
+    let work = up.workdir();
+    std::fs::write(work.join("notes.md"), "# Notes\nTotal 3\n")?;
+    std::fs::write(work.join("blob.bin"), [0_u8, 1, 2, 3])?;
+    crafted_workbook(&work.join("crafted.xlsx"))?;
+    let mut files: Vec<String> = [
+        "palmerpenguins/penguins.csv",
+        "keenbench/synthetic/quarterly_data.xlsx",
+        "keenbench/office/simple.docx",
+        "keenbench/office/slides.pptx",
+        "keenbench/office/report.pdf",
+    ]
+    .iter()
+    .map(|path| fixtures.join(path).to_string_lossy().into_owned())
+    .collect();
+    for name in ["notes.md", "blob.bin", "crafted.xlsx"] {
+        files.push(work.join(name).to_string_lossy().into_owned());
+    }
+    let mut add = vec!["wb", "add", "peek"];
+    add.extend(files.iter().map(String::as_str));
+    up.cli_ok(&add)?;
+
+    // A CSV: its header as the columns, 50 rows a page, typed values, paged by offset.
+    let (status, csv) = preview(&api, "peek", "penguins.csv", "").await?;
+    assert_eq!(status, StatusCode::OK, "{csv}");
+    assert_eq!(
+        (
+            csv["kind"].clone(),
+            csv["header"].clone(),
+            csv["total"].clone()
+        ),
+        (json!("grid"), json!(true), json!(344))
+    );
+    assert_eq!(csv["columns"][0], "species");
+    assert_eq!(csv["columns"].as_array().map(Vec::len), Some(8));
+    assert_eq!(csv["rows"].as_array().map(Vec::len), Some(50));
+    assert_eq!(csv["rows"][0][1], "Torgersen");
+    assert_eq!(csv["rows"][0][4], 181);
+    assert_eq!(csv["next_offset"], 50);
+    let (_, last) = preview(&api, "peek", "penguins.csv", "offset=300").await?;
+    assert_eq!(last["rows"].as_array().map(Vec::len), Some(44), "{last}");
+    assert_eq!(
+        (last["first_row"].clone(), last["next_offset"].clone()),
+        (json!(301), Value::Null)
+    );
+
+    // A workbook: its sheets as tabs, a sheet's used range with column letters.
+    let (status, book) = preview(&api, "peek", "quarterly_data.xlsx", "").await?;
+    assert_eq!(status, StatusCode::OK, "{book}");
+    assert_eq!(book["sheets"], json!(["Q1", "Q2", "Q3", "Q4"]));
+    assert_eq!(book["sheet"], "Q1");
+    assert_eq!(book["columns"], json!(["A", "B", "C", "D"]));
+    assert_eq!(book["total"], 13);
+    assert_eq!(
+        book["rows"][0],
+        json!(["Date", "Category", "Amount", "Description"])
+    );
+    let (_, q2) = preview(&api, "peek", "quarterly_data.xlsx", "sheet=Q2").await?;
+    assert_eq!(q2["sheet"], "Q2");
+    assert_eq!(q2["rows"][2][2], 610);
+    assert_eq!(q2["rows"][2][3], "Flight to Lisbon");
+
+    // A document's blocks, a deck's slides, a PDF's pages, a text file's lines.
+    let (_, docx) = preview(&api, "peek", "simple.docx", "").await?;
+    assert_eq!(docx["kind"], "document", "{docx}");
+    assert_eq!(docx["blocks"][0]["text"], "Introduction");
+    let (_, deck) = preview(&api, "peek", "slides.pptx", "").await?;
+    assert_eq!(
+        (deck["kind"].clone(), deck["total"].clone()),
+        (json!("slides"), json!(3))
+    );
+    assert_eq!(deck["slides"][0]["title"], "Q4 Review");
+    assert!(
+        deck["slides"][2]
+            .to_string()
+            .contains("analytics@example.com"),
+        "{deck}"
+    );
+    let (_, pdf) = preview(&api, "peek", "report.pdf", "").await?;
+    assert_eq!(pdf["kind"], "pages", "{pdf}");
+    assert_eq!(pdf["pages"][0]["page"], 1);
+    assert!(
+        pdf["pages"][0]["text"]
+            .as_str()
+            .is_some_and(|text| !text.trim().is_empty())
+    );
+    let (_, notes) = preview(&api, "peek", "notes.md", "").await?;
+    assert_eq!(
+        (
+            notes["kind"].clone(),
+            notes["markdown"].clone(),
+            notes["lines"].clone()
+        ),
+        (json!("text"), json!(true), json!(["# Notes", "Total 3"]))
+    );
+    let (_, blob) = preview(&api, "peek", "blob.bin", "").await?;
+    assert_eq!(blob["kind"], "none");
+
+    // Bad files, views, paths and callers: their codes, and the dashboard goes on serving.
+    let (status, crafted) = preview(&api, "peek", "crafted.xlsx", "").await?;
+    assert_eq!(
+        (status, code(&crafted)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "FILE_TOO_COMPLEX"),
+        "{crafted}"
+    );
+    let (status, body) = preview(&api, "peek", "penguins.csv", "view=nope").await?;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::BAD_REQUEST, "VALIDATION_FAILED")
+    );
+    let (status, body) = preview(&api, "peek", "missing.csv", "").await?;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::NOT_FOUND, "NOT_FOUND"),
+        "{body}"
+    );
+    let (status, body) = preview(&api, "peek", "penguins.csv", "view=draft").await?;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::CONFLICT, "NO_DRAFT"),
+        "{body}"
+    );
+    let anonymous = reqwest::get(format!(
+        "{}/api/workbenches/peek/preview/penguins.csv",
+        api.base
+    ))
+    .await?;
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let elsewhere = api
+        .http
+        .get(format!(
+            "{}/api/workbenches/peek/preview/penguins.csv",
+            api.base
+        ))
+        .bearer_auth(TOKEN)
+        .header("Origin", "http://evil.example")
+        .send()
+        .await?;
+    assert_eq!(elsewhere.status(), StatusCode::FORBIDDEN);
+    let (status, again) = preview(&api, "peek", "penguins.csv", "").await?;
+    assert_eq!(
+        (status, again["rows"][0][1].clone()),
+        (StatusCode::OK, json!("Torgersen"))
+    );
+    Ok(())
+}
+
+/// Adds a Summary sheet to a new summary.xlsx, as a model's run would.
+fn summary_script() -> anyhow::Result<Script> {
+    Ok(serde_json::from_value(json!({
+        "research": [{"content": "quarterly_data.xlsx has the sheets Q1 to Q4."}],
+        "plan": [{"content": "- [ ] 1. Summary — add a Summary sheet to summary.xlsx"}],
+        "implement": {"1": [
+            {"tool_calls": [{"name": "xlsx_operations", "arguments": {
+                "path": "summary.xlsx", "create_if_missing": true,
+                "operations": [
+                    {"op": "ensure_sheet", "sheet": "Summary"},
+                    {"op": "set_cells", "sheet": "Summary", "cells": [
+                        {"cell": "A1", "value": "Quarter"}, {"cell": "B1", "value": "Total"},
+                        {"cell": "A2", "value": "Q1"}, {"cell": "B2", "value": 2379.49}
+                    ]}
+                ]
+            }}]},
+            {"content": "Done."}
+        ]},
+        "summary": [{"content": "summary.xlsx has a Summary sheet."}]
+    }))?)
+}
+
+/// The cells of `sheet` in the workbook at `path`, as text, row by row.
+fn sheet_cells(path: &std::path::Path, sheet: &str) -> anyhow::Result<Vec<Vec<String>>> {
+    use calamine::Reader;
+    let mut workbook = calamine::open_workbook_auto(path)?;
+    let range = workbook.worksheet_range(sheet)?;
+    Ok(range
+        .rows()
+        .map(|row| row.iter().map(ToString::to_string).collect())
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_workbench_page_in_chromium_uploads_previews_downloads_and_publishes()
+-> anyhow::Result<()> {
+    if browser::skipped() {
+        return Ok(());
+    }
+    let chromium = browser_setup()?;
+    let model = ScriptedModel::start(summary_script()?).await?;
+    let config = tempfile::tempdir()?;
+    let config_path = config.path().join("atelier.toml");
+    std::fs::write(&config_path, model.profile_toml("scripted", ""))?;
+    let up = Up::start_with(&[], &[("ATELIER_CONFIG", &config_path.to_string_lossy())])?;
+    let fixtures = atelier_tests::fixtures();
+    let penguins = fixtures.join("palmerpenguins/penguins.csv");
+    let quarterly = fixtures.join("keenbench/synthetic/quarterly_data.xlsx");
+    let crafted = up.workdir().join("crafted.xlsx");
+    crafted_workbook(&crafted)?;
+    let downloads = tempfile::tempdir()?;
+    let paths = [&penguins, &quarterly, &crafted].map(|path| path.to_string_lossy().into_owned());
+    let downloads_path = downloads.path().to_string_lossy().into_owned();
+    let url = format!("http://{}", up.dashboard_addr()?);
+    let page = PageScript {
+        script: "files.test.mjs",
+        artifacts: "artifacts-files",
+        chromium: &chromium,
+        url: &url,
+        subject: ("WORKBENCH", "browsed"),
+        env: &[
+            ("PENGUINS", &paths[0]),
+            ("QUARTERLY", &paths[1]),
+            ("CRAFTED", &paths[2]),
+            ("DOWNLOADS", &downloads_path),
+        ],
+    };
+    let (result, artifacts) = page.run(&|| up.log())?;
+    assert_eq!(result.get("error"), None, "{result}");
+
+    // Created from the list, after a refused name.
+    assert_eq!(result["navActive"], true);
+    assert_eq!(result["badName"], "VALIDATION_FAILED", "{result}");
+    // Both uploads landed in the published files.
+    assert_eq!(
+        result["uploads"],
+        json!(["penguins.csv:done", "quarterly_data.xlsx:done"]),
+        "{result}"
+    );
+    assert_eq!(
+        result["listedFirst"],
+        json!(["penguins.csv:unchanged", "quarterly_data.xlsx:unchanged"])
+    );
+    // The CSV's grid: row numbers, the header, typed values as shown, 50 rows then 100.
+    assert_eq!(result["csvHeader"][1], "species", "{result}");
+    assert_eq!(
+        result["csvFirst"],
+        json!([
+            "1",
+            "Adelie",
+            "Torgersen",
+            "39.1",
+            "18.7",
+            "181",
+            "3750",
+            "male",
+            "2007"
+        ])
+    );
+    assert_eq!(
+        (
+            result["csvRows"].clone(),
+            result["csvRowsAfterMore"].clone()
+        ),
+        (json!(50), json!(100))
+    );
+    assert_eq!(result["csvCount"], "100 of 344 rows");
+    // The workbook's tabs and its second sheet.
+    assert_eq!(result["tabs"], json!(["Q1", "Q2", "Q3", "Q4"]));
+    assert_eq!(result["q2Selected"], "Q2");
+    assert_eq!(
+        result["q2"][2],
+        json!(["3", "2026-04-10", "Travel", "610", "Flight to Lisbon"]),
+        "{result}"
+    );
+    assert_eq!(result["unlabeled"], json!([]), "{result}");
+    // Bad files: the crafted workbook's preview and the escaping path, with their codes.
+    assert_eq!(result["craftedPreview"], "FILE_TOO_COMPLEX", "{result}");
+    assert_eq!(result["escape"], "refused:SANDBOX_VIOLATION", "{result}");
+    // The run's draft: summary.xlsx added, its added sheet's cells shown, then published.
+    assert!(
+        result["listedDraft"]
+            .as_array()
+            .is_some_and(|files| files.contains(&json!("summary.xlsx:added"))),
+        "{result}"
+    );
+    assert_eq!(
+        result["viewButtons"],
+        json!(["draft:true", "published:false"])
+    );
+    assert_eq!(
+        result["summary"],
+        json!([["1", "Quarter", "Total"], ["2", "Q1", "2379.49"]]),
+        "{result}"
+    );
+    assert_eq!(result["downloadName"], "summary.xlsx");
+    assert_eq!(
+        sheet_cells(&downloads.path().join("summary.xlsx"), "Summary")?,
+        [["Quarter", "Total"], ["Q1", "2379.49"]]
+    );
+    assert!(
+        result["listedPublished"]
+            .as_array()
+            .is_some_and(|files| files.contains(&json!("summary.xlsx:unchanged"))),
+        "{result}"
+    );
+    assert_eq!(result["viewButtonsAfter"], 0);
+    let published = up.cli_ok(&["wb", "ls", "browsed"])?;
+    assert!(published.contains("summary.xlsx"), "{published}");
+    // 390 px wide: nothing wider than the screen.
+    assert!(
+        result["narrowWidth"]
+            .as_u64()
+            .is_some_and(|width| width <= 390),
+        "{result}"
+    );
+    assert!(
+        result["narrowListWidth"]
+            .as_u64()
+            .is_some_and(|width| width <= 390),
+        "{result}"
+    );
+    assert_eq!(result["benchRow"][0], "browsed");
+    assert_eq!(result["benchRow"][1], "4", "{result}");
+    browser::assert_screenshots(
+        &artifacts,
+        &[
+            "f1-files-1280",
+            "f2-draft-preview-1280",
+            "f3-files-390",
+            "f4-workbenches-390",
+        ],
+    )?;
+    Ok(())
 }

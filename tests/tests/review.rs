@@ -238,6 +238,7 @@ async fn the_dashboards_draft_panel_shows_an_added_sheet_as_a_grid_and_the_added
         chromium: &chromium,
         url: &url,
         subject: ("WORKBENCH", "rev"),
+        env: &[],
     };
     let (result, artifacts) = page.run(&|| up.log())?;
     assert_eq!(result.get("error"), None, "{result}");

@@ -34,6 +34,7 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const LOGIN_HTML: &str = include_str!("assets/login.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const WORKBENCH_JS: &str = include_str!("assets/workbench.js");
+const FILES_JS: &str = include_str!("assets/files.js");
 const BATCHES_JS: &str = include_str!("assets/batches.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
@@ -47,6 +48,10 @@ pub fn router(state: Shared) -> Router {
         .route(
             "/assets/workbench.js",
             get(|| asset(WORKBENCH_JS, "text/javascript")),
+        )
+        .route(
+            "/assets/files.js",
+            get(|| asset(FILES_JS, "text/javascript")),
         )
         .route(
             "/assets/batches.js",
@@ -159,6 +164,8 @@ struct Status {
     live_clients: usize,
     auth: bool,
     version: &'static str,
+    /// The largest upload `POST /api/workbenches/{name}/files` takes, in bytes.
+    max_upload_bytes: u64,
 }
 
 async fn status(State(state): State<Shared>) -> Json<Status> {
@@ -169,6 +176,7 @@ async fn status(State(state): State<Shared>) -> Json<Status> {
         live_clients: state.live.live_clients(),
         auth: state.token.is_some(),
         version: env!("CARGO_PKG_VERSION"),
+        max_upload_bytes: super::upload::MAX_UPLOAD_BYTES,
     })
 }
 

@@ -1,6 +1,7 @@
 //! A workbench's files over HTTP: creating a workbench, listing a view's files (a draft's
 //! marked added, modified or deleted against the published state) and any file's bytes for
-//! download, with the same sandbox and codes as `atelier wb ls` and `wb cat`.
+//! download, with the same sandbox and codes as `atelier wb ls` and `wb cat`; a file's preview
+//! is in `preview`, an upload in `upload`.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +30,10 @@ pub(super) fn routes() -> Router<Shared> {
                 .layer(super::upload::body_limit()),
         )
         .route("/api/workbenches/{name}/files/{*path}", get(download))
+        .route(
+            "/api/workbenches/{name}/preview/{*path}",
+            get(super::preview::preview),
+        )
 }
 
 /// `GET /api/workbenches`: every workbench, as `atelier wb list --json`.
@@ -51,15 +56,20 @@ pub(super) struct ViewQuery {
 
 impl ViewQuery {
     fn view(&self) -> Result<View, ErrorBody> {
-        match self.view.as_deref() {
-            None | Some("published") => Ok(View::Published),
-            Some("draft") => Ok(View::Draft),
-            Some("current") => Ok(View::Current),
-            Some(other) => Err(ErrorBody::new(
-                ErrorCode::ValidationFailed,
-                format!("view `{other}` is none of published, draft, current"),
-            )),
-        }
+        view_named(self.view.as_deref())
+    }
+}
+
+/// The view a query's `view` names (`published` when none does).
+pub(super) fn view_named(name: Option<&str>) -> Result<View, ErrorBody> {
+    match name {
+        None | Some("published") => Ok(View::Published),
+        Some("draft") => Ok(View::Draft),
+        Some("current") => Ok(View::Current),
+        Some(other) => Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!("view `{other}` is none of published, draft, current"),
+        )),
     }
 }
 

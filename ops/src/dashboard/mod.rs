@@ -11,7 +11,8 @@
 //! - [`api`]: the HTTP routes (pages, `/api/...`, `/metrics`).
 //! - `plan`: each plan item's contracts as their checklist lines, for the job page.
 //! - `files`: a workbench's files (create, list a view marked against the published state,
-//!   download); `upload`: adding files from the browser (multipart, spooled to disk).
+//!   download); `upload`: adding files from the browser (multipart, spooled to disk);
+//!   `preview`: a page of a file as the read-only tools show it (grids, blocks, slides, pages).
 //! - `requests`: one coordinator request from a route, its errors as HTTP statuses.
 //! - `http`: the connections, with header-read and idle timeouts.
 //! - [`auth`]: the bearer token (required beyond loopback) and the login cookie.
@@ -31,6 +32,7 @@ mod http;
 pub mod live;
 mod openai;
 mod plan;
+mod preview;
 mod requests;
 mod upload;
 pub mod workers;

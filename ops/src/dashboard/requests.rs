@@ -38,7 +38,9 @@ pub(super) fn coded(error: ErrorBody) -> Response {
         ErrorCode::ToolWorkerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::ToolTimeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorCode::FileTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        ErrorCode::FileTooComplex => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::FileTooComplex | ErrorCode::FileReadFailed | ErrorCode::ResultTooLarge => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     api_error(status, error.code.as_str(), &error.message)

@@ -35,8 +35,7 @@ use std::process::ExitCode;
 use atelier_agents::catalog::{self, ToolSpec};
 use atelier_messages::approval::ActionClass;
 use atelier_messages::review::ReviewDraft;
-use atelier_messages::store::{ListFiles, ListWorkbenches, Listing, View};
-use atelier_messages::tool::{ToolOutput, ToolRequest};
+use atelier_messages::store::{ListWorkbenches, View};
 use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use atelier_transport::Policy;
@@ -295,29 +294,15 @@ impl AtelierMcp {
         workbench: String,
         args: Value,
     ) -> Result<Value, ErrorBody> {
-        let listing: Listing = self
-            .ask(&ListFiles {
-                v: PROTOCOL_VERSION,
-                workbench: workbench.clone(),
-                view: View::Current,
-            })
-            .await?;
-        let Some(pool) = spec.pool() else {
-            return Err(invalid(format!("`{}` is not a worker tool", spec.name)));
-        };
-        let request = ToolRequest {
-            v: PROTOCOL_VERSION,
-            call_id,
-            job_id: None,
-            workbench,
-            tool: spec.name.to_string(),
+        crate::read_tool::run(
+            &self.nats,
+            &workbench,
+            View::Current,
+            spec.name,
             args,
-            files: listing.files,
-        };
-        let output: ToolOutput =
-            atelier_transport::request_to(&self.nats, &pool.subject(), &request, Policy::TOOLS)
-                .await?;
-        Ok(output.output)
+            call_id,
+        )
+        .await
     }
 }
 

@@ -116,6 +116,7 @@ function expandable(label, text, open = false) {
 
 const routes = [
   [/^#\/jobs\/(.+)$/, m => jobPage(decodeURIComponent(m[1]))],
+  [/^#\/workbenches$/, () => workbenchesPage()],
   [/^#\/workbenches\/(.+)$/, m => workbenchPage(decodeURIComponent(m[1]))],
   [/^#\/batches\/(.+)$/, m => batchPage(decodeURIComponent(m[1]))],
   [/^#\/batches$/, () => batchesPage()],

@@ -1,4 +1,4 @@
-// The workbench page (#/workbenches/NAME): the conversation with "Rewind to here" on every
+// The workbench page (#/workbenches/NAME): its files (files.js), the conversation with "Rewind to here" on every
 // message, "Regenerate from here" on every user message (saying first what it discards) and
 // Regenerate; the composer, which sends a message (with a model among the allowed ones) and
 // follows its run live (phases, tool calls, the streamed answer, approvals inline); the draft's
@@ -13,6 +13,7 @@ function workbenchPage(name) {
   if (composer.workbench !== name) Object.assign(composer, { workbench: name, job: null, answer: '' });
   const html = `<div id="workbench" data-workbench="${esc(name)}">
     <div id="workbench-head"><div class="empty">Loading ${esc(name)}…</div></div>
+    ${filesCard()}
     <div class="grid cols-2">
       <div><div id="workbench-conversation"></div><div id="run-box"></div>${composerForm()}</div>
       <div id="workbench-state"></div>
@@ -22,13 +23,14 @@ function workbenchPage(name) {
       api(`${base}/history`), api(`${base}/checkpoints`), api(`${base}/diff`).catch(() => null)]);
     const held = await draftContracts(history.draft);
     renderWorkbench(base, history, checkpoints, diff, held);
-    await refreshRun(history);
+    await Promise.all([refreshRun(history), refreshFiles(name, history)]);
   };
   const onEvent = event => {
     if (event.kind.type !== 'assistant_delta') { schedule(300); return; }
     if (event.job_id === composer.job) { streamed(event.job_id, event.kind.text); showAnswer(); }
   };
   mount(html, refresh, onEvent, () => schedule(0)).catch(showError);
+  wireFiles(name);
   wireComposer(base);
   loadModels();
 }
