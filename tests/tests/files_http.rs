@@ -484,6 +484,23 @@ async fn previews_page_through_each_kind_and_refuse_bad_files_with_their_codes()
         .send()
         .await?;
     assert_eq!(elsewhere.status(), StatusCode::FORBIDDEN);
+    // A modified file: each view previews its own version.
+    let args = json!({"path": "notes.md", "content": "# Notes\nTotal 4\n"}).to_string();
+    up.cli_ok(&[
+        "run",
+        "peek",
+        "write_text_file",
+        "--args",
+        &args,
+        "--wait",
+        "--auto-approve",
+    ])?;
+    let (_, draft) = preview(&api, "peek", "notes.md", "view=draft").await?;
+    let (_, published) = preview(&api, "peek", "notes.md", "view=published").await?;
+    assert_eq!(
+        (draft["lines"][1].clone(), published["lines"][1].clone()),
+        (json!("Total 4"), json!("Total 3"))
+    );
     let (status, again) = preview(&api, "peek", "penguins.csv", "").await?;
     assert_eq!(
         (status, again["rows"][0][1].clone()),

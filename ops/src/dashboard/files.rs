@@ -17,7 +17,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use super::requests::{Shared, answer, call, coded};
+use super::requests::{Shared, answer, call, coded, view_named};
 
 /// The routes of workbenches and their files.
 pub(super) fn routes() -> Router<Shared> {
@@ -57,19 +57,6 @@ pub(super) struct ViewQuery {
 impl ViewQuery {
     fn view(&self) -> Result<View, ErrorBody> {
         view_named(self.view.as_deref())
-    }
-}
-
-/// The view a query's `view` names (`published` when none does).
-pub(super) fn view_named(name: Option<&str>) -> Result<View, ErrorBody> {
-    match name {
-        None | Some("published") => Ok(View::Published),
-        Some("draft") => Ok(View::Draft),
-        Some("current") => Ok(View::Current),
-        Some(other) => Err(ErrorBody::new(
-            ErrorCode::ValidationFailed,
-            format!("view `{other}` is none of published, draft, current"),
-        )),
     }
 }
 

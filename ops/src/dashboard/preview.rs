@@ -19,8 +19,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::files::view_named;
-use super::requests::{Shared, coded};
+use super::requests::{Shared, coded, view_named};
 
 /// Rows of a grid a page shows.
 const GRID_ROWS: u64 = 50;

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use atelier_messages::store::View;
 use atelier_messages::verb::Verb;
 use atelier_messages::{ErrorBody, ErrorCode};
 use atelier_transport::Policy;
@@ -51,6 +52,19 @@ pub(super) async fn call<V: Verb>(state: &AppState, request: &V) -> Result<V::Re
     atelier_transport::request(&state.nats, request, Policy::once(NATS_TIMEOUT))
         .await
         .map_err(coded)
+}
+
+/// The view a query's `view` names (`published` when none does).
+pub(super) fn view_named(name: Option<&str>) -> Result<View, ErrorBody> {
+    match name {
+        None | Some("published") => Ok(View::Published),
+        Some("draft") => Ok(View::Draft),
+        Some("current") => Ok(View::Current),
+        Some(other) => Err(ErrorBody::new(
+            ErrorCode::ValidationFailed,
+            format!("view `{other}` is none of published, draft, current"),
+        )),
+    }
 }
 
 /// An action's reply as `{"ok": reply}`, or the error response.

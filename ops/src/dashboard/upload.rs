@@ -4,7 +4,8 @@
 //! [`MAX_UPLOAD_BYTES`] (at once when the request's length says so), then added as `atelier wb
 //! add` adds it: small files inline, large ones through the blob store, to the published state
 //! when there is no draft (else `DRAFT_EXISTS`); the store refuses a path leaving the workbench
-//! (`SANDBOX_VIOLATION`) and a crafted office file with its code.
+//! (`SANDBOX_VIOLATION`). A crafted office file is stored as `wb add` stores it: what reads it
+//! (a preview, a tool) is refused with its code (`FILE_TOO_COMPLEX`).
 
 use std::path::{Path as FsPath, PathBuf};
 use std::time::Duration;

@@ -332,7 +332,7 @@ function cellText(value) {
 function previewPage(page) {
   switch (page.kind) {
     case 'grid':
-      return page.rows.map((row, i) => `<tr><th scope="row" class="row-number">${page.first_row + i}</th>${row.map(value => `<td>${esc(cellText(value))}</td>`).join('')}</tr>`).join('');
+      return page.rows.map((row, i) => `<tr><th scope="row" class="row-number">${page.first_row + i}</th>${row.map(value => `<td${typeof value === 'number' ? ' class="num"' : ''}>${esc(cellText(value))}</td>`).join('')}</tr>`).join('');
     case 'document':
       return page.blocks.map(block => block.type === 'table'
         ? `<table class="doc-table small">${(block.rows || []).map(row => `<tr>${row.map(cell => `<td>${esc(cellText(cell))}</td>`).join('')}</tr>`).join('')}</table>`
