@@ -1,8 +1,9 @@
 //! The sled database: one place that opens it, names its trees and encodes records.
 //!
 //! Records are JSON (readable with any sled tool); every mutation that must survive a crash is
-//! followed by [`Storage::flush`] before the caller acknowledges it: an fsync, or, for a
-//! replicated store, the commit of every recorded write to its changelog (`tree`).
+//! followed by [`Storage::flush`] before the caller acknowledges it: the group commit of every
+//! write so far (`tree`), by one fsync of a local store or one changelog append of a replicated
+//! one. Both take the same order lock around every write, through the same code.
 
 mod tree;
 
@@ -73,45 +74,47 @@ pub enum Durability {
 #[derive(Clone)]
 pub struct Storage {
     db: sled::Db,
-    /// The record of writes, when the store is replicated.
-    log: Option<Log>,
+    /// The record of writes: synced by sled (local) or committed to a changelog (replicated).
+    log: Log,
+    replicated: bool,
 }
 
 impl std::fmt::Debug for Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Storage")
-            .field("replicated", &self.log.is_some())
+            .field("replicated", &self.replicated)
             .finish()
     }
 }
 
 impl Storage {
     pub fn open(path: &Path) -> Result<Self, CoordinatorError> {
+        let db = open_db(path)?;
         Ok(Self {
-            db: open_db(path)?,
-            log: None,
+            log: Log::local(db.clone()),
+            db,
+            replicated: false,
         })
     }
 
     /// The replicated store in `db`: its writes are recorded and committed to `log` (its
     /// changelog) on flush.
     pub fn replicated(db: sled::Db, log: Log) -> Self {
-        Self { db, log: Some(log) }
+        Self {
+            db,
+            log,
+            replicated: true,
+        }
     }
 
     pub(crate) fn tree(&self, name: &'static str) -> Result<Tree, CoordinatorError> {
         Ok(Tree::new(self.db.open_tree(name)?, name, self.log.clone()))
     }
 
-    /// Makes every write so far durable: an fsync, or the commit of the recorded writes.
+    /// Makes every write so far durable: one fsync, or one commit of the recorded writes, for
+    /// every writer flushing at once.
     pub fn flush(&self) -> Result<(), CoordinatorError> {
-        match &self.log {
-            Some(log) => log.commit(),
-            None => {
-                self.db.flush()?;
-                Ok(())
-            }
-        }
+        self.log.commit()
     }
 
     /// Makes the writes so far as durable as `durability` says: flushed now, or left to the

@@ -1,11 +1,12 @@
-//! The store's trees as the coordinator writes them: each write to sled is also recorded, in the
-//! order sled applied it, as a [`Mutation`] for the changelog when the store is replicated
-//! (docs/adr/0014), and [`Log::commit`] hands everything recorded to the changelog at once — the
-//! group commit: concurrent writers share one append.
-//!
-//! Without a log (the store is not replicated) the trees are sled's, with nothing recorded.
+//! The store's trees as the coordinator writes them: every write to sled takes the store's order
+//! lock and is counted, and recorded, in the order sled applied it, as a [`Mutation`] for the
+//! changelog when the store is replicated (docs/adr/0014); [`Log::commit`] makes everything
+//! written so far durable at once — the group commit: concurrent writers share one changelog
+//! append (replicated) or one fsync (local, [`Log::local`]). Both stores take the same locks
+//! through the same code, and a write that would take the order lock while its thread holds it
+//! (a tree written inside a transaction's closure) is refused rather than left to deadlock.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use atelier_messages::shard::Mutation;
@@ -21,9 +22,22 @@ pub trait Sink: Send + Sync {
     fn commit(&self, groups: Vec<Vec<Mutation>>) -> Result<(), CoordinatorError>;
 }
 
+/// A local store's sink: sled's own fsync (its writes are in sled already, none is recorded).
+struct SledFlush(sled::Db);
+
+impl Sink for SledFlush {
+    fn commit(&self, _: Vec<Vec<Mutation>>) -> Result<(), CoordinatorError> {
+        self.0.flush()?;
+        Ok(())
+    }
+}
+
 /// Mutations recorded and not yet committed, in groups that are applied whole.
 #[derive(Default)]
 struct Recorded {
+    /// Whether the mutations themselves are kept for the sink (a replicated store's), or only
+    /// counted (a local one's: sled holds them).
+    keep: bool,
     groups: Vec<Vec<Mutation>>,
     /// How many mutations were ever recorded.
     count: u64,
@@ -37,8 +51,40 @@ impl Recorded {
             return;
         }
         self.count += group.len() as u64;
-        self.groups.push(group);
+        if self.keep {
+            self.groups.push(group);
+        }
         self.told.notify_one();
+    }
+}
+
+thread_local! {
+    /// Whether this thread holds a store's order lock.
+    static HOLDS_ORDER_LOCK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The order lock, held: a write and its record happen under it. Marks its thread while held.
+struct Ordered<'a> {
+    guard: MutexGuard<'a, Recorded>,
+}
+
+impl Drop for Ordered<'_> {
+    fn drop(&mut self) {
+        HOLDS_ORDER_LOCK.with(|held| held.set(false));
+    }
+}
+
+impl std::ops::Deref for Ordered<'_> {
+    type Target = Recorded;
+
+    fn deref(&self) -> &Recorded {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Ordered<'_> {
+    fn deref_mut(&mut self) -> &mut Recorded {
+        &mut self.guard
     }
 }
 
@@ -62,7 +108,7 @@ struct LogState {
     sink: Box<dyn Sink>,
 }
 
-/// The record of a replicated store's writes.
+/// The record of a store's writes: what was written, in order, and how much of it is durable.
 #[derive(Clone)]
 pub struct Log {
     state: Arc<LogState>,
@@ -73,10 +119,24 @@ fn poisoned() -> CoordinatorError {
 }
 
 impl Log {
+    /// A replicated store's log: every write is recorded and committed to `sink`.
     pub fn new(sink: impl Sink + 'static) -> Self {
+        Self::with(sink, true)
+    }
+
+    /// A local store's log: writes are counted, and committed by an fsync of `db`.
+    pub fn local(db: sled::Db) -> Self {
+        Self::with(SledFlush(db), false)
+    }
+
+    fn with(sink: impl Sink + 'static, keep: bool) -> Self {
+        let recorded = Recorded {
+            keep,
+            ..Recorded::default()
+        };
         Self {
             state: Arc::new(LogState {
-                recorded: Mutex::new(Recorded::default()),
+                recorded: Mutex::new(recorded),
                 committed: Mutex::new(Committed::default()),
                 done: Condvar::new(),
                 sink: Box::new(sink),
@@ -84,21 +144,37 @@ impl Log {
         }
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, Recorded>, CoordinatorError> {
+    /// The record, for reading its counts (not the order lock's marker: a reader may be inside
+    /// a write's lock).
+    fn counts(&self) -> Result<MutexGuard<'_, Recorded>, CoordinatorError> {
         self.state.recorded.lock().map_err(|_| poisoned())
+    }
+
+    /// The order lock; refused when this thread holds it already, which would deadlock.
+    fn lock(&self) -> Result<Ordered<'_>, CoordinatorError> {
+        if HOLDS_ORDER_LOCK.with(Cell::get) {
+            return Err(CoordinatorError::Corrupt(
+                "a store write was made while the same thread held the store's order lock (a \
+                 tree written inside a transaction's closure): use the transaction's trees"
+                    .to_string(),
+            ));
+        }
+        let guard = self.counts()?;
+        HOLDS_ORDER_LOCK.with(|held| held.set(true));
+        Ok(Ordered { guard })
     }
 
     /// Returns once a write was recorded since the last return (at once for a write recorded
     /// before the first call); for one waiter, the shard's idle committer.
     pub async fn recorded_since(&self) -> Result<(), CoordinatorError> {
-        let told = Arc::clone(&self.lock()?.told);
+        let told = Arc::clone(&self.counts()?.told);
         told.notified().await;
         Ok(())
     }
 
     /// Whether some recorded write is not committed yet (one written without a flush).
     pub fn has_uncommitted(&self) -> Result<bool, CoordinatorError> {
-        let recorded = self.lock()?.count;
+        let recorded = self.counts()?.count;
         let committed = self.state.committed.lock().map_err(|_| poisoned())?;
         Ok(committed.count < recorded)
     }
@@ -106,7 +182,7 @@ impl Log {
     /// Commits everything recorded before this call, with whatever else is recorded meanwhile:
     /// one writer commits for all who wait.
     pub fn commit(&self) -> Result<(), CoordinatorError> {
-        let target = self.lock()?.count;
+        let target = self.counts()?.count;
         let state = &self.state;
         let mut committed = state.committed.lock().map_err(|_| poisoned())?;
         loop {
@@ -125,14 +201,11 @@ impl Log {
             committed.leader = true;
             drop(committed);
             let (batch, upto) = {
-                let mut recorded = self.lock()?;
+                let mut recorded = self.counts()?;
                 (std::mem::take(&mut recorded.groups), recorded.count)
             };
-            let result = if batch.is_empty() {
-                Ok(())
-            } else {
-                state.sink.commit(batch)
-            };
+            // A local store's batch is empty: its writes are in sled, and the sink syncs them.
+            let result = state.sink.commit(batch);
             committed = state.committed.lock().map_err(|_| poisoned())?;
             committed.leader = false;
             match result {
@@ -149,18 +222,16 @@ impl Log {
 pub struct Tree {
     inner: sled::Tree,
     name: &'static str,
-    log: Option<Log>,
+    log: Log,
 }
 
 impl Tree {
-    pub(super) fn new(inner: sled::Tree, name: &'static str, log: Option<Log>) -> Self {
+    pub(super) fn new(inner: sled::Tree, name: &'static str, log: Log) -> Self {
         Self { inner, name, log }
     }
 
-    fn record(recorded: Option<&mut Recorded>, mutation: impl FnOnce() -> Mutation) {
-        if let Some(recorded) = recorded {
-            recorded.push(vec![mutation()]);
-        }
+    fn record(recorded: &mut Recorded, mutation: impl FnOnce() -> Mutation) {
+        recorded.push(vec![mutation()]);
     }
 
     fn mutation(&self, key: &[u8], value: Option<&[u8]>) -> Mutation {
@@ -171,9 +242,9 @@ impl Tree {
         }
     }
 
-    /// The order lock, when the store is replicated.
-    fn guard(&self) -> Result<Option<MutexGuard<'_, Recorded>>, CoordinatorError> {
-        self.log.as_ref().map(Log::lock).transpose()
+    /// The order lock.
+    fn guard(&self) -> Result<Ordered<'_>, CoordinatorError> {
+        self.log.lock()
     }
 
     pub fn name(&self) -> &str {
@@ -212,9 +283,7 @@ impl Tree {
         let value: IVec = value.into();
         let mut guard = self.guard()?;
         let old = self.inner.insert(key.as_ref(), value.clone())?;
-        Self::record(guard.as_deref_mut(), || {
-            self.mutation(key.as_ref(), Some(&value))
-        });
+        Self::record(&mut guard, || self.mutation(key.as_ref(), Some(&value)));
         Ok(old)
     }
 
@@ -222,7 +291,7 @@ impl Tree {
         let mut guard = self.guard()?;
         let old = self.inner.remove(key.as_ref())?;
         if old.is_some() {
-            Self::record(guard.as_deref_mut(), || self.mutation(key.as_ref(), None));
+            Self::record(&mut guard, || self.mutation(key.as_ref(), None));
         }
         Ok(old)
     }
@@ -240,9 +309,7 @@ impl Tree {
             .compare_and_swap(key.as_ref(), old, new.clone())?
             .is_ok();
         if swapped {
-            Self::record(guard.as_deref_mut(), || {
-                self.mutation(key.as_ref(), new.as_deref())
-            });
+            Self::record(&mut guard, || self.mutation(key.as_ref(), new.as_deref()));
         }
         Ok(swapped)
     }
@@ -258,14 +325,12 @@ impl Tree {
             }
         }
         self.inner.apply_batch(writes)?;
-        if let Some(recorded) = guard.as_deref_mut() {
-            let group = batch.writes.into_iter().map(|(key, value)| Mutation {
-                tree: self.name.to_string(),
-                key,
-                value,
-            });
-            recorded.push(group.collect());
-        }
+        let group = batch.writes.into_iter().map(|(key, value)| Mutation {
+            tree: self.name.to_string(),
+            key,
+            value,
+        });
+        guard.push(group.collect());
         Ok(())
     }
 }
@@ -345,16 +410,15 @@ pub fn transaction<const N: usize, T, E>(
     work: impl Fn([TxTree<'_>; N]) -> Result<T, ConflictableTransactionError<E>>,
 ) -> Result<T, TransactionError<E>> {
     let inners: Vec<sled::Tree> = trees.iter().map(|tree| tree.inner.clone()).collect();
-    let log = trees.iter().find_map(|tree| tree.log.clone());
     let committed = RefCell::new(Vec::new());
-    let mut guard = match &log {
-        Some(log) => Some(log.lock().map_err(|_| {
-            TransactionError::Storage(sled::Error::ReportableBug(
-                "a storage lock was poisoned by a panic".to_string(),
-            ))
-        })?),
-        None => None,
+    let Some(first) = trees.first() else {
+        return Err(TransactionError::Storage(sled::Error::Unsupported(
+            "a transaction over no tree".to_string(),
+        )));
     };
+    let mut guard = first.log.lock().map_err(|error| {
+        TransactionError::Storage(sled::Error::ReportableBug(error.to_string()))
+    })?;
     let result = inners.as_slice().transaction(|transactional| {
         let writes = RefCell::new(Vec::new());
         let wrapped: [TxTree<'_>; N] = std::array::from_fn(|index| TxTree {
@@ -366,9 +430,7 @@ pub fn transaction<const N: usize, T, E>(
         committed.replace(writes.into_inner());
         Ok(out)
     })?;
-    if let Some(recorded) = guard.as_deref_mut() {
-        recorded.push(committed.into_inner());
-    }
+    guard.push(committed.into_inner());
     Ok(result)
 }
 
@@ -494,6 +556,60 @@ mod tests {
             woken.is_err(),
             "two writes wake it once; a flush records nothing"
         );
+    }
+
+    /// A local and a replicated store of a fresh database.
+    fn both_stores(dir: &std::path::Path) -> [Storage; 2] {
+        let local = Storage::open(&dir.join("local")).unwrap_or_else(|e| panic!("{e}"));
+        let replicated = crate::storage::open_db(&dir.join("replicated"))
+            .map(|db| Storage::replicated(db, Log::new(Collecting::default())))
+            .unwrap_or_else(|e| panic!("{e}"));
+        [local, replicated]
+    }
+
+    #[test]
+    fn a_tree_written_inside_a_transaction_is_refused_the_same_in_both_stores() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for storage in both_stores(dir.path()) {
+            let jobs = storage.tree("jobs").unwrap_or_else(|e| panic!("{e}"));
+            let outside = jobs.clone();
+            let result = transaction([&jobs], |[tx]| {
+                tx.insert(b"inside", vec![1])?;
+                outside
+                    .insert(b"outside", vec![2])
+                    .map_err(ConflictableTransactionError::Abort)?;
+                Ok(())
+            });
+            let refused = matches!(result, Err(TransactionError::Abort(CoordinatorError::Corrupt(ref why))) if why.contains("inside a transaction"));
+            assert!(refused, "{storage:?}: {result:?}");
+            // Nothing of the refused transaction was written, and the store goes on.
+            assert_eq!(jobs.get(b"inside").ok().flatten(), None, "{storage:?}");
+            jobs.insert(b"after", vec![3])
+                .unwrap_or_else(|e| panic!("{e}"));
+            storage.flush().unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    #[test]
+    fn both_stores_count_their_writes_and_a_flush_makes_them_all_durable() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for storage in both_stores(dir.path()) {
+            let tree = storage.tree("jobs").unwrap_or_else(|e| panic!("{e}"));
+            let uncommitted = || {
+                storage
+                    .log
+                    .has_uncommitted()
+                    .unwrap_or_else(|e| panic!("{e}"))
+            };
+            assert!(!uncommitted(), "{storage:?}");
+            tree.insert(b"a", vec![1]).unwrap_or_else(|e| panic!("{e}"));
+            let mut batch = Batch::default();
+            batch.insert(b"b", vec![2]);
+            tree.apply_batch(batch).unwrap_or_else(|e| panic!("{e}"));
+            assert!(uncommitted(), "{storage:?}");
+            storage.flush().unwrap_or_else(|e| panic!("{e}"));
+            assert!(!uncommitted(), "{storage:?}");
+        }
     }
 
     #[test]
