@@ -341,16 +341,53 @@ async fn take_over(
     let started = Instant::now();
     let replica = restore(snapshots, shard, store).await?;
     let restored = replica.position()?;
-    let mut apply =
-        |seq: u64, checked: &Checked| tokio::task::block_in_place(|| replica.apply(seq, checked));
-    let (shard_log, replayed) =
-        ShardLog::take_over(changelog, shard, lease.epoch, restored, &mut apply).await?;
+    let applier = Applier::start(replica.clone());
+    let mut apply = |seq: u64, checked: &Checked| applier.send(seq, checked);
+    let replay = ShardLog::take_over(changelog, shard, lease.epoch, restored, &mut apply).await;
+    // The applier's own error first: a replay that stopped because the applier did says why.
+    applier.finish().await?;
+    let (shard_log, replayed) = replay?;
     let taken = TakenOver {
         restored,
         replayed,
         elapsed: started.elapsed(),
     };
     Ok((replica, shard_log, taken))
+}
+
+/// Applies the entries a replay reads to a store, in order, on a blocking thread (sled's writes
+/// never run on the runtime's), as the replay hands them over.
+struct Applier {
+    entries: std::sync::mpsc::Sender<(u64, Checked)>,
+    applying: tokio::task::JoinHandle<Result<(), CoordinatorError>>,
+}
+
+impl Applier {
+    fn start(replica: Replica) -> Self {
+        let (entries, received) = std::sync::mpsc::channel::<(u64, Checked)>();
+        let applying = tokio::task::spawn_blocking(move || {
+            for (seq, checked) in received {
+                replica.apply(seq, &checked)?;
+            }
+            Ok(())
+        });
+        Self { entries, applying }
+    }
+
+    /// Hands an entry over; refused once the applier stopped on an error.
+    fn send(&self, seq: u64, checked: &Checked) -> Result<(), CoordinatorError> {
+        self.entries
+            .send((seq, checked.clone()))
+            .map_err(|_| CoordinatorError::Corrupt("the replay's applier stopped".to_string()))
+    }
+
+    /// Waits until every entry handed over is applied; the first error applying one.
+    async fn finish(self) -> Result<(), CoordinatorError> {
+        drop(self.entries);
+        self.applying
+            .await
+            .map_err(|join| CoordinatorError::Corrupt(format!("the replay's applier: {join}")))?
+    }
 }
 
 /// A fresh store at `store` (whatever was there may hold uncommitted writes) holding the latest
