@@ -29,7 +29,7 @@ use atelier_messages::store::{
 };
 use atelier_messages::subjects::shard::SWEEP_HOST;
 use atelier_messages::subjects::{self, batch, ctl, store, workshop};
-use atelier_messages::verb::Verb;
+use atelier_messages::verb::{Route, Verb};
 use atelier_messages::workshop::{
     AddContextItem, CheckMessage, CollectGarbage, CreateCheckpoint, GetHistory, ListCheckpoints,
     ListContextItems, ListModels, Regenerate, RemoveContextItem, RestoreCheckpoint, Rewind,
@@ -318,30 +318,30 @@ impl FrontDoor {
 
     fn store_routes(&self) -> Routes {
         Router::new(self.clone())
-            .route(by_workbench::<CreateWorkbench>)
+            .route(routed::<CreateWorkbench>)
             .route_partial(|door, _: ListWorkbenches| async move { door.owned_workbenches().await })
-            .route(by_workbench::<AddFiles>)
-            .route(by_workbench::<ListFiles>)
-            .route(by_workbench::<ReadFile>)
-            .route(by_workbench::<DiffDraft>)
-            .route(by_workbench::<PublishDraft>)
-            .route(by_workbench::<DiscardDraft>)
-            .route(by_workbench::<WriteDraft>)
-            .route(by_workbench::<SetApprovals>)
+            .route(routed::<AddFiles>)
+            .route(routed::<ListFiles>)
+            .route(routed::<ReadFile>)
+            .route(routed::<DiffDraft>)
+            .route(routed::<PublishDraft>)
+            .route(routed::<DiscardDraft>)
+            .route(routed::<WriteDraft>)
+            .route(routed::<SetApprovals>)
             .route(blob_bytes)
-            .route(by_workbench::<UploadBlob>)
+            .route(routed::<UploadBlob>)
             .into_routes()
     }
 
     fn control_routes(&self) -> Routes {
         Router::new(self.clone())
             .route_partial(|door, r: ListJobs| async move { door.list_jobs(r).await })
-            .route(by_job::<GetJob>)
+            .route(routed::<GetJob>)
             .route(|door, _: Ping| async move { Ok(door.pong()) })
             .route_partial(|door, r: GetStats| async move { door.stats(r).await })
-            .route(by_job::<CancelJob>)
-            .route(by_job::<ApproveCall>)
-            .route(by_job::<ResumeJob>)
+            .route(routed::<CancelJob>)
+            .route(routed::<ApproveCall>)
+            .route(routed::<ResumeJob>)
             .route(|door, r: ReadEvents| async move {
                 crate::event_feed::read(&door.inner.client, r).await
             })
@@ -350,34 +350,39 @@ impl FrontDoor {
 
     fn workshop_routes(&self) -> Routes {
         Router::new(self.clone())
-            .route(by_workbench::<GetHistory>)
-            .route(by_workbench::<CheckMessage>)
-            .route(anywhere::<ListModels>)
-            .route(by_workbench::<Rewind>)
-            .route(by_workbench::<Regenerate>)
-            .route(by_workbench::<SetModel>)
-            .route(by_workbench::<ListCheckpoints>)
-            .route(by_workbench::<CreateCheckpoint>)
-            .route(by_workbench::<RestoreCheckpoint>)
+            .route(routed::<GetHistory>)
+            .route(routed::<CheckMessage>)
+            .route(routed::<ListModels>)
+            .route(routed::<Rewind>)
+            .route(routed::<Regenerate>)
+            .route(routed::<SetModel>)
+            .route(routed::<ListCheckpoints>)
+            .route(routed::<CreateCheckpoint>)
+            .route(routed::<RestoreCheckpoint>)
             .route(|door, r: CollectGarbage| async move { door.collect_garbage(r).await })
-            .route(by_workbench::<ReviewDraft>)
-            .route(by_workbench::<AddContextItem>)
-            .route(by_workbench::<ListContextItems>)
-            .route(by_workbench::<RemoveContextItem>)
+            .route(routed::<ReviewDraft>)
+            .route(routed::<AddContextItem>)
+            .route(routed::<ListContextItems>)
+            .route(routed::<RemoveContextItem>)
             .into_routes()
     }
 
     fn batch_routes(&self) -> Routes {
         Router::new(self.clone())
-            .route(by_batch::<SubmitBatch>)
-            .route(by_batch::<GetBatch>)
+            .route(routed::<SubmitBatch>)
+            .route(routed::<GetBatch>)
             .route_partial(|door, r: ListBatches| async move { door.list_batches(r).await })
-            .route(by_batch::<ListTargets>)
-            .route(by_batch::<CancelBatch>)
-            .route(by_batch::<RetryBatch>)
-            .route(by_batch::<UpdateBatch>)
-            .route(by_batch::<SettleBatch>)
+            .route(routed::<ListTargets>)
+            .route(routed::<CancelBatch>)
+            .route(routed::<RetryBatch>)
+            .route(routed::<UpdateBatch>)
+            .route(routed::<SettleBatch>)
             .into_routes()
+    }
+
+    /// A shard held here, for a verb any shard answers alike (else shard 0, through its owner).
+    pub(super) fn any_held_shard(&self) -> u32 {
+        self.held().first().copied().unwrap_or(0)
     }
 
     fn pong(&self) -> Pong {
@@ -506,56 +511,23 @@ fn left_out(unowned: &[u32]) -> Option<ErrorBody> {
     ))
 }
 
-/// The verbs about one workbench.
-trait OfWorkbench {
-    fn workbench(&self) -> &str;
-}
-
-/// The verbs about one job.
-trait OfJob {
-    fn job_id(&self) -> &str;
-}
-
-/// The verbs about one batch.
-trait OfBatch {
-    fn batch_id(&self) -> &str;
-}
-
-macro_rules! keyed {
-    ($key:ident: $trait:ident => $($verb:ty),*) => {
-        $(impl $trait for $verb {
-            fn $key(&self) -> &str {
-                &self.$key
-            }
-        })*
-    };
-}
-
-keyed!(workbench: OfWorkbench => CreateWorkbench, AddFiles, ListFiles, ReadFile, DiffDraft,
-    PublishDraft, DiscardDraft, WriteDraft, SetApprovals, UploadBlob, GetHistory, CheckMessage, Rewind,
-    Regenerate, SetModel, ListCheckpoints, CreateCheckpoint, RestoreCheckpoint, ReviewDraft,
-    AddContextItem, ListContextItems, RemoveContextItem);
-keyed!(job_id: OfJob => GetJob, CancelJob, ApproveCall, ResumeJob);
-keyed!(batch_id: OfBatch => SubmitBatch, GetBatch, ListTargets, CancelBatch, RetryBatch,
-    UpdateBatch, SettleBatch);
-
-/// A workbench's verb, answered by its shard.
-async fn by_workbench<V: Verb + OfWorkbench>(
-    door: FrontDoor,
-    request: V,
-) -> Result<V::Reply, ErrorBody> {
-    door.to_workbench(request.workbench(), &request).await
-}
-
-/// A batch's verb: its runner and targets live in the shard of its id.
-async fn by_batch<V: Verb + OfBatch>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
-    let shard = shard_of(request.batch_id(), door.inner.count);
-    door.forward(shard, &request).await
-}
-
-/// A job's verb, answered by the shard that holds the job.
-async fn by_job<V: Verb + OfJob>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
-    door.to_job(request.job_id(), &request).await
+/// A verb routed by what it declares ([`Verb::ROUTE`], [`Verb::key`]): a workbench's shard, the
+/// shard holding a job, a batch's shard, or any shard held here (else shard 0's owner).
+async fn routed<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
+    let key = request.key().unwrap_or_default();
+    match V::ROUTE {
+        Route::Workbench => door.to_workbench(key, &request).await,
+        Route::Job => door.to_job(key, &request).await,
+        Route::Batch => {
+            let shard = shard_of(key, door.inner.count);
+            door.forward(shard, &request).await
+        }
+        Route::Anywhere => door.forward(door.any_held_shard(), &request).await,
+        other => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            format!("{} is declared {other:?}, which no key routes", V::SUBJECT),
+        )),
+    }
 }
 
 /// A blob's content: from its workbench's shard when the request names it, else from the shard
@@ -571,13 +543,6 @@ async fn blob_bytes(door: FrontDoor, request: GetBlob) -> Result<BlobBytes, Erro
 /// answers (a large one any shard can bring from the bucket).
 async fn by_digest<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
     door.find(&request).await.map(|(_, reply)| reply)
-}
-
-/// A verb about this host's blob cache or the operator's settings: any shard held here answers
-/// (else shard 0's owner).
-async fn anywhere<V: Verb>(door: FrontDoor, request: V) -> Result<V::Reply, ErrorBody> {
-    let shard = door.held().first().copied().unwrap_or(0);
-    door.forward(shard, &request).await
 }
 
 /// The `NOT_FOUND` of a search over the shards: the last shard's, if one answered.

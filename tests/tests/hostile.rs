@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use atelier_messages::store::Listing;
 use atelier_messages::tool::{Pool, ToolName};
+use atelier_messages::verb::Route;
 use atelier_messages::{ErrorCode, Format, decode_reply, subjects};
 use atelier_tests::{Cluster, atelier_bin, call_tool, nats_request};
 use serde_json::{Value, json};
@@ -98,24 +99,13 @@ fn hostile_payloads() -> Vec<(&'static str, Vec<u8>, bool, ErrorCode)> {
     ]
 }
 
+/// Every verb the protocol declares on its public subject, and the tool pools'.
 fn request_subjects() -> Vec<String> {
-    let mut all: Vec<String> = subjects::store::ALL.iter().map(|s| s.to_string()).collect();
-    all.extend(
-        [
-            subjects::ctl::JOBS,
-            subjects::ctl::JOB,
-            subjects::ctl::PING,
-            subjects::ctl::CANCEL,
-            subjects::ctl::APPROVE,
-            subjects::ctl::RESUME,
-            subjects::ctl::STATS,
-            subjects::ctl::EVENTS,
-        ]
-        .map(str::to_string),
-    );
-    all.extend(subjects::workshop::ALL.map(str::to_string));
-    all.extend(subjects::batch::ALL.map(str::to_string));
-    all.push(subjects::review::FILE.to_string());
+    let mut all: Vec<String> = atelier_messages::verb::DECLARED
+        .iter()
+        .filter(|verb| verb.route.is_public() || verb.route == Route::Worker)
+        .map(|verb| verb.subject.to_string())
+        .collect();
     all.extend(Pool::ALL.map(Pool::subject));
     all
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use atelier_messages::store::{DraftDiff, Listing};
+use atelier_messages::verb::Route;
 use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, decode_reply, subjects};
 use atelier_tests::{Cluster, call_tool, nats_request};
 use serde_json::{Value, json};
@@ -22,25 +23,22 @@ async fn malformed_payloads_get_codes_on_every_subject_and_nothing_crashes() -> 
     let cluster = Cluster::start()?;
     setup(&cluster, "bad")?;
     let client = async_nats::connect(&cluster.nats.url).await?;
-    let mut request_subjects: Vec<String> =
-        subjects::store::ALL.iter().map(|s| s.to_string()).collect();
-    request_subjects
-        .extend([subjects::ctl::JOBS, subjects::ctl::JOB, subjects::ctl::PING].map(str::to_string));
-    request_subjects.extend(["tabular", "office"].map(subjects::tool));
-    request_subjects.extend(subjects::workshop::ALL.map(str::to_string));
-    request_subjects.push(subjects::review::FILE.to_string());
-    // The same verbs as the shard's owner answers them for the other coordinators, and the
-    // hand-over of a submission to its shard.
-    let on_shard: Vec<String> = subjects::store::ALL
+    // Every verb the protocol declares (messages::verb::DECLARED): on its public subject when
+    // the front door or a pool answers it, and as a shard's owner answers it for the other
+    // coordinators.
+    let declared = atelier_messages::verb::DECLARED;
+    let mut request_subjects: Vec<String> = declared
         .iter()
-        .chain(&subjects::workshop::ALL)
-        .chain(&[
-            subjects::shard::RECORD_SUBMISSION,
-            subjects::shard::REFERENCES,
-        ])
-        .map(|verb| subjects::shard::verb(0, verb))
+        .filter(|verb| verb.route.is_public() || verb.route == Route::Worker)
+        .map(|verb| verb.subject.to_string())
         .collect();
-    request_subjects.extend(on_shard);
+    request_subjects.extend(["tabular", "office"].map(subjects::tool));
+    request_subjects.extend(
+        declared
+            .iter()
+            .filter(|verb| verb.route.answered_by_shard())
+            .map(|verb| subjects::shard::verb(0, verb.subject)),
+    );
     for subject in &request_subjects {
         for (payload, json) in [
             (b"\xc1\xff\x00garbage".to_vec(), false),

@@ -11,7 +11,7 @@ use atelier_messages::workshop::{CollectGarbage, Collected};
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
 use futures::future::try_join_all;
 
-use super::{FrontDoor, anywhere};
+use super::FrontDoor;
 use crate::storage::blocking;
 
 impl FrontDoor {
@@ -23,7 +23,7 @@ impl FrontDoor {
         request: CollectGarbage,
     ) -> Result<Collected, ErrorBody> {
         let Some(collector) = &self.inner.collector else {
-            return anywhere(self.clone(), request).await;
+            return self.forward(self.any_held_shard(), &request).await;
         };
         let mut collected = crate::collector::sweep_every_host(&self.inner.client).await?;
         if let Some(bucket) = collector.blobs.durable() {
