@@ -313,6 +313,25 @@ async fn a_bound_server_runs_a_whole_job_with_progress() -> anyhow::Result<()> {
     )
     .await;
     assert_eq!(refusal(refused).as_deref(), Some("DRAFT_EXISTS"));
+    // A budget as `atelier submit --budget-*` takes it: a bad one refused by name, at once.
+    for (budget, named) in [
+        (json!({"budget_tokens": 0}), "budget_tokens"),
+        (json!({"budget_tokens": "many"}), "budget_tokens"),
+        (json!({"budget_usd": -1}), "budget_usd"),
+    ] {
+        let mut args = json!({"message": "Again", "continue_draft": true});
+        args.as_object_mut()
+            .context("args")?
+            .extend(budget.as_object().cloned().unwrap_or_default());
+        let refused = call_tool(&client, "submit_job", args).await;
+        let text = format!("{refused:?}");
+        assert_eq!(
+            refusal(refused).as_deref(),
+            Some("VALIDATION_FAILED"),
+            "{budget}"
+        );
+        assert!(text.contains(named), "{text}");
+    }
     client.cancel().await?;
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! waits for) when the client asked for progress.
 
 use atelier_agents::catalog::ToolSpec;
+use atelier_messages::budget::Budget;
 use atelier_messages::job::{GetJob, JobState, JobSubmit, JobView};
 use atelier_messages::workflow::Workflow;
 use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION};
@@ -64,10 +65,31 @@ pub(super) async fn submit_job(
             .get("continue_draft")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        budget: budget_of(args)?,
         ..job(call_id, workbench)
     };
     let view = run(server, submit, context).await?;
     to_value(&view)
+}
+
+/// `budget_tokens` and `budget_usd`, checked as `atelier submit --budget-*` checks them.
+fn budget_of(args: &Value) -> Result<Budget, ErrorBody> {
+    let given = |key: &str| args.get(key).filter(|value| !value.is_null());
+    let tokens = given("budget_tokens")
+        .map(|value| {
+            value
+                .as_u64()
+                .ok_or_else(|| invalid("budget_tokens must be a whole number of tokens"))
+        })
+        .transpose()?;
+    let usd = given("budget_usd")
+        .map(|value| {
+            value
+                .as_f64()
+                .ok_or_else(|| invalid("budget_usd must be a number of dollars"))
+        })
+        .transpose()?;
+    Budget::parse(tokens, usd, "budget_")
 }
 
 /// A submission for this call, to be completed.

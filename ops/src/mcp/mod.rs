@@ -142,7 +142,9 @@ const OWN_TOOLS: [OwnTool; 3] = [
             json!({
                 "message": {"type": "string", "description": "The task, as to a colleague."},
                 "model": {"type": "string", "description": "Model spec or profile (default: the workbench's)."},
-                "continue_draft": {"type": "boolean", "description": "Work on the draft that waits (else a draft refuses the task)."}
+                "continue_draft": {"type": "boolean", "description": "Work on the draft that waits (else a draft refuses the task)."},
+                "budget_tokens": {"type": "integer", "minimum": 1, "description": "Stop the job (BUDGET_EXCEEDED, draft kept) once it spent this many model tokens."},
+                "budget_usd": {"type": "number", "exclusiveMinimum": 0, "description": "Stop the job once it spent this many dollars at the model profile's prices."}
             })
         },
         required: &["message"],
