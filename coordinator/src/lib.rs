@@ -241,6 +241,9 @@ pub async fn start_coordinator(
         Serving::Own(claim) => {
             let path = config.data_dir.join("db");
             let storage = blocking(move || Storage::open(&path)).await?;
+            tasks.push(tokio::spawn(crate::storage::commit_when_idle(
+                storage.log(),
+            )));
             Held::Own(
                 Box::new(engine::Engine::start(&shared, 0, storage, None).await?),
                 claim,

@@ -36,11 +36,14 @@ pub(crate) mod trees {
     pub const WORKSHOP_OUTBOX: &str = "workshop_outbox";
 }
 
-/// Opens the sled database at `path` as every store of the coordinator is opened.
+/// Opens the sled database at `path` as every store of the coordinator is opened. sled does
+/// not flush on its own: the store's group commit does ([`Storage::flush`], and
+/// [`commit_when_idle`] for writes no flush followed), as a replicated store's does.
 pub fn open_db(path: &Path) -> Result<sled::Db, CoordinatorError> {
     Ok(sled::Config::new()
         .path(path)
         .mode(sled::Mode::HighThroughput)
+        .flush_every_ms(None)
         .open()?)
 }
 
@@ -64,9 +67,10 @@ pub fn open_replica_db(path: &Path, cache_bytes: u64) -> Result<sled::Db, Coordi
 pub enum Durability {
     /// Flushed before the write returns: it may be acknowledged.
     Flushed,
-    /// Made durable by the next flush (every write before a flush is, in order), or within a
-    /// moment when none comes (sled's own flush; a replicated store's idle commit). For a write
-    /// a replay rebuilds: a crash before then loses nothing a restart does not redo.
+    /// Made durable by the next flush (every write before a flush is, in order), or within
+    /// [`IDLE_COMMIT`] when none comes ([`commit_when_idle`]), the same for a local and a
+    /// replicated store. For a write a replay rebuilds: a crash before then loses nothing a
+    /// restart does not redo.
     Rebuildable,
 }
 
@@ -105,6 +109,11 @@ impl Storage {
             log,
             replicated: true,
         }
+    }
+
+    /// The record of its writes (for [`commit_when_idle`]).
+    pub fn log(&self) -> Log {
+        self.log.clone()
     }
 
     pub(crate) fn tree(&self, name: &'static str) -> Result<Tree, CoordinatorError> {
@@ -249,6 +258,29 @@ pub(crate) mod txn {
     pub(crate) fn put<T: Serialize>(tree: &TxTree<'_>, key: &[u8], value: &T) -> TxResult<()> {
         tree.insert(key, super::encode(value).map_err(abort)?)?;
         Ok(())
+    }
+}
+
+/// How soon a write left to the next flush is committed when no flush comes.
+pub const IDLE_COMMIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Commits the writes left to the next flush ([`Durability::Rebuildable`]) when none came within
+/// [`IDLE_COMMIT`] of one, so a store gone quiet has all of its state durable: one rule for a
+/// local store (an fsync) and a replicated one (its changelog). Asleep while nothing is written.
+pub async fn commit_when_idle(log: Log) {
+    loop {
+        if let Err(error) = log.recorded_since().await {
+            tracing::warn!(%error, "the store's idle writes are no longer committed");
+            return;
+        }
+        tokio::time::sleep(IDLE_COMMIT).await;
+        if !log.has_uncommitted().unwrap_or(false) {
+            continue;
+        }
+        let committing = log.clone();
+        if let Err(error) = blocking(move || committing.commit()).await {
+            tracing::warn!(%error, "could not commit the store's idle writes");
+        }
     }
 }
 

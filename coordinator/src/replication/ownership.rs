@@ -254,7 +254,7 @@ impl Holding {
             },
             snapshot_due,
         ));
-        let idle_commits = tokio::spawn(commit_when_idle(log.clone()));
+        let idle_commits = tokio::spawn(crate::storage::commit_when_idle(log.clone()));
         let (lost_tx, lost) = watch::channel(false);
         let (release, released) = oneshot::channel();
         let renewal = tokio::spawn(renew(
@@ -272,29 +272,6 @@ impl Holding {
             renewal,
             snapshotting,
             idle_commits,
-        }
-    }
-}
-
-/// How soon a write left to the next flush is committed when no flush comes.
-const IDLE_COMMIT: Duration = Duration::from_millis(200);
-
-/// Commits the writes left to the next flush when none came within [`IDLE_COMMIT`] of one (as
-/// sled flushes a local store by itself), so a shard gone quiet has all of its state in its
-/// changelog. Asleep while nothing is written.
-async fn commit_when_idle(log: Log) {
-    loop {
-        if let Err(error) = log.recorded_since().await {
-            tracing::warn!(%error, "the store's idle writes are no longer committed");
-            return;
-        }
-        tokio::time::sleep(IDLE_COMMIT).await;
-        if !log.has_uncommitted().unwrap_or(false) {
-            continue;
-        }
-        let committing = log.clone();
-        if let Err(error) = blocking(move || committing.commit()).await {
-            tracing::warn!(%error, "could not commit the store's idle writes");
         }
     }
 }
@@ -320,7 +297,7 @@ pub async fn take_store(
 struct TakenOver {
     restored: Position,
     replayed: Replayed,
-    elapsed: std::time::Duration,
+    elapsed: Duration,
 }
 
 /// Where a shard's store is opened, and how much it may cache.
@@ -472,7 +449,7 @@ async fn snapshot(snapshotting: &Snapshotting) -> Result<(), CoordinatorError> {
 }
 
 /// How long a stopping owner waits for its lease's release.
-const RELEASE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+const RELEASE_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Renews `lease` three times per its life; once it is lost (refused, or not renewed for a
 /// whole life), says so and stops; asked to release it, releases it and stops.

@@ -612,6 +612,27 @@ mod tests {
         }
     }
 
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_write_no_flush_follows_is_committed_within_the_idle_delay_in_both_stores() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for storage in both_stores(dir.path()) {
+            let committer = tokio::spawn(crate::storage::commit_when_idle(storage.log()));
+            let tree = storage.tree("jobs").unwrap_or_else(|e| panic!("{e}"));
+            tree.insert(b"started", vec![1])
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                storage.log.has_uncommitted().unwrap_or(false),
+                "{storage:?}"
+            );
+            tokio::time::sleep(crate::storage::IDLE_COMMIT * 3).await;
+            assert!(
+                !storage.log.has_uncommitted().unwrap_or(true),
+                "{storage:?}: committed by the idle committer"
+            );
+            committer.abort();
+        }
+    }
+
     #[test]
     fn a_failed_commit_stops_every_later_acknowledgement() {
         struct Failing;
