@@ -35,8 +35,13 @@ struct Remote {
 }
 
 impl Remote {
-    fn wait<T>(&self, work: impl std::future::Future<Output = T>) -> T {
-        tokio::task::block_in_place(|| self.runtime.block_on(work))
+    /// Waits for `work` from the storage's blocking threads ([`crate::storage::wait_for`]).
+    fn wait<T>(
+        &self,
+        what: &'static str,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, CoordinatorError> {
+        crate::storage::wait_for(&self.runtime, what, work)
     }
 }
 
@@ -97,7 +102,9 @@ impl BlobDir {
         let Some(remote) = &self.remote else {
             return Ok(false);
         };
-        let Some(size) = remote.wait(remote.bucket.size_of(digest)) else {
+        let Some(size) =
+            remote.wait("a blob's size in the bucket", remote.bucket.size_of(digest))?
+        else {
             return Ok(false);
         };
         if let Some(dir) = path.parent() {
@@ -107,7 +114,10 @@ impl BlobDir {
             digest: digest.to_string(),
             size,
         };
-        remote.wait(remote.bucket.fetch_to(&blob, &path, true))?;
+        remote.wait(
+            "a blob from the bucket",
+            remote.bucket.fetch_to(&blob, &path, true),
+        )??;
         tracing::info!(
             digest,
             size,
@@ -153,7 +163,10 @@ impl BlobDir {
                 digest: digest.clone(),
                 size: bytes.len() as u64,
             };
-            remote.wait(remote.bucket.put_bytes(bytes, &blob))?;
+            remote.wait(
+                "a blob put into the bucket",
+                remote.bucket.put_bytes(bytes, &blob),
+            )??;
         }
         Ok(digest)
     }

@@ -91,7 +91,11 @@ impl Actor for DraftStore {
             DraftStoreMsg::Change(change) => {
                 let workbenches = state.workbenches.clone();
                 // The change reports its own result; a panic in it is already logged by Tokio.
-                let _ = tokio::task::spawn_blocking(move || change(&workbenches)).await;
+                let _ = crate::storage::run_blocking(move || {
+                    change(&workbenches);
+                    Ok(())
+                })
+                .await;
                 state.changed.notify_one();
             }
         }

@@ -21,6 +21,10 @@ pub enum CoordinatorError {
     Nats(String),
     #[error("actor: {0}")]
     Actor(String),
+    /// Blocking storage code waited on a runtime worker thread, where the wait would stall the
+    /// worker (see `storage::wait_for`): a bug, refused rather than risked.
+    #[error("waited for {0} on a runtime thread: storage waits run on blocking threads")]
+    WaitOnRuntimeThread(&'static str),
     #[error(transparent)]
     Transport(#[from] atelier_transport::TransportError),
     #[error(transparent)]

@@ -5,15 +5,17 @@
 //! write so far (`tree`), by one fsync of a local store or one changelog append of a replicated
 //! one. Both take the same order lock around every write, through the same code.
 
+mod threads;
 mod tree;
 
+pub(crate) use threads::{blocking, run_blocking, wait_for};
 pub use tree::{Batch, Log, Sink, Tree, TxTree, transaction};
 
 use std::path::Path;
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use atelier_messages::{ErrorBody, ErrorCode};
+use atelier_messages::ErrorBody;
 
 use crate::error::CoordinatorError;
 
@@ -282,14 +284,4 @@ pub async fn commit_when_idle(log: Log) {
             tracing::warn!(%error, "could not commit the store's idle writes");
         }
     }
-}
-
-/// Runs blocking storage work (sled, blob files) on Tokio's blocking threads.
-pub(crate) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, CoordinatorError> + Send + 'static,
-) -> Result<T, ErrorBody> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|join| ErrorBody::new(ErrorCode::Internal, join.to_string()))?
-        .map_err(ErrorBody::from)
 }

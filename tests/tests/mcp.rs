@@ -883,27 +883,32 @@ fn decide_pending(up: &Up, tool: &str, reject: bool) -> anyhow::Result<String> {
     }
 }
 
+/// A person deciding the pending `delete_file` call from the CLI, on a blocking thread.
+async fn deciding(up: &std::sync::Arc<Up>, reject: bool) -> anyhow::Result<String> {
+    let up = std::sync::Arc::clone(up);
+    tokio::task::spawn_blocking(move || decide_pending(&up, "delete_file", reject)).await?
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_destructive_call_waits_for_a_persons_decision() -> anyhow::Result<()> {
-    let up = Up::start()?;
+    let up = std::sync::Arc::new(Up::start()?);
     sales_workbench(&up)?;
     let client = connect(&up, &["--workbench", "q3"], Host::default()).await?;
     let delete = json!({"path": "sales.csv"});
 
     // Rejected: the host gets Atelier's code, and the file stays.
-    let (rejected, decided) =
-        tokio::join!(call_tool(&client, "delete_file", delete.clone()), async {
-            tokio::task::block_in_place(|| decide_pending(&up, "delete_file", true))
-        });
+    let (rejected, decided) = tokio::join!(
+        call_tool(&client, "delete_file", delete.clone()),
+        deciding(&up, true)
+    );
     decided?;
     assert_eq!(refusal(rejected).as_deref(), Some("APPROVAL_REJECTED"));
     let untouched = call(&client, "draft_diff", json!({})).await?;
     assert_eq!(untouched["has_draft"], false, "{untouched}");
 
     // Approved: the deletion lands in the draft only.
-    let (deleted, decided) = tokio::join!(call(&client, "delete_file", delete), async {
-        tokio::task::block_in_place(|| decide_pending(&up, "delete_file", false))
-    });
+    let (deleted, decided) =
+        tokio::join!(call(&client, "delete_file", delete), deciding(&up, false));
     let job_id = decided?;
     let deleted = deleted?;
     assert_eq!(deleted["state"], "succeeded", "{deleted}");

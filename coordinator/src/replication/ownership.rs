@@ -27,7 +27,7 @@ use super::lease::{Lease, Leases};
 use super::replica::{Replica, Snapshots};
 use super::{Checked, Position, ReplicationSettings};
 use crate::error::CoordinatorError;
-use crate::storage::{Log, Sink};
+use crate::storage::{Log, Sink, run_blocking as blocking, wait_for};
 
 /// Commits a store's recorded writes to its changelog, then notes the position reached in the
 /// store itself.
@@ -50,10 +50,12 @@ impl Sink for ChangelogSink {
             .map_err(|_| CoordinatorError::Corrupt("the changelog lock was poisoned".into()))?;
         let epoch = log.epoch();
         for entry in super::pack(groups, super::ENTRY_BUDGET) {
-            // Commits come from blocking threads and, rarely, from the runtime's own: either way
-            // the append is waited for here.
-            let seq =
-                tokio::task::block_in_place(|| self.runtime.block_on(log.append_packed(entry)))?;
+            // Commits run on the storage's blocking threads, which wait for the append here.
+            let seq = wait_for(
+                &self.runtime,
+                "a changelog append",
+                log.append_packed(entry),
+            )??;
             self.replica.set_position(Position { seq, epoch })?;
             if self.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1 >= self.snapshot_entries {
                 self.since_snapshot.store(0, Ordering::Relaxed);
@@ -342,12 +344,12 @@ struct Applier {
 impl Applier {
     fn start(replica: Replica) -> Self {
         let (entries, received) = std::sync::mpsc::channel::<(u64, Checked)>();
-        let applying = tokio::task::spawn_blocking(move || {
+        let applying = tokio::spawn(blocking(move || {
             for (seq, checked) in received {
                 replica.apply(seq, &checked)?;
             }
             Ok(())
-        });
+        }));
         Self { entries, applying }
     }
 
@@ -389,14 +391,6 @@ async fn restore(
         restored
     })
     .await
-}
-
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, CoordinatorError> + Send + 'static,
-) -> Result<T, CoordinatorError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|join| CoordinatorError::Actor(join.to_string()))?
 }
 
 /// What a snapshot is taken from and stored in.

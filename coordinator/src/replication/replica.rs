@@ -273,9 +273,8 @@ impl Snapshots {
         let checked = match fetched {
             Ok((digest, size)) if expected.as_deref() == Some(digest.as_str()) => {
                 let checking = path.clone();
-                let header = tokio::task::spawn_blocking(move || Reading::open(&checking))
+                let header = crate::storage::run_blocking(move || Reading::open(&checking))
                     .await
-                    .map_err(|join| CoordinatorError::Actor(join.to_string()))?
                     .map(|(header, _)| header)
                     .map_err(|error| corrupt(shard, &error.to_string()));
                 header.and_then(|header| {
