@@ -260,7 +260,7 @@ impl Batches {
         };
         self.batches()?
             .insert(submit.batch_id.as_bytes(), storage::encode(&record)?)?;
-        self.storage.flush()?;
+        self.storage.commit()?;
         Ok(record)
     }
 
@@ -376,7 +376,7 @@ impl Batches {
         self.storage.update(
             trees::BATCHES,
             batch_id.as_bytes(),
-            Durability::Flushed,
+            Durability::Commit,
             missing,
             |record: &mut BatchRecord| {
                 change(record)?;
@@ -428,7 +428,7 @@ impl Batches {
             next = last.index + 1;
             for target in &page {
                 let (batch, _) =
-                    self.change_target(batch_id, target.index, Durability::Flushed, |target| {
+                    self.change_target(batch_id, target.index, Durability::Commit, |target| {
                         (target.state == from).then(|| change(target))
                     })?;
                 record = batch;

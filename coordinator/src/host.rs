@@ -72,7 +72,7 @@ struct Known {
     keys: HashSet<String>,
     /// The keys of tool results whose output is recorded with the call's applied draft changes
     /// (durable with them): a replay of such a call is answered from the draft's record without
-    /// running it, so its journaled result needs no flush of its own.
+    /// running it, so its journaled result needs no commit of its own.
     answered_by_draft: HashSet<String>,
 }
 
@@ -112,9 +112,9 @@ impl Journaled {
     }
 }
 
-/// A run's writes that a replay rebuilds ([`Durability::Rebuildable`]), held until its next
+/// A run's writes that a replay rebuilds ([`Durability::Stage`]), held until its next
 /// storage call carries them: the latest workflow state and journal entries such as the files
-/// the job started from. Held or written, they are lost in a crash until the next flush; held,
+/// the job started from. Held or written, they are lost in a crash until the next commit; held,
 /// they cost no storage call of their own.
 #[derive(Debug, Default)]
 pub(crate) struct Deferred {
@@ -123,13 +123,13 @@ pub(crate) struct Deferred {
 }
 
 impl Deferred {
-    /// Writes what is held (unflushed: the caller's write that follows is what flushes it).
+    /// Writes what is held (staged: the caller's write that follows is what commits it).
     pub(crate) fn write(&self, jobs: &Jobs, job_id: &str) -> Result<(), CoordinatorError> {
         for (key, value) in &self.journal {
-            jobs.record_as(job_id, key, value, Durability::Rebuildable)?;
+            jobs.record_as(job_id, key, value, Durability::Stage)?;
         }
         if let Some(state) = &self.rpi {
-            jobs.save_rpi(job_id, state, Durability::Rebuildable)?;
+            jobs.save_rpi(job_id, state, Durability::Stage)?;
         }
         Ok(())
     }
@@ -346,7 +346,7 @@ impl JobHost {
         durability: Durability,
         point: &'static str,
     ) -> Result<(), ErrorBody> {
-        if durability == Durability::Rebuildable {
+        if durability == Durability::Stage {
             self.held().rpi = Some(state.clone());
         } else {
             let state = state.clone();
@@ -385,7 +385,7 @@ impl JobHost {
         value: &Value,
         durability: Durability,
     ) -> Result<(), ErrorBody> {
-        if durability == Durability::Rebuildable {
+        if durability == Durability::Stage {
             self.held().journal.push((key.to_string(), value.clone()));
         } else {
             let owned_key = key.to_string();
@@ -459,12 +459,12 @@ impl AgentHost for JobHost {
     }
 
     async fn save(&self, state: &RpiState) -> Result<(), ErrorBody> {
-        self.save_rpi(state, Durability::Flushed, "after_checkpoint")
+        self.save_rpi(state, Durability::Commit, "after_checkpoint")
             .await
     }
 
     async fn save_rebuildable(&self, state: &RpiState) -> Result<(), ErrorBody> {
-        self.save_rpi(state, Durability::Rebuildable, "after_rebuildable_save")
+        self.save_rpi(state, Durability::Stage, "after_rebuildable_save")
             .await
     }
 
@@ -483,9 +483,9 @@ impl AgentHost for JobHost {
 
     async fn record(&self, key: &str, value: &Value) -> Result<(), ErrorBody> {
         let durability = if self.journaled.answered_by_draft(key) {
-            Durability::Rebuildable
+            Durability::Stage
         } else {
-            Durability::Flushed
+            Durability::Commit
         };
         self.journal(key, value, durability).await?;
         match StepKind::of(key) {

@@ -71,7 +71,7 @@ impl Jobs {
             .tree(trees::JOBS)?
             .compare_and_swap(key, None::<&[u8]>, Some(new))?
         {
-            self.storage.made(Durability::Flushed)?;
+            self.storage.made(Durability::Commit)?;
             return Ok(record.clone());
         }
         self.get(&record.job_id)?.ok_or_else(|| {
@@ -89,11 +89,11 @@ impl Jobs {
         job_id: &str,
         transition: Transition,
     ) -> Result<JobRecord, CoordinatorError> {
-        self.transition_as(job_id, transition, Durability::Flushed)
+        self.transition_as(job_id, transition, Durability::Commit)
     }
 
     /// Changes a job's lifecycle state as durably as `durability` says. A run's start is
-    /// [`Durability::Rebuildable`]: a job whose start is lost is still unfinished after a
+    /// [`Durability::Stage`]: a job whose start is lost is still unfinished after a
     /// crash, so it is run again.
     pub fn transition_as(
         &self,
@@ -106,10 +106,10 @@ impl Jobs {
         })
     }
 
-    /// Starts a run of the job (not flushed of its own: a start lost in a crash leaves the job
+    /// Starts a run of the job (staged, not committed of its own: a start lost in a crash leaves the job
     /// unfinished, so it is run again) and reads what the run starts from.
     pub fn start_run(&self, job_id: &str) -> Result<RunStart, CoordinatorError> {
-        let record = self.transition_as(job_id, Transition::Start, Durability::Rebuildable)?;
+        let record = self.transition_as(job_id, Transition::Start, Durability::Stage)?;
         Ok(RunStart {
             record,
             rpi: self.load_rpi(job_id)?.unwrap_or_default(),
@@ -180,7 +180,7 @@ impl Jobs {
         key: &str,
         value: &serde_json::Value,
     ) -> Result<(), CoordinatorError> {
-        self.record_as(job_id, key, value, Durability::Flushed)
+        self.record_as(job_id, key, value, Durability::Commit)
     }
 
     /// Journals an entry as durably as `durability` says.
@@ -210,7 +210,7 @@ impl Jobs {
             _ => 1,
         };
         journal.insert(key, storage::encode(&Adoptions { count, steps })?)?;
-        self.storage.flush()?;
+        self.storage.commit()?;
         Ok(count)
     }
 
@@ -227,7 +227,7 @@ impl Jobs {
         self.storage
             .tree(trees::JOURNAL)?
             .remove(journal_key(job_id, ADOPTIONS_KEY))?;
-        self.storage.flush()
+        self.storage.commit()
     }
 
     /// Removes the journal of every finished job last updated before `cutoff_ms`; returns how
@@ -247,7 +247,7 @@ impl Jobs {
             }
         }
         if removed > 0 {
-            self.storage.flush()?;
+            self.storage.commit()?;
         }
         Ok(removed)
     }
@@ -270,7 +270,7 @@ impl Jobs {
     }
 
     /// Checkpoints the RPI state as durably as `durability` says (a workflow's states follow
-    /// from its journal, so they are [`Durability::Rebuildable`]).
+    /// from its journal, so they are [`Durability::Stage`]).
     pub fn save_rpi(
         &self,
         job_id: &str,
@@ -519,12 +519,12 @@ mod tests {
                 let (jobs, job_id) = (jobs.clone(), job_id.clone());
                 std::thread::spawn(move || -> Result<(), CoordinatorError> {
                     for _ in 0..20 {
-                        jobs.save_rpi(&job_id, &RpiState::default(), Durability::Rebuildable)?;
+                        jobs.save_rpi(&job_id, &RpiState::default(), Durability::Stage)?;
                     }
                     Ok(())
                 })
             };
-            jobs.transition_as(&job_id, Transition::RequestCancel, Durability::Rebuildable)?;
+            jobs.transition_as(&job_id, Transition::RequestCancel, Durability::Stage)?;
             steps.join().map_err(|_| "the steps' thread panicked")??;
             let record = jobs.get(&job_id)?.ok_or("no record")?;
             assert!(

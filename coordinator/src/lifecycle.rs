@@ -2,7 +2,7 @@
 //!
 //! Intake, the control verbs and the orchestrator all change a job through
 //! [`Jobs::transition`](crate::jobs::Jobs::transition), which applies [`apply`] to the stored
-//! record in a compare-and-swap loop and flushes. A transition that does not fit the job's
+//! record in a compare-and-swap loop and commits. A transition that does not fit the job's
 //! state is refused with `VALIDATION_FAILED` and a sentence saying why.
 //!
 //! ```text

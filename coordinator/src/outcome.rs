@@ -28,9 +28,9 @@ pub(crate) async fn files_at_start(host: &JobHost) -> Result<Files, ErrorBody> {
     let files = current_files(host).await?;
     let value = serde_json::to_value(&files)
         .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
-    // Not flushed of its own: until a later step's flush makes it durable, nothing the job
+    // Staged: until a later step's commit makes it durable, nothing the job
     // did is, so a run after a crash lists the same files again.
-    host.journal(&key, &value, Durability::Rebuildable).await?;
+    host.journal(&key, &value, Durability::Stage).await?;
     Ok(files)
 }
 

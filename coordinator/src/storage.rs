@@ -1,9 +1,12 @@
 //! The sled database: one place that opens it, names its trees and encodes records.
 //!
-//! Records are JSON (readable with any sled tool); every mutation that must survive a crash is
-//! followed by [`Storage::flush`] before the caller acknowledges it: the group commit of every
-//! write so far (`tree`), by one fsync of a local store or one changelog append of a replicated
-//! one. Both take the same order lock around every write, through the same code.
+//! Records are JSON (readable with any sled tool). A write is one of two kinds, and says which
+//! ([`Durability`]): **committed** — durable before the caller acknowledges it, by
+//! [`Storage::commit`], the group commit of every write so far (`tree`): one fsync of a local
+//! store or one changelog append of a replicated one — or **staged** — a write a replay
+//! rebuilds, made durable by the next commit or, when none comes, within [`IDLE_COMMIT`]
+//! ([`commit_when_idle`]). Both stores take the same order lock around every write, through the
+//! same code, and run on blocking threads, never a runtime worker (`threads`).
 
 mod threads;
 mod tree;
@@ -39,8 +42,8 @@ pub(crate) mod trees {
 }
 
 /// Opens the sled database at `path` as every store of the coordinator is opened. sled does
-/// not flush on its own: the store's group commit does ([`Storage::flush`], and
-/// [`commit_when_idle`] for writes no flush followed), as a replicated store's does.
+/// not flush on its own: the store's group commit does ([`Storage::commit`], and
+/// [`commit_when_idle`] for staged writes no commit followed), as a replicated store's does.
 pub fn open_db(path: &Path) -> Result<sled::Db, CoordinatorError> {
     Ok(sled::Config::new()
         .path(path)
@@ -67,13 +70,13 @@ pub fn open_replica_db(path: &Path, cache_bytes: u64) -> Result<sled::Db, Coordi
 /// How durable a write must be when it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// Flushed before the write returns: it may be acknowledged.
-    Flushed,
-    /// Made durable by the next flush (every write before a flush is, in order), or within
-    /// [`IDLE_COMMIT`] when none comes ([`commit_when_idle`]), the same for a local and a
+    /// Committed before the write returns: it may be acknowledged.
+    Commit,
+    /// Staged: made durable by the next commit (every write before a commit is, in order), or
+    /// within [`IDLE_COMMIT`] when none comes ([`commit_when_idle`]), the same for a local and a
     /// replicated store. For a write a replay rebuilds: a crash before then loses nothing a
     /// restart does not redo.
-    Rebuildable,
+    Stage,
 }
 
 /// The coordinator's durable state.
@@ -104,7 +107,7 @@ impl Storage {
     }
 
     /// The replicated store in `db`: its writes are recorded and committed to `log` (its
-    /// changelog) on flush.
+    /// changelog) on commit.
     pub fn replicated(db: sled::Db, log: Log) -> Self {
         Self {
             db,
@@ -123,17 +126,17 @@ impl Storage {
     }
 
     /// Makes every write so far durable: one fsync, or one commit of the recorded writes, for
-    /// every writer flushing at once.
-    pub fn flush(&self) -> Result<(), CoordinatorError> {
+    /// every writer committing at once.
+    pub fn commit(&self) -> Result<(), CoordinatorError> {
         self.log.commit()
     }
 
-    /// Makes the writes so far as durable as `durability` says: flushed now, or left to the
-    /// next flush.
+    /// Makes the writes so far as durable as `durability` says: committed now, or staged for
+    /// the next commit.
     pub(crate) fn made(&self, durability: Durability) -> Result<(), CoordinatorError> {
         match durability {
-            Durability::Flushed => self.flush(),
-            Durability::Rebuildable => {
+            Durability::Commit => self.commit(),
+            Durability::Stage => {
                 atelier_transport::failpoint::hit("after_rebuildable_write");
                 Ok(())
             }
@@ -263,10 +266,10 @@ pub(crate) mod txn {
     }
 }
 
-/// How soon a write left to the next flush is committed when no flush comes.
+/// How soon a staged write is committed when no commit follows it.
 pub const IDLE_COMMIT: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Commits the writes left to the next flush ([`Durability::Rebuildable`]) when none came within
+/// Commits the staged writes ([`Durability::Stage`]) when no commit came within
 /// [`IDLE_COMMIT`] of one, so a store gone quiet has all of its state durable: one rule for a
 /// local store (an fsync) and a replicated one (its changelog). Asleep while nothing is written.
 pub async fn commit_when_idle(log: Log) {

@@ -138,7 +138,7 @@ impl Batches {
         batch_id: &str,
         index: u64,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
-        self.change_target(batch_id, index, Durability::Flushed, |target| {
+        self.change_target(batch_id, index, Durability::Commit, |target| {
             dispatched(batch_id, target)
         })
     }
@@ -151,7 +151,7 @@ impl Batches {
         index: u64,
         job_id: &str,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
-        self.change_target(batch_id, index, Durability::Rebuildable, |target| {
+        self.change_target(batch_id, index, Durability::Stage, |target| {
             let ours = target.job_id.as_deref() == Some(job_id);
             if target.state != TargetState::Running || !ours {
                 return None;
@@ -162,21 +162,21 @@ impl Batches {
     }
 
     /// Records how a running target's child ended, with what a succeeded child did (a no-op
-    /// for a target already ended or whose job is another attempt's). Not flushed of its own:
+    /// for a target already ended or whose job is another attempt's). Staged, not committed of its own:
     /// a target found running after a crash is settled again from its child's record, and the
-    /// batch's end is flushed.
+    /// batch's end is committed.
     pub fn finish_target(
         &self,
         batch_id: &str,
         end: &TargetEnd,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
-        self.change_target(batch_id, end.index, Durability::Rebuildable, |target| {
+        self.change_target(batch_id, end.index, Durability::Stage, |target| {
             finished(target, end)
         })
     }
 
     /// [`Batches::finish_target`] and [`Batches::dispatch`] of target `next` in one
-    /// transaction (flushed), the next target dispatched only if the batch still dispatches
+    /// transaction (committed), the next target dispatched only if the batch still dispatches
     /// once the end is counted (not cancelled, within its failure tolerance and budget): the target
     /// dispatched, if it was.
     pub fn finish_then_dispatch(
@@ -193,7 +193,7 @@ impl Batches {
             dispatched(batch_id, target)
         };
         let changes: [TargetChange<'_>; 2] = [(end.index, &finish), (next, &dispatch)];
-        let (batch, mut targets) = self.change_targets(batch_id, Durability::Flushed, &changes)?;
+        let (batch, mut targets) = self.change_targets(batch_id, Durability::Commit, &changes)?;
         let dispatched = targets
             .pop()
             .and_then(|(target, changed)| changed.then_some(target));

@@ -89,7 +89,7 @@ impl Ownership {
     pub async fn release(self) {
         self.snapshotting.abort();
         self.idle_commits.abort();
-        // Writes left to the next flush go with the store: the next owner starts from them.
+        // Staged writes go with the store: the next owner starts from them.
         let log = self.log.clone();
         if let Err(error) = blocking(move || log.commit()).await {
             tracing::warn!(%error, "the store's last writes were not committed; the next owner redoes them");

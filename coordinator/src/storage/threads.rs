@@ -12,7 +12,7 @@
 use std::cell::Cell;
 use std::future::Future;
 
-use atelier_messages::{ErrorBody, ErrorCode};
+use atelier_messages::ErrorBody;
 
 use crate::error::CoordinatorError;
 
@@ -56,13 +56,7 @@ pub(crate) async fn run_blocking<T: Send + 'static>(
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, CoordinatorError> + Send + 'static,
 ) -> Result<T, ErrorBody> {
-    tokio::task::spawn_blocking(move || {
-        let _marked = Marked::new();
-        work()
-    })
-    .await
-    .map_err(|join| ErrorBody::new(ErrorCode::Internal, join.to_string()))?
-    .map_err(ErrorBody::from)
+    run_blocking(work).await.map_err(ErrorBody::from)
 }
 
 /// Waits for `work` on `runtime` from blocking storage code; refused, without blocking, on a

@@ -172,7 +172,7 @@ impl Log {
         Ok(())
     }
 
-    /// Whether some recorded write is not committed yet (one written without a flush).
+    /// Whether some recorded write is not committed yet (a staged one).
     pub fn has_uncommitted(&self) -> Result<bool, CoordinatorError> {
         let recorded = self.counts()?.count;
         let committed = self.state.committed.lock().map_err(|_| poisoned())?;
@@ -481,19 +481,23 @@ mod tests {
                             .unwrap_or_else(|e| panic!("{e}"));
                         tree.insert(format!("{writer}-{n}"), vec![1])
                             .unwrap_or_else(|e| panic!("{e}"));
-                        storage.flush().unwrap_or_else(|e| panic!("{e}"));
+                        storage.commit().unwrap_or_else(|e| panic!("{e}"));
                     }
                 });
             }
         });
         let commits = sink.commits.load(Ordering::SeqCst);
-        let flushes = writers * writes;
+        let commits_asked = writers * writes;
         assert!(
-            commits < flushes / 2,
-            "{commits} commits for {flushes} flushes: writers share commits"
+            commits < commits_asked / 2,
+            "{commits} commits for {commits_asked} asked: writers share commits"
         );
         let recorded = sink.mutations.lock().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(recorded.len(), 2 * flushes as usize, "each write once");
+        assert_eq!(
+            recorded.len(),
+            2 * commits_asked as usize,
+            "each write once"
+        );
         let last_shared = recorded.iter().rev().find(|m| m.key == b"shared");
         let tree = storage.tree("jobs").unwrap_or_else(|e| panic!("{e}"));
         let stored = tree.get(b"shared").unwrap_or_else(|e| panic!("{e}"));
@@ -504,7 +508,7 @@ mod tests {
     }
 
     #[test]
-    fn a_write_left_to_the_next_flush_is_committed_by_it_in_order() {
+    fn a_staged_write_is_committed_by_the_next_commit_in_order() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let sink = Collecting::default();
         let log = Log::new(sink.clone());
@@ -517,14 +521,14 @@ mod tests {
         tree.insert(b"started", vec![1])
             .unwrap_or_else(|e| panic!("{e}"));
         storage
-            .made(crate::storage::Durability::Rebuildable)
+            .made(crate::storage::Durability::Stage)
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(uncommitted());
         assert_eq!(sink.commits.load(Ordering::SeqCst), 0);
         tree.insert(b"journaled", vec![2])
             .unwrap_or_else(|e| panic!("{e}"));
         storage
-            .made(crate::storage::Durability::Flushed)
+            .made(crate::storage::Durability::Commit)
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!uncommitted());
         assert_eq!(sink.commits.load(Ordering::SeqCst), 1);
@@ -550,11 +554,11 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let woken = tokio::time::timeout(quiet, log.recorded_since()).await;
         assert!(matches!(woken, Ok(Ok(()))), "a write wakes the committer");
-        storage.flush().unwrap_or_else(|e| panic!("{e}"));
+        storage.commit().unwrap_or_else(|e| panic!("{e}"));
         let woken = tokio::time::timeout(quiet, log.recorded_since()).await;
         assert!(
             woken.is_err(),
-            "two writes wake it once; a flush records nothing"
+            "two writes wake it once; a commit records nothing"
         );
     }
 
@@ -586,12 +590,12 @@ mod tests {
             assert_eq!(jobs.get(b"inside").ok().flatten(), None, "{storage:?}");
             jobs.insert(b"after", vec![3])
                 .unwrap_or_else(|e| panic!("{e}"));
-            storage.flush().unwrap_or_else(|e| panic!("{e}"));
+            storage.commit().unwrap_or_else(|e| panic!("{e}"));
         }
     }
 
     #[test]
-    fn both_stores_count_their_writes_and_a_flush_makes_them_all_durable() {
+    fn both_stores_count_their_writes_and_a_commit_makes_them_all_durable() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         for storage in both_stores(dir.path()) {
             let tree = storage.tree("jobs").unwrap_or_else(|e| panic!("{e}"));
@@ -607,13 +611,13 @@ mod tests {
             batch.insert(b"b", vec![2]);
             tree.apply_batch(batch).unwrap_or_else(|e| panic!("{e}"));
             assert!(uncommitted(), "{storage:?}");
-            storage.flush().unwrap_or_else(|e| panic!("{e}"));
+            storage.commit().unwrap_or_else(|e| panic!("{e}"));
             assert!(!uncommitted(), "{storage:?}");
         }
     }
 
     #[tokio::test(flavor = "multi_thread")]
-    async fn a_write_no_flush_follows_is_committed_within_the_idle_delay_in_both_stores() {
+    async fn a_write_no_commit_follows_is_committed_within_the_idle_delay_in_both_stores() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         for storage in both_stores(dir.path()) {
             let committer = tokio::spawn(crate::storage::commit_when_idle(storage.log()));
@@ -649,7 +653,10 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let tree = storage.tree("jobs").unwrap_or_else(|e| panic!("{e}"));
         tree.insert(b"a", vec![1]).unwrap_or_else(|e| panic!("{e}"));
-        assert!(storage.flush().is_err());
-        assert!(storage.flush().is_err(), "nothing is acknowledged any more");
+        assert!(storage.commit().is_err());
+        assert!(
+            storage.commit().is_err(),
+            "nothing is acknowledged any more"
+        );
     }
 }

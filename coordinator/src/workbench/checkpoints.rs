@@ -3,7 +3,7 @@
 //!
 //! A checkpoint is a saved published state: its manifest in the manifests tree
 //! (`<wb>\0ckpt\0<id>`) and its metadata in the workshop tree. Each change is one transaction
-//! that also records its system event in the conversation, flushed before it returns.
+//! that also records its system event in the conversation, committed before it returns.
 
 use std::collections::BTreeSet;
 
@@ -171,7 +171,7 @@ impl Workbenches {
             })
         })?;
         failpoint::hit("store_before_flush");
-        self.storage.flush()?;
+        self.storage.commit()?;
         Ok(published)
     }
 
@@ -195,7 +195,7 @@ impl Workbenches {
             let event = SystemEvent::DraftDiscarded;
             tx.record_event(workbench, &mut state, event, text, Some(change))
         })?;
-        self.storage.flush()
+        self.storage.commit()
     }
 
     /// Every kept checkpoint, oldest first.
@@ -250,7 +250,7 @@ impl Workbenches {
             tx.record_event(workbench, &mut state, event, text, None)?;
             Ok(checkpoint)
         })?;
-        self.storage.flush()?;
+        self.storage.commit()?;
         Ok(created)
     }
 
@@ -314,7 +314,7 @@ impl Workbenches {
                 files: target.into_values().collect(),
             })
         })?;
-        self.storage.flush()?;
+        self.storage.commit()?;
         Ok(restored)
     }
 

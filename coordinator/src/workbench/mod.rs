@@ -2,7 +2,7 @@
 //! it: the conversation, draft revisions, checkpoints.
 //!
 //! Published, draft and checkpoints are manifests (`path → entry`). Publish, discard, draft
-//! writes and every workshop change are single sled transactions followed by a flush, so each
+//! writes and every workshop change are single sled transactions followed by a commit, so each
 //! is atomic and durable.
 //!
 //! - `tx`: the transaction over manifests, records, workshop and jobs, and the workshop keys.
@@ -63,7 +63,7 @@ pub struct AppliedCall {
     pub output: Option<serde_json::Value>,
 }
 
-/// Blobs up to this size are kept in sled (durable with their manifest, one flush for both)
+/// Blobs up to this size are kept in sled (durable with their manifest, one commit for both)
 /// rather than fsynced as files of their own.
 pub use atelier_messages::store::INLINE_BLOB_BYTES;
 
@@ -191,7 +191,7 @@ impl Workbenches {
         self.storage
             .tree(trees::MANIFESTS)?
             .insert(key(name, "published"), storage::encode(&Manifest::new())?)?;
-        self.storage.flush()?;
+        self.storage.commit()?;
         self.info(name)
     }
 
@@ -220,7 +220,7 @@ impl Workbenches {
         self.storage
             .tree(trees::WORKBENCHES)?
             .insert(name.as_bytes(), storage::encode(&record)?)?;
-        self.storage.flush()?;
+        self.storage.commit()?;
         self.info(name)
     }
 
@@ -262,7 +262,7 @@ impl Workbenches {
             tx::put(&tree, &key(workbench, "published"), &published)
         })
         .map_err(flatten)?;
-        self.storage.flush()?;
+        self.storage.commit()?;
         self.list_files(workbench, View::Published)
     }
 
@@ -394,7 +394,7 @@ impl Workbenches {
         })
     }
 
-    /// Stores a blob. A small one goes into sled, where the flush that commits its manifest
+    /// Stores a blob. A small one goes into sled, where the commit of its manifest
     /// makes it durable too (no fsync of its own), and, `for_host_workers`, into the blob
     /// directory as a cache for workers on this host; a large one is written to the blob
     /// directory durably.
@@ -471,7 +471,7 @@ impl Workbenches {
 
     /// Applies an agent's change to the draft (creating it from published), once per call id:
     /// `files` are written, then `delete` paths removed, in one transaction that also records
-    /// the call's `output` for replays, flushed before it returns.
+    /// the call's `output` for replays, committed before it returns.
     pub fn write(
         &self,
         workbench: &str,
@@ -549,7 +549,7 @@ impl Workbenches {
         )
         .map_err(flatten)?;
         failpoint::hit("store_before_flush");
-        self.storage.flush()?;
+        self.storage.commit()?;
         tracing::info!(
             workbench,
             call_id,

@@ -58,7 +58,7 @@ impl Drop for Fixture {
         if std::thread::panicking() {
             return;
         }
-        self.storage.flush().unwrap_or_else(|e| panic!("{e}"));
+        self.storage.commit().unwrap_or_else(|e| panic!("{e}"));
         let stored = held(&self.stored);
         assert!(!stored.is_empty());
         assert_eq!(
