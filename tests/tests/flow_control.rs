@@ -311,11 +311,12 @@ async fn a_persons_message_goes_before_a_saturating_batch() -> anyhow::Result<()
     let person: JobView = serde_json::from_str(&person)?;
     assert_eq!(person.priority, Some(Priority::High));
     // Five calls of its own, each taking the next free slot (the batch's calls in between
-    // only while it thinks): 7 or 8 calls in all when it ends. Waiting its turn among the
-    // batch's calls, it ended after 33 to 35 of the batch's 30 and its own 5.
+    // only while it thinks): 7 or 8 calls in all when it ends on an idle machine, 14 seen on a
+    // loaded one (it thinks longer). Waiting its turn among the batch's calls, it ended after
+    // 33 to 35 of the batch's 30 and its own 5: the bound sits between the two.
     let calls_so_far = model.requests().len();
     assert!(
-        calls_so_far <= 12,
+        calls_so_far <= 20,
         "the person's job ended after {calls_so_far} calls in all"
     );
     let status = || -> anyhow::Result<BatchView> {
