@@ -170,6 +170,14 @@ pub(crate) enum Command {
         /// Keep each run's draft (default: discard it once scored).
         #[arg(long)]
         keep: bool,
+        /// Append each run's outcome to FILE (JSON lines) as it ends; run again with the same
+        /// FILE, only the runs it lacks are run, and the report covers them all.
+        #[arg(long, value_name = "FILE")]
+        results: Option<PathBuf>,
+        /// Runs at once (a model server with several slots, or a provider's limits, decide
+        /// what helps).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+        parallel: u16,
         #[arg(long)]
         json: bool,
     },

@@ -32,6 +32,8 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
             tasks,
             timeout,
             keep,
+            results,
+            parallel,
             json,
         } => {
             let args = eval::EvalArgs {
@@ -42,6 +44,8 @@ pub(crate) async fn client_command(client: &Client, command: Command) -> anyhow:
                 timeout: std::time::Duration::from_secs(timeout),
                 keep,
                 json,
+                results,
+                parallel: usize::from(parallel),
             };
             return eval::run(client, args).await;
         }

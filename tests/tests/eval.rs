@@ -594,3 +594,97 @@ async fn a_run_past_the_timeout_is_cancelled_and_fails() -> anyhow::Result<()> {
     assert_ne!(job["state"], "succeeded", "{job:#}");
     Ok(())
 }
+
+/// The lines of an eval's results file.
+fn result_lines(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text = std::fs::read_to_string(path)?;
+    text.lines()
+        .map(|line| Ok(serde_json::from_str(line)?))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_go_in_parallel_and_a_results_file_resumes_an_eval_without_repeating_a_run()
+-> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start()?;
+    let model = ScriptedModel::start(oracle(&dev(), "launch-count")?).await?;
+    let dir = dev();
+    let dir = dir.to_str().unwrap_or_default();
+    let spec = model.model_spec();
+    let scratch = tempfile::tempdir()?;
+    let results = scratch.path().join("results.jsonl");
+    let results_arg = results.to_str().unwrap_or_default();
+    let eval_runs = |runs: &str, parallel: &str, spec: &str| {
+        cluster.cli(&[
+            "eval",
+            dir,
+            "--task",
+            "launch-count",
+            "--model",
+            spec,
+            "--runs",
+            runs,
+            "--parallel",
+            parallel,
+            "--results",
+            results_arg,
+            "--json",
+        ])
+    };
+
+    // Two runs at once: their jobs overlap, and each is in the file as it ended.
+    let first = eval_runs("2", "2", &spec)?;
+    assert!(first.success, "{}", first.stderr);
+    let report: Value = first.json()?;
+    assert_eq!(report["overall"]["passed"], 2, "{report:#}");
+    let lines = result_lines(&results)?;
+    assert_eq!(lines.len(), 2);
+    let views = lines
+        .iter()
+        .map(|line| {
+            let job = line["job_id"].as_str().unwrap_or_default();
+            cluster.cli_ok(&["job", job, "--json"])?.json::<Value>()
+        })
+        .collect::<anyhow::Result<Vec<Value>>>()?;
+    let (a, b) = (&views[0], &views[1]);
+    assert!(
+        a["created_at_ms"].as_u64() < b["updated_at_ms"].as_u64()
+            && b["created_at_ms"].as_u64() < a["updated_at_ms"].as_u64(),
+        "the two runs overlap: {a:#} {b:#}"
+    );
+    let requests_for_two = model.requests().len();
+
+    // Three runs with the same file: only the third runs; the report holds all three.
+    let second = eval_runs("3", "1", &spec)?;
+    assert!(second.success, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("2 runs already in"),
+        "{}",
+        second.stderr
+    );
+    let report: Value = second.json()?;
+    let runs: Vec<u64> = report["tasks"][0]["results"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|run| run["run"].as_u64()).collect())
+        .unwrap_or_default();
+    assert_eq!(runs, vec![1, 2, 3]);
+    assert_eq!(report["overall"]["passed"], 3, "{report:#}");
+    assert_eq!(result_lines(&results)?.len(), 3);
+    assert_eq!(
+        model.requests().len(),
+        requests_for_two + requests_for_two / 2,
+        "one run's requests, not three"
+    );
+
+    // The file is for one model: another is refused before anything runs.
+    let other = eval_runs("3", "1", "openai-compat:other")?;
+    assert!(!other.success);
+    assert!(
+        other.stderr.contains("holds runs of model"),
+        "{}",
+        other.stderr
+    );
+    assert_eq!(result_lines(&results)?.len(), 3);
+    Ok(())
+}

@@ -10,22 +10,22 @@ use atelier_messages::store::{ListFiles, ReadFile, View};
 use calamine::{Data, Reader, Xlsx, open_workbook_from_rs};
 use quick_xml::Reader as XmlReader;
 use quick_xml::events::Event;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::parse;
 use super::task::{Check, Expected};
 use crate::client::Client;
 
 /// How one check came out.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct CheckResult {
-    pub(crate) kind: &'static str,
+    pub(crate) kind: String,
     /// The workbench path the check read (none for `draft_unchanged`).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) path: String,
     pub(crate) passed: bool,
     /// Why it failed (empty when it passed).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) detail: String,
 }
 
@@ -43,7 +43,7 @@ pub(crate) async fn evaluate(client: &Client, workbench: &str, check: &Check) ->
         },
     };
     CheckResult {
-        kind: check.kind(),
+        kind: check.kind().to_string(),
         path: check.path().to_string(),
         passed: outcome.is_ok(),
         detail: outcome.err().map(|e| format!("{e:#}")).unwrap_or_default(),

@@ -3,17 +3,20 @@
 
 mod checks;
 mod parse;
+mod record;
 mod report;
 mod task;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use atelier_messages::job::{JobState, JobView};
+use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, Submission, WatchOutput};
 use checks::CheckResult;
@@ -29,10 +32,15 @@ pub(crate) struct EvalArgs {
     pub(crate) timeout: Duration,
     pub(crate) keep: bool,
     pub(crate) json: bool,
+    /// Where each run's outcome is appended as it ends, and read back from to skip the runs
+    /// it already holds.
+    pub(crate) results: Option<PathBuf>,
+    /// How many runs go at once.
+    pub(crate) parallel: usize,
 }
 
 /// One run of one task.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct RunOutcome {
     pub(crate) run: u32,
     pub(crate) workbench: String,
@@ -54,24 +62,59 @@ pub(crate) struct RunOutcome {
     pub(crate) wall_ms: u64,
 }
 
-/// Runs every task `args.runs` times, prints the report; fails unless every run passed.
+/// Runs every task `args.runs` times (`args.parallel` runs at once, none the results file
+/// already holds), prints the report; fails unless every run passed.
 pub(crate) async fn run(client: &Client, args: EvalArgs) -> anyhow::Result<ExitCode> {
     let tasks = task::load_tasks(&args.dir, &args.tasks)?;
-    let bar = progress_bar(tasks.len() as u64 * u64::from(args.runs));
-    let mut results = Vec::new();
-    for task in &tasks {
-        let mut runs = Vec::new();
+    let mut results = match &args.results {
+        Some(path) => record::Results::open(path, &args.model)?,
+        None => record::Results::none(),
+    };
+    if let (Some(path), true) = (&args.results, results.len() > 0) {
+        eprintln!(
+            "{} runs already in {}: running the others",
+            results.len(),
+            path.display()
+        );
+    }
+    let mut outcomes = HashMap::new();
+    let mut wanted = Vec::new();
+    for (index, task) in tasks.iter().enumerate() {
         for run in 1..=args.runs {
-            bar.set_message(format!("{} run {run}", task.name));
-            let outcome = run_once(client, &args, task, run).await;
-            bar.inc(1);
-            runs.push(outcome.inspect_err(|_| bar.abandon())?);
+            match results.recorded(task, run) {
+                Some(outcome) => drop(outcomes.insert((index, run), outcome)),
+                None => wanted.push((index, run)),
+            }
         }
-        results.push(report::TaskReport::new(&task.split, &task.name, runs));
+    }
+    let bar = progress_bar(tasks.len() as u64 * u64::from(args.runs));
+    bar.inc(outcomes.len() as u64);
+    let mut running = futures::stream::iter(wanted)
+        .map(|(index, run)| {
+            let (args, task) = (&args, &tasks[index]);
+            async move { (index, run, run_once(client, args, task, run).await) }
+        })
+        .buffer_unordered(args.parallel.max(1));
+    while let Some((index, run, outcome)) = running.next().await {
+        let outcome = outcome.inspect_err(|_| bar.abandon())?;
+        results.append(&args.model, &tasks[index], &outcome)?;
+        bar.set_message(format!("{} run {run}", tasks[index].name));
+        bar.inc(1);
+        outcomes.insert((index, run), outcome);
     }
     bar.finish_and_clear();
-    let overall = report::Overall::new(&results);
-    report::print(&args.model, &results, &overall, args.json)?;
+    let reports: Vec<_> = tasks
+        .iter()
+        .enumerate()
+        .map(|(index, task)| {
+            let runs = (1..=args.runs)
+                .filter_map(|run| outcomes.remove(&(index, run)))
+                .collect();
+            report::TaskReport::new(&task.split, &task.name, runs)
+        })
+        .collect();
+    let overall = report::Overall::new(&reports);
+    report::print(&args.model, &reports, &overall, args.json)?;
     Ok(if overall.passed == overall.runs {
         ExitCode::SUCCESS
     } else {
