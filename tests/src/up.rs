@@ -156,14 +156,19 @@ impl Up {
             .output()?)
     }
 
-    /// The dashboard's address (`127.0.0.1:PORT`), as `up` printed it.
+    /// The dashboard's address (`127.0.0.1:PORT`), as `up` printed it (waited for: on a loaded
+    /// machine the line can come a moment after NATS answers).
     pub fn dashboard_addr(&self) -> anyhow::Result<String> {
-        let printed = std::fs::read_to_string(self.dir.path().join("up.out"))?;
-        printed
-            .lines()
-            .find_map(|line| line.strip_prefix("dashboard at http://"))
-            .map(|addr| addr.trim().to_string())
-            .context("`up` printed no dashboard address")
+        let printed = || {
+            std::fs::read_to_string(self.dir.path().join("up.out"))
+                .ok()?
+                .lines()
+                .find_map(|line| line.strip_prefix("dashboard at http://"))
+                .map(|addr| addr.trim().to_string())
+        };
+        wait_until(Duration::from_secs(30), || printed().is_some())
+            .context("`up` printed no dashboard address")?;
+        printed().context("`up` printed no dashboard address")
     }
 
     /// `up`'s own log (stderr).
