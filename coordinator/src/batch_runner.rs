@@ -23,7 +23,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SpawnErr};
 use crate::batches::{BatchRecord, Batches, TargetRecord};
 use crate::children::{ChildEnd, Children};
 use crate::error::CoordinatorError;
-use crate::storage::blocking;
+use crate::storage::Store;
 use crate::templates::{self, ChildAction};
 
 mod ending;
@@ -41,7 +41,7 @@ const BUSY_BACKOFF: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct BatchRunnerConfig {
     pub batch_id: String,
-    pub batches: Batches,
+    pub batches: Store<Batches>,
     pub children: Children,
     /// Where batch events are published, and in which format.
     pub jetstream: async_nats::jetstream::Context,
@@ -99,14 +99,15 @@ impl Actor for BatchRunner {
         myself: ActorRef<Self::Msg>,
         config: BatchRunnerConfig,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let batches = config.batches.clone();
+        let batches = &config.batches;
         let batch_id = config.batch_id.clone();
-        let (record, running) = blocking(move || {
-            let record = batches.require(&batch_id)?;
-            let running = batches.running(&batch_id)?;
-            Ok((record, running))
-        })
-        .await?;
+        let (record, running) = batches
+            .read(move |batches| {
+                let record = batches.require(&batch_id)?;
+                let running = batches.running(&batch_id)?;
+                Ok((record, running))
+            })
+            .await?;
         // Listening starts before adoption, so no end of an adopted child is missed.
         let listener = listen_for_children(&config, &myself).await?;
         let ticker = tick(&myself);
@@ -262,9 +263,11 @@ impl BatchRunnerState {
     }
 
     async fn reload(&mut self) -> Result<(), ErrorBody> {
-        let batches = self.config.batches.clone();
+        let batches = &self.config.batches;
         let batch_id = self.batch_id().to_string();
-        self.record = blocking(move || batches.require(&batch_id)).await?;
+        self.record = batches
+            .read(move |batches| batches.require(&batch_id))
+            .await?;
         Ok(())
     }
 
@@ -300,13 +303,14 @@ impl BatchRunnerState {
     async fn queued(&mut self, want: usize) -> Result<Vec<TargetRecord>, ErrorBody> {
         let now = Instant::now();
         self.cooling.retain(|_, until| *until > now);
-        let batches = self.config.batches.clone();
+        let batches = &self.config.batches;
         let batch_id = self.batch_id().to_string();
         let mut busy = self.busy.clone();
         busy.extend(self.cooling.keys().cloned());
         let from = self.cursor;
-        let (picked, cursor) =
-            blocking(move || batches.next_queued(&batch_id, from, &busy, want, SCAN_LIMIT)).await?;
+        let (picked, cursor) = batches
+            .read(move |batches| batches.next_queued(&batch_id, from, &busy, want, SCAN_LIMIT))
+            .await?;
         self.cursor = cursor;
         Ok(picked)
     }
@@ -322,10 +326,12 @@ impl BatchRunnerState {
             }
             self.waited_for.remove(&target.workbench);
         }
-        let batches = self.config.batches.clone();
+        let batches = &self.config.batches;
         let batch_id = self.batch_id().to_string();
         let index = target.index;
-        let (record, target) = blocking(move || batches.dispatch(&batch_id, index)).await?;
+        let (record, target) = batches
+            .commit(move |batches| batches.dispatch(&batch_id, index))
+            .await?;
         self.record = record;
         self.follow(target).await
     }
@@ -397,10 +403,12 @@ impl BatchRunnerState {
         self.waited_for.insert(target.workbench.clone());
         self.cool(&target.workbench);
         self.cursor = self.cursor.min(target.index);
-        let batches = self.config.batches.clone();
+        let batches = &self.config.batches;
         let batch_id = self.batch_id().to_string();
         let (index, job_id) = (target.index, job_id.to_string());
-        let (record, _) = blocking(move || batches.undispatch(&batch_id, index, &job_id)).await?;
+        let (record, _) = batches
+            .stage(move |batches| batches.undispatch(&batch_id, index, &job_id))
+            .await?;
         self.record = record;
         Ok(())
     }
@@ -462,9 +470,10 @@ async fn restart_if_running(config: BatchRunnerConfig) {
     while ractor::registry::where_is(name.clone()).is_some() && started.elapsed() < HANDOVER {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let batches = config.batches.clone();
+    let batches = &config.batches;
     let batch_id = config.batch_id.clone();
-    let running = blocking(move || batches.get(&batch_id))
+    let running = batches
+        .read(move |batches| batches.get(&batch_id))
         .await
         .ok()
         .flatten()

@@ -19,7 +19,7 @@ use crate::batch_runner::{self, BatchRunnerConfig, BatchRunnerMsg};
 use crate::batches::{BatchRecord, Batches, TargetRecord};
 use crate::children::Children;
 use crate::orchestrator::Orchestrators;
-use crate::storage::blocking;
+use crate::storage::Store;
 use crate::templates;
 
 /// Most targets one `atelier.batch.targets` request answers.
@@ -28,7 +28,7 @@ const PAGE_LIMIT: u32 = 1_000;
 /// What the batch verbs act on.
 #[derive(Clone)]
 pub(crate) struct BatchService {
-    pub batches: Batches,
+    pub batches: Store<Batches>,
     pub orchestrators: Orchestrators,
     /// Reaches the workbenches of the targets, whatever their shard.
     pub front: crate::front_door::FrontDoor,
@@ -42,20 +42,24 @@ pub(crate) fn routes(service: BatchService) -> Routes {
     Router::new(service)
         .route(|service, request: SubmitBatch| async move { service.submit(request).await })
         .route(|service, request: GetBatch| async move {
-            let batches = service.batches.clone();
-            blocking(move || batches.view(&request.batch_id)).await
+            let batches = &service.batches;
+            batches
+                .read(move |batches| batches.view(&request.batch_id))
+                .await
         })
         .route(|service, _: ListBatches| async move {
-            let batches = service.batches.clone();
-            let records = blocking(move || batches.list()).await?;
+            let batches = &service.batches;
+            let records = batches.read(move |batches| batches.list()).await?;
             Ok::<_, ErrorBody>(records.iter().map(BatchRecord::view).collect::<Vec<_>>())
         })
         .route(|service, request: ListTargets| async move { service.targets(request).await })
         .route(|service, request: CancelBatch| async move { service.cancel(request).await })
         .route(|service, request: RetryBatch| async move {
-            let batches = service.batches.clone();
+            let batches = &service.batches;
             let batch_id = request.batch_id.clone();
-            blocking(move || batches.retry(&batch_id)).await?;
+            batches
+                .commit(move |batches| batches.retry(&batch_id))
+                .await?;
             service.start_runner(&request.batch_id).await?;
             service.view(&request.batch_id).await
         })
@@ -66,8 +70,8 @@ pub(crate) fn routes(service: BatchService) -> Routes {
 
 /// Starts the runner of every batch that was running when the coordinator stopped.
 pub(crate) async fn adopt(service: &BatchService) -> Result<(), ErrorBody> {
-    let batches = service.batches.clone();
-    for record in blocking(move || batches.unfinished()).await? {
+    let batches = &service.batches;
+    for record in batches.read(move |batches| batches.unfinished()).await? {
         tracing::info!(batch_id = %record.batch_id, "adopting unfinished batch");
         service.start_runner(&record.batch_id).await?;
     }
@@ -76,9 +80,9 @@ pub(crate) async fn adopt(service: &BatchService) -> Result<(), ErrorBody> {
 
 impl BatchService {
     async fn view(&self, batch_id: &str) -> Result<BatchView, ErrorBody> {
-        let batches = self.batches.clone();
+        let batches = &self.batches;
         let batch_id = batch_id.to_string();
-        blocking(move || batches.view(&batch_id)).await
+        batches.read(move |batches| batches.view(&batch_id)).await
     }
 
     async fn start_runner(&self, batch_id: &str) -> Result<(), ErrorBody> {
@@ -96,9 +100,13 @@ impl BatchService {
     async fn submit(&self, request: SubmitBatch) -> Result<BatchView, ErrorBody> {
         request.validate()?;
         let _one_at_a_time = self.submitting.lock().await;
-        let batches = self.batches.clone();
+        let batches = &self.batches;
         let batch_id = request.batch_id.clone();
-        if blocking(move || batches.get(&batch_id)).await?.is_some() {
+        if batches
+            .read(move |batches| batches.get(&batch_id))
+            .await?
+            .is_some()
+        {
             return self.view(&request.batch_id).await;
         }
         if let BatchAction::Message {
@@ -115,9 +123,11 @@ impl BatchService {
         let targets = self.resolve(&request.targets).await?;
         check_first_target(&request, &targets)?;
         let concurrency = request.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
-        let batches = self.batches.clone();
+        let batches = &self.batches;
         let submitted = request.clone();
-        let record = blocking(move || batches.create(&submitted, concurrency, &targets)).await?;
+        let record = batches
+            .commit(move |batches| batches.create(&submitted, concurrency, &targets))
+            .await?;
         tracing::info!(batch_id = %record.batch_id, total = record.counts.total, action = %record.action.describe(), "batch submitted");
         self.start_runner(&record.batch_id).await?;
         self.view(&record.batch_id).await
@@ -193,23 +203,25 @@ impl BatchService {
     }
 
     async fn targets(&self, request: ListTargets) -> Result<Vec<TargetView>, ErrorBody> {
-        let batches = self.batches.clone();
+        let batches = &self.batches;
         let limit = request.limit.unwrap_or(PAGE_LIMIT).min(PAGE_LIMIT) as usize;
-        let page = blocking(move || {
-            batches.require(&request.batch_id)?;
-            batches.page(&request.batch_id, request.state, request.from, limit)
-        })
-        .await?;
+        let page = batches
+            .read(move |batches| {
+                batches.require(&request.batch_id)?;
+                batches.page(&request.batch_id, request.state, request.from, limit)
+            })
+            .await?;
         Ok(page.iter().map(TargetRecord::view).collect())
     }
 
     async fn cancel(&self, request: CancelBatch) -> Result<BatchView, ErrorBody> {
-        let batches = self.batches.clone();
+        let batches = &self.batches;
         let batch_id = request.batch_id.clone();
-        blocking(move || {
-            batches.update_running(&batch_id, |record| record.cancel_requested = true)
-        })
-        .await?;
+        batches
+            .commit(move |batches| {
+                batches.update_running(&batch_id, |record| record.cancel_requested = true)
+            })
+            .await?;
         if !batch_runner::tell(&request.batch_id, BatchRunnerMsg::Cancel) {
             self.start_runner(&request.batch_id).await?;
         }
@@ -218,23 +230,24 @@ impl BatchService {
 
     async fn update(&self, request: UpdateBatch) -> Result<BatchView, ErrorBody> {
         validate_concurrency(request.concurrency)?;
-        let batches = self.batches.clone();
+        let batches = &self.batches;
         let batch_id = request.batch_id.clone();
-        blocking(move || {
-            batches.update_running(&batch_id, |record| {
-                record.concurrency = request.concurrency;
+        batches
+            .commit(move |batches| {
+                batches.update_running(&batch_id, |record| {
+                    record.concurrency = request.concurrency;
+                })
             })
-        })
-        .await?;
+            .await?;
         batch_runner::tell(&request.batch_id, BatchRunnerMsg::Reload);
         self.view(&request.batch_id).await
     }
 
     /// Publishes (or discards) the drafts of the workbenches whose targets succeeded.
     async fn settle(&self, request: SettleBatch) -> Result<BatchSettled, ErrorBody> {
-        let batches = self.batches.clone();
+        let batches = &self.batches;
         let batch_id = request.batch_id.clone();
-        let workbenches = blocking(move || {
+        let workbenches = batches.read(move |batches| {
             let record = batches.require(&batch_id)?;
             if !record.state.is_terminal() {
                 return Err(ErrorBody::new(

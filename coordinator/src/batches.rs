@@ -19,7 +19,7 @@ use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 use serde::{Deserialize, Serialize};
 
 use crate::error::CoordinatorError;
-use crate::storage::{self, Durability, Storage, trees};
+use crate::storage::{self, Records, Storage, trees};
 
 mod transitions;
 
@@ -168,6 +168,12 @@ fn target_prefix(batch_id: &str) -> Vec<u8> {
     key
 }
 
+impl Records for Batches {
+    fn storage(&self) -> &Storage {
+        &self.storage
+    }
+}
+
 impl Batches {
     pub fn new(storage: Storage) -> Self {
         Self { storage }
@@ -260,7 +266,6 @@ impl Batches {
         };
         self.batches()?
             .insert(submit.batch_id.as_bytes(), storage::encode(&record)?)?;
-        self.storage.commit()?;
         Ok(record)
     }
 
@@ -366,7 +371,7 @@ impl Batches {
             .collect())
     }
 
-    /// Applies `change` to the batch record durably.
+    /// Applies `change` to the batch record.
     pub fn update(
         &self,
         batch_id: &str,
@@ -376,7 +381,6 @@ impl Batches {
         self.storage.update(
             trees::BATCHES,
             batch_id.as_bytes(),
-            Durability::Commit,
             missing,
             |record: &mut BatchRecord| {
                 change(record)?;
@@ -427,10 +431,9 @@ impl Batches {
             };
             next = last.index + 1;
             for target in &page {
-                let (batch, _) =
-                    self.change_target(batch_id, target.index, Durability::Commit, |target| {
-                        (target.state == from).then(|| change(target))
-                    })?;
+                let (batch, _) = self.change_target(batch_id, target.index, |target| {
+                    (target.state == from).then(|| change(target))
+                })?;
                 record = batch;
             }
         }

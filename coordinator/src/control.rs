@@ -15,7 +15,7 @@ use atelier_transport::{Router, Routes};
 use crate::jobs::{Jobs, Page};
 use crate::lifecycle::{self, Transition};
 use crate::orchestrator::{OrchestratorMsg, Orchestrators};
-use crate::storage::blocking;
+use crate::storage::Store;
 
 /// What the control plane acts on.
 #[derive(Clone)]
@@ -36,7 +36,8 @@ pub(crate) fn routes(control: Control) -> Routes {
                     .unwrap_or(MAX_LISTED_JOBS)
                     .min(MAX_LISTED_JOBS) as usize,
             };
-            blocking(move || jobs.list(request.state, request.workbench.as_deref(), page)).await
+            jobs.read(move |jobs| jobs.list(request.state, request.workbench.as_deref(), page))
+                .await
         })
         .route(|control, request: GetJob| async move { control.view(&request.job_id).await })
         .route(|control, _: Ping| async move {
@@ -56,25 +57,26 @@ pub(crate) fn routes(control: Control) -> Routes {
 }
 
 impl Control {
-    fn jobs(&self) -> Jobs {
-        self.orchestrators.jobs().clone()
+    fn jobs(&self) -> &Store<Jobs> {
+        self.orchestrators.jobs()
     }
 
     async fn view(&self, job_id: &str) -> Result<JobView, ErrorBody> {
-        let jobs = self.jobs();
         let id = job_id.to_string();
-        blocking(move || jobs.view(&id)).await?.ok_or_else(|| {
-            ErrorBody::new(
-                ErrorCode::NotFound,
-                format!("no job `{job_id}`; list jobs with `atelier jobs`"),
-            )
-        })
+        self.jobs()
+            .read(move |jobs| jobs.view(&id))
+            .await?
+            .ok_or_else(|| {
+                ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!("no job `{job_id}`; list jobs with `atelier jobs`"),
+                )
+            })
     }
 
     async fn stats(&self) -> Result<CoordinatorStats, ErrorBody> {
-        let jobs = self.jobs();
         let coordinator = self.coordinator_id.clone();
-        blocking(move || jobs.stats(&coordinator)).await
+        self.jobs().read(move |jobs| jobs.stats(&coordinator)).await
     }
 
     /// Marks the job cancelled; a running job stops at its next step boundary, one that runs
@@ -118,10 +120,11 @@ impl Control {
         let approved = decision.approved;
         let value = serde_json::to_value(&decision)
             .map_err(|error| ErrorBody::new(ErrorCode::Internal, error.to_string()))?;
-        let jobs = self.jobs();
         let job_id = request.job_id.clone();
         let key = journal::approval(&pending.call_id);
-        blocking(move || jobs.record(&job_id, &key, &value)).await?;
+        self.jobs()
+            .commit(move |jobs| jobs.record(&job_id, &key, &value))
+            .await?;
         self.orchestrators
             .tell(&request.job_id, OrchestratorMsg::ApprovalDecided);
         tracing::info!(job_id = %request.job_id, call_id = %pending.call_id, approved, "approval decided");
@@ -134,8 +137,8 @@ impl Control {
         let view = self.view(job_id).await?;
         budget.validate("--budget-")?;
         if budget.usd.is_some() {
-            let (jobs, id) = (self.jobs(), job_id.to_string());
-            let record = blocking(move || jobs.get(&id)).await?;
+            let id = job_id.to_string();
+            let record = self.jobs().read(move |jobs| jobs.get(&id)).await?;
             if record.is_some_and(|record| record.prices.is_none()) {
                 return Err(lifecycle::unpriced(job_id));
             }
@@ -147,14 +150,16 @@ impl Control {
                 .resume_turn(view.workbench, job_id.to_string())
                 .await?;
         }
-        let jobs = self.jobs();
         let id = job_id.to_string();
-        let record = blocking(move || {
-            // A person's resume starts a fresh series of adoptions (a job set aside runs again).
-            jobs.forget_adoptions(&id)?;
-            jobs.transition(&id, Transition::Resume { budget })
-        })
-        .await?;
+        let record = self
+            .jobs()
+            .commit(move |jobs| {
+                // A person's resume starts a fresh series of adoptions (a job set aside runs
+                // again).
+                jobs.forget_adoptions(&id)?;
+                jobs.transition(&id, Transition::Resume { budget })
+            })
+            .await?;
         let orchestrators = self.orchestrators.clone();
         tokio::spawn(async move {
             let job_id = record.job_id.clone();

@@ -1,8 +1,8 @@
 //! The DraftStore actor: the only writer of workbench manifests and blobs, and its handle.
 //!
 //! Changes (create, add, publish, discard, draft writes) are serialized through the actor's
-//! mailbox, so a publish never interleaves with a draft write; each runs on the blocking pool,
-//! since sled and file I/O block. Reads (listings, file contents, diffs) are snapshots of
+//! mailbox, so a publish never interleaves with a draft write; each runs on a storage thread,
+//! since sled and file I/O block, and is committed before it answers. Reads (listings, file contents, diffs) are snapshots of
 //! manifests that changes swap atomically, so the handle runs them on the blocking pool
 //! directly instead of queueing them behind writes.
 //!
@@ -36,11 +36,11 @@ use crate::JobDefaults;
 use crate::blobs::is_digest;
 use crate::error::CoordinatorError;
 use crate::jobs::JobRecord;
-use crate::storage::blocking;
+use crate::storage::{Durability, Store, blocking};
 use crate::workbench::{Accepted, AppliedCall, RewindDraft, TurnEnd, Workbenches};
 
 /// A change to run against the workbenches, serialized by the actor.
-type Change = Box<dyn FnOnce(&Workbenches) + Send>;
+type Change = Box<dyn FnOnce(&Store<Workbenches>) + Send>;
 
 /// Configuration of the DraftStore actor.
 #[derive(Debug, Clone)]
@@ -52,13 +52,13 @@ pub struct DraftStoreConfig {
 
 /// The actor's state, built in `pre_start`.
 pub struct DraftStoreState {
-    workbenches: Workbenches,
+    workbenches: Store<Workbenches>,
     changed: Arc<Notify>,
 }
 
 /// The actor's messages.
 pub enum DraftStoreMsg {
-    /// Run one change on the blocking pool; the next waits until it is done.
+    /// Run one change on a storage thread; the next waits until it is done.
     Change(Change),
 }
 
@@ -76,7 +76,7 @@ impl Actor for DraftStore {
         config: DraftStoreConfig,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(DraftStoreState {
-            workbenches: config.workbenches,
+            workbenches: Store::new(config.workbenches),
             changed: config.changed,
         })
     }
@@ -107,14 +107,14 @@ impl Actor for DraftStore {
 #[derive(Clone)]
 pub struct DraftStoreHandle {
     actor: ActorRef<DraftStoreMsg>,
-    workbenches: Workbenches,
+    workbenches: Store<Workbenches>,
 }
 
 impl DraftStoreHandle {
     pub async fn spawn(
         config: DraftStoreConfig,
     ) -> Result<(Self, tokio::task::JoinHandle<()>), CoordinatorError> {
-        let workbenches = config.workbenches.clone();
+        let workbenches = Store::new(config.workbenches.clone());
         let (actor, join) = Actor::spawn(None, DraftStore, config)
             .await
             .map_err(|error| CoordinatorError::Actor(error.to_string()))?;
@@ -125,14 +125,14 @@ impl DraftStoreHandle {
         self.actor.stop(None);
     }
 
-    /// Runs `change` in the actor's order and returns its result.
+    /// Runs `change` in the actor's order, commits it, and returns its result.
     async fn change<T: Send + 'static>(
         &self,
         change: impl FnOnce(&Workbenches) -> Result<T, CoordinatorError> + Send + 'static,
     ) -> Result<T, ErrorBody> {
         let (sender, receiver) = oneshot::channel();
         let job: Change = Box::new(move |workbenches| {
-            let _ = sender.send(change(workbenches));
+            let _ = sender.send(workbenches.write_here(Durability::Commit, change));
         });
         self.actor
             .cast(DraftStoreMsg::Change(job))
@@ -145,13 +145,12 @@ impl DraftStoreHandle {
             .map_err(ErrorBody::from)
     }
 
-    /// Runs a read on the blocking pool.
+    /// Runs a read on a storage thread.
     async fn read<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Workbenches) -> Result<T, CoordinatorError> + Send + 'static,
     ) -> Result<T, ErrorBody> {
-        let workbenches = self.workbenches.clone();
-        blocking(move || read(&workbenches)).await
+        self.workbenches.read(read).await
     }
 
     pub async fn create(&self, workbench: String) -> Result<WorkbenchInfo, ErrorBody> {
@@ -171,7 +170,7 @@ impl DraftStoreHandle {
     /// in a replicated store's bucket (brought here, durably): `NOT_FOUND` otherwise.
     async fn import(&self, files: &[FileContent]) -> Result<(), ErrorBody> {
         for blob in files.iter().filter_map(|file| file.blob.as_ref()) {
-            let blobs = self.workbenches.blob_dir().clone();
+            let blobs = self.workbenches.records().blob_dir().clone();
             let (digest, size) = (blob.digest.clone(), blob.size);
             if !is_digest(&digest) {
                 return Err(ErrorBody::new(
@@ -284,7 +283,7 @@ impl DraftStoreHandle {
             received: blob.size,
             complete: true,
         };
-        let blobs = self.workbenches.blob_dir().clone();
+        let blobs = self.workbenches.records().blob_dir().clone();
         if blobs.has(&blob.digest, blob.size) {
             return Ok(whole);
         }

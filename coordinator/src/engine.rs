@@ -21,7 +21,7 @@ use crate::front_door::FrontDoor;
 use crate::jobs::Jobs;
 use crate::orchestrator::{OrchestratorTemplate, Orchestrators};
 use crate::replication::ownership::Ownership;
-use crate::storage::{Storage, blocking};
+use crate::storage::{Storage, Store};
 use crate::workbench::Workbenches;
 use crate::{CoordinatorConfig, batch_service, control, intake, store_service};
 use crate::{workshop_events, workshop_service};
@@ -43,8 +43,8 @@ pub(crate) struct Shared {
 /// One shard served.
 pub(crate) struct Engine {
     shard: u32,
-    jobs: Jobs,
-    batches: Batches,
+    jobs: Store<Jobs>,
+    batches: Store<Batches>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     store: DraftStoreHandle,
     store_join: tokio::task::JoinHandle<()>,
@@ -60,7 +60,7 @@ impl Engine {
         ownership: Option<Ownership>,
     ) -> Result<Self, CoordinatorError> {
         let config = &shared.config;
-        let jobs = Jobs::new(storage.clone());
+        let jobs = Store::new(Jobs::new(storage.clone()));
         let changed = Arc::new(tokio::sync::Notify::new());
         let mut tasks = vec![workshop_events::spawn(
             shared.jetstream.clone(),
@@ -88,7 +88,7 @@ impl Engine {
             slots: shared.slots.clone(),
             events_format: config.events_format,
         });
-        let batches = Batches::new(storage);
+        let batches = Store::new(Batches::new(storage));
         let batch_service = batch_service::BatchService {
             batches: batches.clone(),
             orchestrators: orchestrators.clone(),
@@ -169,14 +169,15 @@ impl Engine {
     /// batches' runners, and waits (a few seconds at most) until the orchestrators are gone.
     async fn stop_runs(&self) {
         let (jobs, batches) = (self.jobs.clone(), self.batches.clone());
-        let unfinished = blocking(move || {
-            let jobs: Vec<String> = jobs.unfinished()?.into_iter().map(|r| r.job_id).collect();
-            let batches: Vec<String> = (batches.unfinished()?.into_iter())
-                .map(|r| r.batch_id)
-                .collect();
-            Ok((jobs, batches))
-        })
-        .await;
+        let unfinished = jobs
+            .read(move |jobs| {
+                let jobs: Vec<String> = jobs.unfinished()?.into_iter().map(|r| r.job_id).collect();
+                let batches: Vec<String> = (batches.records().unfinished()?.into_iter())
+                    .map(|r| r.batch_id)
+                    .collect();
+                Ok((jobs, batches))
+            })
+            .await;
         let Ok((jobs, batches)) = unfinished else {
             return;
         };
@@ -242,21 +243,18 @@ fn routes(
 /// Starts every unfinished job of the shard, each waiting for a slot like a new one, without
 /// holding up the start.
 async fn adopt_jobs(
-    jobs: Jobs,
+    jobs: Store<Jobs>,
     orchestrators: Orchestrators,
 ) -> Result<tokio::task::JoinHandle<()>, CoordinatorError> {
-    let unfinished = {
-        let jobs = jobs.clone();
-        blocking(move || jobs.unfinished()).await?
-    };
+    let unfinished = jobs.read(|jobs| jobs.unfinished()).await?;
     Ok(tokio::spawn(async move {
         for record in unfinished {
             // Only a job that was running counts: a queued one or one waiting for a person did
             // nothing that could have stopped the coordinator.
             let job_id = record.job_id.clone();
-            let counting = jobs.clone();
             let adoptions = match record.state == JobState::Running {
-                true => blocking(move || counting.count_adoption(&job_id))
+                true => jobs
+                    .commit(move |jobs| jobs.count_adoption(&job_id))
                     .await
                     .ok(),
                 false => None,

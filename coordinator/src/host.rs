@@ -31,7 +31,7 @@ use crate::error::CoordinatorError;
 use crate::events::EventSink;
 use crate::jobs::{JobRecord, Jobs};
 use crate::lifecycle::Transition;
-use crate::storage::{Durability, blocking};
+use crate::storage::{Durability, Store};
 use atelier_transport::failpoint;
 
 /// How often a job awaiting approval re-reads its journal (a decision also wakes it at once).
@@ -113,7 +113,7 @@ impl Journaled {
 }
 
 /// A run's writes that a replay rebuilds ([`Durability::Stage`]), held until its next
-/// storage call carries them: the latest workflow state and journal entries such as the files
+/// committed storage call carries them: the latest workflow state and journal entries such as the files
 /// the job started from. Held or written, they are lost in a crash until the next commit; held,
 /// they cost no storage call of their own.
 #[derive(Debug, Default)]
@@ -123,13 +123,16 @@ pub(crate) struct Deferred {
 }
 
 impl Deferred {
-    /// Writes what is held (staged: the caller's write that follows is what commits it).
+    /// Writes what is held (the caller's write that follows commits it); each is a staged
+    /// write until then (the crash tests' `after_rebuildable_write` kill point).
     pub(crate) fn write(&self, jobs: &Jobs, job_id: &str) -> Result<(), CoordinatorError> {
         for (key, value) in &self.journal {
-            jobs.record_as(job_id, key, value, Durability::Stage)?;
+            jobs.record(job_id, key, value)?;
+            failpoint::hit("after_rebuildable_write");
         }
         if let Some(state) = &self.rpi {
-            jobs.save_rpi(job_id, state, Durability::Stage)?;
+            jobs.save_rpi(job_id, state)?;
+            failpoint::hit("after_rebuildable_write");
         }
         Ok(())
     }
@@ -143,18 +146,18 @@ impl Deferred {
     }
 }
 
-/// Runs `write` on the job store right after the `held` writes, in one storage call.
+/// Runs `write` on the job store right after the `held` writes, in one storage call that
+/// commits them all.
 pub(crate) async fn write_after_held<T: Send + 'static>(
-    jobs: &Jobs,
+    jobs: &Store<Jobs>,
     job_id: &str,
     held: Deferred,
     write: impl FnOnce(&Jobs, &str) -> Result<T, CoordinatorError> + Send + 'static,
 ) -> Result<T, ErrorBody> {
-    let jobs = jobs.clone();
     let job_id = job_id.to_string();
-    blocking(move || {
-        held.write(&jobs, &job_id)?;
-        write(&jobs, &job_id)
+    jobs.commit(move |jobs| {
+        held.write(jobs, &job_id)?;
+        write(jobs, &job_id)
     })
     .await
 }
@@ -163,7 +166,7 @@ pub(crate) async fn write_after_held<T: Send + 'static>(
 pub(crate) struct JobHost {
     pub record: JobRecord,
     pub client: async_nats::Client,
-    pub jobs: Jobs,
+    pub jobs: Store<Jobs>,
     pub store: DraftStoreHandle,
     pub events: EventSink,
     pub signals: Arc<RunSignals>,
@@ -338,8 +341,8 @@ impl JobHost {
         })
     }
 
-    /// Saves the RPI state as durably as `durability` says (a rebuildable one is held for the
-    /// next storage call), then passes `point`.
+    /// Saves the RPI state as durably as `durability` says (a staged one is held for the next
+    /// committed storage call), then passes `point`.
     async fn save_rpi(
         &self,
         state: &RpiState,
@@ -350,7 +353,7 @@ impl JobHost {
             self.held().rpi = Some(state.clone());
         } else {
             let state = state.clone();
-            self.with_deferred(move |jobs, job_id| jobs.save_rpi(job_id, &state, durability))
+            self.with_deferred(move |jobs, job_id| jobs.save_rpi(job_id, &state))
                 .await?;
         }
         failpoint::hit(point);
@@ -369,7 +372,8 @@ impl JobHost {
         std::mem::take(&mut *self.held())
     }
 
-    /// Runs `write` on the job store after the held writes, in one storage call.
+    /// Runs `write` on the job store after the held writes, in one storage call that commits
+    /// them all.
     async fn with_deferred<T: Send + 'static>(
         &self,
         write: impl FnOnce(&Jobs, &str) -> Result<T, CoordinatorError> + Send + 'static,
@@ -377,8 +381,8 @@ impl JobHost {
         write_after_held(&self.jobs, self.job_id(), self.take_deferred(), write).await
     }
 
-    /// Journals `value` under `key` as durably as `durability` says (a rebuildable entry is held
-    /// for the next storage call).
+    /// Journals `value` under `key` as durably as `durability` says (a staged entry is held for
+    /// the next committed storage call).
     pub(crate) async fn journal(
         &self,
         key: &str,
@@ -390,10 +394,8 @@ impl JobHost {
         } else {
             let owned_key = key.to_string();
             let value = value.clone();
-            self.with_deferred(move |jobs, job_id| {
-                jobs.record_as(job_id, &owned_key, &value, durability)
-            })
-            .await?;
+            self.with_deferred(move |jobs, job_id| jobs.record(job_id, &owned_key, &value))
+                .await?;
         }
         self.journaled.add(key);
         Ok(())
@@ -475,10 +477,9 @@ impl AgentHost for JobHost {
         if let Some(held) = self.held().journaled(key) {
             return Ok(Some(held));
         }
-        let jobs = self.jobs.clone();
         let job_id = self.job_id().to_string();
         let key = key.to_string();
-        blocking(move || jobs.recall(&job_id, &key)).await
+        self.jobs.read(move |jobs| jobs.recall(&job_id, &key)).await
     }
 
     async fn record(&self, key: &str, value: &Value) -> Result<(), ErrorBody> {

@@ -28,7 +28,6 @@ use crate::error::CoordinatorError;
 use crate::front_door::FrontDoor;
 use crate::jobs::JobRecord;
 use crate::orchestrator::Orchestrators;
-use crate::storage::blocking;
 use crate::workbench::Accepted;
 use salvage::Submission;
 
@@ -266,8 +265,10 @@ async fn record_refused(
 ) -> Result<(), ErrorBody> {
     validate_job_id(&submit.job_id)?;
     let refused = JobRecord::refused(submit, error);
-    let jobs = orchestrators.jobs().clone();
-    let record = blocking(move || jobs.record_refused(&refused)).await?;
+    let record = orchestrators
+        .jobs()
+        .commit(move |jobs| jobs.record_refused(&refused))
+        .await?;
     tracing::info!(job_id = %record.job_id, code = ?record.error.as_ref().map(|e| e.code), "recorded a refused job submission");
     if record.state.is_terminal() && record.error.is_some() && record.message_id.is_none() {
         announce_refusal(orchestrators, &record).await;

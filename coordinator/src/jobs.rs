@@ -1,4 +1,5 @@
-//! Job records and RPI checkpoints in sled.
+//! Job records and RPI checkpoints in sled. Their operations read and write; async code calls
+//! them through a [`Store`](crate::storage::Store), which says how durable each one is.
 
 use std::collections::HashSet;
 
@@ -10,7 +11,7 @@ use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 
 use crate::error::CoordinatorError;
 use crate::lifecycle::{self, Transition};
-use crate::storage::{self, Durability, Storage, trees};
+use crate::storage::{self, Records, Storage, trees};
 
 pub(crate) mod record;
 
@@ -52,6 +53,12 @@ pub struct Jobs {
     storage: Storage,
 }
 
+impl Records for Jobs {
+    fn storage(&self) -> &Storage {
+        &self.storage
+    }
+}
+
 impl Jobs {
     pub fn new(storage: Storage) -> Self {
         Self { storage }
@@ -61,8 +68,8 @@ impl Jobs {
         storage::get(&self.storage.tree(trees::JOBS)?, job_id.as_bytes())
     }
 
-    /// Records a job refused before it was accepted (a submission the intake could not take)
-    /// durably, unless a job with its id is recorded already; returns the record kept.
+    /// Records a job refused before it was accepted (a submission the intake could not take),
+    /// unless a job with its id is recorded already; returns the record kept.
     pub fn record_refused(&self, record: &JobRecord) -> Result<JobRecord, CoordinatorError> {
         let key = record.job_id.as_bytes();
         let new = storage::encode(record)?;
@@ -71,7 +78,6 @@ impl Jobs {
             .tree(trees::JOBS)?
             .compare_and_swap(key, None::<&[u8]>, Some(new))?
         {
-            self.storage.made(Durability::Commit)?;
             return Ok(record.clone());
         }
         self.get(&record.job_id)?.ok_or_else(|| {
@@ -83,33 +89,21 @@ impl Jobs {
         })
     }
 
-    /// Changes a job's lifecycle state durably (see [`lifecycle`](crate::lifecycle)).
+    /// Changes a job's lifecycle state (see [`lifecycle`](crate::lifecycle)).
     pub fn transition(
         &self,
         job_id: &str,
         transition: Transition,
     ) -> Result<JobRecord, CoordinatorError> {
-        self.transition_as(job_id, transition, Durability::Commit)
-    }
-
-    /// Changes a job's lifecycle state as durably as `durability` says. A run's start is
-    /// [`Durability::Stage`]: a job whose start is lost is still unfinished after a
-    /// crash, so it is run again.
-    pub fn transition_as(
-        &self,
-        job_id: &str,
-        transition: Transition,
-        durability: Durability,
-    ) -> Result<JobRecord, CoordinatorError> {
-        self.update(job_id, durability, |record| {
+        self.update(job_id, |record| {
             lifecycle::apply(record, transition.clone())
         })
     }
 
-    /// Starts a run of the job (staged, not committed of its own: a start lost in a crash leaves the job
-    /// unfinished, so it is run again) and reads what the run starts from.
+    /// Starts a run of the job and reads what the run starts from. A start may be staged: one
+    /// lost in a crash leaves the job unfinished, so it is run again.
     pub fn start_run(&self, job_id: &str) -> Result<RunStart, CoordinatorError> {
-        let record = self.transition_as(job_id, Transition::Start, Durability::Stage)?;
+        let record = self.transition(job_id, Transition::Start)?;
         Ok(RunStart {
             record,
             rpi: self.load_rpi(job_id)?.unwrap_or_default(),
@@ -139,7 +133,6 @@ impl Jobs {
     fn update(
         &self,
         job_id: &str,
-        durability: Durability,
         change: impl Fn(&mut JobRecord) -> Result<(), ErrorBody>,
     ) -> Result<JobRecord, CoordinatorError> {
         let missing = || {
@@ -151,7 +144,6 @@ impl Jobs {
         self.storage.update(
             trees::JOBS,
             job_id.as_bytes(),
-            durability,
             missing,
             |record: &mut JobRecord| {
                 change(record)?;
@@ -173,31 +165,20 @@ impl Jobs {
         )
     }
 
-    /// Journals a step durably (fsync before returning).
+    /// Journals a step.
     pub fn record(
         &self,
         job_id: &str,
         key: &str,
         value: &serde_json::Value,
     ) -> Result<(), CoordinatorError> {
-        self.record_as(job_id, key, value, Durability::Commit)
-    }
-
-    /// Journals an entry as durably as `durability` says.
-    pub fn record_as(
-        &self,
-        job_id: &str,
-        key: &str,
-        value: &serde_json::Value,
-        durability: Durability,
-    ) -> Result<(), CoordinatorError> {
         self.storage
             .tree(trees::JOURNAL)?
             .insert(journal_key(job_id, key), storage::encode(value)?)?;
-        self.storage.made(durability)
+        Ok(())
     }
 
-    /// Counts a start-up's adoption of an unfinished job, durably: one more when nothing was
+    /// Counts a start-up's adoption of an unfinished job: one more when nothing was
     /// journaled since the previous adoption, else the first of a new series. Returns the count.
     pub fn count_adoption(&self, job_id: &str) -> Result<u32, CoordinatorError> {
         let journal = self.storage.tree(trees::JOURNAL)?;
@@ -210,7 +191,6 @@ impl Jobs {
             _ => 1,
         };
         journal.insert(key, storage::encode(&Adoptions { count, steps })?)?;
-        self.storage.commit()?;
         Ok(count)
     }
 
@@ -227,7 +207,7 @@ impl Jobs {
         self.storage
             .tree(trees::JOURNAL)?
             .remove(journal_key(job_id, ADOPTIONS_KEY))?;
-        self.storage.commit()
+        Ok(())
     }
 
     /// Removes the journal of every finished job last updated before `cutoff_ms`; returns how
@@ -245,9 +225,6 @@ impl Jobs {
                 journal.remove(key)?;
                 removed += 1;
             }
-        }
-        if removed > 0 {
-            self.storage.commit()?;
         }
         Ok(removed)
     }
@@ -269,21 +246,10 @@ impl Jobs {
         Ok(stats)
     }
 
-    /// Checkpoints the RPI state as durably as `durability` says (a workflow's states follow
-    /// from its journal, so they are [`Durability::Stage`]).
-    pub fn save_rpi(
-        &self,
-        job_id: &str,
-        state: &RpiState,
-        durability: Durability,
-    ) -> Result<(), CoordinatorError> {
-        self.write_rpi(job_id, state)?;
-        self.storage.made(durability)
-    }
-
-    /// Writes the RPI state and the record's update time, leaving durability to the caller.
-    /// The record is touched by compare-and-swap: a cancel requested meanwhile is kept.
-    fn write_rpi(&self, job_id: &str, state: &RpiState) -> Result<(), CoordinatorError> {
+    /// Checkpoints the RPI state and the record's update time (a workflow's states follow from
+    /// its journal, so they may be staged). The record is touched by compare-and-swap: a cancel
+    /// requested meanwhile is kept.
+    pub fn save_rpi(&self, job_id: &str, state: &RpiState) -> Result<(), CoordinatorError> {
         self.storage
             .tree(trees::RPI)?
             .insert(job_id.as_bytes(), storage::encode(state)?)?;
@@ -519,12 +485,12 @@ mod tests {
                 let (jobs, job_id) = (jobs.clone(), job_id.clone());
                 std::thread::spawn(move || -> Result<(), CoordinatorError> {
                     for _ in 0..20 {
-                        jobs.save_rpi(&job_id, &RpiState::default(), Durability::Stage)?;
+                        jobs.save_rpi(&job_id, &RpiState::default())?;
                     }
                     Ok(())
                 })
             };
-            jobs.transition_as(&job_id, Transition::RequestCancel, Durability::Stage)?;
+            jobs.transition(&job_id, Transition::RequestCancel)?;
             steps.join().map_err(|_| "the steps' thread panicked")??;
             let record = jobs.get(&job_id)?.ok_or("no record")?;
             assert!(

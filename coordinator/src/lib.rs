@@ -98,7 +98,7 @@ pub use orchestrator::Orchestrators;
 use crate::blobs::BlobDir;
 use crate::front_door::FrontDoor;
 use crate::jobs::Jobs;
-use crate::storage::{Storage, blocking};
+use crate::storage::{Storage, Store, blocking};
 
 /// How to run a coordinator.
 #[derive(Debug, Clone)]
@@ -364,15 +364,14 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
 /// Prunes the journal of finished jobs older than `retention`, now and then every 10 minutes.
 pub(crate) fn spawn_journal_pruning(
-    jobs: Jobs,
+    jobs: Store<Jobs>,
     retention: Duration,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             let cutoff = atelier_messages::now_ms()
                 .saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
-            let jobs_for_prune = jobs.clone();
-            match blocking(move || jobs_for_prune.prune_journal(cutoff)).await {
+            match jobs.commit(move |jobs| jobs.prune_journal(cutoff)).await {
                 Ok(0) => {}
                 Ok(removed) => tracing::info!(removed, "pruned journal entries of finished jobs"),
                 Err(error) => tracing::warn!(%error, "journal pruning failed"),

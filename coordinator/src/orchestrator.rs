@@ -35,7 +35,7 @@ use crate::jobs::{CRASH_LOOP_ADOPTIONS, JobRecord, Jobs, RunStart};
 use crate::lifecycle::Transition;
 use crate::outcome;
 use crate::provider_limits::{Limiters, Place};
-use crate::storage::blocking;
+use crate::storage::Store;
 use crate::workbench::TurnEnd;
 
 /// Everything an orchestrator needs besides its job record.
@@ -45,7 +45,7 @@ pub struct OrchestratorTemplate {
     pub jetstream: async_nats::jetstream::Context,
     /// The deployment's limiters on model profiles.
     pub limiters: Limiters,
-    pub jobs: Jobs,
+    pub jobs: Store<Jobs>,
     pub store: DraftStoreHandle,
     pub provider_settings: ProviderSettings,
     pub budgets: Budgets,
@@ -336,17 +336,21 @@ fn place(record: &JobRecord) -> Place {
     }
 }
 
-/// Starts the job's run ([`Jobs::start_run`]).
-async fn start(jobs: &Jobs, job_id: &str) -> Result<RunStart, ErrorBody> {
-    let jobs = jobs.clone();
+/// Starts the job's run ([`Jobs::start_run`]), staged: a start lost in a crash leaves the job
+/// unfinished, so it is run again.
+async fn start(jobs: &Store<Jobs>, job_id: &str) -> Result<RunStart, ErrorBody> {
     let job_id = job_id.to_string();
-    blocking(move || jobs.start_run(&job_id)).await
+    jobs.stage(move |jobs| jobs.start_run(&job_id)).await
 }
 
-async fn transition(jobs: &Jobs, job_id: &str, transition: Transition) -> Result<(), ErrorBody> {
-    let jobs = jobs.clone();
+async fn transition(
+    jobs: &Store<Jobs>,
+    job_id: &str,
+    transition: Transition,
+) -> Result<(), ErrorBody> {
     let job_id = job_id.to_string();
-    blocking(move || jobs.transition(&job_id, transition).map(|_| ())).await
+    jobs.commit(move |jobs| jobs.transition(&job_id, transition).map(|_| ()))
+        .await
 }
 
 /// The registry name of a job's orchestrator.
@@ -370,7 +374,7 @@ impl Orchestrators {
         Self { template }
     }
 
-    pub fn jobs(&self) -> &Jobs {
+    pub fn jobs(&self) -> &Store<Jobs> {
         &self.template.jobs
     }
 
@@ -452,9 +456,8 @@ impl Orchestrators {
             return Ok(());
         }
         transition(&self.template.jobs, job_id, Transition::CancelUnstarted).await?;
-        let jobs = self.template.jobs.clone();
         let id = job_id.to_string();
-        let Some(record) = blocking(move || jobs.get(&id)).await? else {
+        let Some(record) = self.template.jobs.read(move |jobs| jobs.get(&id)).await? else {
             return Ok(());
         };
         let end = TurnEnd {

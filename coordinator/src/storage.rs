@@ -1,16 +1,26 @@
-//! The sled database: one place that opens it, names its trees and encodes records.
+//! The sled database: one place that opens it, names its trees and encodes records, and the
+//! one way async code reaches them ([`Store`]).
 //!
-//! Records are JSON (readable with any sled tool). A write is one of two kinds, and says which
-//! ([`Durability`]): **committed** — durable before the caller acknowledges it, by
-//! [`Storage::commit`], the group commit of every write so far (`tree`): one fsync of a local
-//! store or one changelog append of a replicated one — or **staged** — a write a replay
+//! Records are JSON (readable with any sled tool). A write is one of two kinds, and the
+//! operation says which by the [`Store`] method it is called through ([`Durability`]):
+//! **committed** ([`Store::commit`]) — durable before it returns, so the caller may acknowledge
+//! it: the group commit of every write so far (`tree`), one fsync of a local store or one
+//! changelog append of a replicated one — or **staged** ([`Store::stage`]) — a write a replay
 //! rebuilds, made durable by the next commit or, when none comes, within [`IDLE_COMMIT`]
-//! ([`commit_when_idle`]). Both stores take the same order lock around every write, through the
-//! same code, and run on blocking threads, never a runtime worker (`threads`).
+//! ([`commit_when_idle`]). Record types (jobs, batches, workbenches) only read and write; no
+//! code outside this module commits. Both stores take the same order lock around every write,
+//! through the same code, and run on blocking threads, never a runtime worker (`threads`).
+//!
+//! # Layout
+//! - `store`: [`Store`], its `read`, `commit` and `stage`.
+//! - `tree`: trees, transactions, the order lock and the group commit ([`Log`]).
+//! - `threads`: where storage work runs, and the one checked wait.
 
+mod store;
 mod threads;
 mod tree;
 
+pub use store::{Records, Store};
 pub(crate) use threads::{blocking, run_blocking, wait_for};
 pub use tree::{Batch, Log, Sink, Tree, TxTree, transaction};
 
@@ -42,7 +52,7 @@ pub(crate) mod trees {
 }
 
 /// Opens the sled database at `path` as every store of the coordinator is opened. sled does
-/// not flush on its own: the store's group commit does ([`Storage::commit`], and
+/// not flush on its own: the store's group commit does ([`Store::commit`], and
 /// [`commit_when_idle`] for staged writes no commit followed), as a replicated store's does.
 pub fn open_db(path: &Path) -> Result<sled::Db, CoordinatorError> {
     Ok(sled::Config::new()
@@ -126,21 +136,9 @@ impl Storage {
     }
 
     /// Makes every write so far durable: one fsync, or one commit of the recorded writes, for
-    /// every writer committing at once.
-    pub fn commit(&self) -> Result<(), CoordinatorError> {
+    /// every writer committing at once. Only a [`Store`] commits.
+    fn commit(&self) -> Result<(), CoordinatorError> {
         self.log.commit()
-    }
-
-    /// Makes the writes so far as durable as `durability` says: committed now, or staged for
-    /// the next commit.
-    pub(crate) fn made(&self, durability: Durability) -> Result<(), CoordinatorError> {
-        match durability {
-            Durability::Commit => self.commit(),
-            Durability::Stage => {
-                atelier_transport::failpoint::hit("after_rebuildable_write");
-                Ok(())
-            }
-        }
     }
 
     /// Bytes on disk.
@@ -188,26 +186,22 @@ pub(crate) fn get<T: DeserializeOwned>(
 
 impl Storage {
     /// Applies `change` to the record under `key` (compare-and-swap, retried on a concurrent
-    /// change) and makes it as durable as `durability` says; `change` may refuse with an
-    /// error; `missing` is the error when there is no record.
+    /// change); `change` may refuse with an error; `missing` is the error when there is no
+    /// record.
     pub(crate) fn update<T: Serialize + DeserializeOwned>(
         &self,
         tree: &'static str,
         key: &[u8],
-        durability: Durability,
         missing: impl Fn() -> ErrorBody,
         change: impl Fn(&mut T) -> Result<(), ErrorBody>,
     ) -> Result<T, CoordinatorError> {
-        let record = self
-            .swap(tree, key, change)?
-            .ok_or_else(|| CoordinatorError::Rejected(missing()))?;
-        self.made(durability)?;
-        Ok(record)
+        self.swap(tree, key, change)?
+            .ok_or_else(|| CoordinatorError::Rejected(missing()))
     }
 
     /// Applies `change` to the record under `key` by compare-and-swap, read again and retried
     /// when another writer changed it in between, so no concurrent update is lost; `None` when
-    /// there is no record. Durability is the caller's.
+    /// there is no record.
     pub(crate) fn swap<T: Serialize + DeserializeOwned>(
         &self,
         tree: &'static str,
@@ -282,9 +276,16 @@ pub async fn commit_when_idle(log: Log) {
         if !log.has_uncommitted().unwrap_or(false) {
             continue;
         }
-        let committing = log.clone();
-        if let Err(error) = blocking(move || committing.commit()).await {
+        if let Err(error) = commit_all(&log).await {
             tracing::warn!(%error, "could not commit the store's idle writes");
         }
     }
+}
+
+/// Commits every write recorded in `log` so far, staged ones included: the store's idle
+/// committer, a snapshot (which must hold no write the changelog lacks) and a handover (the
+/// next owner starts from them).
+pub async fn commit_all(log: &Log) -> Result<(), ErrorBody> {
+    let log = log.clone();
+    blocking(move || log.commit()).await
 }

@@ -11,7 +11,6 @@ use atelier_messages::{ErrorBody, ErrorCode, PROTOCOL_VERSION, encode, now_ms, s
 use super::{BatchRunnerState, PROGRESS_EVERY};
 use crate::batches::{BatchRecord, TargetEnd};
 use crate::children::ChildEnd;
-use crate::storage::blocking;
 
 impl BatchRunnerState {
     /// Looks at every child in flight and records the ends found. A child whose shard does
@@ -55,10 +54,11 @@ impl BatchRunnerState {
         let Some(next) = next else {
             return self.finish(end).await;
         };
-        let batches = self.config.batches.clone();
+        let batches = &self.config.batches;
         let batch_id = self.batch_id().to_string();
-        let (record, dispatched) =
-            blocking(move || batches.finish_then_dispatch(&batch_id, &end, next.index)).await?;
+        let (record, dispatched) = batches
+            .commit(move |batches| batches.finish_then_dispatch(&batch_id, &end, next.index))
+            .await?;
         self.ended(record).await;
         match dispatched {
             Some(target) => self.follow(target).await,
@@ -68,9 +68,11 @@ impl BatchRunnerState {
 
     /// Records a child's end on its target (dispatching nothing).
     async fn finish(&mut self, end: TargetEnd) -> Result<(), ErrorBody> {
-        let batches = self.config.batches.clone();
+        let batches = &self.config.batches;
         let batch_id = self.batch_id().to_string();
-        let (record, _) = blocking(move || batches.finish_target(&batch_id, &end)).await?;
+        let (record, _) = batches
+            .stage(move |batches| batches.finish_target(&batch_id, &end))
+            .await?;
         self.ended(record).await;
         Ok(())
     }
@@ -128,19 +130,20 @@ impl BatchRunnerState {
         if self.dispatching() && self.record.counts.queued > 0 {
             return Ok(false);
         }
-        let batches = self.config.batches.clone();
+        let batches = &self.config.batches;
         let batch_id = self.batch_id().to_string();
-        let record = blocking(move || {
-            batches.cancel_queued(&batch_id)?;
-            batches.update(&batch_id, |record| {
-                let (state, error) = outcome(record);
-                record.state = state;
-                record.error = error;
-                record.finished_at_ms = Some(now_ms());
-                Ok(())
+        let record = batches
+            .commit(move |batches| {
+                batches.cancel_queued(&batch_id)?;
+                batches.update(&batch_id, |record| {
+                    let (state, error) = outcome(record);
+                    record.state = state;
+                    record.error = error;
+                    record.finished_at_ms = Some(now_ms());
+                    Ok(())
+                })
             })
-        })
-        .await?;
+            .await?;
         self.record = record;
         tracing::info!(batch_id = %self.batch_id(), state = %self.record.state, succeeded = self.record.counts.succeeded, failed = self.record.counts.failed, "batch finished");
         self.emit(BatchEventKind::BatchFinished).await;

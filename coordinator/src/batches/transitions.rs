@@ -8,8 +8,8 @@ use atelier_messages::{ErrorBody, ErrorCode, now_ms};
 
 use super::{BatchRecord, Batches, TargetRecord, not_found, target_key};
 use crate::error::CoordinatorError;
+use crate::storage;
 use crate::storage::txn::{TxResult, abort, flatten, get, put};
-use crate::storage::{self, Durability};
 
 /// How a target's child ended, to be recorded on the target.
 #[derive(Debug, Clone)]
@@ -54,19 +54,16 @@ fn finished(target: &mut TargetRecord, end: &TargetEnd) -> Option<TargetState> {
 }
 
 impl Batches {
-    /// Changes one target and the batch's counts together, as durably as `durability` says.
-    /// `change` sees the target and returns its new state, or `None` to leave everything as it
+    /// Changes one target and the batch's counts together. `change` sees the target and returns its new state, or `None` to leave everything as it
     /// was.
     pub(super) fn change_target(
         &self,
         batch_id: &str,
         index: u64,
-        durability: Durability,
         change: impl Fn(&mut TargetRecord) -> Option<TargetState>,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
         let change = |_: &BatchRecord, target: &mut TargetRecord| change(target);
-        let (batch, mut targets) =
-            self.change_targets(batch_id, durability, &[(index, &change)])?;
+        let (batch, mut targets) = self.change_targets(batch_id, &[(index, &change)])?;
         let (target, _) = targets.pop().ok_or_else(|| {
             CoordinatorError::from(ErrorBody::new(
                 ErrorCode::Internal,
@@ -82,7 +79,6 @@ impl Batches {
     fn change_targets(
         &self,
         batch_id: &str,
-        durability: Durability,
         changes: &[TargetChange<'_>],
     ) -> Result<(BatchRecord, Vec<(TargetRecord, bool)>), CoordinatorError> {
         let batches = self.batches()?;
@@ -126,9 +122,7 @@ impl Batches {
                 }
                 Ok((batch, changed))
             });
-        let changed = result.map_err(flatten)?;
-        self.storage.made(durability)?;
-        Ok(changed)
+        result.map_err(flatten)
     }
 
     /// Marks a queued target running as the child job of its attempt, before that job is
@@ -138,9 +132,7 @@ impl Batches {
         batch_id: &str,
         index: u64,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
-        self.change_target(batch_id, index, Durability::Commit, |target| {
-            dispatched(batch_id, target)
-        })
+        self.change_target(batch_id, index, |target| dispatched(batch_id, target))
     }
 
     /// Puts a running target back in the queue, its child never recorded (its workbench was
@@ -151,7 +143,7 @@ impl Batches {
         index: u64,
         job_id: &str,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
-        self.change_target(batch_id, index, Durability::Stage, |target| {
+        self.change_target(batch_id, index, |target| {
             let ours = target.job_id.as_deref() == Some(job_id);
             if target.state != TargetState::Running || !ours {
                 return None;
@@ -162,21 +154,19 @@ impl Batches {
     }
 
     /// Records how a running target's child ended, with what a succeeded child did (a no-op
-    /// for a target already ended or whose job is another attempt's). Staged, not committed of its own:
-    /// a target found running after a crash is settled again from its child's record, and the
+    /// for a target already ended or whose job is another attempt's). It may be staged: a
+    /// target found running after a crash is settled again from its child's record, and the
     /// batch's end is committed.
     pub fn finish_target(
         &self,
         batch_id: &str,
         end: &TargetEnd,
     ) -> Result<(BatchRecord, TargetRecord), CoordinatorError> {
-        self.change_target(batch_id, end.index, Durability::Stage, |target| {
-            finished(target, end)
-        })
+        self.change_target(batch_id, end.index, |target| finished(target, end))
     }
 
     /// [`Batches::finish_target`] and [`Batches::dispatch`] of target `next` in one
-    /// transaction (committed), the next target dispatched only if the batch still dispatches
+    /// transaction, the next target dispatched only if the batch still dispatches
     /// once the end is counted (not cancelled, within its failure tolerance and budget): the target
     /// dispatched, if it was.
     pub fn finish_then_dispatch(
@@ -193,7 +183,7 @@ impl Batches {
             dispatched(batch_id, target)
         };
         let changes: [TargetChange<'_>; 2] = [(end.index, &finish), (next, &dispatch)];
-        let (batch, mut targets) = self.change_targets(batch_id, Durability::Commit, &changes)?;
+        let (batch, mut targets) = self.change_targets(batch_id, &changes)?;
         let dispatched = targets
             .pop()
             .and_then(|(target, changed)| changed.then_some(target));

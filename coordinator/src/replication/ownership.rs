@@ -90,8 +90,7 @@ impl Ownership {
         self.snapshotting.abort();
         self.idle_commits.abort();
         // Staged writes go with the store: the next owner starts from them.
-        let log = self.log.clone();
-        if let Err(error) = blocking(move || log.commit()).await {
+        if let Err(error) = crate::storage::commit_all(&self.log).await {
             tracing::warn!(%error, "the store's last writes were not committed; the next owner redoes them");
         }
         let _ = self.release.send(());
@@ -424,8 +423,7 @@ async fn snapshot(snapshotting: &Snapshotting) -> Result<(), CoordinatorError> {
     let shard = snapshotting.shard;
     let path = snapshotting.dir.join("snapshot.taken");
     let snapshot = blocking(move || replica.export_to(shard, &path)).await?;
-    let log = snapshotting.log.clone();
-    blocking(move || log.commit()).await?;
+    crate::storage::commit_all(&snapshotting.log).await?;
     let stored = snapshotting.snapshots.put_file(&snapshot).await;
     let _ = tokio::fs::remove_file(&snapshot.path).await;
     let bytes = stored?;

@@ -181,7 +181,7 @@ impl Log {
 
     /// Commits everything recorded before this call, with whatever else is recorded meanwhile:
     /// one writer commits for all who wait.
-    pub fn commit(&self) -> Result<(), CoordinatorError> {
+    pub(super) fn commit(&self) -> Result<(), CoordinatorError> {
         let target = self.counts()?.count;
         let state = &self.state;
         let mut committed = state.committed.lock().map_err(|_| poisoned())?;
@@ -520,16 +520,11 @@ mod tests {
         assert!(!uncommitted());
         tree.insert(b"started", vec![1])
             .unwrap_or_else(|e| panic!("{e}"));
-        storage
-            .made(crate::storage::Durability::Stage)
-            .unwrap_or_else(|e| panic!("{e}"));
         assert!(uncommitted());
         assert_eq!(sink.commits.load(Ordering::SeqCst), 0);
         tree.insert(b"journaled", vec![2])
             .unwrap_or_else(|e| panic!("{e}"));
-        storage
-            .made(crate::storage::Durability::Commit)
-            .unwrap_or_else(|e| panic!("{e}"));
+        storage.commit().unwrap_or_else(|e| panic!("{e}"));
         assert!(!uncommitted());
         assert_eq!(sink.commits.load(Ordering::SeqCst), 1);
         let recorded = sink.mutations.lock().unwrap_or_else(|e| panic!("{e}"));

@@ -3,7 +3,8 @@
 //!
 //! A checkpoint is a saved published state: its manifest in the manifests tree
 //! (`<wb>\0ckpt\0<id>`) and its metadata in the workshop tree. Each change is one transaction
-//! that also records its system event in the conversation, committed before it returns.
+//! that also records its system event in the conversation; the DraftStore commits it before it
+//! answers.
 
 use std::collections::BTreeSet;
 
@@ -171,7 +172,6 @@ impl Workbenches {
             })
         })?;
         failpoint::hit("store_before_flush");
-        self.storage.commit()?;
         Ok(published)
     }
 
@@ -195,7 +195,7 @@ impl Workbenches {
             let event = SystemEvent::DraftDiscarded;
             tx.record_event(workbench, &mut state, event, text, Some(change))
         })?;
-        self.storage.commit()
+        Ok(())
     }
 
     /// Every kept checkpoint, oldest first.
@@ -250,7 +250,6 @@ impl Workbenches {
             tx.record_event(workbench, &mut state, event, text, None)?;
             Ok(checkpoint)
         })?;
-        self.storage.commit()?;
         Ok(created)
     }
 
@@ -314,7 +313,6 @@ impl Workbenches {
                 files: target.into_values().collect(),
             })
         })?;
-        self.storage.commit()?;
         Ok(restored)
     }
 

@@ -96,7 +96,6 @@ impl Workbenches {
             put(tx.workshop, &item_key(workbench, &item.name), &item)?;
             tx.emit(&context_changed(workbench, &item.name, false))
         })?;
-        self.storage.commit()?;
         Ok(item)
     }
 
@@ -126,6 +125,6 @@ impl Workbenches {
             }
             tx.emit(&context_changed(workbench, name, true))
         })?;
-        self.storage.commit()
+        Ok(())
     }
 }

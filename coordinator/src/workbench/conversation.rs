@@ -1,7 +1,8 @@
 //! The workshop conversation: one linear list of messages per workbench, one job at a time,
 //! draft revisions per message, rewind, regenerate and model switches.
 //!
-//! Every change here is one transaction (see [`Tx`]) committed before it returns, so a message,
+//! Every change here is one transaction (see [`Tx`]), committed by the DraftStore before it
+//! answers, so a message,
 //! its job record, its draft revision and the events that accompany them survive a crash
 //! together or not at all.
 
@@ -210,7 +211,6 @@ impl Workbenches {
             tx.set_state(workbench, &state)?;
             Ok(Accepted::New(record))
         })?;
-        self.storage.commit()?;
         Ok(accepted)
     }
 
@@ -255,7 +255,6 @@ impl Workbenches {
             };
             tx.append(workbench, &mut state, message).map(Some)
         })?;
-        self.storage.commit()?;
         Ok(appended)
     }
 
@@ -270,7 +269,7 @@ impl Workbenches {
             state.running_job = Some(job_id.to_string());
             tx.set_state(workbench, &state)
         })?;
-        self.storage.commit()
+        Ok(())
     }
 
     /// Discards every message after `message_id` and restores the draft to its revision at that
@@ -312,7 +311,6 @@ impl Workbenches {
                 event_id: recorded.id,
             })
         })?;
-        self.storage.commit()?;
         Ok(rewound)
     }
 
@@ -469,7 +467,6 @@ impl Workbenches {
                 },
             ))
         })?;
-        self.storage.commit()?;
         Ok(result)
     }
 
@@ -495,7 +492,6 @@ impl Workbenches {
                 event_id: recorded.id,
             })
         })?;
-        self.storage.commit()?;
         Ok(set)
     }
 
@@ -517,7 +513,6 @@ impl Workbenches {
             };
             tx.append(workbench, &mut state, NewMessage::system(event, summary))
         })?;
-        self.storage.commit()?;
         Ok(recorded)
     }
 

@@ -2,8 +2,9 @@
 //! it: the conversation, draft revisions, checkpoints.
 //!
 //! Published, draft and checkpoints are manifests (`path → entry`). Publish, discard, draft
-//! writes and every workshop change are single sled transactions followed by a commit, so each
-//! is atomic and durable.
+//! writes and every workshop change are single sled transactions, each committed by the
+//! DraftStore (through its [`Store`](crate::storage::Store)) before it answers, so each is
+//! atomic and durable. Nothing here commits of its own.
 //!
 //! - `tx`: the transaction over manifests, records, workshop and jobs, and the workshop keys.
 //! - `conversation`: messages, one job at a time, rewind, regenerate, model switches.
@@ -36,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use crate::blobs::BlobDir;
 use crate::error::CoordinatorError;
 use crate::storage::txn::{abort, flatten};
-use crate::storage::{self, Storage, trees};
+use crate::storage::{self, Records, Storage, trees};
 use atelier_transport::failpoint;
 
 /// A manifest: path → entry, ordered by path.
@@ -127,6 +128,12 @@ fn refuse_clashes(manifest: &Manifest, added: &[ManifestEntry]) -> Result<(), Co
     Ok(())
 }
 
+impl Records for Workbenches {
+    fn storage(&self) -> &Storage {
+        &self.storage
+    }
+}
+
 impl Workbenches {
     pub fn new(storage: Storage, blobs: BlobDir) -> Self {
         Self {
@@ -191,7 +198,6 @@ impl Workbenches {
         self.storage
             .tree(trees::MANIFESTS)?
             .insert(key(name, "published"), storage::encode(&Manifest::new())?)?;
-        self.storage.commit()?;
         self.info(name)
     }
 
@@ -220,7 +226,6 @@ impl Workbenches {
         self.storage
             .tree(trees::WORKBENCHES)?
             .insert(name.as_bytes(), storage::encode(&record)?)?;
-        self.storage.commit()?;
         self.info(name)
     }
 
@@ -262,7 +267,6 @@ impl Workbenches {
             tx::put(&tree, &key(workbench, "published"), &published)
         })
         .map_err(flatten)?;
-        self.storage.commit()?;
         self.list_files(workbench, View::Published)
     }
 
@@ -471,7 +475,7 @@ impl Workbenches {
 
     /// Applies an agent's change to the draft (creating it from published), once per call id:
     /// `files` are written, then `delete` paths removed, in one transaction that also records
-    /// the call's `output` for replays, committed before it returns.
+    /// the call's `output` for replays.
     pub fn write(
         &self,
         workbench: &str,
@@ -549,7 +553,6 @@ impl Workbenches {
         )
         .map_err(flatten)?;
         failpoint::hit("store_before_flush");
-        self.storage.commit()?;
         tracing::info!(
             workbench,
             call_id,

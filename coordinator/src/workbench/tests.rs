@@ -12,7 +12,7 @@ use atelier_messages::workshop::Regenerate;
 /// below also checks that the recorded writes reproduce the store.
 struct Fixture {
     _dir: tempfile::TempDir,
-    storage: Storage,
+    store: crate::storage::Store<Workbenches>,
     /// The store itself, read as a replica.
     stored: Replica,
     mirror: Replica,
@@ -58,7 +58,9 @@ impl Drop for Fixture {
         if std::thread::panicking() {
             return;
         }
-        self.storage.commit().unwrap_or_else(|e| panic!("{e}"));
+        self.store
+            .write_here(crate::storage::Durability::Commit, |_| Ok(()))
+            .unwrap_or_else(|e| panic!("{e}"));
         let stored = held(&self.stored);
         assert!(!stored.is_empty());
         assert_eq!(
@@ -81,10 +83,10 @@ fn fixture() -> (Fixture, Workbenches) {
     let stored = Replica::from_db(db.clone()).unwrap_or_else(|e| panic!("{e}"));
     let storage = Storage::replicated(db, crate::storage::Log::new(sink));
     let blobs = BlobDir::open(dir.path().join("blobs")).unwrap_or_else(|e| panic!("{e}"));
-    let workbenches = Workbenches::new(storage.clone(), blobs);
+    let workbenches = Workbenches::new(storage, blobs);
     let fixture = Fixture {
         _dir: dir,
-        storage,
+        store: crate::storage::Store::new(workbenches.clone()),
         stored,
         mirror,
     };
