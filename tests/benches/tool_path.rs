@@ -5,7 +5,8 @@
 //! A job with a scripted model makes `CALLS` calls of one kind in one plan item (`BATCH` per
 //! model turn). Requests are counted by a client subscribed to `atelier.store.>` and
 //! `atelier.tool.>`; fsyncs by `strace -f -c` attached to the coordinator for the job; both
-//! minus the same job with no calls, divided by `CALLS`. Latency is each call's `tool_complete`
+//! minus the same job with no calls, divided by `CALLS` (strace's seccomp filter stops the
+//! coordinator only on those calls, not on every system call). Latency is each call's `tool_complete`
 //! `elapsed_us` (the orchestrator's dispatch to result in hand, store write included).
 //!
 //! Run: `cargo build --release --bin atelier && cargo bench -p atelier-tests --bench tool_path`
@@ -76,6 +77,9 @@ impl FsyncCounter {
     fn attach(pid: u32, output: std::path::PathBuf) -> Self {
         let child = Command::new("strace")
             .args([
+                // Only the counted calls stop the coordinator (seccomp filter): stopping it on
+                // every system call, as plain `strace -f` does, slows the path being timed.
+                "--seccomp-bpf",
                 "-f",
                 "-c",
                 "-e",

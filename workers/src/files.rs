@@ -157,37 +157,57 @@ impl FileAccess {
         workbench: Option<&str>,
         entry: &ManifestEntry,
     ) -> Result<PathBuf, ErrorBody> {
-        let relative = blob_relative(&entry.digest)?;
-        // Small blobs are only a cache in the shared directory (their durable copy is in the
-        // coordinator's database): a file of the wrong size is fetched from the store instead.
-        if let Some(shared) = self.blob_dir.as_ref().map(|dir| dir.join(&relative))
-            && has_size(&shared, entry.size).await
-        {
-            return Ok(shared);
+        let copies = self.copies(entry)?;
+        let cached = copies.cached.clone();
+        if let Ok(Some(found)) = on_disk(move || Ok(copies.find())).await {
+            return Ok(found);
         }
-        let cached = self.blob_cache.join(&relative);
-        if has_size(&cached, entry.size).await {
-            touch(&cached).await;
-            return Ok(cached);
-        }
-        self.fetch_blob(workbench, entry, &cached).await?;
-        self.evict_beyond_bound(&cached).await;
-        Ok(cached)
+        self.fetch(workbench, entry, &cached).await
     }
 
-    /// The content of `workbench`'s file `entry`.
+    /// The content of `workbench`'s file `entry`: a copy on disk is found and read in one
+    /// blocking call (each would cost a thread hand-off), else it is fetched from the store.
     pub(crate) async fn read(
         &self,
         workbench: Option<&str>,
         entry: &ManifestEntry,
     ) -> Result<Vec<u8>, ErrorBody> {
-        let local = self.local_path(workbench, entry).await?;
-        tokio::fs::read(&local).await.map_err(|e| {
+        let unreadable = |e: std::io::Error| {
             ErrorBody::new(
                 ErrorCode::FileReadFailed,
                 format!("cannot read {}: {e}", entry.path),
             )
+        };
+        let copies = self.copies(entry)?;
+        let cached = copies.cached.clone();
+        let found = on_disk(move || copies.find().map(std::fs::read).transpose()).await;
+        if let Some(bytes) = found.map_err(unreadable)? {
+            return Ok(bytes);
+        }
+        let fetched = self.fetch(workbench, entry, &cached).await?;
+        tokio::fs::read(&fetched).await.map_err(unreadable)
+    }
+
+    /// Where a copy of `entry`'s content may be on this machine.
+    fn copies(&self, entry: &ManifestEntry) -> Result<LocalCopies, ErrorBody> {
+        let relative = blob_relative(&entry.digest)?;
+        Ok(LocalCopies {
+            shared: self.blob_dir.as_ref().map(|dir| dir.join(&relative)),
+            cached: self.blob_cache.join(&relative),
+            size: entry.size,
         })
+    }
+
+    /// Fetches `entry` from the store into the cache at `cached` and keeps the cache bounded.
+    async fn fetch(
+        &self,
+        workbench: Option<&str>,
+        entry: &ManifestEntry,
+        cached: &Path,
+    ) -> Result<PathBuf, ErrorBody> {
+        self.fetch_blob(workbench, entry, cached).await?;
+        self.evict_beyond_bound(cached).await;
+        Ok(cached.to_path_buf())
     }
 
     /// Fetches a blob into `target`: a small one whole, a large one in pieces, from the store.
@@ -386,10 +406,40 @@ pub(crate) fn evict_oldest(
     Ok(evicted)
 }
 
-/// Marks a cached blob as just used (its modification time orders eviction).
-async fn touch(path: &Path) {
-    let path = path.to_path_buf();
-    let _ = tokio::task::spawn_blocking(move || mark_used(&path)).await;
+/// The places a copy of a file's content may be on this machine.
+struct LocalCopies {
+    /// The coordinator's blob directory, when it is shared with this worker.
+    shared: Option<PathBuf>,
+    /// This worker's cache of fetched blobs.
+    cached: PathBuf,
+    size: u64,
+}
+
+impl LocalCopies {
+    /// The copy to read, if one is here (blocking). Small blobs are only a cache in the
+    /// shared directory (their durable copy is in the coordinator's database): a file of the
+    /// wrong size is fetched from the store instead. A cached copy found is marked used.
+    fn find(self) -> Option<PathBuf> {
+        let has_size =
+            |path: &Path| std::fs::metadata(path).is_ok_and(|meta| meta.len() == self.size);
+        if let Some(shared) = self.shared.filter(|shared| has_size(shared)) {
+            return Some(shared);
+        }
+        if !has_size(&self.cached) {
+            return None;
+        }
+        let _ = mark_used(&self.cached);
+        Some(self.cached)
+    }
+}
+
+/// Runs local file work on the blocking threads.
+async fn on_disk<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 /// Writes `content` to `target` through a file beside it, so no reader sees it half written
@@ -420,12 +470,6 @@ fn store_failure(code: ErrorCode, error: ErrorBody) -> ErrorBody {
         ),
         _ => error,
     }
-}
-
-async fn has_size(path: &Path, size: u64) -> bool {
-    tokio::fs::metadata(path)
-        .await
-        .is_ok_and(|meta| meta.len() == size)
 }
 
 #[cfg(test)]
