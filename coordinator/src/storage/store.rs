@@ -73,9 +73,10 @@ impl<R: Records> Store<R> {
             .map_err(ErrorBody::from)
     }
 
-    /// [`Store::write`] on this thread, which must not be a runtime worker (the actor that
-    /// orders a shard's workbench changes runs them on a storage thread of its own).
-    pub(crate) fn write_here<T>(
+    /// [`Store::write`] on this thread, which must not be a runtime worker: the actor that
+    /// orders a shard's workbench changes runs them on a storage thread of its own, and a tool
+    /// or benchmark with no runtime may call it.
+    pub fn write_here<T>(
         &self,
         durability: Durability,
         write: impl FnOnce(&R) -> Result<T, CoordinatorError>,
