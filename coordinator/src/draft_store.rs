@@ -2,9 +2,9 @@
 //!
 //! Changes (create, add, publish, discard, draft writes) are serialized through the actor's
 //! mailbox, so a publish never interleaves with a draft write; each runs on a storage thread,
-//! since sled and file I/O block, and is committed before it answers. Reads (listings, file contents, diffs) are snapshots of
-//! manifests that changes swap atomically, so the handle runs them on the blocking pool
-//! directly instead of queueing them behind writes.
+//! since sled and file I/O block, and is committed before it answers. Reads (listings, file
+//! contents, diffs) are snapshots of manifests that changes swap atomically, so the handle runs
+//! them on a storage thread directly instead of queueing them behind writes.
 //!
 //! Files too large to travel inline arrive in pieces (`atelier.store.upload`, [`crate::pieces`]):
 //! the handle takes each into the blob directory once its digest checks, and a change that

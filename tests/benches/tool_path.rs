@@ -6,8 +6,9 @@
 //! model turn). Requests are counted by a client subscribed to `atelier.store.>` and
 //! `atelier.tool.>`; fsyncs by `strace -f -c` attached to the coordinator for the job; both
 //! minus the same job with no calls, divided by `CALLS` (strace's seccomp filter stops the
-//! coordinator only on those calls, not on every system call). Latency is each call's `tool_complete`
-//! `elapsed_us` (the orchestrator's dispatch to result in hand, store write included).
+//! coordinator only on those calls, not on every system call). Latency is each call's
+//! `tool_complete` `elapsed_us` (the orchestrator's dispatch to result in hand, store write
+//! included).
 //!
 //! Run: `cargo build --release --bin atelier && cargo bench -p atelier-tests --bench tool_path`
 //! (needs `strace`; numbers in docs/benchmarks.md).

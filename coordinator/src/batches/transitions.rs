@@ -54,8 +54,8 @@ fn finished(target: &mut TargetRecord, end: &TargetEnd) -> Option<TargetState> {
 }
 
 impl Batches {
-    /// Changes one target and the batch's counts together. `change` sees the target and returns its new state, or `None` to leave everything as it
-    /// was.
+    /// Changes one target and the batch's counts together. `change` sees the target and
+    /// returns its new state, or `None` to leave everything as it was.
     pub(super) fn change_target(
         &self,
         batch_id: &str,

@@ -62,7 +62,7 @@ impl<R: Records> Store<R> {
     }
 
     /// Runs a write as durably as `durability` says.
-    pub async fn write<T: Send + 'static>(
+    async fn write<T: Send + 'static>(
         &self,
         durability: Durability,
         write: impl FnOnce(&R) -> Result<T, CoordinatorError> + Send + 'static,
