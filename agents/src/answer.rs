@@ -29,13 +29,13 @@ pub enum AnswerShape {
     /// A plan: items with a label, a description and the files they write; or, when
     /// `no_change` is allowed, the reason nothing needs to change. `targets`, when not empty,
     /// are the only files an item may name (the files the request names that the workbench
-    /// does not have: a small model otherwise names the file it reads). `tables`: the
-    /// workbench's tables, one of which a computed target's source names
+    /// does not have: a small model otherwise names the file it reads). `sources`: the
+    /// workbench's tables and text files, one of which a computed target's source names
     /// ([`crate::contract::target_schema`]).
     Plan {
         no_change: bool,
         targets: Vec<String>,
-        tables: Vec<String>,
+        sources: Vec<String>,
     },
     /// An item's result: done (with a one-line result), failed (with the reason), or, when
     /// `no_change` is allowed, no change needed (with why).
@@ -50,8 +50,8 @@ impl AnswerShape {
             AnswerShape::Plan {
                 no_change,
                 targets,
-                tables,
-            } => Some(plan_schema(*no_change, targets, tables)),
+                sources,
+            } => Some(plan_schema(*no_change, targets, sources)),
             AnswerShape::ItemResult { no_change } => Some(item_result_schema(*no_change)),
         }
     }
@@ -86,13 +86,13 @@ fn bounded_string() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": MAX_FIELD_CHARS})
 }
 
-fn plan_schema(no_change: bool, targets: &[String], tables: &[String]) -> Value {
+fn plan_schema(no_change: bool, targets: &[String], sources: &[String]) -> Value {
     let path = if targets.is_empty() {
         bounded_string()
     } else {
         json!({"type": "string", "enum": targets})
     };
-    let target = crate::contract::target_schema(path, tables);
+    let target = crate::contract::target_schema(path, sources);
     let item = json!({
         "type": "object",
         "properties": {
@@ -225,7 +225,7 @@ mod tests {
         let shape = AnswerShape::Plan {
             no_change: false,
             targets: Vec::new(),
-            tables: Vec::new(),
+            sources: Vec::new(),
         };
         let answer = r#"{"items": [
             {"label": "Count rows", "description": "table_query on penguins.csv", "targets": []},
@@ -261,7 +261,7 @@ mod tests {
         let refused = AnswerShape::Plan {
             no_change: false,
             targets: Vec::new(),
-            tables: Vec::new(),
+            sources: Vec::new(),
         }
         .schema()
         .expect("schema");
@@ -271,7 +271,7 @@ mod tests {
         let allowed = AnswerShape::Plan {
             no_change: true,
             targets: Vec::new(),
-            tables: Vec::new(),
+            sources: Vec::new(),
         }
         .schema()
         .expect("schema");
@@ -280,7 +280,7 @@ mod tests {
             AnswerShape::Plan {
                 no_change: true,
                 targets: Vec::new(),
-                tables: Vec::new(),
+                sources: Vec::new(),
             }
             .to_text(r#"{"no_change": "It has 344 rows."}"#)
             .as_deref(),
@@ -302,11 +302,11 @@ mod tests {
         );
         assert_eq!(AnswerShape::Text.schema(), None);
         // The files the request names are the only targets an item may name.
-        // A computed target names its source, one of the workbench's tables, when it has any.
+        // A computed target names its source, one of the workbench's sources, when it has any.
         let bound = AnswerShape::Plan {
             no_change: false,
             targets: vec!["count.txt".into()],
-            tables: vec!["penguins.csv".into()],
+            sources: vec!["penguins.csv".into()],
         }
         .schema()
         .expect("schema");
@@ -370,7 +370,7 @@ mod tests {
             AnswerShape::Plan {
                 no_change: false,
                 targets: Vec::new(),
-                tables: Vec::new(),
+                sources: Vec::new(),
             },
             AnswerShape::ItemResult { no_change: false },
         ] {

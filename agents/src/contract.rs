@@ -171,15 +171,16 @@ pub fn from_json(target: &Value) -> Option<Contract> {
 
 /// The JSON schema of a schema-bound plan's target object; `path` is `path_schema`. Each kind
 /// has its own object, with only the fields it can use (`count` on a list, `columns` on a
-/// table, `touches` on an edit). When the workbench has tables (`tables`), a number, list or
-/// table must name its source, one of those tables and a query: a figure computed from data
-/// says where it comes from, so the engine can check it.
-pub fn target_schema(path_schema: Value, tables: &[String]) -> Value {
+/// table, `touches` on an edit). When the workbench has files a source can name (`sources`:
+/// tables and text files, [`review::Sources`]), a number, list or table must name its source,
+/// one of those files and a query: a figure computed from data says where it comes from, so
+/// the engine can check it.
+pub fn target_schema(path_schema: Value, sources: &[String]) -> Value {
     let text = json!({"type": "string", "minLength": 1, "maxLength": 300});
-    let source_path = if tables.is_empty() {
+    let source_path = if sources.is_empty() {
         text.clone()
     } else {
-        json!({"type": "string", "enum": tables})
+        json!({"type": "string", "enum": sources})
     };
     let source = json!({
         "type": "object",
@@ -204,7 +205,7 @@ pub fn target_schema(path_schema: Value, tables: &[String]) -> Value {
         }
         if holds.computed() {
             properties.insert("source".into(), source.clone());
-            if !tables.is_empty() {
+            if !sources.is_empty() {
                 required.push("source");
             }
         }

@@ -482,6 +482,52 @@ async fn a_figure_under_a_text_contract_is_never_vouched_for() -> anyhow::Result
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_number_taken_from_prose_is_checked_against_the_texts_figures() -> anyhow::Result<()> {
+    // A workbench with a text file only: a sourceless number is told the text's figures as its
+    // source; one category's amount written where the sum was promised is told once, then the
+    // retry writes the sum the source gives.
+    let sourceless = json!({"content": "- [ ] 1. Add — the monthly amounts → total.txt\n  \
+        - total.txt: number"});
+    let sourced = json!({"content": "- [ ] 1. Add — the monthly amounts → total.txt\n  \
+        - total.txt: number from budget_notes.txt = SELECT sum(value) FROM figures"});
+    let script = script(json!({
+        "research": [{"content": "budget_notes.txt gives four amounts in EUR."}],
+        "plan": [sourceless, sourced],
+        "implement": {
+            "1": [write("total.txt", "500\n"), {"content": "Wrote it."}],
+            "1@retry": [write("total.txt", "3500\n"), {"content": "Wrote it."}]
+        },
+        "summary": [{"content": "The budget adds up to 3500 EUR."}]
+    }))?;
+    let model = ScriptedModel::start(script).await?;
+    let cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    let notes = atelier_tests::fixtures().join("keenbench/synthetic/budget_notes.txt");
+    cluster.cli_ok(&["wb", "add", "w", &notes.to_string_lossy()])?;
+    let request = "What does my budget come to per month? Save the sum of budget_notes.txt's \
+                   amounts in total.txt.";
+    let view = cluster.run_job("w", request, &model.model_spec(), &[])?;
+
+    let told = told_at_plan_turn(&model, 1);
+    assert!(
+        told.contains(
+            "total.txt: a number computed from the workbench's data names the query it comes \
+             from: end the line with `from FILE = SELECT … FROM figures`, FILE one of \
+             budget_notes.txt"
+        ),
+        "{told}: {view:?}"
+    );
+    assert!(
+        first_item_prompt(&model).contains("total.txt: the number 3500"),
+        "the item is told what its source gives"
+    );
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(view.items[0].attempts, 2, "500 was not done: {view:?}");
+    assert_eq!(draft_text(&cluster, "total.txt")?, "3500\n");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_table_declared_as_text_is_told_at_the_plan_and_not_done() -> anyhow::Result<()> {
     // A .csv is a table: declared `text`, its rows would go unchecked (the small model copied
     // all 344 rows where three were asked for).

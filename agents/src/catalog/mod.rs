@@ -86,6 +86,8 @@ pub fn implement_tools() -> Vec<ToolSpec> {
 
 /// The extensions whose files the tabular tools read.
 const TABLE_EXTENSIONS: &[&str] = &["csv", "tsv", "xlsx", "xlsm", "xls", "ods"];
+/// The text files whose figures `table_query` reads as table `figures`.
+const TEXT_SOURCE_EXTENSIONS: &[&str] = &["txt", "md"];
 /// The extensions of workbooks.
 const WORKBOOK_EXTENSIONS: &[&str] = &["xlsx", "xlsm", "xls", "ods"];
 
@@ -139,10 +141,23 @@ pub fn tables(paths: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The text files among `paths` whose figures a source query reads (`.txt`, `.md`).
+pub fn texts(paths: &[String]) -> Vec<String> {
+    paths
+        .iter()
+        .filter(|path| has_extension(path, TEXT_SOURCE_EXTENSIONS))
+        .cloned()
+        .collect()
+}
+
 /// True when `path` is a file the tabular tools read (by its extension).
 pub fn is_table(path: &str) -> bool {
+    has_extension(path, TABLE_EXTENSIONS)
+}
+
+fn has_extension(path: &str, extensions: &[&str]) -> bool {
     path.rsplit_once('.')
-        .is_some_and(|(_, ext)| TABLE_EXTENSIONS.contains(&ext.to_lowercase().as_str()))
+        .is_some_and(|(_, ext)| extensions.contains(&ext.to_lowercase().as_str()))
 }
 
 /// True when `spec` can read `path`: the tabular tools read tables only, the other reading

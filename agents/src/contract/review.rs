@@ -11,14 +11,73 @@ use atelier_messages::contract::{Contract, Holds};
 use atelier_messages::path::kind_of;
 
 use super::Rows;
+use crate::catalog;
 
 /// The workbench's files as a contract is reviewed against them.
 #[derive(Debug, Clone, Copy)]
 pub struct Workbench<'a> {
     /// Every file's path.
     pub files: &'a [String],
-    /// The files `table_query` reads (a source names one of them).
-    pub tables: &'a [String],
+    /// The files a source names.
+    pub sources: &'a Sources,
+}
+
+/// The files a contract's source can name: tables, whose rows a source query reads as `data`,
+/// and text files, whose figures it reads as `figures` (every number in the text, one row
+/// each: line, label, value, unit). A number taken from prose is then checked like one
+/// computed from a table.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sources {
+    pub tables: Vec<String>,
+    pub texts: Vec<String>,
+}
+
+impl Sources {
+    /// The sources among a workbench's `paths`.
+    pub fn of(paths: &[String]) -> Self {
+        Self {
+            tables: catalog::tables(paths),
+            texts: catalog::texts(paths),
+        }
+    }
+
+    /// Every source's path: the tables, then the text files.
+    pub fn paths(&self) -> Vec<String> {
+        self.tables.iter().chain(&self.texts).cloned().collect()
+    }
+
+    fn contains(&self, path: &str) -> bool {
+        self.tables
+            .iter()
+            .chain(&self.texts)
+            .any(|source| source == path)
+    }
+
+    /// True when a file other than `target` is a source (a file is not its own).
+    pub fn besides(&self, target: &str) -> bool {
+        self.tables
+            .iter()
+            .chain(&self.texts)
+            .any(|source| source != target)
+    }
+
+    /// How a contract line names its source from these files.
+    fn forms(&self) -> String {
+        let table = format!(
+            "`from TABLE = SELECT … FROM data`, TABLE one of {}",
+            self.tables.join(", ")
+        );
+        let text = format!(
+            "`from FILE = SELECT … FROM figures`, FILE one of {} (the text's numbers, one row \
+             each: line, label, value, unit)",
+            self.texts.join(", ")
+        );
+        match (self.tables.is_empty(), self.texts.is_empty()) {
+            (false, true) => table,
+            (true, false) => text,
+            _ => format!("{table}, or {text}"),
+        }
+    }
 }
 
 /// What is wrong with `contract`'s form, when something is; its source query is run
@@ -51,7 +110,7 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
             contract.columns.join(", ")
         ));
     }
-    if let Some(problem) = unchecked(contract, workbench.tables) {
+    if let Some(problem) = unchecked(contract, workbench.sources) {
         return Some(problem);
     }
     if let Some(source) = &contract.source {
@@ -60,11 +119,11 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
                 "a {holds} has no source; a number, a list or a table does"
             ));
         }
-        if !workbench.tables.contains(&source.path) {
+        if !workbench.sources.contains(&source.path) {
             return Some(format!(
-                "its source {} is not a table of the workbench ({})",
+                "its source {} is not a table or text file of the workbench ({})",
                 source.path,
-                shown_list(workbench.tables)
+                shown_list(&workbench.sources.paths())
             ));
         }
     }
@@ -72,27 +131,27 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
 }
 
 /// Why the content `contract` promises could not be checked, whatever is written: a number,
-/// list or table computed from the workbench's `tables` without the query it comes from, or
+/// list or table computed from the workbench's `sources` without the query it comes from, or
 /// a delimited table (`.csv`, `.tsv`) declared as text. The plan's review tells the model;
 /// when the item ends such a target is not done.
-pub fn unchecked(contract: &Contract, tables: &[String]) -> Option<String> {
+pub fn unchecked(contract: &Contract, sources: &Sources) -> Option<String> {
     let holds = contract.holds;
     if holds == Holds::Text && kind_of(&contract.path) == "csv" {
         return Some(format!(
             "{} is a delimited table, not text: declare it a `table` with its columns{}",
             contract.path,
-            if tables.is_empty() {
+            if sources.tables.is_empty() {
                 String::new()
             } else {
                 " and the query its rows come from".to_string()
             }
         ));
     }
-    if holds.computed() && contract.source.is_none() && !tables.is_empty() {
+    if holds.computed() && contract.source.is_none() && sources.besides(&contract.path) {
         return Some(format!(
             "a {holds} computed from the workbench's data names the query it comes from: end \
-             the line with `from TABLE = SELECT … FROM data`, TABLE one of {}",
-            shown_list(tables)
+             the line with {}",
+            sources.forms()
         ));
     }
     None
@@ -145,13 +204,12 @@ mod tests {
 
     fn review(line: &str) -> Option<String> {
         let files = ["penguins.csv".to_string(), "notes.txt".to_string()];
-        let tables = ["penguins.csv".to_string()];
         let contract = parse_line(line).expect("a contract line");
         problem(
             &contract,
             Workbench {
                 files: &files,
-                tables: &tables,
+                sources: &Sources::of(&files),
             },
         )
     }
@@ -192,7 +250,11 @@ mod tests {
             ("gone.txt: absent", "a file the workbench has"),
             (
                 "total.txt: number from other.csv = SELECT 1",
-                "not a table of the workbench",
+                "not a table or text file of the workbench (penguins.csv, notes.txt)",
+            ),
+            (
+                "total.txt: number",
+                "or `from FILE = SELECT … FROM figures`, FILE one of notes.txt",
             ),
             (
                 "report.md: text from penguins.csv = SELECT 1",
@@ -207,14 +269,36 @@ mod tests {
     }
 
     #[test]
-    fn without_tables_a_number_needs_no_source() {
+    fn a_number_needs_a_source_when_a_file_other_than_its_own_can_give_one() {
         let contract = parse_line("total.txt: number").expect("a contract line");
-        let none: [String; 0] = [];
-        let workbench = Workbench {
-            files: &none,
-            tables: &none,
+        let reviewed = |paths: &[&str]| {
+            let files: Vec<String> = paths.iter().map(|path| path.to_string()).collect();
+            problem(
+                &contract,
+                Workbench {
+                    files: &files,
+                    sources: &Sources::of(&files),
+                },
+            )
         };
-        assert_eq!(problem(&contract, workbench), None);
+        assert_eq!(reviewed(&[]), None);
+        assert_eq!(reviewed(&["total.txt", "deck.pptx"]), None);
+        let from_prose = reviewed(&["budget_notes.txt"]).unwrap_or_default();
+        assert!(
+            from_prose
+                .contains("`from FILE = SELECT … FROM figures`, FILE one of budget_notes.txt")
+                && !from_prose.contains("FROM data"),
+            "{from_prose}"
+        );
+        let sourced =
+            parse_line("total.txt: number from budget_notes.txt = SELECT sum(value) FROM figures")
+                .expect("a contract line");
+        let files = ["budget_notes.txt".to_string()];
+        let workbench = Workbench {
+            files: &files,
+            sources: &Sources::of(&files),
+        };
+        assert_eq!(problem(&sourced, workbench), None);
     }
 
     #[test]

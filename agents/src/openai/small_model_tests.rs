@@ -92,7 +92,7 @@ fn plan_request() -> ModelRequest {
         answer: AnswerShape::Plan {
             no_change: false,
             targets: Vec::new(),
-            tables: Vec::new(),
+            sources: Vec::new(),
         },
     }
 }

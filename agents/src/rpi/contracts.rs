@@ -34,7 +34,8 @@ use super::driver::Driver;
 use crate::AgentError;
 use crate::catalog;
 use crate::contract::cells::{self, Cells};
-use crate::contract::{self, NamedSource, Rows, review};
+use crate::contract::review::{self, Sources};
+use crate::contract::{self, NamedSource, Rows};
 use crate::request;
 
 /// The start of every reason a broken contract gives (a retry after one is the last).
@@ -76,8 +77,8 @@ pub(super) type WorkbooksBefore = BTreeMap<String, Workbook>;
 pub(super) struct ItemBefore<'a> {
     /// The workbooks its edit contracts name.
     pub workbooks: &'a WorkbooksBefore,
-    /// The files `table_query` reads.
-    pub tables: &'a [String],
+    /// The files a contract's source names.
+    pub sources: &'a Sources,
 }
 
 /// What checking an item's contracts found.
@@ -158,7 +159,7 @@ impl Driver<'_> {
                     .await?
                     .map(Broken::Differs)
             } else {
-                self.check_one(contract, &prefix, changed, start.tables)
+                self.check_one(contract, &prefix, changed, start.sources)
                     .await?
             };
             let why = match broken {
@@ -180,7 +181,7 @@ impl Driver<'_> {
         contract: &Contract,
         prefix: &str,
         changed: &[String],
-        tables: &[String],
+        sources: &Sources,
     ) -> Result<Option<Broken>, AgentError> {
         let differs = |why: &str| Ok(Some(Broken::Differs(why.to_string())));
         if !changed.contains(&contract.path) {
@@ -195,7 +196,7 @@ impl Driver<'_> {
                 Ok(None)
             };
         }
-        if let Some(problem) = review::unchecked(contract, tables) {
+        if let Some(problem) = review::unchecked(contract, sources) {
             return Ok(Some(Broken::uncheckable(problem)));
         }
         if contract.holds == Holds::Edit || !is_text(&contract.path) {
@@ -204,7 +205,7 @@ impl Driver<'_> {
         let Some(content) = self.read_back(&contract.path, prefix).await? else {
             return differs("it is not in the draft");
         };
-        if !tables.is_empty()
+        if sources.besides(&contract.path)
             && let Some(problem) = contract::figures_as_text(contract, &content, &self.job.message)
         {
             return Ok(Some(Broken::uncheckable(problem)));

@@ -22,6 +22,7 @@ use super::types::RpiState;
 use crate::AgentError;
 use crate::answer::AnswerShape;
 use crate::catalog::{self, ToolSpec};
+use crate::contract::review::Sources;
 use crate::plan;
 use crate::provider::{ChatMessage, ModelRequest, ToolChoice};
 
@@ -135,16 +136,26 @@ impl Driver<'_> {
         let asks_for = state.asks_for.clone();
         // The answer-only way out is offered to a question only (a plan may still declare it).
         let asks_question = crate::request::asks_a_question(&self.job.message);
+        let sources = Sources::of(&paths);
+        let texts = !sources.texts.is_empty();
         let answer = AnswerShape::Plan {
             no_change: asks_for.is_none() && asks_question,
             targets: state.requested_files.clone(),
-            tables: catalog::tables(&paths),
+            sources: sources.paths(),
         };
         let end = self
             .single_phase_loop(
                 state,
                 Phase::Plan,
-                |manifest| prompts::plan(&research, manifest, asks_for.as_deref(), asks_question),
+                |manifest| {
+                    prompts::plan(
+                        &research,
+                        manifest,
+                        asks_for.as_deref(),
+                        asks_question,
+                        texts,
+                    )
+                },
                 self.offered(Phase::Plan, catalog::plan_tools()).await?,
                 self.budgets.plan_turns,
                 Expect::Checklist,
@@ -473,7 +484,7 @@ impl Driver<'_> {
         let files: Vec<String> = attempt.before.files.keys().cloned().collect();
         let start = ItemBefore {
             workbooks: &attempt.before.workbooks,
-            tables: &catalog::tables(&files),
+            sources: &Sources::of(&files),
         };
         let checked = self
             .check_contracts(&item.contracts, &prefix, &changed, &start)

@@ -11,8 +11,7 @@ use atelier_messages::job::PlanItem;
 
 use super::driver::Driver;
 use crate::AgentError;
-use crate::catalog;
-use crate::contract::review::{self, Workbench};
+use crate::contract::review::{self, Sources, Workbench};
 use crate::plan;
 
 impl Driver<'_> {
@@ -31,10 +30,10 @@ impl Driver<'_> {
             return Ok(None);
         }
         let files = self.paths().await?;
-        let tables = catalog::tables(&files);
+        let sources = Sources::of(&files);
         let workbench = Workbench {
             files: &files,
-            tables: &tables,
+            sources: &sources,
         };
         let mut problems = Vec::new();
         for item in &items {
@@ -75,7 +74,8 @@ fn told(items: &[PlanItem], problems: &[String]) -> String {
          what each file holds):\n{}\nAnswer with the whole plan again ({} item{}), with each \
          contract line corrected: `  - file: KIND`, KIND one of number, list, table, text, \
          edit, absent; a number, list or table computed from a workbench table ends with \
-         `from TABLE = SELECT … FROM data`.",
+         `from TABLE = SELECT … FROM data`, from a text file with `from FILE = SELECT … FROM \
+         figures`.",
         problems.join("\n"),
         items.len(),
         if items.len() == 1 { "" } else { "s" },

@@ -188,13 +188,22 @@ const CONTRACT_FORM: &str = "`  - file: KIND`";
 /// prompt offers no way to answer that nothing needs to change (a small model copies such a
 /// way out, reason and all), and says the plan must write what the request asks for. The way
 /// out is offered only to a request that asks a question (`asks_question`,
-/// [`crate::request::asks_a_question`]).
+/// [`crate::request::asks_a_question`]). `texts`: the workbench has text files, whose figures
+/// a source query reads ([`crate::contract::review::Sources`]).
 pub(super) fn plan(
     research: &str,
     manifest: &str,
     asks_for: Option<&str>,
     asks_question: bool,
+    texts: bool,
 ) -> String {
+    let from_text = if texts {
+        "; one whose values come from a text file (.txt, .md) ends it with `from`, that file's \
+         path, `=` and a SELECT over `figures`, the text's numbers one row each (line, label, \
+         value, unit)"
+    } else {
+        ""
+    };
     let ending = match asks_for {
         Some(why) => format!(
             "The request asks for a file to be written or changed ({why}): the plan must hold \
@@ -218,8 +227,8 @@ pub(super) fn plan(
          parentheses), text, edit (an existing file changed in place; `at B2, Summary!C3` for \
          the cells it sets), absent (an existing file the item deletes or moves away); a \
          number, list or table whose values come from a workbench table ends its line with \
-         `from`, that table's path, `=` and the SELECT that gives them (the table is `data`). \
-         The engine runs those queries and checks the written files against these lines. Keep it short (1 to 8 \
+         `from`, that table's path, `=` and the SELECT that gives them (the table is \
+         `data`){from_text}. The engine runs those queries and checks the written files against these lines. Keep it short (1 to 8 \
          items); each item must be doable with the workbench tools. {ending}\n\n\
          Research notes:\n{research}\n\n{manifest}"
     )

@@ -267,7 +267,7 @@ mod tests {
         let plan = AnswerShape::Plan {
             no_change: false,
             targets: Vec::new(),
-            tables: Vec::new(),
+            sources: Vec::new(),
         };
         let compact = catalog_prompt(
             &tools,

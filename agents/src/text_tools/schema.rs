@@ -280,7 +280,7 @@ mod tests {
             &AnswerShape::Plan {
                 no_change: false,
                 targets: Vec::new(),
-                tables: Vec::new(),
+                sources: Vec::new(),
             },
         );
         let text = serde_json::to_string(&InRequiredOrder(format.clone())).expect("json");
@@ -341,7 +341,7 @@ mod tests {
         let plan = AnswerShape::Plan {
             no_change: false,
             targets: Vec::new(),
-            tables: Vec::new(),
+            sources: Vec::new(),
         };
         let format = response_format(&tools, ToolChoice::Auto, &plan);
         let shapes = format["json_schema"]["schema"]["anyOf"]

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::PROSE_SUFFIX;
 use crate::files::{Cached, Evicted, check_digest, evict_oldest};
 
 /// The extension of a cached database.
@@ -20,7 +21,8 @@ pub(super) fn evict_databases(root: &Path, bound: u64, keep: &Path) -> std::io::
             && path
                 .file_stem()
                 .and_then(|stem| stem.to_str())
-                .is_some_and(|stem| check_digest(stem).is_ok());
+                .map(|stem| stem.strip_suffix(PROSE_SUFFIX).unwrap_or(stem))
+                .is_some_and(|digest| check_digest(digest).is_ok());
         if !named_by_digest {
             continue;
         }

@@ -23,11 +23,11 @@ use atelier_messages::{ErrorBody, ErrorCode};
 use duckdb::{Config, Connection};
 use serde::{Deserialize, Serialize};
 
-use super::Limits;
 use super::dialect::{NumberFormat, detect_null_markers, detect_number_format, sample_values};
 use super::encoding::{self, Detected, WEAK_GUESS};
 use super::evict::{evict_databases, wal_of};
 use super::query::{is_out_of_memory, with_deadline};
+use super::{Limits, PROSE_SUFFIX, figures};
 use crate::files::{check_digest, mark_used, temp_path_for};
 
 /// Rows the pre-checks sample (dialect, number format, null markers); the final read's own
@@ -74,20 +74,31 @@ impl TableCache {
         }
     }
 
-    /// The database of the file at `csv` with content digest `digest`, ingested on first use.
-    pub(crate) fn database(&self, csv: &Path, digest: &str) -> Result<PathBuf, ErrorBody> {
+    /// The database of the file at `csv` with content digest `digest`, ingested on first use;
+    /// a `prose` file's holds its figures too, under its own name.
+    pub(crate) fn database(
+        &self,
+        csv: &Path,
+        digest: &str,
+        prose: bool,
+    ) -> Result<PathBuf, ErrorBody> {
         check_digest(digest)?;
-        let target = self.root.join(format!("{digest}.duckdb"));
+        let name = if prose {
+            format!("{digest}{PROSE_SUFFIX}")
+        } else {
+            digest.to_string()
+        };
+        let target = self.root.join(format!("{name}.duckdb"));
         if target.exists() {
             // Opened again: the least recently opened databases are evicted first.
             let _ = mark_used(&target);
             return Ok(target);
         }
-        let lock = self.lock_for(digest);
+        let lock = self.lock_for(&name);
         let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let _host_lock = self.host_lock(digest)?;
+        let _host_lock = self.host_lock(&name)?;
         if !target.exists() {
-            build(csv, &target, &self.limits)?;
+            build(csv, &target, &self.limits, prose)?;
             if let Err(error) = evict_databases(&self.root, self.limits.cache_bytes, &target) {
                 tracing::warn!(%error, "cannot evict cached table databases");
             }
@@ -172,7 +183,7 @@ impl Drop for Scratch {
     }
 }
 
-fn build(csv: &Path, target: &Path, limits: &Limits) -> Result<(), ErrorBody> {
+fn build(csv: &Path, target: &Path, limits: &Limits, prose: bool) -> Result<(), ErrorBody> {
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(cache_failed)?;
     }
@@ -188,7 +199,7 @@ fn build(csv: &Path, target: &Path, limits: &Limits) -> Result<(), ErrorBody> {
         replaced = encoding::transcode(csv, detected, &utf8)?;
         utf8
     };
-    let built = ingest(&source, &temp, detected, replaced, limits)
+    let built = ingest(&source, &temp, detected, replaced, limits, prose)
         .and_then(|()| std::fs::rename(&temp, target).map_err(cache_failed));
     tracing::info!(csv = %csv.display(), database = %target.display(), encoding = %detected.name(), ok = built.is_ok(), "ingested table");
     built
@@ -350,6 +361,7 @@ fn ingest(
     detected: Detected,
     replaced: u64,
     limits: &Limits,
+    prose: bool,
 ) -> Result<(), ErrorBody> {
     let config = Config::default()
         .max_memory(&limits.database_memory())
@@ -363,6 +375,9 @@ fn ingest(
             )
         })?;
     with_deadline(&conn, limits.ingest_timeout, || {
+        if prose {
+            load_figures(&conn, source)?;
+        }
         load(&conn, source, database, detected, replaced)
     })
     .map_err(|error| match error.code {
@@ -378,6 +393,17 @@ fn ingest(
         _ => error,
     })?;
     conn.close().map_err(|(_, e)| read_failed(source)(e))
+}
+
+/// Loads the figures of the text file `source` into the table `figures` of `conn`.
+fn load_figures(conn: &Connection, source: &Path) -> Result<(), ErrorBody> {
+    let file = File::open(source).map_err(|e| {
+        ErrorBody::new(
+            ErrorCode::FileReadFailed,
+            format!("cannot read {}: {e}", source.display()),
+        )
+    })?;
+    figures::create(conn, BufReader::new(file)).map_err(read_failed(source))
 }
 
 /// Loads `source` into the table `data` of `conn`.
@@ -573,7 +599,7 @@ mod tests {
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let (cache, csv, digest) = (cache.clone(), csv.clone(), digest.clone());
-                std::thread::spawn(move || cache.database(&csv, &digest))
+                std::thread::spawn(move || cache.database(&csv, &digest, false))
             })
             .collect();
         let paths: Vec<PathBuf> = handles
@@ -594,7 +620,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = TableCache::new(dir.path(), Limits::default());
         let missing = dir.path().join("missing.csv");
-        let err = cache.database(&missing, &"0".repeat(64)).unwrap_err();
+        let err = cache
+            .database(&missing, &"0".repeat(64), false)
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::FileReadFailed);
         let databases = std::fs::read_dir(dir.path().join("tabular"))
             .unwrap()

@@ -1,4 +1,5 @@
-//! The tabular engine: delimited text files (CSV, TSV, PSV, delimited TXT) as DuckDB table `data`.
+//! The tabular engine: delimited text files (CSV, TSV, PSV, delimited TXT) as DuckDB table `data`,
+//! and a text file's figures (`.txt`, `.md`) as table `figures` (see [`figures`]).
 //!
 //! Each file is ingested once per content digest (see [`ingest`]); every tool call then runs on a
 //! connection to that database opened read-only, with external access disabled, extension
@@ -14,6 +15,7 @@ mod dialect;
 mod encoding;
 mod evict;
 mod export;
+mod figures;
 mod ingest;
 mod map;
 mod matched;
@@ -142,6 +144,34 @@ pub(crate) struct CsvFile<'a> {
     pub(crate) digest: &'a str,
 }
 
+/// The extensions of text files whose figures are a table too (see [`figures`]).
+const PROSE_EXTENSIONS: &[&str] = &["txt", "md"];
+
+/// True for a text file whose figures are table `figures` beside `data` (by its extension).
+pub(crate) fn is_prose(path: &str) -> bool {
+    path.rsplit_once('.')
+        .is_some_and(|(_, ext)| PROSE_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
+}
+
+impl CsvFile<'_> {
+    fn is_prose(&self) -> bool {
+        is_prose(self.name)
+    }
+
+    /// The name of its cached database: a text file's is not shared with a delimited file of
+    /// the same bytes, which has no figures.
+    fn cache_key(&self) -> String {
+        if self.is_prose() {
+            format!("{}{PROSE_SUFFIX}", self.digest)
+        } else {
+            self.digest.to_string()
+        }
+    }
+}
+
+/// What a text file's cache key adds to its digest.
+const PROSE_SUFFIX: &str = ".text";
+
 /// What `table_export` should write.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ExportRequest<'a> {
@@ -263,8 +293,8 @@ impl TabularEngine {
         work: impl FnOnce(&Connection) -> Result<T, ErrorBody>,
     ) -> Result<T, ErrorBody> {
         let slot = self.slots.acquire();
-        let conn = self.open.connect(&slot, csv.digest, || {
-            let database = self.cache.database(csv.path, csv.digest)?;
+        let conn = self.open.connect(&slot, &csv.cache_key(), || {
+            let database = self.cache.database(csv.path, csv.digest, csv.is_prose())?;
             open_read_only(&database, &self.limits)
         })?;
         query::with_deadline(&conn, self.limits.timeout, || work(&conn))

@@ -14,7 +14,7 @@ use crate::args::Args;
 use crate::files::{self, ToolCall};
 use crate::tabular::{
     CellRef, CsvFile, DEFAULT_WINDOW_ROWS, ExportFormat, ExportRequest, MAX_WINDOW_ROWS,
-    TabularEngine, UpdateMode, UpdateRequest, Window,
+    TabularEngine, UpdateMode, UpdateRequest, Window, is_prose,
 };
 
 /// The most rows `table_read_rows` returns at once.
@@ -78,11 +78,11 @@ fn optional_bool(request: &ToolCall, tool: &str, name: &str) -> Result<Option<bo
     }
 }
 
-/// Whether the table tools read this file: CSV kinds (`.csv`, `.tsv`, `.psv`) and `.txt`
-/// files, whose table structure is then inferred (with caution metadata in the map).
+/// Whether the table tools read this file: CSV kinds (`.csv`, `.tsv`, `.psv`) and the text
+/// files whose figures are a table (`.txt`, `.md`), whose table structure is then inferred
+/// (with caution metadata in the map).
 fn is_table(entry: &ManifestEntry) -> bool {
-    entry.kind == "csv"
-        || (entry.kind == "text" && entry.path.to_ascii_lowercase().ends_with(".txt"))
+    entry.kind == "csv" || (entry.kind == "text" && is_prose(&entry.path))
 }
 
 /// The table file a call reads, on local disk.
@@ -151,7 +151,7 @@ impl Toolbox {
             return Err(ErrorBody::new(
                 ErrorCode::ValidationFailed,
                 format!(
-                    "table tools read delimited text tables (.csv, .tsv, .psv, .txt); {} is {}: use get_file_info or read_file instead",
+                    "table tools read delimited text tables (.csv, .tsv, .psv, .txt) and the figures of text files (.txt, .md); {} is {}: use get_file_info or read_file instead",
                     entry.path, entry.kind
                 ),
             ));

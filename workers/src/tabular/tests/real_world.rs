@@ -465,3 +465,60 @@ fn column_names(map: &Value) -> Vec<&Value> {
         .map(|c| &c["name"])
         .collect()
 }
+
+#[test]
+fn a_text_files_figures_are_a_table_beside_its_data() {
+    let fixture = Fixture::new();
+    let budget = corpus("keenbench/synthetic/budget_notes.txt");
+    let total = fixture
+        .query(&budget, "SELECT sum(value) FROM figures", 10, 0)
+        .unwrap();
+    assert_eq!(total.rows, vec![vec![json!(3500.0)]]);
+    let each = fixture
+        .query(&budget, "SELECT label, value, unit FROM figures", 10, 0)
+        .unwrap();
+    assert_eq!(
+        each.rows,
+        vec![
+            vec![json!("Entertainment"), json!(500.0), json!("EUR")],
+            vec![json!("Groceries"), json!(800.0), json!("EUR")],
+            vec![json!("Transport"), json!(200.0), json!("EUR")],
+            vec![json!("Bills"), json!(2000.0), json!("EUR")],
+        ]
+    );
+
+    let notes = fixture.csv(
+        "notes.md",
+        "# Q3\n\nRevenue grew by 15% to €1,250,000.\n\n| Team | Heads |\n|---|---|\n| Sales | 12 |\n"
+            .as_bytes(),
+    );
+    let found = fixture
+        .query(
+            &notes,
+            "SELECT line, label, value, unit FROM figures",
+            10,
+            0,
+        )
+        .unwrap();
+    assert_eq!(
+        found.rows,
+        vec![
+            vec![json!(3), json!("Revenue grew by"), json!(15.0), json!("%")],
+            vec![json!(3), json!("to"), json!(1_250_000.0), json!("€")],
+            vec![json!(7), json!("Sales"), json!(12.0), json!("")],
+        ]
+    );
+
+    // The same bytes as a delimited file are a table of rows, with no figures.
+    let bytes = std::fs::read(&budget.0).unwrap();
+    let as_csv = fixture.csv("budget.csv", &bytes);
+    let refused = fixture
+        .query(&as_csv, "SELECT sum(value) FROM figures", 10, 0)
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::ValidationFailed);
+    assert!(
+        fixture
+            .query(&budget, "SELECT count(*) FROM data", 10, 0)
+            .is_ok()
+    );
+}
