@@ -279,7 +279,7 @@ mod checks;
 mod grounded;
 pub mod review;
 
-pub use checks::{check, figures_as_text, parse_number, told};
+pub use checks::{check, check_sheets, figures_as_text, parse_number, told};
 pub use grounded::{NamedSource, shown_text, ungrounded_text};
 
 #[cfg(test)]

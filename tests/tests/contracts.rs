@@ -11,6 +11,7 @@ use atelier_messages::contract::Holds;
 use atelier_messages::job::{ItemStatus, JobState, JobView};
 use atelier_tests::Cluster;
 use atelier_tests::scripted::{Script, ScriptedModel};
+use calamine::{Data, DataType, Reader, Xlsx, open_workbook};
 use serde_json::{Value, json};
 
 fn script(value: Value) -> anyhow::Result<Script> {
@@ -524,6 +525,81 @@ async fn a_number_taken_from_prose_is_checked_against_the_texts_figures() -> any
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
     assert_eq!(view.items[0].attempts, 2, "500 was not done: {view:?}");
     assert_eq!(draft_text(&cluster, "total.txt")?, "3500\n");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_in_a_workbook_is_checked_against_its_source() -> anyhow::Result<()> {
+    // As the small model did: the whole file exported where a count per island was promised.
+    // The workbook's sheets are read back like a text file's lines: not done, told once; the
+    // retry exports the source's rows.
+    let plan = json!([{"content": "- [ ] 1. Count — penguins per island → summary.xlsx\n  \
+        - summary.xlsx: table (island, n) from penguins.csv = SELECT island, count(*) AS n FROM data GROUP BY island"}]);
+    let export = |query: Option<&str>| {
+        let mut arguments = json!({"path": "penguins.csv", "target_path": "summary.xlsx",
+            "sheet": "Summary", "mode": "replace_sheet"});
+        if let Some(query) = query {
+            arguments["query"] = json!(query);
+        }
+        json!({"tool_calls": [{"name": "table_update_from_export", "arguments": arguments}]})
+    };
+    let script = script(json!({
+        "research": [{"content": "penguins.csv has an island column."}],
+        "plan": plan,
+        "implement": {
+            "1": [export(None), {"content": "Exported."}],
+            "1@retry": [export(Some("SELECT island, count(*) AS n FROM data GROUP BY island ORDER BY island")),
+                        {"content": "Exported."}]
+        },
+        "summary": [{"content": "Counted."}]
+    }))?;
+    let (model, cluster, view) = run(
+        script,
+        "Count the penguins of each island into summary.xlsx.",
+    )
+    .await?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(view.items[0].attempts, 2, "{view:?}");
+    let retry = model
+        .requests()
+        .into_iter()
+        .filter(|request| request.phase == "implement")
+        .map(|request| request.body["messages"].to_string())
+        .find(|messages| messages.contains("breaks the plan's contract"))
+        .unwrap_or_default();
+    assert!(
+        retry.contains(
+            "summary.xlsx: no sheet holds it (sheet Summary: its header should be island, n"
+        ),
+        "{retry}"
+    );
+    let export = cluster.dir.path().join("export");
+    cluster.cli_ok(&[
+        "wb",
+        "export",
+        "w",
+        export.to_str().unwrap_or_default(),
+        "--draft",
+    ])?;
+    let mut workbook: Xlsx<_> = open_workbook(export.join("summary.xlsx"))?;
+    let rows: Vec<Vec<Data>> = workbook
+        .worksheet_range("Summary")?
+        .rows()
+        .map(<[Data]>::to_vec)
+        .collect();
+    let counts: Vec<(String, Option<f64>)> = rows
+        .iter()
+        .skip(1)
+        .map(|row| (row[0].to_string(), row[1].as_f64()))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![
+            ("Biscoe".to_string(), Some(168.0)),
+            ("Dream".to_string(), Some(124.0)),
+            ("Torgersen".to_string(), Some(52.0))
+        ]
+    );
     Ok(())
 }
 

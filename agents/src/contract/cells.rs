@@ -41,6 +41,52 @@ pub fn read_cells(result: &Value) -> Option<(String, BTreeMap<String, String>)> 
     Some((sheet, cells))
 }
 
+/// A sheet as rows of its cells' values (text; an empty cell is empty), from its range's
+/// corner, its empty rows left out; `complete` when `read_file` read all of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SheetRows {
+    pub name: String,
+    pub rows: Vec<Vec<String>>,
+    pub complete: bool,
+}
+
+/// The values of one `read_file` result of a sheet (`{"sheet", "rows", "has_more"}`), as rows.
+pub fn sheet_rows(result: &Value) -> Option<SheetRows> {
+    let name = result.get("sheet")?.as_str()?.to_string();
+    let rows = result
+        .get("rows")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|row| {
+            let mut cells: Vec<String> = row
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|value| match value {
+                    Value::Null => String::new(),
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            while cells.last().is_some_and(String::is_empty) {
+                cells.pop();
+            }
+            cells
+        })
+        .filter(|cells| !cells.is_empty())
+        .collect();
+    let complete = !result
+        .get("has_more")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Some(SheetRows {
+        name,
+        rows,
+        complete,
+    })
+}
+
 /// The cells that differ between `before` and `after`, as `Sheet!B2`, sorted.
 pub fn changed_cells(before: &Cells, after: &Cells) -> Vec<String> {
     let empty = BTreeMap::new();

@@ -6,6 +6,7 @@ use atelier_messages::contract::{Contract, Holds};
 use serde_json::Value;
 
 use super::Rows;
+use super::cells::SheetRows;
 
 /// How many differing values a failed check names.
 const NAMED: usize = 5;
@@ -22,6 +23,87 @@ pub fn check(contract: &Contract, content: &str, source: Option<&Rows>) -> Resul
         Holds::Text if content.trim().is_empty() => Err("it is empty".to_string()),
         Holds::Text | Holds::Edit | Holds::Absent => Ok(()),
     }
+}
+
+/// Why a workbook target's `sheets` break `contract`, given its source's rows; `Ok` when one
+/// sheet holds it: a number is a cell of any sheet, a list a sheet's one column (under a
+/// header or not), a table a sheet's rows under its header row. A sheet `read_file` read only
+/// in part is held to its header and the rows read, not to the source's row count.
+pub fn check_sheets(
+    contract: &Contract,
+    sheets: &[SheetRows],
+    source: Option<&Rows>,
+) -> Result<(), String> {
+    if !contract.holds.computed() {
+        return Ok(());
+    }
+    if contract.holds == Holds::Number {
+        return sheets_number(sheets, source);
+    }
+    let mut why = Vec::new();
+    for sheet in sheets {
+        let source = source.filter(|_| sheet.complete);
+        let held = match contract.holds {
+            Holds::List => sheet_list(contract, sheet, source),
+            _ => match sheet.rows.split_first() {
+                Some((header, rows)) => compare_table(contract, header, rows, source),
+                None => Err("it is empty".to_string()),
+            },
+        };
+        match held {
+            Ok(()) => return Ok(()),
+            Err(reason) => why.push(format!("sheet {}: {reason}", sheet.name)),
+        }
+    }
+    if why.is_empty() {
+        return Err("it has no sheet the engine can read".to_string());
+    }
+    Err(format!("no sheet holds it ({})", why.join("; ")))
+}
+
+/// A list on a sheet: its rows of one cell, with or without the first as a header.
+fn sheet_list(contract: &Contract, sheet: &SheetRows, source: Option<&Rows>) -> Result<(), String> {
+    if let Some(row) = sheet.rows.iter().find(|row| row.len() > 1) {
+        return Err(format!(
+            "it should hold one value per row, and a row holds {}",
+            named(row)
+        ));
+    }
+    let values: Vec<&str> = sheet
+        .rows
+        .iter()
+        .filter_map(|row| row.first())
+        .map(|value| value.trim())
+        .collect();
+    let held = compare_list(contract, &values, source);
+    match values.split_first() {
+        Some((_, under_header)) if held.is_err() && !under_header.is_empty() => {
+            compare_list(contract, under_header, source).or(held)
+        }
+        _ => held,
+    }
+}
+
+/// A number in a workbook: a cell of one of its sheets holds the source's value (or any number
+/// without a source).
+fn sheets_number(sheets: &[SheetRows], source: Option<&Rows>) -> Result<(), String> {
+    let values = || sheets.iter().flat_map(|sheet| sheet.rows.iter().flatten());
+    let Some(rows) = source else {
+        return match values().any(|value| parse_number(value.trim()).is_some()) {
+            true => Ok(()),
+            false => Err("it should hold a number, and no cell of it is one".to_string()),
+        };
+    };
+    let Some(expected) = rows.rows.first().and_then(|row| row.first()) else {
+        return Err("its source query returned no row".to_string());
+    };
+    let wanted = shown(expected);
+    if values().any(|value| same_value(value, &wanted)) {
+        return Ok(());
+    }
+    Err(format!(
+        "no cell of it holds {wanted}, which its source query gives"
+    ))
 }
 
 /// Why a `text` target's `content` is figures the engine cannot check: every line of it is a
@@ -124,6 +206,15 @@ fn list(contract: &Contract, content: &str, source: Option<&Rows>) -> Result<(),
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .collect();
+    compare_list(contract, &written, source)
+}
+
+/// The values of a list (one per line, or one per row of a sheet) against the contract.
+fn compare_list(
+    contract: &Contract,
+    written: &[&str],
+    source: Option<&Rows>,
+) -> Result<(), String> {
     if written.is_empty() {
         return Err("it should hold a list, one value per line, and it is empty".to_string());
     }
@@ -148,7 +239,7 @@ fn list(contract: &Contract, content: &str, source: Option<&Rows>) -> Result<(),
         .source
         .as_ref()
         .is_some_and(|source| source.query.to_lowercase().contains("order by"));
-    compare_values(&written, &expected, ordered)
+    compare_values(written, &expected, ordered)
 }
 
 /// The written values against the source's: the same values (the same order when the query
@@ -198,6 +289,17 @@ fn table(contract: &Contract, content: &str, source: Option<&Rows>) -> Result<()
     };
     let delimiter = delimiter(header);
     let header = cells(header, delimiter);
+    let rows: Vec<Vec<String>> = lines.map(|line| cells(line, delimiter)).collect();
+    compare_table(contract, &header, &rows, source)
+}
+
+/// A table's header and rows (of a delimited file, or of a sheet) against the contract.
+fn compare_table(
+    contract: &Contract,
+    header: &[String],
+    rows: &[Vec<String>],
+    source: Option<&Rows>,
+) -> Result<(), String> {
     if !contract.columns.is_empty() {
         let same = header.len() == contract.columns.len()
             && header
@@ -212,7 +314,6 @@ fn table(contract: &Contract, content: &str, source: Option<&Rows>) -> Result<()
             ));
         }
     }
-    let rows: Vec<Vec<String>> = lines.map(|line| cells(line, delimiter)).collect();
     let Some(source) = source.filter(|rows| rows.complete) else {
         return Ok(());
     };
@@ -224,7 +325,7 @@ fn table(contract: &Contract, content: &str, source: Option<&Rows>) -> Result<()
         ));
     }
     let mut unmatched: Vec<&Vec<Value>> = source.rows.iter().collect();
-    for row in &rows {
+    for row in rows {
         let found = unmatched.iter().position(|wanted| {
             wanted.len() == row.len()
                 && wanted

@@ -131,8 +131,9 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
 }
 
 /// Why the content `contract` promises could not be checked, whatever is written: a number,
-/// list or table computed from the workbench's `sources` without the query it comes from, or
-/// a delimited table (`.csv`, `.tsv`) declared as text. The plan's review tells the model;
+/// list or table computed from the workbench's `sources` without the query it comes from, one
+/// in a document, a deck or a binary file (only text files and workbooks are read back as
+/// values), or a delimited table (`.csv`, `.tsv`) declared as text. The plan's review tells the model;
 /// when the item ends such a target is not done.
 pub fn unchecked(contract: &Contract, sources: &Sources) -> Option<String> {
     let holds = contract.holds;
@@ -145,6 +146,14 @@ pub fn unchecked(contract: &Contract, sources: &Sources) -> Option<String> {
             } else {
                 " and the query its rows come from".to_string()
             }
+        ));
+    }
+    if holds.computed() && matches!(kind_of(&contract.path), "docx" | "pptx" | "pdf" | "binary") {
+        return Some(format!(
+            "a {holds} in {} cannot be checked: the engine compares numbers, lists and tables \
+             in text files and workbooks; a document or a deck is `text` when new, `edit` when \
+             the workbench has it",
+            contract.path
         ));
     }
     if holds.computed() && contract.source.is_none() && sources.besides(&contract.path) {
@@ -261,6 +270,10 @@ mod tests {
                 "a text has no source",
             ),
             ("stats.csv: text", "is a delimited table, not text"),
+            (
+                "report.docx: table from penguins.csv = SELECT island FROM data",
+                "a table in report.docx cannot be checked",
+            ),
         ];
         for (line, expected) in cases {
             let found = review(line).unwrap_or_default();

@@ -140,6 +140,93 @@ fn a_table_has_its_header_and_its_sources_rows() {
     assert!(value_wrong.contains("Dream, 120"), "{value_wrong}");
 }
 
+fn sheet(name: &str, rows: Value, complete: bool) -> cells::SheetRows {
+    let text = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    cells::SheetRows {
+        name: name.into(),
+        rows: rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row.as_array().unwrap().iter().map(text).collect())
+            .collect(),
+        complete,
+    }
+}
+
+#[test]
+fn a_workbooks_sheet_holds_a_table_a_list_or_a_number() {
+    let source = rows(json!([["Engineering", 3], ["Ops", 1]]));
+    let mut table = Contract::new("summary.xlsx", Holds::Table);
+    table.source = Some(Source {
+        path: "plan.csv".into(),
+        query: "SELECT Department, count(*) FROM data GROUP BY 1".into(),
+    });
+    let counted = sheet(
+        "Summary",
+        json!([
+            ["Department", "milestones"],
+            ["Ops", 1.0],
+            ["Engineering", 3]
+        ]),
+        true,
+    );
+    // The whole source file exported instead: six columns where two were promised.
+    let exported = sheet(
+        "Sheet1",
+        json!([
+            ["Milestone", "Department", "Owner"],
+            ["Beta", "Engineering", "Ana"]
+        ]),
+        true,
+    );
+    assert_eq!(
+        check_sheets(&table, &[exported.clone(), counted], Some(&source)),
+        Ok(())
+    );
+    let wrong = check_sheets(&table, std::slice::from_ref(&exported), Some(&source)).unwrap_err();
+    assert!(
+        wrong.starts_with("no sheet holds it (sheet Sheet1: it holds 1 rows under its header"),
+        "{wrong}"
+    );
+    // A sheet read in part is held to the rows read.
+    let cut = sheet(
+        "Summary",
+        json!([["Department", "milestones"], ["Ops", 1]]),
+        false,
+    );
+    assert_eq!(check_sheets(&table, &[cut], Some(&source)), Ok(()));
+
+    let mut list = Contract::new("names.xlsx", Holds::List);
+    list.count = Some(2);
+    let names = sheet("Sheet1", json!([["island"], ["Biscoe"], ["Dream"]]), true);
+    assert_eq!(check_sheets(&list, &[names], None), Ok(()));
+    let two_columns = sheet("Sheet1", json!([["Biscoe", 1], ["Dream", 2]]), true);
+    assert!(check_sheets(&list, &[two_columns], None).is_err());
+
+    let mut number = Contract::new("total.xlsx", Holds::Number);
+    number.source = table.source.clone();
+    let total = sheet("Sheet1", json!([["Total", 4]]), true);
+    assert_eq!(
+        check_sheets(
+            &number,
+            std::slice::from_ref(&total),
+            Some(&rows(json!([[4]])))
+        ),
+        Ok(())
+    );
+    let other = check_sheets(&number, &[total], Some(&rows(json!([[5]])))).unwrap_err();
+    assert!(other.contains("no cell of it holds 5"), "{other}");
+    // Text and edits are not read as values.
+    assert_eq!(
+        check_sheets(&Contract::new("a.xlsx", Holds::Edit), &[], None),
+        Ok(())
+    );
+}
+
 #[test]
 fn numbers_read_with_their_separators() {
     assert_eq!(parse_number("1,249.50"), Some((1249.5, 2)));

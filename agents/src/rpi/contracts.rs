@@ -199,6 +199,9 @@ impl Driver<'_> {
         if let Some(problem) = review::unchecked(contract, sources) {
             return Ok(Some(Broken::uncheckable(problem)));
         }
+        if contract.holds.computed() && kind_of(&contract.path) == "xlsx" {
+            return self.check_workbook(contract, prefix).await;
+        }
         if contract.holds == Holds::Edit || !is_text(&contract.path) {
             return Ok(None);
         }
@@ -210,17 +213,9 @@ impl Driver<'_> {
         {
             return Ok(Some(Broken::uncheckable(problem)));
         }
-        let source = match &contract.source {
-            Some(source) => {
-                let result = self.query_source(source, prefix).await?;
-                // A source that fails, or cannot give the kind's values, leaves the target
-                // unchecked.
-                if let Some(problem) = review::source_problem(contract, &result) {
-                    return Ok(Some(Broken::uncheckable(problem)));
-                }
-                result.ok()
-            }
-            None => None,
+        let source = match self.source_rows(contract, prefix).await? {
+            Ok(source) => source,
+            Err(broken) => return Ok(Some(broken)),
         };
         if let Err(why) = contract::check(contract, &content, source.as_ref()) {
             return Ok(Some(Broken::Differs(why)));
@@ -230,6 +225,47 @@ impl Driver<'_> {
         }
         let sources = self.named_sources(&contract.path, prefix).await?;
         Ok(contract::ungrounded_text(&content, &self.job.message, &sources).map(Broken::Differs))
+    }
+
+    /// A number, list or table in a workbook, against its sheets as `read_file` reads them.
+    async fn check_workbook(
+        &self,
+        contract: &Contract,
+        prefix: &str,
+    ) -> Result<Option<Broken>, AgentError> {
+        let Some(reads) = self
+            .read_sheets(&contract.path, &format!("{prefix}.read"))
+            .await?
+        else {
+            return Ok(Some(Broken::Differs(
+                "it is not a workbook the engine can read".to_string(),
+            )));
+        };
+        let sheets: Vec<cells::SheetRows> = reads.iter().filter_map(cells::sheet_rows).collect();
+        let source = match self.source_rows(contract, prefix).await? {
+            Ok(source) => source,
+            Err(broken) => return Ok(Some(broken)),
+        };
+        Ok(contract::check_sheets(contract, &sheets, source.as_ref())
+            .err()
+            .map(Broken::Differs))
+    }
+
+    /// The rows of the contract's source (`None` without one), or why the target cannot be
+    /// checked: a source that fails, or cannot give the kind's values, leaves it unchecked.
+    async fn source_rows(
+        &self,
+        contract: &Contract,
+        prefix: &str,
+    ) -> Result<Result<Option<Rows>, Broken>, AgentError> {
+        let Some(source) = &contract.source else {
+            return Ok(Ok(None));
+        };
+        let result = self.query_source(source, prefix).await?;
+        if let Some(problem) = review::source_problem(contract, &result) {
+            return Ok(Err(Broken::uncheckable(problem)));
+        }
+        Ok(Ok(result.ok()))
     }
 
     /// The workbench files the request names other than `target`, with their text as the
@@ -341,20 +377,39 @@ impl Driver<'_> {
     /// Every sheet's cells of the workbook at `path` in the draft, by `read_file` (one call
     /// per sheet); `None` when it is not there or not readable.
     async fn workbook(&self, path: &str, prefix: &str) -> Result<Option<Workbook>, AgentError> {
+        let Some(reads) = self.read_sheets(path, prefix).await? else {
+            return Ok(None);
+        };
+        let mut sheets = reads.iter().filter_map(cells::read_cells);
+        let Some((first_sheet, first_cells)) = sheets.next() else {
+            return Ok(None);
+        };
+        let mut workbook = Workbook {
+            first_sheet: first_sheet.clone(),
+            cells: Cells::from([(first_sheet, first_cells)]),
+        };
+        workbook.cells.extend(sheets);
+        Ok(Some(workbook))
+    }
+
+    /// Every sheet of the workbook at `path` in the draft as `read_file` gives it (its default
+    /// window), the first sheet first; `None` when it is not there or not readable.
+    async fn read_sheets(
+        &self,
+        path: &str,
+        prefix: &str,
+    ) -> Result<Option<Vec<Value>>, AgentError> {
         let Some(first) = self
             .read(json!({"path": path}), &format!("{prefix}.sheet0"))
             .await?
         else {
             return Ok(None);
         };
-        let Some((first_sheet, first_cells)) = cells::read_cells(&first) else {
-            return Ok(None);
-        };
-        let mut workbook = Workbook {
-            first_sheet: first_sheet.clone(),
-            cells: Cells::from([(first_sheet.clone(), first_cells)]),
-        };
-        let sheets: Vec<String> = first
+        let first_sheet = first
+            .get("sheet")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let others: Vec<String> = first
             .get("sheets")
             .and_then(Value::as_array)
             .map(|sheets| {
@@ -366,16 +421,17 @@ impl Driver<'_> {
                     .collect()
             })
             .unwrap_or_default();
-        for (index, sheet) in sheets.iter().enumerate() {
+        let mut reads = vec![first];
+        for (index, sheet) in others.iter().enumerate() {
             let call = format!("{prefix}.sheet{}", index + 1);
-            let read = self
+            if let Some(read) = self
                 .read(json!({"path": path, "sheet": sheet}), &call)
-                .await?;
-            if let Some((name, sheet_cells)) = read.as_ref().and_then(cells::read_cells) {
-                workbook.cells.insert(name, sheet_cells);
+                .await?
+            {
+                reads.push(read);
             }
         }
-        Ok(Some(workbook))
+        Ok(Some(reads))
     }
 
     /// One `read_file` call's result; `None` when it failed.

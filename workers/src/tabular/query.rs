@@ -134,16 +134,22 @@ struct Serialized {
 /// Parses the query with DuckDB and accepts exactly one `SELECT` statement, the table and its
 /// columns as [`names`] reads them.
 pub(crate) fn check(conn: &Connection, query: &str, file: &str) -> Result<CheckedQuery, ErrorBody> {
-    let checked = parse(conn, query)?;
+    let tables = if super::is_prose(file) {
+        "table `data` or `figures` (the text's numbers: line, label, value, unit)"
+    } else {
+        "table `data`"
+    };
+    let checked = parse(conn, query, tables)?;
     let edits = names::respelled(conn, &checked.sql, &checked.statement, file);
     if edits.is_empty() {
         return Ok(checked);
     }
-    parse(conn, &names::edited(&checked.sql, &edits))
+    parse(conn, &names::edited(&checked.sql, &edits), tables)
 }
 
-/// Parses the query with DuckDB and accepts exactly one `SELECT` statement.
-fn parse(conn: &Connection, query: &str) -> Result<CheckedQuery, ErrorBody> {
+/// Parses the query with DuckDB and accepts exactly one `SELECT` statement; `tables` names
+/// what it may read, for the refusals.
+fn parse(conn: &Connection, query: &str, tables: &str) -> Result<CheckedQuery, ErrorBody> {
     let trimmed = query.trim();
     let sql = trimmed
         .strip_suffix(';')
@@ -151,9 +157,9 @@ fn parse(conn: &Connection, query: &str) -> Result<CheckedQuery, ErrorBody> {
         .trim_end()
         .to_string();
     if sql.is_empty() {
-        return Err(refused(
-            "query is empty; write one SELECT over table `data`",
-        ));
+        return Err(refused(format!(
+            "query is empty; write one SELECT over {tables}"
+        )));
     }
     let json: String = conn
         .query_row("SELECT json_serialize_sql(?::VARCHAR)", [&sql], |row| {
@@ -171,7 +177,7 @@ fn parse(conn: &Connection, query: &str) -> Result<CheckedQuery, ErrorBody> {
             .error_message
             .unwrap_or_else(|| "unknown parse error".into());
         return Err(refused(format!(
-            "query refused: {reason} (only a single read-only SELECT over table `data` is \
+            "query refused: {reason} (only a single read-only SELECT over {tables} is \
              allowed){}",
             names::quoting_hint(conn, &sql)
         )));
