@@ -604,6 +604,35 @@ async fn a_table_in_a_workbook_is_checked_against_its_source() -> anyhow::Result
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_workbooks_sheet_is_a_source_like_a_csv() -> anyhow::Result<()> {
+    // The sum of a sheet's column, from a workbook with three sheets: its source names the
+    // sheet as a table; a wrong sum is told once, the retry writes the source's.
+    let plan = json!([{"content": "- [ ] 1. Add — the Revenue sheet's amounts → total.txt\n  \
+        - total.txt: number from multi-sheet.xlsx = SELECT sum(Amount) FROM \"Revenue\""}]);
+    let script = script(json!({
+        "research": [{"content": "multi-sheet.xlsx has a Revenue sheet of six months."}],
+        "plan": plan,
+        "implement": {
+            "1": [write("total.txt", "12500\n"), {"content": "Wrote it."}],
+            "1@retry": [write("total.txt", "81600\n"), {"content": "Wrote it."}]
+        },
+        "summary": [{"content": "81600."}]
+    }))?;
+    let model = ScriptedModel::start(script).await?;
+    let cluster = Cluster::start()?;
+    cluster.cli_ok(&["wb", "create", "w"])?;
+    let book = atelier_tests::fixtures().join("keenbench/office/multi-sheet.xlsx");
+    cluster.cli_ok(&["wb", "add", "w", &book.to_string_lossy()])?;
+    let request = "Add up the Revenue sheet of multi-sheet.xlsx into total.txt.";
+    let view = cluster.run_job("w", request, &model.model_spec(), &[])?;
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(view.items[0].attempts, 2, "12500 was not done: {view:?}");
+    assert!(first_item_prompt(&model).contains("total.txt: the number 81600"));
+    assert_eq!(draft_text(&cluster, "total.txt")?, "81600\n");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_table_declared_as_text_is_told_at_the_plan_and_not_done() -> anyhow::Result<()> {
     // A .csv is a table: declared `text`, its rows would go unchecked (the small model copied
     // all 344 rows where three were asked for).

@@ -272,8 +272,8 @@ async fn bad_arguments_get_stable_codes() -> anyhow::Result<()> {
             ErrorCode::ValidationFailed,
         ),
         (
-            "table_get_map",
-            json!({"path": "quarterly_data.xlsx"}),
+            "table_query",
+            json!({"path": "quarterly_data.xlsx", "query": "SELECT * FROM \"No such sheet\""}),
             ErrorCode::ValidationFailed,
         ),
         (

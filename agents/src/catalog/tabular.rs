@@ -46,7 +46,7 @@ pub(super) fn tools() -> Vec<ToolSpec> {
         ),
         ToolSpec::read_only(
             ToolName::TableQuery,
-            "Run a read-only SQL query against a tabular file. The table is available as 'data' in the query (e.g., SELECT * FROM data WHERE amount > 100). Only SELECT statements are allowed. For large results, use window_rows and window_offset to paginate. Run a COUNT(*) first to estimate result size before fetching rows. A text file's (.txt, .md) numbers are table 'figures' (line, label, value, unit), one row per number in its text.",
+            "Run a read-only SQL query against a tabular file. The table is available as 'data' in the query (e.g., SELECT * FROM data WHERE amount > 100). Only SELECT statements are allowed. For large results, use window_rows and window_offset to paginate. Run a COUNT(*) first to estimate result size before fetching rows. A workbook's first sheet is 'data' and each sheet is also a table by its name (SELECT * FROM \"Sheet2\"). A text file's (.txt, .md) numbers are table 'figures' (line, label, value, unit), one row per number in its text.",
             object(
                 json!({
                     "path": path_param(),

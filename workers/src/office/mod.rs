@@ -42,6 +42,15 @@ pub(crate) use formats::{
     map, read, styles,
 };
 pub(crate) use pptx::PptxOp;
+
+/// Every sheet of the workbook `bytes` (an OOXML or ODS package when `zip_based`, else a
+/// legacy `.xls`) as rows of JSON cells, opened with the same checks as every office read.
+pub(crate) fn sheet_rows(
+    bytes: Vec<u8>,
+    zip_based: bool,
+) -> Result<Vec<xlsx::SheetValues>, ErrorBody> {
+    xlsx::Workbook::open(bytes, zip_based)?.sheet_rows()
+}
 pub(crate) use review::diff as review_diff;
 pub(crate) use xlsx::XlsxOp;
 /// The spreadsheet editor, which also serves the tabular pool's `table_update_from_export`.

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::PROSE_SUFFIX;
+use super::CACHE_SUFFIXES;
 use crate::files::{Cached, Evicted, check_digest, evict_oldest};
 
 /// The extension of a cached database.
@@ -21,7 +21,12 @@ pub(super) fn evict_databases(root: &Path, bound: u64, keep: &Path) -> std::io::
             && path
                 .file_stem()
                 .and_then(|stem| stem.to_str())
-                .map(|stem| stem.strip_suffix(PROSE_SUFFIX).unwrap_or(stem))
+                .map(|stem| {
+                    CACHE_SUFFIXES
+                        .iter()
+                        .find_map(|suffix| stem.strip_suffix(suffix))
+                        .unwrap_or(stem)
+                })
                 .is_some_and(|digest| check_digest(digest).is_ok());
         if !named_by_digest {
             continue;

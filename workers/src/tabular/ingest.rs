@@ -27,7 +27,8 @@ use super::dialect::{NumberFormat, detect_null_markers, detect_number_format, sa
 use super::encoding::{self, Detected, WEAK_GUESS};
 use super::evict::{evict_databases, wal_of};
 use super::query::{is_out_of_memory, with_deadline};
-use super::{Limits, PROSE_SUFFIX, figures};
+use super::sheets::{self, SheetCsv};
+use super::{Limits, Shape, figures};
 use crate::files::{check_digest, mark_used, temp_path_for};
 
 /// Rows the pre-checks sample (dialect, number format, null markers); the final read's own
@@ -75,19 +76,16 @@ impl TableCache {
     }
 
     /// The database of the file at `csv` with content digest `digest`, ingested on first use;
-    /// a `prose` file's holds its figures too, under its own name.
+    /// a text file's holds its figures too and a workbook's its sheets, each under its own
+    /// name.
     pub(crate) fn database(
         &self,
         csv: &Path,
         digest: &str,
-        prose: bool,
+        shape: Shape,
     ) -> Result<PathBuf, ErrorBody> {
         check_digest(digest)?;
-        let name = if prose {
-            format!("{digest}{PROSE_SUFFIX}")
-        } else {
-            digest.to_string()
-        };
+        let name = format!("{digest}{}", shape.suffix());
         let target = self.root.join(format!("{name}.duckdb"));
         if target.exists() {
             // Opened again: the least recently opened databases are evicted first.
@@ -98,7 +96,7 @@ impl TableCache {
         let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
         let _host_lock = self.host_lock(&name)?;
         if !target.exists() {
-            build(csv, &target, &self.limits, prose)?;
+            build(csv, &target, &self.limits, shape)?;
             if let Err(error) = evict_databases(&self.root, self.limits.cache_bytes, &target) {
                 tracing::warn!(%error, "cannot evict cached table databases");
             }
@@ -183,13 +181,21 @@ impl Drop for Scratch {
     }
 }
 
-fn build(csv: &Path, target: &Path, limits: &Limits, prose: bool) -> Result<(), ErrorBody> {
+fn build(file: &Path, target: &Path, limits: &Limits, shape: Shape) -> Result<(), ErrorBody> {
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(cache_failed)?;
     }
-    let detected = encoding::detect(csv)?;
     let temp = temp_path_for(target);
     let mut scratch = Scratch(vec![temp.clone(), wal_of(&temp)]);
+    // A workbook's sheets are written as CSVs; its first is the table `data`.
+    let sheets = match shape {
+        Shape::Workbook { zip_based } => {
+            sheets::write_csvs(file, zip_based, &temp, &mut scratch.0)?
+        }
+        Shape::Delimited | Shape::Prose => Vec::new(),
+    };
+    let csv = sheets.first().map_or(file, |sheet| sheet.path.as_path());
+    let detected = encoding::detect(csv)?;
     let mut replaced = 0;
     let source = if detected.is_utf8() {
         csv.to_path_buf()
@@ -199,10 +205,25 @@ fn build(csv: &Path, target: &Path, limits: &Limits, prose: bool) -> Result<(), 
         replaced = encoding::transcode(csv, detected, &utf8)?;
         utf8
     };
-    let built = ingest(&source, &temp, detected, replaced, limits, prose)
+    let loading = Loading {
+        detected,
+        replaced,
+        shape,
+        sheets: &sheets,
+    };
+    let built = ingest(&source, &temp, &loading, limits)
         .and_then(|()| std::fs::rename(&temp, target).map_err(cache_failed));
-    tracing::info!(csv = %csv.display(), database = %target.display(), encoding = %detected.name(), ok = built.is_ok(), "ingested table");
+    tracing::info!(file = %file.display(), database = %target.display(), encoding = %detected.name(), ok = built.is_ok(), "ingested table");
     built
+}
+
+/// What a build loads besides the file's bytes.
+struct Loading<'a> {
+    detected: Detected,
+    replaced: u64,
+    shape: Shape,
+    /// A workbook's sheets, each loaded as a table too.
+    sheets: &'a [SheetCsv],
 }
 
 /// A SQL string literal.
@@ -358,10 +379,8 @@ fn create_data(
 fn ingest(
     source: &Path,
     database: &Path,
-    detected: Detected,
-    replaced: u64,
+    loading: &Loading<'_>,
     limits: &Limits,
-    prose: bool,
 ) -> Result<(), ErrorBody> {
     let config = Config::default()
         .max_memory(&limits.database_memory())
@@ -375,10 +394,11 @@ fn ingest(
             )
         })?;
     with_deadline(&conn, limits.ingest_timeout, || {
-        if prose {
+        if loading.shape == Shape::Prose {
             load_figures(&conn, source)?;
         }
-        load(&conn, source, database, detected, replaced)
+        sheets::create_tables(&conn, loading.sheets).map_err(read_failed(source))?;
+        load(&conn, source, database, loading.detected, loading.replaced)
     })
     .map_err(|error| match error.code {
         ErrorCode::ToolTimeout => ErrorBody::new(
@@ -599,7 +619,7 @@ mod tests {
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let (cache, csv, digest) = (cache.clone(), csv.clone(), digest.clone());
-                std::thread::spawn(move || cache.database(&csv, &digest, false))
+                std::thread::spawn(move || cache.database(&csv, &digest, Shape::Delimited))
             })
             .collect();
         let paths: Vec<PathBuf> = handles
@@ -621,7 +641,7 @@ mod tests {
         let cache = TableCache::new(dir.path(), Limits::default());
         let missing = dir.path().join("missing.csv");
         let err = cache
-            .database(&missing, &"0".repeat(64), false)
+            .database(&missing, &"0".repeat(64), Shape::Delimited)
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::FileReadFailed);
         let databases = std::fs::read_dir(dir.path().join("tabular"))

@@ -1,5 +1,6 @@
 //! The tabular engine: delimited text files (CSV, TSV, PSV, delimited TXT) as DuckDB table `data`,
-//! and a text file's figures (`.txt`, `.md`) as table `figures` (see [`figures`]).
+//! a text file's figures (`.txt`, `.md`) as table `figures` (see [`figures`]), and a
+//! workbook's sheets as tables (see [`sheets`]).
 //!
 //! Each file is ingested once per content digest (see [`ingest`]); every tool call then runs on a
 //! connection to that database opened read-only, with external access disabled, extension
@@ -22,6 +23,7 @@ mod matched;
 mod names;
 mod profile;
 mod query;
+mod sheets;
 #[cfg(test)]
 mod tests;
 mod workbook;
@@ -146,31 +148,70 @@ pub(crate) struct CsvFile<'a> {
 
 /// The extensions of text files whose figures are a table too (see [`figures`]).
 const PROSE_EXTENSIONS: &[&str] = &["txt", "md"];
+/// The extensions of workbooks, whose sheets are tables (see [`sheets`]).
+const WORKBOOK_EXTENSIONS: &[&str] = &["xlsx", "xlsm", "xls", "ods"];
+
+fn extension(path: &str) -> String {
+    path.rsplit_once('.')
+        .map(|(_, ext)| ext.to_ascii_lowercase())
+        .unwrap_or_default()
+}
 
 /// True for a text file whose figures are table `figures` beside `data` (by its extension).
 pub(crate) fn is_prose(path: &str) -> bool {
-    path.rsplit_once('.')
-        .is_some_and(|(_, ext)| PROSE_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
+    PROSE_EXTENSIONS.contains(&extension(path).as_str())
 }
 
-impl CsvFile<'_> {
-    fn is_prose(&self) -> bool {
-        is_prose(self.name)
+/// What a file's database holds besides table `data`, by the file's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// A delimited file: `data` only.
+    Delimited,
+    /// A text file: its figures as `figures`.
+    Prose,
+    /// A workbook (`zip_based`: an OOXML or ODS package, else a legacy `.xls`): its first
+    /// sheet is `data`, and every sheet a table named after it.
+    Workbook { zip_based: bool },
+}
+
+impl Shape {
+    fn of(path: &str) -> Shape {
+        let extension = extension(path);
+        if PROSE_EXTENSIONS.contains(&extension.as_str()) {
+            Shape::Prose
+        } else if WORKBOOK_EXTENSIONS.contains(&extension.as_str()) {
+            Shape::Workbook {
+                zip_based: extension != "xls",
+            }
+        } else {
+            Shape::Delimited
+        }
     }
 
-    /// The name of its cached database: a text file's is not shared with a delimited file of
-    /// the same bytes, which has no figures.
-    fn cache_key(&self) -> String {
-        if self.is_prose() {
-            format!("{}{PROSE_SUFFIX}", self.digest)
-        } else {
-            self.digest.to_string()
+    /// What its cache key adds to the digest: a database is not shared by files of the same
+    /// bytes and different shapes.
+    fn suffix(self) -> &'static str {
+        match self {
+            Shape::Delimited => "",
+            Shape::Prose => ".text",
+            Shape::Workbook { .. } => ".book",
         }
     }
 }
 
-/// What a text file's cache key adds to its digest.
-const PROSE_SUFFIX: &str = ".text";
+impl CsvFile<'_> {
+    fn shape(&self) -> Shape {
+        Shape::of(self.name)
+    }
+
+    /// The name of its cached database.
+    fn cache_key(&self) -> String {
+        format!("{}{}", self.digest, self.shape().suffix())
+    }
+}
+
+/// The suffixes a cached database's name may add to its digest.
+const CACHE_SUFFIXES: &[&str] = &[".text", ".book"];
 
 /// What `table_export` should write.
 #[derive(Debug, Clone, Copy)]
@@ -294,7 +335,7 @@ impl TabularEngine {
     ) -> Result<T, ErrorBody> {
         let slot = self.slots.acquire();
         let conn = self.open.connect(&slot, &csv.cache_key(), || {
-            let database = self.cache.database(csv.path, csv.digest, csv.is_prose())?;
+            let database = self.cache.database(csv.path, csv.digest, csv.shape())?;
             open_read_only(&database, &self.limits)
         })?;
         query::with_deadline(&conn, self.limits.timeout, || work(&conn))

@@ -78,11 +78,11 @@ fn optional_bool(request: &ToolCall, tool: &str, name: &str) -> Result<Option<bo
     }
 }
 
-/// Whether the table tools read this file: CSV kinds (`.csv`, `.tsv`, `.psv`) and the text
-/// files whose figures are a table (`.txt`, `.md`), whose table structure is then inferred
-/// (with caution metadata in the map).
+/// Whether the table tools read this file: CSV kinds (`.csv`, `.tsv`, `.psv`), workbooks
+/// (their sheets), and the text files whose figures are a table (`.txt`, `.md`), whose table
+/// structure is then inferred (with caution metadata in the map).
 fn is_table(entry: &ManifestEntry) -> bool {
-    entry.kind == "csv" || (entry.kind == "text" && is_prose(&entry.path))
+    matches!(entry.kind.as_str(), "csv" | "xlsx") || (entry.kind == "text" && is_prose(&entry.path))
 }
 
 /// The table file a call reads, on local disk.
@@ -151,7 +151,7 @@ impl Toolbox {
             return Err(ErrorBody::new(
                 ErrorCode::ValidationFailed,
                 format!(
-                    "table tools read delimited text tables (.csv, .tsv, .psv, .txt) and the figures of text files (.txt, .md); {} is {}: use get_file_info or read_file instead",
+                    "table tools read delimited text tables (.csv, .tsv, .psv, .txt), workbooks' sheets and the figures of text files (.txt, .md); {} is {}: use get_file_info or read_file instead",
                     entry.path, entry.kind
                 ),
             ));

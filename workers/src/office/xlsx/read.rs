@@ -21,6 +21,9 @@ pub(crate) const MAX_READ_CELLS: u64 = 1_000_000;
 
 type Book = Sheets<Cursor<Vec<u8>>>;
 
+/// A sheet's name and its values, rows of JSON cells.
+pub(crate) type SheetValues = (String, Vec<Vec<Value>>);
+
 /// The `mimetype` entry of an ODS package.
 const ODS_MIMETYPE: &[u8] = b"application/vnd.oasis.opendocument.spreadsheet";
 
@@ -106,6 +109,22 @@ impl Workbook {
             .map(|d| CellRange {
                 start: d.start,
                 end: d.end,
+            })
+            .collect()
+    }
+
+    /// Every sheet's values as JSON cells ([`cell_json`]), in order, each from its used
+    /// range's first row and column: what the table tools read as a sheet's table.
+    pub(crate) fn sheet_rows(&mut self) -> Result<Vec<SheetValues>, ErrorBody> {
+        self.sheet_names()
+            .into_iter()
+            .map(|name| {
+                let range = self.range(&name)?;
+                let rows = range
+                    .rows()
+                    .map(|row| row.iter().map(cell_json).collect())
+                    .collect();
+                Ok((name, rows))
             })
             .collect()
     }

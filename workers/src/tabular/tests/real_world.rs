@@ -522,3 +522,53 @@ fn a_text_files_figures_are_a_table_beside_its_data() {
             .is_ok()
     );
 }
+
+#[test]
+fn a_workbooks_sheets_are_tables_its_first_is_data() {
+    let fixture = Fixture::new();
+    let book = corpus("keenbench/office/multi-sheet.xlsx");
+    let named = |sql: &str| {
+        fixture
+            .engine
+            .query(
+                CsvFile {
+                    name: "multi-sheet.xlsx",
+                    ..csv(&book)
+                },
+                sql,
+                Window {
+                    rows: 50,
+                    offset: 0,
+                },
+            )
+            .unwrap()
+    };
+    let tables = named(
+        "SELECT table_name FROM information_schema.tables WHERE table_name <> 'atelier_source' \
+         ORDER BY table_name",
+    );
+    assert_eq!(
+        tables.rows,
+        vec![
+            vec![json!("Expenses")],
+            vec![json!("Revenue")],
+            vec![json!("Summary")],
+            vec![json!("data")]
+        ]
+    );
+    let revenue = named("SELECT count(*), sum(Amount) FROM \"Revenue\"");
+    assert_eq!(revenue.rows, vec![vec![json!(6), json!(81600)]]);
+    // The first sheet is `data`, read as a delimited file is (its header, typed columns).
+    let data = named("SELECT Month, Amount FROM data ORDER BY Amount DESC LIMIT 1");
+    assert_eq!(data.rows, vec![vec![json!("May"), json!(15300)]]);
+    // The same bytes under a delimited name are not read as a workbook.
+    let as_csv = fixture.engine.query(
+        CsvFile {
+            name: "multi-sheet.csv",
+            ..csv(&book)
+        },
+        "SELECT count(*) FROM \"Revenue\"",
+        Window { rows: 1, offset: 0 },
+    );
+    assert!(as_csv.is_err());
+}
