@@ -11,7 +11,9 @@
 //! unless it follows a digit (`2024-10-31` is three figures). Digits joined to a letter before
 //! them (`Q1`, `ES12`) are part of a name, not a figure.
 
-use std::io::BufRead;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
 
 use duckdb::{Connection, params};
 
@@ -34,9 +36,15 @@ struct Figure {
     text: String,
 }
 
+/// Creates table `figures` in `conn` from the UTF-8 text file at `path`.
+pub(super) fn load(conn: &Connection, path: &Path) -> Result<(), duckdb::Error> {
+    let file = File::open(path).map_err(|e| duckdb::Error::ToSqlConversionFailure(Box::new(e)))?;
+    create(conn, BufReader::new(file))
+}
+
 /// Creates table `figures (line, label, value, unit, text)` in `conn` from the UTF-8 text
 /// `reader` gives, a line at a time.
-pub(super) fn create(conn: &Connection, reader: impl BufRead) -> Result<(), duckdb::Error> {
+fn create(conn: &Connection, reader: impl BufRead) -> Result<(), duckdb::Error> {
     conn.execute_batch(
         "CREATE TABLE figures (line BIGINT, label VARCHAR, value DOUBLE, unit VARCHAR, text VARCHAR)",
     )?;

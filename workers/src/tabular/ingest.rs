@@ -28,7 +28,7 @@ use super::encoding::{self, Detected, WEAK_GUESS};
 use super::evict::{evict_databases, wal_of};
 use super::query::{is_out_of_memory, with_deadline};
 use super::sheets::{self, SheetCsv};
-use super::{Limits, Shape, figures};
+use super::{Limits, Shape, figures, sql_string};
 use crate::files::{check_digest, mark_used, temp_path_for};
 
 /// Rows the pre-checks sample (dialect, number format, null markers); the final read's own
@@ -226,11 +226,6 @@ struct Loading<'a> {
     sheets: &'a [SheetCsv],
 }
 
-/// A SQL string literal.
-pub(crate) fn sql_string(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
-}
-
 /// The sniffer's dialect.
 struct Sniffed {
     delimiter: String,
@@ -395,7 +390,7 @@ fn ingest(
         })?;
     with_deadline(&conn, limits.ingest_timeout, || {
         if loading.shape == Shape::Prose {
-            load_figures(&conn, source)?;
+            figures::load(&conn, source).map_err(read_failed(source))?;
         }
         sheets::create_tables(&conn, loading.sheets).map_err(read_failed(source))?;
         load(&conn, source, database, loading.detected, loading.replaced)
@@ -413,17 +408,6 @@ fn ingest(
         _ => error,
     })?;
     conn.close().map_err(|(_, e)| read_failed(source)(e))
-}
-
-/// Loads the figures of the text file `source` into the table `figures` of `conn`.
-fn load_figures(conn: &Connection, source: &Path) -> Result<(), ErrorBody> {
-    let file = File::open(source).map_err(|e| {
-        ErrorBody::new(
-            ErrorCode::FileReadFailed,
-            format!("cannot read {}: {e}", source.display()),
-        )
-    })?;
-    figures::create(conn, BufReader::new(file)).map_err(read_failed(source))
 }
 
 /// Loads `source` into the table `data` of `conn`.

@@ -146,6 +146,11 @@ pub(crate) struct CsvFile<'a> {
     pub(crate) digest: &'a str,
 }
 
+/// A SQL string literal.
+pub(crate) fn sql_string(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
 /// The extensions of text files whose figures are a table too (see [`figures`]).
 const PROSE_EXTENSIONS: &[&str] = &["txt", "md"];
 /// The extensions of workbooks, whose sheets are tables (see [`sheets`]).

@@ -9,7 +9,7 @@ use atelier_messages::{ErrorBody, ErrorCode};
 use duckdb::Connection;
 use serde_json::Value;
 
-use super::ingest::sql_string;
+use super::sql_string;
 
 /// Tables a sheet's name may not take.
 const RESERVED: &[&str] = &["data", "figures", "atelier_source"];
