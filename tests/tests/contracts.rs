@@ -35,11 +35,21 @@ async fn run_with(
     message: &str,
     flags: &[&str],
 ) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
+    run_on("palmerpenguins/penguins.csv", script, message, flags).await
+}
+
+/// A cluster with the fixture `file` in workbench `w`, running `script` on `message`.
+async fn run_on(
+    file: &str,
+    script: Script,
+    message: &str,
+    flags: &[&str],
+) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
     let model = ScriptedModel::start(script).await?;
     let cluster = Cluster::start()?;
     cluster.cli_ok(&["wb", "create", "w"])?;
-    let penguins = atelier_tests::fixtures().join("palmerpenguins/penguins.csv");
-    cluster.cli_ok(&["wb", "add", "w", &penguins.to_string_lossy()])?;
+    let path = atelier_tests::fixtures().join(file);
+    cluster.cli_ok(&["wb", "add", "w", &path.to_string_lossy()])?;
     let view = cluster.run_job("w", message, &model.model_spec(), flags)?;
     Ok((model, cluster, view))
 }
@@ -500,14 +510,10 @@ async fn a_number_taken_from_prose_is_checked_against_the_texts_figures() -> any
         },
         "summary": [{"content": "The budget adds up to 3500 EUR."}]
     }))?;
-    let model = ScriptedModel::start(script).await?;
-    let cluster = Cluster::start()?;
-    cluster.cli_ok(&["wb", "create", "w"])?;
-    let notes = atelier_tests::fixtures().join("keenbench/synthetic/budget_notes.txt");
-    cluster.cli_ok(&["wb", "add", "w", &notes.to_string_lossy()])?;
     let request = "What does my budget come to per month? Save the sum of budget_notes.txt's \
                    amounts in total.txt.";
-    let view = cluster.run_job("w", request, &model.model_spec(), &[])?;
+    let (model, cluster, view) =
+        run_on("keenbench/synthetic/budget_notes.txt", script, request, &[]).await?;
 
     let told = told_at_plan_turn(&model, 1);
     assert!(
@@ -618,13 +624,9 @@ async fn a_workbooks_sheet_is_a_source_like_a_csv() -> anyhow::Result<()> {
         },
         "summary": [{"content": "81600."}]
     }))?;
-    let model = ScriptedModel::start(script).await?;
-    let cluster = Cluster::start()?;
-    cluster.cli_ok(&["wb", "create", "w"])?;
-    let book = atelier_tests::fixtures().join("keenbench/office/multi-sheet.xlsx");
-    cluster.cli_ok(&["wb", "add", "w", &book.to_string_lossy()])?;
     let request = "Add up the Revenue sheet of multi-sheet.xlsx into total.txt.";
-    let view = cluster.run_job("w", request, &model.model_spec(), &[])?;
+    let (model, cluster, view) =
+        run_on("keenbench/office/multi-sheet.xlsx", script, request, &[]).await?;
     assert_eq!(view.state, JobState::Succeeded, "{view:?}");
     assert_eq!(view.items[0].attempts, 2, "12500 was not done: {view:?}");
     assert!(first_item_prompt(&model).contains("total.txt: the number 81600"));
