@@ -262,16 +262,20 @@ impl Rows {
             .iter()
             .filter_map(|row| row.as_array().cloned())
             .collect();
-        let complete = !result
-            .get("has_more")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
         Some(Rows {
             columns,
             rows,
-            complete,
+            complete: read_whole(result),
         })
     }
+}
+
+/// True when a read tool's result holds all there is (its `has_more` is not true).
+fn read_whole(result: &Value) -> bool {
+    !result
+        .get("has_more")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 pub mod cells;

@@ -114,8 +114,8 @@ impl Journaled {
 
 /// A run's writes that a replay rebuilds ([`Durability::Stage`]), held until its next
 /// committed storage call carries them: the latest workflow state and journal entries such as
-/// the files the job started from. Held or written, they are lost in a crash until the next commit; held,
-/// they cost no storage call of their own.
+/// the files the job started from. Held or written, they are lost in a crash until the next
+/// commit; held, they cost no storage call of their own.
 #[derive(Debug, Default)]
 pub(crate) struct Deferred {
     rpi: Option<RpiState>,

@@ -19,12 +19,10 @@ pub fn read_cells(result: &Value) -> Option<(String, BTreeMap<String, String>)> 
     let rows = result.get("rows").and_then(Value::as_array);
     for (row_offset, row) in rows.into_iter().flatten().enumerate() {
         for (column_offset, value) in row.as_array().into_iter().flatten().enumerate() {
-            let text = match value {
-                Value::Null => continue,
-                Value::String(text) if text.is_empty() => continue,
-                Value::String(text) => text.clone(),
-                other => other.to_string(),
-            };
+            let text = cell_text(value);
+            if text.is_empty() {
+                continue;
+            }
             let reference = name(
                 top_column + column_offset as u32,
                 top_row + row_offset as u32,
@@ -63,11 +61,7 @@ pub fn sheet_rows(result: &Value) -> Option<SheetRows> {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .map(|value| match value {
-                    Value::Null => String::new(),
-                    Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                })
+                .map(cell_text)
                 .collect();
             while cells.last().is_some_and(String::is_empty) {
                 cells.pop();
@@ -76,15 +70,20 @@ pub fn sheet_rows(result: &Value) -> Option<SheetRows> {
         })
         .filter(|cells| !cells.is_empty())
         .collect();
-    let complete = !result
-        .get("has_more")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
     Some(SheetRows {
         name,
         rows,
-        complete,
+        complete: super::read_whole(result),
     })
+}
+
+/// A cell's value as `read_file` gives it, as text (an empty cell is empty).
+fn cell_text(value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// The cells that differ between `before` and `after`, as `Sheet!B2`, sorted.

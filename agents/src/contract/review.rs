@@ -43,22 +43,20 @@ impl Sources {
 
     /// Every source's path: the tables, then the text files.
     pub fn paths(&self) -> Vec<String> {
-        self.tables.iter().chain(&self.texts).cloned().collect()
+        self.iter().cloned().collect()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &String> {
+        self.tables.iter().chain(&self.texts)
     }
 
     fn contains(&self, path: &str) -> bool {
-        self.tables
-            .iter()
-            .chain(&self.texts)
-            .any(|source| source == path)
+        self.iter().any(|source| source == path)
     }
 
     /// True when a file other than `target` is a source (a file is not its own).
     pub fn besides(&self, target: &str) -> bool {
-        self.tables
-            .iter()
-            .chain(&self.texts)
-            .any(|source| source != target)
+        self.iter().any(|source| source != target)
     }
 
     /// How a contract line names its source from these files.
@@ -133,8 +131,8 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
 /// Why the content `contract` promises could not be checked, whatever is written: a number,
 /// list or table computed from the workbench's `sources` without the query it comes from, one
 /// in a document, a deck or a binary file (only text files and workbooks are read back as
-/// values), or a delimited table (`.csv`, `.tsv`) declared as text. The plan's review tells the model;
-/// when the item ends such a target is not done.
+/// values), or a delimited table (`.csv`, `.tsv`) declared as text. The plan's review tells
+/// the model; when the item ends such a target is not done.
 pub fn unchecked(contract: &Contract, sources: &Sources) -> Option<String> {
     let holds = contract.holds;
     if holds == Holds::Text && kind_of(&contract.path) == "csv" {

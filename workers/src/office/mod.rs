@@ -38,8 +38,8 @@ use text::{LineWindow, decode, line_window, sniff_delimiter, split_record};
 
 pub(crate) use docx::DocxOp;
 pub(crate) use formats::{
-    Format, Operations, Selector, StylesOf, blank, describe, editable, guard, info_needs_content,
-    map, read, styles,
+    Format, Operations, Selector, StylesOf, blank, describe, editable, extension, guard,
+    info_needs_content, map, read, styles,
 };
 pub(crate) use pptx::PptxOp;
 

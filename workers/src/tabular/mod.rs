@@ -34,6 +34,7 @@ use std::time::Duration;
 use atelier_messages::{ErrorBody, ErrorCode};
 use duckdb::{AccessMode, Config, Connection};
 
+use crate::office::extension;
 use export::ExportTarget;
 pub(crate) use export::{ExportFormat, Exported};
 pub(crate) use map::TableMap;
@@ -156,12 +157,6 @@ const PROSE_EXTENSIONS: &[&str] = &["txt", "md"];
 /// The extensions of workbooks, whose sheets are tables (see [`sheets`]).
 const WORKBOOK_EXTENSIONS: &[&str] = &["xlsx", "xlsm", "xls", "ods"];
 
-fn extension(path: &str) -> String {
-    path.rsplit_once('.')
-        .map(|(_, ext)| ext.to_ascii_lowercase())
-        .unwrap_or_default()
-}
-
 /// True for a text file whose figures are table `figures` beside `data` (by its extension).
 pub(crate) fn is_prose(path: &str) -> bool {
     PROSE_EXTENSIONS.contains(&extension(path).as_str())
@@ -198,8 +193,8 @@ impl Shape {
     fn suffix(self) -> &'static str {
         match self {
             Shape::Delimited => "",
-            Shape::Prose => ".text",
-            Shape::Workbook { .. } => ".book",
+            Shape::Prose => PROSE_SUFFIX,
+            Shape::Workbook { .. } => WORKBOOK_SUFFIX,
         }
     }
 }
@@ -215,8 +210,10 @@ impl CsvFile<'_> {
     }
 }
 
-/// The suffixes a cached database's name may add to its digest.
-const CACHE_SUFFIXES: &[&str] = &[".text", ".book"];
+const PROSE_SUFFIX: &str = ".text";
+const WORKBOOK_SUFFIX: &str = ".book";
+/// The suffixes a cached database's name may add to its digest ([`Shape::suffix`]).
+const CACHE_SUFFIXES: &[&str] = &[PROSE_SUFFIX, WORKBOOK_SUFFIX];
 
 /// What `table_export` should write.
 #[derive(Debug, Clone, Copy)]
