@@ -106,10 +106,15 @@ fn sheets_number(sheets: &[SheetRows], source: Option<&Rows>) -> Result<(), Stri
     ))
 }
 
+/// The most words besides its figure a line of a `text` target has and still be a figure:
+/// a unit and a label (`5076 grams`, `Gentoo: 5076 g`, `Total 3,500 EUR`).
+const FIGURE_WORDS: usize = 3;
+
 /// Why a `text` target's `content` is figures the engine cannot check: every line of it is a
-/// number alone, and not one the `request` gives. Asked of a workbench with tables, where a
-/// figure is computed from the data: such a target is a `number` or a `list` with the query
-/// it comes from, which the engine compares; a text contract would vouch for any figure.
+/// figure — one number, alone or with at most [`FIGURE_WORDS`] words of label or unit — and
+/// not one the `request` gives. Asked of a workbench with tables, where a figure is computed
+/// from the data: such a target is a `number` or a `list` with the query it comes from, which
+/// the engine compares; a text contract would vouch for any figure.
 pub fn figures_as_text(contract: &Contract, content: &str, request: &str) -> Option<String> {
     if contract.holds != Holds::Text {
         return None;
@@ -119,22 +124,44 @@ pub fn figures_as_text(contract: &Contract, content: &str, request: &str) -> Opt
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .collect();
-    let figures = !lines.is_empty() && lines.iter().all(|line| parse_number(line).is_some());
+    let figures: Option<Vec<f64>> = lines.iter().map(|line| line_figure(line)).collect();
+    let figures = figures.filter(|figures| !figures.is_empty())?;
     let request_figures: Vec<f64> = request
         .split_whitespace()
-        .map(|word| word.trim_matches(|c: char| !c.is_ascii_alphanumeric()))
-        .filter_map(|word| parse_number(word).map(|(value, _)| value))
+        .filter_map(|word| token_number(word))
         .collect();
-    let given = lines
+    let given = figures
         .iter()
-        .all(|line| parse_number(line).is_some_and(|(value, _)| request_figures.contains(&value)));
-    (figures && !given).then(|| {
+        .all(|figure| request_figures.contains(figure));
+    (!given).then(|| {
         format!(
             "it holds {} under a `text` contract; a figure computed from the workbench's data \
              is a `number` (or a `list`) with the query it comes from, which the engine compares",
             named(&lines)
         )
     })
+}
+
+/// The figure a line is: its one number, when it has at most [`FIGURE_WORDS`] other words.
+fn line_figure(line: &str) -> Option<f64> {
+    if let Some((value, _)) = parse_number(line) {
+        return Some(value);
+    }
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let numbers: Vec<f64> = words.iter().filter_map(|word| token_number(word)).collect();
+    match numbers.as_slice() {
+        [value] if words.len() <= FIGURE_WORDS + 1 => Some(*value),
+        _ => None,
+    }
+}
+
+/// A whitespace-separated word as a number, once the punctuation around it is trimmed
+/// (`6300.` `(12)` `3,5;`).
+fn token_number(word: &str) -> Option<f64> {
+    let trimmed = word
+        .trim_start_matches(['(', '"', '\''])
+        .trim_end_matches(['.', ',', ';', ':', '!', '?', ')', '"', '\'']);
+    parse_number(trimmed).map(|(value, _)| value)
 }
 
 /// The most values or rows of a source [`told`] names.

@@ -272,11 +272,25 @@ fn figures_under_a_text_contract_are_not_vouched_for() {
         "{alone}"
     );
     assert!(figures_as_text(&text, "12\n3,5\n", request).is_some());
-    // Words, a figure the request gives, or another kind: not this check's.
+    // A figure with its unit or a short label is still a figure.
+    for written in ["6300 grams.", "Total: 2.00 EUR", "The order totals 2.00."] {
+        assert!(
+            figures_as_text(&text, written, request).is_some(),
+            "{written:?} should be held a figure"
+        );
+    }
+    // A sentence, two figures on a line, a figure the request gives, or another kind: not
+    // this check's.
     assert_eq!(
-        figures_as_text(&text, "The order totals 2.00.", request),
+        figures_as_text(
+            &text,
+            "The order has no lines, so its total is 2.00.",
+            request
+        ),
         None
     );
+    assert_eq!(figures_as_text(&text, "2 lines, 3.50 each", request), None);
+    assert_eq!(figures_as_text(&text, "0 EUR", request), None);
     assert_eq!(figures_as_text(&text, "0", request), None);
     assert_eq!(figures_as_text(&text, "", request), None);
     let number = Contract::new("total.txt", Holds::Number);
