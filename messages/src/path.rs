@@ -138,9 +138,39 @@ pub fn media_type(path: &str) -> &'static str {
     }
 }
 
+/// How the table tools read a file (see [`table_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableShape {
+    /// A delimited file (csv, tsv, psv): its rows are table `data`.
+    Delimited,
+    /// A text file (txt, md): its figures are table `figures`.
+    Prose,
+    /// A workbook (xlsx, xlsm, xls, ods): its first sheet is `data`, every sheet a table.
+    Workbook,
+}
+
+/// How the table tools (and a contract's source query) read the file at `path`, from its
+/// extension; `None` for a file they do not read. The one rule the agents (what a plan may
+/// name as a source, which tools a model is offered) and the workers (what the tools read)
+/// share.
+pub fn table_shape(path: &str) -> Option<TableShape> {
+    let extension = extension_of(path);
+    match kind_of_extension(&extension) {
+        "csv" => Some(TableShape::Delimited),
+        "xlsx" => Some(TableShape::Workbook),
+        _ if matches!(extension.as_str(), "txt" | "md") => Some(TableShape::Prose),
+        _ => None,
+    }
+}
+
 /// The coarse kind of a file, from its extension.
 pub fn kind_of(path: &str) -> &'static str {
-    match extension_of(path).as_str() {
+    kind_of_extension(&extension_of(path))
+}
+
+/// The coarse kind of a file whose extension (lower case, without the dot) is `extension`.
+pub fn kind_of_extension(extension: &str) -> &'static str {
+    match extension {
         "csv" | "tsv" | "psv" => "csv",
         "xlsx" | "xlsm" | "xls" | "ods" => "xlsx",
         "docx" => "docx",
@@ -155,6 +185,18 @@ pub fn kind_of(path: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_shapes_follow_the_extension() {
+        let shape = |path| table_shape(path);
+        assert_eq!(shape("a/b.CSV"), Some(TableShape::Delimited));
+        assert_eq!(shape("b.psv"), Some(TableShape::Delimited));
+        assert_eq!(shape("notes.md"), Some(TableShape::Prose));
+        assert_eq!(shape("book.xls"), Some(TableShape::Workbook));
+        assert_eq!(shape("data.json"), None);
+        assert_eq!(shape("deck.pptx"), None);
+        assert_eq!(shape("README"), None);
+    }
 
     #[test]
     fn normalizes_harmless_forms() {

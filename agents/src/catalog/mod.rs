@@ -20,6 +20,7 @@ mod tool_spec;
 
 use std::sync::LazyLock;
 
+use atelier_messages::path::{TableShape, kind_of_extension, table_shape};
 use atelier_messages::tool::ToolName;
 
 pub use atelier_messages::approval::ActionClass;
@@ -84,13 +85,6 @@ pub fn implement_tools() -> Vec<ToolSpec> {
     catalog()
 }
 
-/// The extensions whose files the tabular tools read.
-const TABLE_EXTENSIONS: &[&str] = &["csv", "tsv", "xlsx", "xlsm", "xls", "ods"];
-/// The text files whose figures `table_query` reads as table `figures`.
-const TEXT_SOURCE_EXTENSIONS: &[&str] = &["txt", "md"];
-/// The extensions of workbooks.
-const WORKBOOK_EXTENSIONS: &[&str] = &["xlsx", "xlsm", "xls", "ods"];
-
 /// `tools` cut down for a compact prompt: only the tools for the file kinds in play (the
 /// extensions, lower case, of the workbench's files, `present`, and of the files the request
 /// names that it does not have, `named`), and
@@ -99,11 +93,17 @@ const WORKBOOK_EXTENSIONS: &[&str] = &["xlsx", "xlsm", "xls", "ods"];
 /// only when a present file is not a table: a small model reads a table's lines and counts
 /// them wrong, where `table_query` counts.
 pub fn for_file_kinds(tools: Vec<ToolSpec>, present: &[String], named: &[String]) -> Vec<ToolSpec> {
-    let untabular = present
+    let kinds = |extensions: &[String]| -> Vec<&'static str> {
+        extensions
+            .iter()
+            .map(|extension| kind_of_extension(extension))
+            .collect()
+    };
+    let untabular = kinds(present)
         .iter()
-        .any(|ext| !TABLE_EXTENSIONS.contains(&ext.as_str()));
-    let present =
-        |kinds: &[&str]| (present.iter().chain(named)).any(|ext| kinds.contains(&ext.as_str()));
+        .any(|kind| !TABLE_KINDS.contains(kind));
+    let in_play: Vec<&str> = kinds(present).into_iter().chain(kinds(named)).collect();
+    let present = |wanted: &[&str]| in_play.iter().any(|kind| wanted.contains(kind));
     tools
         .into_iter()
         .filter(|spec| match spec.name {
@@ -116,13 +116,13 @@ pub fn for_file_kinds(tools: Vec<ToolSpec>, present: &[String], named: &[String]
             | ToolName::XlsxGetStyles
             | ToolName::DocxGetStyles
             | ToolName::PptxGetStyles => false,
-            ToolName::XlsxOperations => present(WORKBOOK_EXTENSIONS),
+            ToolName::XlsxOperations => present(&["xlsx"]),
             ToolName::DocxOperations => present(&["docx"]),
             ToolName::PptxOperations => present(&["pptx"]),
             ToolName::TableReadRows
             | ToolName::TableQuery
             | ToolName::TableExport
-            | ToolName::TableUpdateFromExport => present(TABLE_EXTENSIONS),
+            | ToolName::TableUpdateFromExport => present(TABLE_KINDS),
             ToolName::ReadFile => untabular,
             ToolName::WriteTextFile
             | ToolName::DeleteFile
@@ -131,6 +131,9 @@ pub fn for_file_kinds(tools: Vec<ToolSpec>, present: &[String], named: &[String]
         })
         .collect()
 }
+
+/// The file kinds ([`kind_of_extension`]) whose rows the tabular tools read.
+const TABLE_KINDS: &[&str] = &["csv", "xlsx"];
 
 /// The paths among `paths` that the tabular tools read.
 pub fn tables(paths: &[String]) -> Vec<String> {
@@ -145,19 +148,17 @@ pub fn tables(paths: &[String]) -> Vec<String> {
 pub fn texts(paths: &[String]) -> Vec<String> {
     paths
         .iter()
-        .filter(|path| has_extension(path, TEXT_SOURCE_EXTENSIONS))
+        .filter(|path| table_shape(path) == Some(TableShape::Prose))
         .cloned()
         .collect()
 }
 
-/// True when `path` is a file the tabular tools read (by its extension).
+/// True when `path` is a file the tabular tools read as rows (by its extension).
 pub fn is_table(path: &str) -> bool {
-    has_extension(path, TABLE_EXTENSIONS)
-}
-
-fn has_extension(path: &str, extensions: &[&str]) -> bool {
-    path.rsplit_once('.')
-        .is_some_and(|(_, ext)| extensions.contains(&ext.to_lowercase().as_str()))
+    matches!(
+        table_shape(path),
+        Some(TableShape::Delimited | TableShape::Workbook)
+    )
 }
 
 /// True when `spec` can read `path`: the tabular tools read tables only, the other reading

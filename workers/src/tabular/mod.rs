@@ -31,6 +31,7 @@ mod workbook;
 use std::path::Path;
 use std::time::Duration;
 
+use atelier_messages::path::{TableShape, table_shape};
 use atelier_messages::{ErrorBody, ErrorCode};
 use duckdb::{AccessMode, Config, Connection};
 
@@ -152,14 +153,9 @@ pub(crate) fn sql_string(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
-/// The extensions of text files whose figures are a table too (see [`figures`]).
-const PROSE_EXTENSIONS: &[&str] = &["txt", "md"];
-/// The extensions of workbooks, whose sheets are tables (see [`sheets`]).
-const WORKBOOK_EXTENSIONS: &[&str] = &["xlsx", "xlsm", "xls", "ods"];
-
 /// True for a text file whose figures are table `figures` beside `data` (by its extension).
 pub(crate) fn is_prose(path: &str) -> bool {
-    PROSE_EXTENSIONS.contains(&extension(path).as_str())
+    table_shape(path) == Some(TableShape::Prose)
 }
 
 /// What a file's database holds besides table `data`, by the file's extension.
@@ -176,15 +172,12 @@ pub(crate) enum Shape {
 
 impl Shape {
     fn of(path: &str) -> Shape {
-        let extension = extension(path);
-        if PROSE_EXTENSIONS.contains(&extension.as_str()) {
-            Shape::Prose
-        } else if WORKBOOK_EXTENSIONS.contains(&extension.as_str()) {
-            Shape::Workbook {
-                zip_based: extension != "xls",
-            }
-        } else {
-            Shape::Delimited
+        match table_shape(path) {
+            Some(TableShape::Prose) => Shape::Prose,
+            Some(TableShape::Workbook) => Shape::Workbook {
+                zip_based: extension(path) != "xls",
+            },
+            Some(TableShape::Delimited) | None => Shape::Delimited,
         }
     }
 

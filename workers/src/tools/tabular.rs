@@ -14,7 +14,7 @@ use crate::args::Args;
 use crate::files::{self, ToolCall};
 use crate::tabular::{
     CellRef, CsvFile, DEFAULT_WINDOW_ROWS, ExportFormat, ExportRequest, MAX_WINDOW_ROWS,
-    TabularEngine, UpdateMode, UpdateRequest, Window, is_prose,
+    TabularEngine, UpdateMode, UpdateRequest, Window,
 };
 
 /// The most rows `table_read_rows` returns at once.
@@ -82,7 +82,7 @@ fn optional_bool(request: &ToolCall, tool: &str, name: &str) -> Result<Option<bo
 /// (their sheets), and the text files whose figures are a table (`.txt`, `.md`), whose table
 /// structure is then inferred (with caution metadata in the map).
 fn is_table(entry: &ManifestEntry) -> bool {
-    matches!(entry.kind.as_str(), "csv" | "xlsx") || (entry.kind == "text" && is_prose(&entry.path))
+    path::table_shape(&entry.path).is_some()
 }
 
 /// The table file a call reads, on local disk.
