@@ -281,6 +281,7 @@ fn read_whole(result: &Value) -> bool {
 pub mod cells;
 mod checks;
 mod grounded;
+pub mod parts;
 pub mod review;
 
 pub use checks::{check, check_sheets, figures_as_text, parse_number, told};

@@ -470,6 +470,52 @@ async fn an_edit_changes_the_cells_it_names_and_nothing_else() -> anyhow::Result
     Ok(())
 }
 
+fn slide_operations(operation: Value) -> Value {
+    json!({"tool_calls": [{"name": "pptx_operations",
+        "arguments": {"path": "slides.pptx", "operations": [operation]}}]})
+}
+
+/// A job on slides.pptx whose one item promises to retitle the second slide (`slide 1`, as
+/// read_file numbers it) and makes `operation` in each attempt.
+async fn retitle_second_slide(operation: Value) -> anyhow::Result<JobView> {
+    let plan = json!({"content": "- [ ] 1. Retitle — the second slide → slides.pptx\n  \
+        - slides.pptx: edit at slide 1"});
+    let script = script(json!({
+        "research": [{"content": "slides.pptx has three slides; the second is Key Highlights."}],
+        "plan": [plan],
+        "implement": {"1": [slide_operations(operation), {"content": "Retitled it."}]},
+        "summary": [{"content": "Retitled."}]
+    }))?;
+    let request = "Retitle the second slide of slides.pptx to \"Highlights 2026\".";
+    let (_model, _cluster, view) =
+        run_on("keenbench/office/slides.pptx", script, request, &[]).await?;
+    Ok(view)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_edit_on_a_deck_changes_the_slides_it_names_and_nothing_else() -> anyhow::Result<()> {
+    let done = retitle_second_slide(
+        json!({"op": "set_slide_text", "index": 1, "title": "Highlights 2026"}),
+    )
+    .await?;
+    assert_eq!(done.state, JobState::Succeeded, "{done:?}");
+    assert_eq!(done.items[0].attempts, 1);
+    // A slide inserted before the second instead: the slides after it moved, so the deck
+    // changed beyond what the contract names — told once, then not done.
+    let inserted = retitle_second_slide(
+        json!({"op": "add_slide", "position": 1, "title": "Highlights 2026"}),
+    )
+    .await?;
+    let failure = not_done_after_its_retry(&inserted);
+    assert!(
+        failure.contains("slides.pptx: it also changed slide 2")
+            && failure.contains("which the contract does not name"),
+        "{failure}"
+    );
+    assert_eq!(error_code(&inserted), Some(ErrorCode::ItemsFailed));
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_figure_under_a_text_contract_is_never_vouched_for() -> anyhow::Result<()> {
     // As a small model planned an unseen task: the figure declared `text`, so no source is

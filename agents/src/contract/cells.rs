@@ -121,17 +121,27 @@ pub fn check_touches(
         .iter()
         .filter(|touch| !changed.iter().any(|cell| touch.covers(cell)))
         .collect();
-    let outside: Vec<&String> = changed
+    let outside: Vec<&str> = changed
         .iter()
         .filter(|cell| !touches.iter().any(|touch| touch.covers(cell)))
+        .map(String::as_str)
         .collect();
+    let untouched: Vec<&str> = untouched.iter().map(|touch| touch.text.as_str()).collect();
+    touches_report(&untouched, &outside)
+}
+
+/// The most changed parts a broken edit contract names.
+const NAMED_CHANGES: usize = 8;
+
+/// Why an edit is not what its contract names: the named parts it did not change (`untouched`)
+/// and the parts it changed that the contract does not name (`outside`); `Ok` with neither.
+pub(super) fn touches_report(untouched: &[&str], outside: &[&str]) -> Result<(), String> {
     let mut why = Vec::new();
     if !untouched.is_empty() {
-        let named: Vec<&str> = untouched.iter().map(|touch| touch.text.as_str()).collect();
-        why.push(format!("it did not change {}", named.join(", ")));
+        why.push(format!("it did not change {}", untouched.join(", ")));
     }
     if !outside.is_empty() {
-        let mut named: Vec<&str> = outside.iter().take(8).map(|cell| cell.as_str()).collect();
+        let mut named: Vec<&str> = outside.iter().take(NAMED_CHANGES).copied().collect();
         let more = outside.len().saturating_sub(named.len());
         let tail = format!("and {more} more");
         if more > 0 {

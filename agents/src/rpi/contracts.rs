@@ -17,7 +17,8 @@
 //! `edit … at REFS` on a workbook compares its cells before the item's first attempt
 //! (journaled) with its cells at the end: every named cell changed, and nothing else did
 //! ([`crate::contract::cells`]); each sheet is compared over the window `read_file` reads
-//! by default.
+//! by default. On a deck or a document the parts are its slides, paragraphs and tables
+//! ([`crate::contract::parts`]).
 
 use std::collections::BTreeMap;
 
@@ -34,6 +35,7 @@ use super::driver::Driver;
 use crate::AgentError;
 use crate::catalog;
 use crate::contract::cells::{self, Cells};
+use crate::contract::parts::{self, Parts};
 use crate::contract::review::{self, Sources};
 use crate::contract::{self, NamedSource, Rows};
 use crate::request;
@@ -70,13 +72,23 @@ impl Workbook {
     }
 }
 
-/// The workbooks an item's edit contracts name, by path, before its first attempt.
-pub(super) type WorkbooksBefore = BTreeMap<String, Workbook>;
+/// An office file an edit contract names, as the edit compares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub(super) enum Edited {
+    /// A workbook's cells.
+    Workbook(Workbook),
+    /// A document's or a deck's parts.
+    Parts { parts: Parts },
+}
+
+/// The office files an item's edit contracts name, by path, before its first attempt.
+pub(super) type EditsBefore = BTreeMap<String, Edited>;
 
 /// The workbench as an item's first attempt found it, for checking the item's contracts.
 pub(super) struct ItemBefore<'a> {
-    /// The workbooks its edit contracts name.
-    pub workbooks: &'a WorkbooksBefore,
+    /// The office files its edit contracts name.
+    pub edits: &'a EditsBefore,
     /// The files a contract's source names.
     pub sources: &'a Sources,
 }
@@ -113,33 +125,43 @@ impl Broken {
 }
 
 impl Driver<'_> {
-    /// The workbooks the item's `edit … at REFS` contracts name, as they are before its first
-    /// attempt: read and journaled the first time, recalled by every later attempt or run
+    /// The office files the item's `edit … at REFS` contracts name, as they are before its
+    /// first attempt: read and journaled the first time, recalled by every later attempt or run
     /// (nothing is journaled for an item without such a contract).
-    pub(super) async fn workbooks_before(
-        &self,
-        item: &PlanItem,
-    ) -> Result<WorkbooksBefore, AgentError> {
-        if !item.contracts.iter().any(compares_cells) {
-            return Ok(WorkbooksBefore::new());
+    pub(super) async fn edits_before(&self, item: &PlanItem) -> Result<EditsBefore, AgentError> {
+        if !item.contracts.iter().any(compares_edit) {
+            return Ok(EditsBefore::new());
         }
         let key = journal::item_cells(item.index);
-        if let Some(before) = self.recall::<WorkbooksBefore>(&key).await? {
+        if let Some(before) = self.recall::<EditsBefore>(&key).await? {
             return Ok(before);
         }
-        let mut before = WorkbooksBefore::new();
+        let mut before = EditsBefore::new();
         for contract in item
             .contracts
             .iter()
-            .filter(|contract| compares_cells(contract))
+            .filter(|contract| compares_edit(contract))
         {
             let prefix = format!("{}.contract.{}.before", self.job.job_id, item.index);
-            if let Some(workbook) = self.workbook(&contract.path, &prefix).await? {
-                before.insert(contract.path.clone(), workbook);
+            if let Some(edited) = self.edited(&contract.path, &prefix).await? {
+                before.insert(contract.path.clone(), edited);
             }
         }
         self.record(&key, &before).await?;
         Ok(before)
+    }
+
+    /// The office file at `path` in the draft as an edit compares it; `None` when it is not
+    /// there or not readable.
+    async fn edited(&self, path: &str, prefix: &str) -> Result<Option<Edited>, AgentError> {
+        if kind_of(path) == "xlsx" {
+            return Ok(self.workbook(path, prefix).await?.map(Edited::Workbook));
+        }
+        let read = self.read(json!({"path": path}), prefix).await?;
+        Ok(read
+            .as_ref()
+            .and_then(parts::read_parts)
+            .map(|parts| Edited::Parts { parts }))
     }
 
     /// Checks the contracts of an item whose final answer was accepted; `changed` are the paths
@@ -154,8 +176,8 @@ impl Driver<'_> {
         let mut checked = Checked::default();
         for (index, contract) in contracts.iter().enumerate() {
             let prefix = format!("{call_prefix}.{index}");
-            let broken = if compares_cells(contract) && changed.contains(&contract.path) {
-                self.check_cells(contract, &prefix, start.workbooks.get(&contract.path))
+            let broken = if compares_edit(contract) && changed.contains(&contract.path) {
+                self.check_edit(contract, &prefix, start.edits.get(&contract.path))
                     .await?
                     .map(Broken::Differs)
             } else {
@@ -358,20 +380,38 @@ impl Driver<'_> {
         Ok((!lines.is_empty()).then(|| lines.join("\n")))
     }
 
-    /// Why the cells an edit changed are not the ones it names.
-    async fn check_cells(
+    /// Why the cells, slides or paragraphs an edit changed are not the ones it names.
+    async fn check_edit(
         &self,
         contract: &Contract,
         prefix: &str,
-        before: Option<&Workbook>,
+        before: Option<&Edited>,
     ) -> Result<Option<String>, AgentError> {
-        let Some(after) = self.workbook(&contract.path, prefix).await? else {
-            return Ok(Some("it is not a workbook the engine can read".to_string()));
+        let Some(after) = self.edited(&contract.path, prefix).await? else {
+            return Ok(Some("it is not a file the engine can read".to_string()));
         };
-        let before_cells = before.map(|workbook| &workbook.cells);
-        let changed = cells::changed_cells(before_cells.unwrap_or(&Cells::new()), &after.cells);
-        let first_sheet = before.map_or(&after.first_sheet, |workbook| &workbook.first_sheet);
-        Ok(cells::check_touches(&contract.touches, &changed, first_sheet).err())
+        let report = match (before, &after) {
+            (Some(Edited::Workbook(before)), Edited::Workbook(after)) => {
+                let changed = cells::changed_cells(&before.cells, &after.cells);
+                cells::check_touches(&contract.touches, &changed, &before.first_sheet)
+            }
+            (None, Edited::Workbook(after)) => {
+                let changed = cells::changed_cells(&Cells::new(), &after.cells);
+                cells::check_touches(&contract.touches, &changed, &after.first_sheet)
+            }
+            (before, Edited::Parts { parts: after }) => {
+                let before = match before {
+                    Some(Edited::Parts { parts }) => parts.clone(),
+                    _ => Parts::new(),
+                };
+                let changed = parts::changed_parts(&before, after);
+                parts::check_part_touches(&contract.touches, &changed)
+            }
+            (Some(Edited::Parts { .. }), Edited::Workbook(_)) => {
+                Err("it was not a workbook before the item".to_string())
+            }
+        };
+        Ok(report.err())
     }
 
     /// Every sheet's cells of the workbook at `path` in the draft, by `read_file` (one call
@@ -460,11 +500,12 @@ impl Driver<'_> {
     }
 }
 
-/// True for an `edit` contract that names what it touches on a workbook.
-fn compares_cells(contract: &Contract) -> bool {
+/// True for an `edit` contract that names what it touches on a workbook, a document or a
+/// deck.
+fn compares_edit(contract: &Contract) -> bool {
     contract.holds == Holds::Edit
         && !contract.touches.is_empty()
-        && kind_of(&contract.path) == "xlsx"
+        && matches!(kind_of(&contract.path), "xlsx" | "docx" | "pptx")
 }
 
 /// True for a target whose text `read_file` gives as it is: a text or delimited file.

@@ -10,7 +10,7 @@ use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
 use atelier_messages::{ErrorBody, ErrorCode, journal};
 use tracing::{Instrument, info_span};
 
-use super::contracts::{BROKEN_CONTRACT, ItemBefore, WorkbooksBefore};
+use super::contracts::{BROKEN_CONTRACT, ItemBefore, EditsBefore};
 use super::driver::Driver;
 use super::item_end::{
     Answered, Done, Failure, ItemOutcome, LEFT_A_COPY, answered_item, changed_paths, copy_kept,
@@ -37,7 +37,7 @@ fn plan_invalid(reason: &str) -> AgentError {
 /// workbooks its edit contracts name.
 struct ItemStart {
     files: BTreeMap<String, String>,
-    workbooks: WorkbooksBefore,
+    edits: EditsBefore,
     /// What its contracts' sources give, as the model is told.
     sources: Option<String>,
 }
@@ -295,7 +295,7 @@ impl Driver<'_> {
     ) -> Result<(u32, ItemOutcome, Vec<String>), AgentError> {
         let before = ItemStart {
             files: self.item_files(item.index).await?,
-            workbooks: self.workbooks_before(item).await?,
+            edits: self.edits_before(item).await?,
             sources: self.sources_told(item).await?,
         };
         let mut attempt = 0;
@@ -483,7 +483,7 @@ impl Driver<'_> {
         }
         let files: Vec<String> = attempt.before.files.keys().cloned().collect();
         let start = ItemBefore {
-            workbooks: &attempt.before.workbooks,
+            edits: &attempt.before.edits,
             sources: &Sources::of(&files),
         };
         let checked = self

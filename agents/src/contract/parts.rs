@@ -1,0 +1,195 @@
+//! An `edit` contract on a document or a deck: the parts it names (`touches`) against the parts
+//! the item changed. A deck's parts are its slides (`slide 2`), a document's its paragraphs
+//! (`paragraph 3`) and tables (`table 0`), numbered as `read_file` numbers them (its `index`,
+//! from 0, the numbering `pptx_operations` and `docx_operations` take). A part is compared as
+//! `read_file` shows it: a slide's title, body, other text, tables and notes; a paragraph's
+//! style and text; a table's rows. A slide inserted before others moves them, so each of those
+//! changed too.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::cells::touches_report;
+
+/// A document's or a deck's parts as read: name (`slide 2`, `paragraph 3`) → what it shows.
+pub type Parts = BTreeMap<String, String>;
+
+/// The parts of a `read_file` result of a deck (`{"slides": [...]}` or `{"slide": {...}}`)
+/// or a document (`{"blocks": [...]}`); `None` for any other result.
+pub fn read_parts(result: &Value) -> Option<Parts> {
+    if let Some(blocks) = result.get("blocks").and_then(Value::as_array) {
+        return Some(blocks.iter().filter_map(block_part).collect());
+    }
+    let slides: Vec<&Value> = match (result.get("slides"), result.get("slide")) {
+        (Some(Value::Array(slides)), _) => slides.iter().collect(),
+        (_, Some(slide @ Value::Object(_))) => vec![slide],
+        _ => return None,
+    };
+    Some(
+        slides
+            .into_iter()
+            .enumerate()
+            .map(|(position, slide)| {
+                let index = slide
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(position as u64);
+                (format!("slide {index}"), shown_without_index(slide))
+            })
+            .collect(),
+    )
+}
+
+/// A document block as a part: `paragraph N` or `table N`.
+fn block_part(block: &Value) -> Option<(String, String)> {
+    let kind = block.get("type")?.as_str()?;
+    let index = block.get("index")?.as_u64()?;
+    Some((format!("{kind} {index}"), shown_without_index(block)))
+}
+
+/// What a part shows, its own number left out (a part moved is compared by what it holds at
+/// its number, not by the number it carries).
+fn shown_without_index(part: &Value) -> String {
+    let mut part = part.clone();
+    if let Some(fields) = part.as_object_mut() {
+        fields.remove("index");
+    }
+    part.to_string()
+}
+
+/// The parts that differ between `before` and `after`: changed, added or removed.
+pub fn changed_parts(before: &Parts, after: &Parts) -> Vec<String> {
+    let mut names: Vec<&String> = before.keys().chain(after.keys()).collect();
+    names.sort_by_key(|name| part_order(name));
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|name| before.get(*name) != after.get(*name))
+        .cloned()
+        .collect()
+}
+
+/// Why the `changed` parts are not exactly what `touches` names; `Ok` when every named part
+/// changed and nothing else did. A touch is `slide N`, `paragraph N` or `table N` (any case,
+/// `#` before the number allowed); one of another form names nothing, so it did not change.
+pub fn check_part_touches(touches: &[String], changed: &[String]) -> Result<(), String> {
+    let named: Vec<(String, &str)> = touches
+        .iter()
+        .map(|touch| (part_name(touch).unwrap_or_default(), touch.trim()))
+        .collect();
+    let untouched: Vec<&str> = named
+        .iter()
+        .filter(|(name, _)| !changed.contains(name))
+        .map(|(_, touch)| *touch)
+        .collect();
+    let outside: Vec<&str> = changed
+        .iter()
+        .filter(|part| !named.iter().any(|(name, _)| name == *part))
+        .map(String::as_str)
+        .collect();
+    touches_report(&untouched, &outside)
+}
+
+/// The part a touch names, as [`read_parts`] names it (`Slide #2` → `slide 2`).
+fn part_name(touch: &str) -> Option<String> {
+    let lower = touch.trim().to_lowercase();
+    let (kind, number) = lower.split_once(char::is_whitespace)?;
+    let kind = match kind {
+        "slide" | "paragraph" | "table" => kind,
+        _ => return None,
+    };
+    let number: u64 = number.trim().trim_start_matches('#').trim().parse().ok()?;
+    Some(format!("{kind} {number}"))
+}
+
+/// Parts in document order: by kind, then by number (`slide 10` after `slide 9`).
+fn part_order(name: &str) -> (String, u64) {
+    let (kind, number) = name.split_once(' ').unwrap_or((name, ""));
+    (kind.to_string(), number.parse().unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deck(titles: &[&str]) -> Value {
+        let slides: Vec<Value> = titles
+            .iter()
+            .enumerate()
+            .map(|(index, title)| json!({"index": index, "title": title, "body": []}))
+            .collect();
+        json!({"slide_count": titles.len(), "slides": slides})
+    }
+
+    fn touches(list: &[&str]) -> Vec<String> {
+        list.iter().map(|touch| touch.to_string()).collect()
+    }
+
+    #[test]
+    fn a_retitled_slide_is_the_one_part_changed() {
+        let before = read_parts(&deck(&["Intro", "Plan", "Market", "Team"])).unwrap();
+        let after = read_parts(&deck(&["Intro", "Plan", "Markt", "Team"])).unwrap();
+        let changed = changed_parts(&before, &after);
+        assert_eq!(changed, ["slide 2"]);
+        assert_eq!(check_part_touches(&touches(&["slide 2"]), &changed), Ok(()));
+        assert_eq!(check_part_touches(&touches(&["Slide #2"]), &changed), Ok(()));
+        let wrong = check_part_touches(&touches(&["slide 3"]), &changed).unwrap_err();
+        assert_eq!(
+            wrong,
+            "it did not change slide 3; it also changed slide 2, which the contract does not name"
+        );
+    }
+
+    #[test]
+    fn a_slide_inserted_before_others_moves_them() {
+        let before = read_parts(&deck(&["Intro", "Plan", "Market"])).unwrap();
+        let after = read_parts(&deck(&["Intro", "Plan", "Markt", "Market"])).unwrap();
+        let changed = changed_parts(&before, &after);
+        assert_eq!(changed, ["slide 2", "slide 3"]);
+        let why = check_part_touches(&touches(&["slide 2"]), &changed).unwrap_err();
+        assert!(why.contains("also changed slide 3"), "{why}");
+        // Appending a slide changes only the new one.
+        let appended = read_parts(&deck(&["Intro", "Plan", "Market", "Thanks"])).unwrap();
+        let changed = changed_parts(&before, &appended);
+        assert_eq!(check_part_touches(&touches(&["slide 3"]), &changed), Ok(()));
+    }
+
+    #[test]
+    fn a_documents_parts_are_its_paragraphs_and_tables() {
+        let read = |second: &str| {
+            json!({"section": null, "section_count": 1, "blocks": [
+                {"type": "paragraph", "index": 0, "style": "Title", "text": "Invoice"},
+                {"type": "paragraph", "index": 1, "text": second},
+                {"type": "table", "index": 0, "rows": [["a", "b"]]},
+            ]})
+        };
+        let before = read_parts(&read("Company: {{company}}")).unwrap();
+        let after = read_parts(&read("Company: Acme Ltd")).unwrap();
+        assert_eq!(before.len(), 3);
+        let changed = changed_parts(&before, &after);
+        assert_eq!(changed, ["paragraph 1"]);
+        assert_eq!(
+            check_part_touches(&touches(&["paragraph 1"]), &changed),
+            Ok(())
+        );
+        // A touch of another form names nothing.
+        let why = check_part_touches(&touches(&["B2"]), &changed).unwrap_err();
+        assert!(why.starts_with("it did not change B2"), "{why}");
+        // A sheet's read is not a document's or a deck's.
+        assert_eq!(read_parts(&json!({"sheet": "Q1", "rows": []})), None);
+    }
+
+    #[test]
+    fn parts_are_ordered_by_number() {
+        let names = |count: usize| -> Parts {
+            (0..count)
+                .map(|index| (format!("slide {index}"), String::new()))
+                .collect()
+        };
+        let changed = changed_parts(&names(0), &names(11));
+        assert_eq!(changed.first().map(String::as_str), Some("slide 0"));
+        assert_eq!(changed.last().map(String::as_str), Some("slide 10"));
+    }
+}
