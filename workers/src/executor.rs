@@ -5,12 +5,13 @@
 //! endpoint is `atelier.tool.<pool>` in the queue group `atelier-tool-<pool>`, so
 //! `$SRV.PING/INFO/STATS` (and `nats micro ls|info|stats`) list every worker with its requests,
 //! errors and latency; the endpoint's stats `data` adds calls in flight and tool errors (see
-//! [`WorkerStatsData`]). It starts a pump task that forwards each request to the actor. The
-//! actor hands every call to its own task, which sends progress to a caller that asked for it,
-//! waits for a concurrency permit, decodes the request, runs the tool (in a `tool_call` span
+//! [`WorkerStatsData`]). It starts a pump task that starts a task for each request (the actor
+//! is not on a call's path: one hand-off fewer per call); the call's task sends progress to a
+//! caller that asked for it, waits for a concurrency permit, decodes the request, runs the tool (in a `tool_call` span
 //! whose parent is the W3C trace context of the request's headers, so it joins the job's trace)
 //! and replies in the request's format, with the draft changes the tool staged for the caller to
-//! apply. Shutdown stops the pump, lets calls already received finish, then stops the actor.
+//! apply. The actor owns the service's lifecycle: its one message, `Drain`, stops the pump, lets
+//! calls already received finish (their tasks are tracked), then stops the actor.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::WorkerConfig;
@@ -83,25 +85,19 @@ pub struct ExecutorConfig {
 pub struct State {
     worker_id: Arc<str>,
     client: async_nats::Client,
-    toolbox: Arc<Toolbox>,
-    files: Arc<FileAccess>,
-    permits: Arc<Semaphore>,
-    max_concurrency: u32,
     counters: Arc<Counters>,
     service: Option<Service>,
     pump: Option<JoinHandle<()>>,
-    /// Tells the pump to stop taking calls and forward those already received.
+    /// Tells the pump to stop taking calls and start those already received.
     stop_pump: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Every call's task, started by the pump.
+    calls: TaskTracker,
 }
 
 /// The actor's messages.
 pub enum Msg {
-    /// A tool request from the pool's queue group.
-    Call(Box<Request>),
     /// Stop taking requests; the reply comes once calls in flight have finished.
     Drain(RpcReplyPort<()>),
-    /// Sent by `Drain` behind any requests the pump had already forwarded.
-    Finish(RpcReplyPort<()>),
 }
 
 impl Actor for ToolExecutor {
@@ -111,7 +107,7 @@ impl Actor for ToolExecutor {
 
     async fn pre_start(
         &self,
-        myself: ActorRef<Msg>,
+        _myself: ActorRef<Msg>,
         args: ExecutorConfig,
     ) -> Result<State, ActorProcessingErr> {
         let ExecutorConfig {
@@ -131,9 +127,10 @@ impl Actor for ToolExecutor {
         )
         .await?;
         tracing::info!(worker = %config.worker_id, pool, max_concurrency, "tool executor serving");
-        let (stop_pump, stopped) = tokio::sync::oneshot::channel();
-        Ok(State {
-            worker_id: config.worker_id.as_str().into(),
+        let worker_id: Arc<str> = config.worker_id.as_str().into();
+        let context = Arc::new(Call {
+            worker_id: worker_id.clone(),
+            client: client.clone(),
             toolbox: Arc::new(Toolbox::new(
                 config.pool,
                 files.clone(),
@@ -142,13 +139,24 @@ impl Actor for ToolExecutor {
                 config.office_timeout,
             )),
             files,
-            client,
+            counters: counters.clone(),
             permits,
-            max_concurrency,
+        });
+        let calls = TaskTracker::new();
+        let (stop_pump, stopped) = tokio::sync::oneshot::channel();
+        Ok(State {
+            worker_id,
+            client,
             counters,
             service: Some(service),
-            pump: Some(tokio::spawn(pump(endpoint, myself, stopped))),
+            pump: Some(tokio::spawn(pump(
+                endpoint,
+                context,
+                calls.clone(),
+                stopped,
+            ))),
             stop_pump: Some(stop_pump),
+            calls,
         })
     }
 
@@ -158,41 +166,27 @@ impl Actor for ToolExecutor {
         message: Msg,
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            Msg::Call(request) => {
-                let call = Call {
-                    worker_id: state.worker_id.clone(),
-                    client: state.client.clone(),
-                    toolbox: state.toolbox.clone(),
-                    files: state.files.clone(),
-                    counters: state.counters.clone(),
-                };
-                tokio::spawn(call.serve(*request, Arc::clone(&state.permits)));
-            }
-            Msg::Drain(reply) => {
-                state.counters.draining.store(true, Ordering::Relaxed);
-                tracing::info!(worker = %state.worker_id, "draining: no new calls; finishing those received");
-                if let Some(stop) = state.stop_pump.take() {
-                    let _ = stop.send(());
-                }
-                // The pump forwards what it had received before it ends, and the actor
-                // handles those calls before this Finish.
-                if let Some(pump) = state.pump.take() {
-                    let _ = pump.await;
-                }
-                stop_service(state).await;
-                myself.cast(Msg::Finish(reply))?;
-            }
-            Msg::Finish(reply) => {
-                let all = state.permits.acquire_many(state.max_concurrency);
-                if tokio::time::timeout(DRAIN_TIMEOUT, all).await.is_err() {
-                    tracing::warn!(worker = %state.worker_id, "calls still running after the drain timeout");
-                }
-                let _ = state.client.flush().await;
-                let _ = reply.send(());
-                myself.stop(Some("drained".into()));
-            }
+        let Msg::Drain(reply) = message;
+        state.counters.draining.store(true, Ordering::Relaxed);
+        tracing::info!(worker = %state.worker_id, "draining: no new calls; finishing those received");
+        if let Some(stop) = state.stop_pump.take() {
+            let _ = stop.send(());
         }
+        // The pump starts what it had received before it ends.
+        if let Some(pump) = state.pump.take() {
+            let _ = pump.await;
+        }
+        stop_service(state).await;
+        state.calls.close();
+        if tokio::time::timeout(DRAIN_TIMEOUT, state.calls.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(worker = %state.worker_id, "calls still running after the drain timeout");
+        }
+        let _ = state.client.flush().await;
+        let _ = reply.send(());
+        myself.stop(Some("drained".into()));
         Ok(())
     }
 
@@ -284,21 +278,20 @@ async fn stop_service(state: &mut State) {
 /// How long a stopping pump waits for calls already on their way to it.
 const PUMP_DRAIN_QUIET: Duration = Duration::from_millis(500);
 
-/// Forwards requests from the endpoint to the actor until either ends, or until `stop`: then it
-/// leaves the queue group and forwards the requests already received (the server routes no new
+/// Starts a task for each request from the endpoint until it ends, or until `stop`: then it
+/// leaves the queue group and starts the requests already received (the server routes no new
 /// ones here once the unsubscribe has reached it).
 async fn pump(
     mut endpoint: Endpoint,
-    actor: ActorRef<Msg>,
+    context: Arc<Call>,
+    calls: TaskTracker,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     loop {
         tokio::select! {
             request = endpoint.next() => {
                 let Some(request) = request else { return };
-                if actor.cast(Msg::Call(Box::new(request))).is_err() {
-                    return;
-                }
+                calls.spawn(Arc::clone(&context).serve(request));
             }
             _ = &mut stop => break,
         }
@@ -307,26 +300,25 @@ async fn pump(
         tracing::warn!(%error, "could not leave the queue group");
     }
     while let Ok(Some(request)) = tokio::time::timeout(PUMP_DRAIN_QUIET, endpoint.next()).await {
-        if actor.cast(Msg::Call(Box::new(request))).is_err() {
-            return;
-        }
+        calls.spawn(Arc::clone(&context).serve(request));
     }
 }
 
-/// What one call's task needs.
+/// What every call's task shares.
 struct Call {
     worker_id: Arc<str>,
     client: async_nats::Client,
     toolbox: Arc<Toolbox>,
     files: Arc<FileAccess>,
     counters: Arc<Counters>,
+    permits: Arc<Semaphore>,
 }
 
 impl Call {
     /// Answers one request once a concurrency permit is free; a caller that asked for progress
     /// gets it from the moment the request arrives, waiting for a permit included, so a busy
     /// worker's queued calls are not mistaken for lost ones.
-    async fn serve(self, request: Request, permits: Arc<Semaphore>) {
+    async fn serve(self: Arc<Self>, request: Request) {
         let message = &request.message;
         let headers = message.headers.as_ref();
         let format = format_of(headers);
@@ -336,10 +328,13 @@ impl Call {
         };
         // Only callers that ask for progress (the coordinator does) get it: a plain
         // request/reply client takes the first message as the answer.
-        let progress = has_progress_mark(headers).then(|| keep_alive(self.client.clone(), reply));
+        let progress = match has_progress_mark(headers) {
+            true => Some(keep_alive(self.client.clone(), reply).await),
+            false => None,
+        };
         let arrived = Instant::now();
         self.counters.pending.fetch_add(1, Ordering::Relaxed);
-        let permit = permits.acquire_owned().await;
+        let permit = Arc::clone(&self.permits).acquire_owned().await;
         self.counters.record_start(arrived.elapsed());
         let Ok(_permit) = permit else {
             return;

@@ -172,20 +172,41 @@ impl FileAccess {
         workbench: Option<&str>,
         entry: &ManifestEntry,
     ) -> Result<Vec<u8>, ErrorBody> {
-        let unreadable = |e: std::io::Error| {
-            ErrorBody::new(
-                ErrorCode::FileReadFailed,
-                format!("cannot read {}: {e}", entry.path),
-            )
-        };
+        let unreadable = unreadable(&entry.path);
         let copies = self.copies(entry)?;
         let cached = copies.cached.clone();
         let found = on_disk(move || copies.find().map(std::fs::read).transpose()).await;
-        if let Some(bytes) = found.map_err(unreadable)? {
+        if let Some(bytes) = found.map_err(&unreadable)? {
             return Ok(bytes);
         }
         let fetched = self.fetch(workbench, entry, &cached).await?;
         tokio::fs::read(&fetched).await.map_err(unreadable)
+    }
+
+    /// Runs `work` on `workbench`'s file `entry`'s content on a blocking thread: the one that
+    /// finds and reads a copy on disk (one hand-off for the read and the work), or, for a file
+    /// fetched from the store, one of its own.
+    pub(crate) async fn read_then<T: Send + 'static>(
+        &self,
+        workbench: Option<&str>,
+        entry: &ManifestEntry,
+        work: impl FnOnce(Vec<u8>) -> Result<T, ErrorBody> + Send + 'static,
+    ) -> Result<T, ErrorBody> {
+        let copies = self.copies(entry)?;
+        let cached = copies.cached.clone();
+        let cannot_read = unreadable(&entry.path);
+        let on_this_machine = in_thread(move || match copies.find() {
+            Some(copy) => Ok(std::fs::read(copy).map_err(cannot_read).and_then(work)),
+            None => Err(work),
+        })
+        .await?;
+        let work = match on_this_machine {
+            Ok(done) => return done,
+            Err(work) => work,
+        };
+        let fetched = self.fetch(workbench, entry, &cached).await?;
+        let cannot_read = unreadable(&entry.path);
+        in_thread(move || std::fs::read(fetched).map_err(cannot_read).and_then(work)).await?
     }
 
     /// Where a copy of `entry`'s content may be on this machine.
@@ -434,6 +455,26 @@ impl LocalCopies {
 }
 
 /// Runs local file work on the blocking threads.
+/// The `FILE_READ_FAILED` error for the workbench file `path` whose copy cannot be read.
+fn unreadable(path: &str) -> impl Fn(std::io::Error) -> ErrorBody + Send + 'static {
+    let path = path.to_string();
+    move |error| {
+        ErrorBody::new(
+            ErrorCode::FileReadFailed,
+            format!("cannot read {path}: {error}"),
+        )
+    }
+}
+
+/// `work` on a blocking thread; `INTERNAL` if it panicked.
+async fn in_thread<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ErrorBody> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| ErrorBody::new(ErrorCode::Internal, format!("read task failed: {error}")))
+}
+
 async fn on_disk<T: Send + 'static>(
     work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {

@@ -165,8 +165,10 @@ impl Routes {
                 tokio::spawn(async move {
                     let headers = message.headers.as_ref();
                     let format = format_of(headers);
-                    let progress = crate::headers::has_progress_mark(headers)
-                        .then(|| keep_alive(client.clone(), reply_to.clone()));
+                    let progress = match crate::headers::has_progress_mark(headers) {
+                        true => Some(keep_alive(client.clone(), reply_to.clone()).await),
+                        false => None,
+                    };
                     let span = tracing::debug_span!("request", subject = %message.subject);
                     join_trace(&span, headers);
                     let verb = message.subject.get(prefix_len..).unwrap_or_default();
@@ -220,22 +222,30 @@ pub async fn respond(
 /// How often a running call tells its caller it is still alive.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
-/// Publishes progress messages to `reply` at once (the call is taken) and then every
-/// [`PROGRESS_EVERY`] until aborted, so the caller's idle deadline stays open while this
-/// responder is alive and closes soon after it dies, and the caller knows a silence came after a
-/// responder took the call (it died holding it) rather than before.
-pub fn keep_alive(client: async_nats::Client, reply: Subject) -> tokio::task::JoinHandle<()> {
+/// Publishes a progress message to `reply` at once (the call is taken), before it returns, and
+/// then every [`PROGRESS_EVERY`] from a task until that task is aborted, so the caller's idle
+/// deadline stays open while this responder is alive and closes soon after it dies, and the
+/// caller knows a silence came after a responder took the call (it died holding it) rather than
+/// before. The first message is sent from the caller's task: no task hand-off precedes it.
+pub async fn keep_alive(client: async_nats::Client, reply: Subject) -> tokio::task::JoinHandle<()> {
+    let publish = |client: async_nats::Client, reply: Subject| async move {
+        let mut headers = HeaderMap::new();
+        headers.insert(PROGRESS_HEADER, "1");
+        client
+            .publish_with_headers(reply, headers, Bytes::new())
+            .await
+            .is_ok()
+    };
+    let taken = publish(client.clone(), reply.clone()).await;
     tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+        if !taken {
+            return;
+        }
+        let start = tokio::time::Instant::now() + PROGRESS_EVERY;
+        let mut ticks = tokio::time::interval_at(start, PROGRESS_EVERY);
         loop {
             ticks.tick().await;
-            let mut headers = HeaderMap::new();
-            headers.insert(PROGRESS_HEADER, "1");
-            if client
-                .publish_with_headers(reply.clone(), headers, Bytes::new())
-                .await
-                .is_err()
-            {
+            if !publish(client.clone(), reply.clone()).await {
                 return;
             }
         }

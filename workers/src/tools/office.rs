@@ -50,10 +50,7 @@ impl Toolbox {
         match tool {
             ToolName::ListFiles => to_value(&office::list_files(&request.files)),
             ToolName::GetFileInfo => self.get_file_info(request, args).await,
-            ToolName::GetFileMap => {
-                let (entry, bytes) = self.entry_and_bytes(request, args).await?;
-                blocking(move || office::map(&entry, bytes)).await
-            }
+            ToolName::GetFileMap => self.on_content(request, args, office::map).await,
             ToolName::ReadFile => self.read_file(request, args).await,
             ToolName::WriteTextFile => self.write_text_file(request, args).await,
             ToolName::XlsxOperations | ToolName::DocxOperations | ToolName::PptxOperations => {
@@ -68,24 +65,35 @@ impl Toolbox {
         }
     }
 
-    async fn entry_and_bytes(
+    /// Runs `work` on the office file the call's `path` names and its content, on the blocking
+    /// thread that reads it.
+    async fn on_content<T: Send + 'static>(
         &self,
         request: &ToolCall,
         args: &Args<'_>,
-    ) -> Result<(ManifestEntry, Vec<u8>), ErrorBody> {
+        work: impl FnOnce(&ManifestEntry, Vec<u8>) -> Result<T, ErrorBody> + Send + 'static,
+    ) -> Result<T, ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?.clone();
         Format::of(&entry.path)?;
-        let bytes = self.files.read(Some(&request.workbench), &entry).await?;
-        Ok((entry, bytes))
+        let worked = entry.clone();
+        self.files
+            .read_then(Some(&request.workbench), &entry, move |bytes| {
+                work(&worked, bytes)
+            })
+            .await
     }
 
     async fn get_file_info(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?.clone();
-        let bytes = match office::info_needs_content(&entry) {
-            true => Some(self.files.read(Some(&request.workbench), &entry).await?),
-            false => None,
-        };
-        blocking(move || office::describe(&entry, bytes)).await
+        if !office::info_needs_content(&entry) {
+            return blocking(move || office::describe(&entry, None)).await;
+        }
+        let described = entry.clone();
+        self.files
+            .read_then(Some(&request.workbench), &entry, move |bytes| {
+                office::describe(&described, Some(bytes))
+            })
+            .await
     }
 
     async fn read_file(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
@@ -102,8 +110,10 @@ impl Toolbox {
             line_start: usize::try_from(start).unwrap_or(usize::MAX),
             line_count: usize::try_from(count).unwrap_or(usize::MAX),
         };
-        let (entry, bytes) = self.entry_and_bytes(request, args).await?;
-        blocking(move || office::read(&entry, bytes, &selector)).await
+        self.on_content(request, args, move |entry, bytes| {
+            office::read(entry, bytes, &selector)
+        })
+        .await
     }
 
     async fn get_styles(
@@ -112,8 +122,10 @@ impl Toolbox {
         args: &Args<'_>,
         of: StylesOf,
     ) -> Result<Value, ErrorBody> {
-        let (entry, bytes) = self.entry_and_bytes(request, args).await?;
-        blocking(move || office::styles(&entry, bytes, of)).await
+        self.on_content(request, args, move |entry, bytes| {
+            office::styles(entry, bytes, of)
+        })
+        .await
     }
 
     async fn write_text_file(
