@@ -502,10 +502,9 @@ async fn an_edit_on_a_deck_changes_the_slides_it_names_and_nothing_else() -> any
     assert_eq!(done.items[0].attempts, 1);
     // A slide inserted before the second instead: the slides after it moved, so the deck
     // changed beyond what the contract names — told once, then not done.
-    let inserted = retitle_second_slide(
-        json!({"op": "add_slide", "position": 1, "title": "Highlights 2026"}),
-    )
-    .await?;
+    let inserted =
+        retitle_second_slide(json!({"op": "add_slide", "position": 1, "title": "Highlights 2026"}))
+            .await?;
     let failure = not_done_after_its_retry(&inserted);
     assert!(
         failure.contains("slides.pptx: it also changed slide 2")

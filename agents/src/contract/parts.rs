@@ -134,7 +134,10 @@ mod tests {
         let changed = changed_parts(&before, &after);
         assert_eq!(changed, ["slide 2"]);
         assert_eq!(check_part_touches(&touches(&["slide 2"]), &changed), Ok(()));
-        assert_eq!(check_part_touches(&touches(&["Slide #2"]), &changed), Ok(()));
+        assert_eq!(
+            check_part_touches(&touches(&["Slide #2"]), &changed),
+            Ok(())
+        );
         let wrong = check_part_touches(&touches(&["slide 3"]), &changed).unwrap_err();
         assert_eq!(
             wrong,

@@ -10,7 +10,7 @@ use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
 use atelier_messages::{ErrorBody, ErrorCode, journal};
 use tracing::{Instrument, info_span};
 
-use super::contracts::{BROKEN_CONTRACT, ItemBefore, EditsBefore};
+use super::contracts::{BROKEN_CONTRACT, EditsBefore, ItemBefore};
 use super::driver::Driver;
 use super::item_end::{
     Answered, Done, Failure, ItemOutcome, LEFT_A_COPY, answered_item, changed_paths, copy_kept,
