@@ -128,7 +128,7 @@ pub fn figures_as_text(contract: &Contract, content: &str, request: &str) -> Opt
     let figures = figures.filter(|figures| !figures.is_empty())?;
     let request_figures: Vec<f64> = request
         .split_whitespace()
-        .filter_map(|word| token_number(word))
+        .filter_map(token_number)
         .collect();
     let given = figures
         .iter()
@@ -148,7 +148,7 @@ fn line_figure(line: &str) -> Option<f64> {
         return Some(value);
     }
     let words: Vec<&str> = line.split_whitespace().collect();
-    let numbers: Vec<f64> = words.iter().filter_map(|word| token_number(word)).collect();
+    let numbers: Vec<f64> = words.iter().copied().filter_map(token_number).collect();
     match numbers.as_slice() {
         [value] if words.len() <= FIGURE_WORDS + 1 => Some(*value),
         _ => None,
