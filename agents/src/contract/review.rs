@@ -131,7 +131,8 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
 /// Why the content `contract` promises could not be checked, whatever is written: a number,
 /// list or table computed from the workbench's `sources` without the query it comes from, one
 /// in a document, a deck or a binary file (only text files and workbooks are read back as
-/// values), or a delimited table (`.csv`, `.tsv`) declared as text. The plan's review tells
+/// values), or a delimited table (`.csv`, `.tsv`) or a workbook declared as text. The plan's
+/// review tells
 /// the model; when the item ends such a target is not done.
 pub fn unchecked(contract: &Contract, sources: &Sources) -> Option<String> {
     let holds = contract.holds;
@@ -144,6 +145,14 @@ pub fn unchecked(contract: &Contract, sources: &Sources) -> Option<String> {
             } else {
                 " and the query its rows come from".to_string()
             }
+        ));
+    }
+    if holds == Holds::Text && kind_of(&contract.path) == "xlsx" {
+        return Some(format!(
+            "{} is a workbook: it holds cells, not text — a new sheet of values is a `table` \
+             (or a `number`, a `list`) with the query its values come from, a change to cells \
+             an `edit` at the cells it sets (`at Travel!A1, Travel!B1`)",
+            contract.path
         ));
     }
     if holds.computed() && matches!(kind_of(&contract.path), "docx" | "pptx" | "pdf" | "binary") {
@@ -268,6 +277,10 @@ mod tests {
                 "a text has no source",
             ),
             ("stats.csv: text", "is a delimited table, not text"),
+            (
+                "book.xlsx: text",
+                "book.xlsx is a workbook: it holds cells, not text",
+            ),
             (
                 "report.docx: table from penguins.csv = SELECT island FROM data",
                 "a table in report.docx cannot be checked",
