@@ -7,10 +7,10 @@
 //! errors and latency; the endpoint's stats `data` adds calls in flight and tool errors (see
 //! [`WorkerStatsData`]). It starts a pump task that starts a task for each request (the actor
 //! is not on a call's path: one hand-off fewer per call); the call's task sends progress to a
-//! caller that asked for it, waits for a concurrency permit, decodes the request, runs the tool (in a `tool_call` span
-//! whose parent is the W3C trace context of the request's headers, so it joins the job's trace)
-//! and replies in the request's format, with the draft changes the tool staged for the caller to
-//! apply. The actor owns the service's lifecycle: its one message, `Drain`, stops the pump, lets
+//! caller that asked for it, waits for a concurrency permit, decodes the request, runs the tool
+//! (in a `tool_call` span whose parent is the W3C trace context of the request's headers, so it
+//! joins the job's trace) and replies in the request's format, with the draft changes the tool
+//! staged for the caller to apply. The actor owns the service's lifecycle: its one message, `Drain`, stops the pump, lets
 //! calls already received finish (their tasks are tracked), then stops the actor.
 
 use std::collections::HashMap;

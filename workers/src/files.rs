@@ -172,15 +172,7 @@ impl FileAccess {
         workbench: Option<&str>,
         entry: &ManifestEntry,
     ) -> Result<Vec<u8>, ErrorBody> {
-        let unreadable = unreadable(&entry.path);
-        let copies = self.copies(entry)?;
-        let cached = copies.cached.clone();
-        let found = on_disk(move || copies.find().map(std::fs::read).transpose()).await;
-        if let Some(bytes) = found.map_err(&unreadable)? {
-            return Ok(bytes);
-        }
-        let fetched = self.fetch(workbench, entry, &cached).await?;
-        tokio::fs::read(&fetched).await.map_err(unreadable)
+        self.read_then(workbench, entry, Ok).await
     }
 
     /// Runs `work` on `workbench`'s file `entry`'s content on a blocking thread: the one that
@@ -454,7 +446,6 @@ impl LocalCopies {
     }
 }
 
-/// Runs local file work on the blocking threads.
 /// The `FILE_READ_FAILED` error for the workbench file `path` whose copy cannot be read.
 fn unreadable(path: &str) -> impl Fn(std::io::Error) -> ErrorBody + Send + 'static {
     let path = path.to_string();
@@ -475,6 +466,7 @@ async fn in_thread<T: Send + 'static>(
         .map_err(|error| ErrorBody::new(ErrorCode::Internal, format!("read task failed: {error}")))
 }
 
+/// Runs local file work on the blocking threads.
 async fn on_disk<T: Send + 'static>(
     work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {

@@ -99,10 +99,9 @@ pub fn for_file_kinds(tools: Vec<ToolSpec>, present: &[String], named: &[String]
             .map(|extension| kind_of_extension(extension))
             .collect()
     };
-    let untabular = kinds(present)
-        .iter()
-        .any(|kind| !TABLE_KINDS.contains(kind));
-    let in_play: Vec<&str> = kinds(present).into_iter().chain(kinds(named)).collect();
+    let present_kinds = kinds(present);
+    let untabular = present_kinds.iter().any(|kind| !TABLE_KINDS.contains(kind));
+    let in_play: Vec<&str> = present_kinds.into_iter().chain(kinds(named)).collect();
     let present = |wanted: &[&str]| in_play.iter().any(|kind| wanted.contains(kind));
     tools
         .into_iter()

@@ -390,25 +390,29 @@ impl Driver<'_> {
         let Some(after) = self.edited(&contract.path, prefix).await? else {
             return Ok(Some("it is not a file the engine can read".to_string()));
         };
-        let report = match (before, &after) {
-            (Some(Edited::Workbook(before)), Edited::Workbook(after)) => {
-                let changed = cells::changed_cells(&before.cells, &after.cells);
-                cells::check_touches(&contract.touches, &changed, &before.first_sheet)
-            }
-            (None, Edited::Workbook(after)) => {
-                let changed = cells::changed_cells(&Cells::new(), &after.cells);
-                cells::check_touches(&contract.touches, &changed, &after.first_sheet)
-            }
-            (before, Edited::Parts { parts: after }) => {
+        // A path is read as one kind before and after: a `before` of another kind is none.
+        let report = match &after {
+            Edited::Workbook(after) => {
                 let before = match before {
-                    Some(Edited::Parts { parts }) => parts.clone(),
-                    _ => Parts::new(),
+                    Some(Edited::Workbook(before)) => Some(before),
+                    _ => None,
                 };
-                let changed = parts::changed_parts(&before, after);
-                parts::check_part_touches(&contract.touches, &changed)
+                let empty = Cells::new();
+                let changed = cells::changed_cells(
+                    before.map_or(&empty, |before| &before.cells),
+                    &after.cells,
+                );
+                let first_sheet = before.map_or(&after.first_sheet, |before| &before.first_sheet);
+                cells::check_touches(&contract.touches, &changed, first_sheet)
             }
-            (Some(Edited::Parts { .. }), Edited::Workbook(_)) => {
-                Err("it was not a workbook before the item".to_string())
+            Edited::Parts { parts: after } => {
+                let empty = Parts::new();
+                let before = match before {
+                    Some(Edited::Parts { parts }) => parts,
+                    _ => &empty,
+                };
+                let changed = parts::changed_parts(before, after);
+                parts::check_part_touches(&contract.touches, &changed)
             }
         };
         Ok(report.err())

@@ -226,8 +226,8 @@ pub(super) fn plan(
          list (one value per line; `of N` when the count is known), table (a CSV; its columns in \
          parentheses), text, edit (an existing file changed in place; `at B2, Summary!C3` for \
          the cells it sets, `at slide 2` or `at paragraph 5` for the slides or paragraphs it \
-         changes, numbered as read_file numbers them), absent (an existing file the item deletes or moves away); a \
-         number, list or table whose values come from a workbench table ends its line with \
+         changes, numbered as read_file numbers them), absent (an existing file the item \
+         deletes or moves away); a number, list or table whose values come from a workbench table ends its line with \
          `from`, that table's path, `=` and the SELECT that gives them (the table is \
          `data`){from_text}. The engine runs those queries and checks the written files against these lines. Keep it short (1 to 8 \
          items); each item must be doable with the workbench tools. {ending}\n\n\
