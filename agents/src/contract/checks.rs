@@ -156,11 +156,14 @@ fn line_figure(line: &str) -> Option<f64> {
 }
 
 /// A whitespace-separated word as a number, once the punctuation around it is trimmed
-/// (`6300.` `(12)` `3,5;`).
+/// (`6300.` `(12)` `[3]` `3,5;`); a sign or a currency before it and a percent or euro sign
+/// after it are kept for [`parse_number`].
 fn token_number(word: &str) -> Option<f64> {
     let trimmed = word
-        .trim_start_matches(['(', '"', '\''])
-        .trim_end_matches(['.', ',', ';', ':', '!', '?', ')', '"', '\'']);
+        .trim_start_matches(|c: char| {
+            !(c.is_alphanumeric() || matches!(c, '-' | '+' | '$' | '€' | '£'))
+        })
+        .trim_end_matches(|c: char| !(c.is_alphanumeric() || matches!(c, '%' | '€')));
     parse_number(trimmed).map(|(value, _)| value)
 }
 

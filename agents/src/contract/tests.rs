@@ -291,6 +291,11 @@ fn figures_under_a_text_contract_are_not_vouched_for() {
     );
     assert_eq!(figures_as_text(&text, "2 lines, 3.50 each", request), None);
     assert_eq!(figures_as_text(&text, "0 EUR", request), None);
+    // A figure the request gives in brackets is given too.
+    assert_eq!(
+        figures_as_text(&text, "Total: 7 EUR", "Write the total [7] into total.txt."),
+        None
+    );
     assert_eq!(figures_as_text(&text, "0", request), None);
     assert_eq!(figures_as_text(&text, "", request), None);
     let number = Contract::new("total.txt", Holds::Number);
