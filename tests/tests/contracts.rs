@@ -478,18 +478,56 @@ fn slide_operations(operation: Value) -> Value {
 /// A job on slides.pptx whose one item promises to retitle the second slide (`slide 1`, as
 /// read_file numbers it) and makes `operation` in each attempt.
 async fn retitle_second_slide(operation: Value) -> anyhow::Result<JobView> {
-    let plan = json!({"content": "- [ ] 1. Retitle — the second slide → slides.pptx\n  \
-        - slides.pptx: edit at slide 1"});
+    let (_model, view) = retitle_second_slide_under("edit at slide 1", operation).await?;
+    Ok(view)
+}
+
+/// The second slide retitled by `operation` under the plan's contract `holds` for the deck
+/// (the same plan given again when the first is told something).
+async fn retitle_second_slide_under(
+    holds: &str,
+    operation: Value,
+) -> anyhow::Result<(ScriptedModel, JobView)> {
+    let plan = json!({"content": format!("- [ ] 1. Retitle — the second slide → slides.pptx\n  \
+        - slides.pptx: {holds}")});
     let script = script(json!({
         "research": [{"content": "slides.pptx has three slides; the second is Key Highlights."}],
-        "plan": [plan],
+        "plan": [plan.clone(), plan],
         "implement": {"1": [slide_operations(operation), {"content": "Retitled it."}]},
         "summary": [{"content": "Retitled."}]
     }))?;
     let request = "Retitle the second slide of slides.pptx to \"Highlights 2026\".";
-    let (_model, _cluster, view) =
+    let (model, _cluster, view) =
         run_on("keenbench/office/slides.pptx", script, request, &[]).await?;
-    Ok(view)
+    Ok((model, view))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_to_a_deck_the_workbench_has_is_vouched_for_only_as_an_edit_of_named_slides()
+-> anyhow::Result<()> {
+    // As a small model planned an unseen task: the deck it was asked to change declared `text`
+    // (or an `edit` naming no slide), which holds it only to being changed. Told at the plan;
+    // planned the same again, the right write is still not vouched for: not done, at once.
+    let retitle = json!({"op": "set_slide_text", "index": 1, "title": "Highlights 2026"});
+    for holds in ["text", "edit"] {
+        let (model, view) = retitle_second_slide_under(holds, retitle.clone()).await?;
+        let told = told_at_plan_turn(&model, 1);
+        assert!(
+            told.contains(
+                "slides.pptx is in the workbench: a change to it is an `edit` at the parts it \
+                 touches"
+            ),
+            "{holds}: {told}"
+        );
+        let failure = not_done_at_once(&view);
+        assert!(
+            failure.contains("slides.pptx: slides.pptx is in the workbench")
+                && failure.contains("so what it holds cannot be checked"),
+            "{holds}: {failure}"
+        );
+        assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
+    }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]

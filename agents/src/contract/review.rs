@@ -108,7 +108,7 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
             contract.columns.join(", ")
         ));
     }
-    if let Some(problem) = unchecked(contract, workbench.sources) {
+    if let Some(problem) = unchecked(contract, workbench.sources, exists) {
         return Some(problem);
     }
     if let Some(source) = &contract.source {
@@ -131,10 +131,11 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
 /// Why the content `contract` promises could not be checked, whatever is written: a number,
 /// list or table computed from the workbench's `sources` without the query it comes from, one
 /// in a document, a deck or a binary file (only text files and workbooks are read back as
-/// values), or a delimited table (`.csv`, `.tsv`) or a workbook declared as text. The plan's
-/// review tells
-/// the model; when the item ends such a target is not done.
-pub fn unchecked(contract: &Contract, sources: &Sources) -> Option<String> {
+/// values), a delimited table (`.csv`, `.tsv`) or a workbook declared as text, or a change to a
+/// document, deck or workbook the workbench has (`existed`) that does not name the parts it
+/// touches (only an edit `at` its parts is compared, part by part). The plan's review tells the
+/// model; when the item ends such a target is not done.
+pub fn unchecked(contract: &Contract, sources: &Sources, existed: bool) -> Option<String> {
     let holds = contract.holds;
     if holds == Holds::Text && kind_of(&contract.path) == "csv" {
         return Some(format!(
@@ -152,6 +153,16 @@ pub fn unchecked(contract: &Contract, sources: &Sources) -> Option<String> {
             "{} is a workbook: it holds cells, not text — a new sheet of values is a `table` \
              (or a `number`, a `list`) with the query its values come from, a change to cells \
              an `edit` at the cells it sets (`at Travel!A1, Travel!B1`)",
+            contract.path
+        ));
+    }
+    let whole = holds == Holds::Text || (holds == Holds::Edit && contract.touches.is_empty());
+    if existed && whole && matches!(kind_of(&contract.path), "docx" | "pptx" | "xlsx") {
+        return Some(format!(
+            "{} is in the workbench: a change to it is an `edit` at the parts it touches (`at \
+             slide 2`, `at paragraph 5`, `at Sheet1!B2`; slides, paragraphs and tables numbered \
+             from 0 as read_file numbers them) — the engine compares those and checks that \
+             nothing else changed",
             contract.path
         ));
     }
@@ -289,6 +300,43 @@ mod tests {
         for (line, expected) in cases {
             let found = review(line).unwrap_or_default();
             assert!(found.contains(expected), "{line}: {found}");
+        }
+    }
+
+    #[test]
+    fn a_change_to_an_office_file_the_workbench_has_names_its_parts() {
+        let files = ["deck.pptx", "report.docx", "book.xlsx"].map(String::from);
+        let reviewed = |line: &str| {
+            let contract = parse_line(line).expect("a contract line");
+            problem(
+                &contract,
+                Workbench {
+                    files: &files,
+                    sources: &Sources::of(&files),
+                },
+            )
+        };
+        for line in [
+            "deck.pptx: text",
+            "deck.pptx: edit",
+            "report.docx: edit",
+            "book.xlsx: edit",
+        ] {
+            let found = reviewed(line).unwrap_or_default();
+            let path = line.split(':').next().unwrap_or_default();
+            assert!(
+                found.contains(&format!("{path} is in the workbench: a change to it is an `edit` at the parts it touches")),
+                "{line}: {found}"
+            );
+        }
+        for line in [
+            "deck.pptx: edit at slide 2",
+            "report.docx: edit at paragraph 5",
+            "book.xlsx: edit at Sheet1!B2",
+            "new.pptx: text",
+            "new.docx: text",
+        ] {
+            assert_eq!(reviewed(line), None, "{line}");
         }
     }
 

@@ -87,6 +87,8 @@ pub(super) type EditsBefore = BTreeMap<String, Edited>;
 
 /// The workbench as an item's first attempt found it, for checking the item's contracts.
 pub(super) struct ItemBefore<'a> {
+    /// Every file's path.
+    pub files: &'a [String],
     /// The office files its edit contracts name.
     pub edits: &'a EditsBefore,
     /// The files a contract's source names.
@@ -181,8 +183,7 @@ impl Driver<'_> {
                     .await?
                     .map(Broken::Differs)
             } else {
-                self.check_one(contract, &prefix, changed, start.sources)
-                    .await?
+                self.check_one(contract, &prefix, changed, start).await?
             };
             let why = match broken {
                 None => continue,
@@ -203,8 +204,10 @@ impl Driver<'_> {
         contract: &Contract,
         prefix: &str,
         changed: &[String],
-        sources: &Sources,
+        start: &ItemBefore<'_>,
     ) -> Result<Option<Broken>, AgentError> {
+        let sources = start.sources;
+        let existed = start.files.contains(&contract.path);
         let differs = |why: &str| Ok(Some(Broken::Differs(why.to_string())));
         if !changed.contains(&contract.path) {
             return differs("the item did not change it");
@@ -218,7 +221,7 @@ impl Driver<'_> {
                 Ok(None)
             };
         }
-        if let Some(problem) = review::unchecked(contract, sources) {
+        if let Some(problem) = review::unchecked(contract, sources, existed) {
             return Ok(Some(Broken::uncheckable(problem)));
         }
         if contract.holds.computed() && kind_of(&contract.path) == "xlsx" {

@@ -483,6 +483,7 @@ impl Driver<'_> {
         }
         let files: Vec<String> = attempt.before.files.keys().cloned().collect();
         let start = ItemBefore {
+            files: &files,
             edits: &attempt.before.edits,
             sources: &Sources::of(&files),
         };

@@ -29,14 +29,15 @@ impl Driver<'_> {
         {
             return Ok(None);
         }
-        let files = self.paths().await?;
+        let mut files = self.paths().await?;
         let sources = Sources::of(&files);
-        let workbench = Workbench {
-            files: &files,
-            sources: &sources,
-        };
         let mut problems = Vec::new();
         for item in &items {
+            // A file an earlier item makes is there for this one, as when the item runs.
+            let workbench = Workbench {
+                files: &files,
+                sources: &sources,
+            };
             for (index, contract) in item.contracts.iter().enumerate() {
                 let prefix = format!("{}.plan.{turn}.{}.{index}", self.job.job_id, item.index);
                 if let Some(problem) = self.contract_problem(contract, workbench, &prefix).await? {
@@ -46,6 +47,7 @@ impl Driver<'_> {
                     ));
                 }
             }
+            files.extend(item.targets.iter().cloned());
         }
         Ok((!problems.is_empty()).then(|| told(&items, &problems)))
     }
