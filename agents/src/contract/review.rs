@@ -230,7 +230,12 @@ mod tests {
     use crate::contract::parse_line;
 
     fn review(line: &str) -> Option<String> {
-        let files = ["penguins.csv".to_string(), "notes.txt".to_string()];
+        review_in(&["penguins.csv", "notes.txt"], line)
+    }
+
+    /// The problem with the contract `line` in a workbench of `paths`.
+    fn review_in(paths: &[&str], line: &str) -> Option<String> {
+        let files: Vec<String> = paths.iter().map(|path| path.to_string()).collect();
         let contract = parse_line(line).expect("a contract line");
         problem(
             &contract,
@@ -305,17 +310,7 @@ mod tests {
 
     #[test]
     fn a_change_to_an_office_file_the_workbench_has_names_its_parts() {
-        let files = ["deck.pptx", "report.docx", "book.xlsx"].map(String::from);
-        let reviewed = |line: &str| {
-            let contract = parse_line(line).expect("a contract line");
-            problem(
-                &contract,
-                Workbench {
-                    files: &files,
-                    sources: &Sources::of(&files),
-                },
-            )
-        };
+        let reviewed = |line: &str| review_in(&["deck.pptx", "report.docx", "book.xlsx"], line);
         for line in [
             "deck.pptx: text",
             "deck.pptx: edit",
