@@ -81,6 +81,14 @@ async fn counted(first: &str, retry: &str) -> anyhow::Result<(ScriptedModel, Clu
 
 /// [`REQUEST`] with `plan`: the item writes 3 into islands.txt, on each attempt.
 async fn counted_with_plan(plan: Value) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
+    counted_with_plan_for(REQUEST, plan).await
+}
+
+/// `request` with `plan`: the item writes 3 into islands.txt, on each attempt.
+async fn counted_with_plan_for(
+    request: &str,
+    plan: Value,
+) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
     let script = script(json!({
         "research": [{"content": "penguins.csv has an island column."}],
         "plan": plan,
@@ -90,7 +98,7 @@ async fn counted_with_plan(plan: Value) -> anyhow::Result<(ScriptedModel, Cluste
         },
         "summary": [{"content": "Three."}]
     }))?;
-    run(script, REQUEST).await
+    run(script, request).await
 }
 
 /// [`REQUEST`] with `plan`: the item writes 3 into islands.txt.
@@ -556,22 +564,28 @@ async fn an_edit_on_a_deck_changes_the_slides_it_names_and_nothing_else() -> any
 #[tokio::test(flavor = "multi_thread")]
 async fn a_figure_under_a_text_contract_is_never_vouched_for() -> anyhow::Result<()> {
     // As a small model planned an unseen task: the figure declared `text`, so no source is
-    // compared, and a wrong figure written. The engine cannot check it: not done, at once.
+    // compared, and a wrong figure written. The engine cannot check it: not done, at once. The
+    // same when the request shows the figure written: a request that gives the form of its
+    // answer ("like 3") shows a figure that is not the answer, which a model may copy.
     let text = json!({"content": "- [ ] 1. Count — the islands → islands.txt\n  \
         - islands.txt: text"});
-    let (_model, cluster, view) = counted_with_plan(json!([text])).await?;
-    let failure = not_done_at_once(&view);
-    assert!(
-        failure.contains("islands.txt: it holds \"3\" under a `text` contract")
-            && failure.contains("so what it holds cannot be checked"),
-        "{failure}"
-    );
-    assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
-    assert_eq!(
-        draft_text(&cluster, "islands.txt")?,
-        "3\n",
-        "the draft keeps it"
-    );
+    let with_an_example = "How many different islands do the penguins in penguins.csv come \
+                           from? Put the figure in islands.txt, like 3.";
+    for request in [REQUEST, with_an_example] {
+        let (_model, cluster, view) = counted_with_plan_for(request, json!([text])).await?;
+        let failure = not_done_at_once(&view);
+        assert!(
+            failure.contains("islands.txt: it holds \"3\" under a `text` contract")
+                && failure.contains("so what it holds cannot be checked"),
+            "{request}: {failure}"
+        );
+        assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
+        assert_eq!(
+            draft_text(&cluster, "islands.txt")?,
+            "3\n",
+            "the draft keeps it"
+        );
+    }
     Ok(())
 }
 

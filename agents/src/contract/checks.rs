@@ -111,11 +111,13 @@ fn sheets_number(sheets: &[SheetRows], source: Option<&Rows>) -> Result<(), Stri
 const FIGURE_WORDS: usize = 3;
 
 /// Why a `text` target's `content` is figures the engine cannot check: every line of it is a
-/// figure — one number, alone or with at most [`FIGURE_WORDS`] words of label or unit — and
-/// not one the `request` gives. Asked of a workbench with tables, where a figure is computed
-/// from the data: such a target is a `number` or a `list` with the query it comes from, which
-/// the engine compares; a text contract would vouch for any figure.
-pub fn figures_as_text(contract: &Contract, content: &str, request: &str) -> Option<String> {
+/// figure — one number, alone or with at most [`FIGURE_WORDS`] words of label or unit. Asked
+/// of a workbench with tables, where a figure is computed from the data: such a target is a
+/// `number` or a `list` with the query it comes from, which the engine compares; a text
+/// contract would vouch for any figure. A figure the request itself shows is no exception: a
+/// request shows a figure as often to give the form of the answer ("like 12.30") as to give
+/// the answer, and only a query tells the two apart.
+pub fn figures_as_text(contract: &Contract, content: &str) -> Option<String> {
     if contract.holds != Holds::Text {
         return None;
     }
@@ -124,16 +126,8 @@ pub fn figures_as_text(contract: &Contract, content: &str, request: &str) -> Opt
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .collect();
-    let figures: Option<Vec<f64>> = lines.iter().map(|line| line_figure(line)).collect();
-    let figures = figures.filter(|figures| !figures.is_empty())?;
-    let request_figures: Vec<f64> = request
-        .split_whitespace()
-        .filter_map(token_number)
-        .collect();
-    let given = figures
-        .iter()
-        .all(|figure| request_figures.contains(figure));
-    (!given).then(|| {
+    let all_figures = lines.iter().all(|line| line_figure(line).is_some());
+    (!lines.is_empty() && all_figures).then(|| {
         format!(
             "it holds {} under a `text` contract; a figure computed from the workbench's data \
              is a `number` (or a `list`) with the query it comes from, which the engine compares",

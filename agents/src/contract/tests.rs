@@ -265,39 +265,34 @@ fn a_sources_result_is_told_as_its_target_must_hold_it() {
 #[test]
 fn figures_under_a_text_contract_are_not_vouched_for() {
     let text = Contract::new("total.txt", Holds::Text);
-    let request = "Write the order's total into total.txt, or 0 when there is none.";
-    let alone = figures_as_text(&text, "2.00\n", request).unwrap_or_default();
+    let alone = figures_as_text(&text, "2.00\n").unwrap_or_default();
     assert!(
         alone.contains("\"2.00\" under a `text` contract"),
         "{alone}"
     );
-    assert!(figures_as_text(&text, "12\n3,5\n", request).is_some());
+    assert!(figures_as_text(&text, "12\n3,5\n").is_some());
     // A figure with its unit or a short label is still a figure.
     for written in ["6300 grams.", "Total: 2.00 EUR", "The order totals 2.00."] {
         assert!(
-            figures_as_text(&text, written, request).is_some(),
+            figures_as_text(&text, written).is_some(),
             "{written:?} should be held a figure"
         );
     }
-    // A sentence, two figures on a line, a figure the request gives, or another kind: not
-    // this check's.
+    // A figure a request shows is one too: it may be the form it asks for ("like 12.30"),
+    // not the answer; and a fallback it names ("or 0") is what a query gives as well.
+    for written in ["Total: €12.30", "0", "0 EUR"] {
+        assert!(
+            figures_as_text(&text, written).is_some(),
+            "{written:?} should be held a figure"
+        );
+    }
+    // A sentence, two figures on a line, nothing, or another kind: not this check's.
     assert_eq!(
-        figures_as_text(
-            &text,
-            "The order has no lines, so its total is 2.00.",
-            request
-        ),
+        figures_as_text(&text, "The order has no lines, so its total is 2.00."),
         None
     );
-    assert_eq!(figures_as_text(&text, "2 lines, 3.50 each", request), None);
-    assert_eq!(figures_as_text(&text, "0 EUR", request), None);
-    // A figure the request gives in brackets is given too.
-    assert_eq!(
-        figures_as_text(&text, "Total: 7 EUR", "Write the total [7] into total.txt."),
-        None
-    );
-    assert_eq!(figures_as_text(&text, "0", request), None);
-    assert_eq!(figures_as_text(&text, "", request), None);
+    assert_eq!(figures_as_text(&text, "2 lines, 3.50 each"), None);
+    assert_eq!(figures_as_text(&text, ""), None);
     let number = Contract::new("total.txt", Holds::Number);
-    assert_eq!(figures_as_text(&number, "2.00", request), None);
+    assert_eq!(figures_as_text(&number, "2.00"), None);
 }

@@ -234,7 +234,7 @@ impl Driver<'_> {
             return differs("it is not in the draft");
         };
         if sources.besides(&contract.path)
-            && let Some(problem) = contract::figures_as_text(contract, &content, &self.job.message)
+            && let Some(problem) = contract::figures_as_text(contract, &content)
         {
             return Ok(Some(Broken::uncheckable(problem)));
         }
