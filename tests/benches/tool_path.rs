@@ -12,7 +12,9 @@
 //! dispatch to result in hand, store write included), split into legs by when the server
 //! delivered the request, the worker's "taken" and its reply (see [`Legs`]). The same no-op
 //! read is also sent straight to the office pool by the bench's idle client: the call without
-//! the coordinator.
+//! the coordinator. Each timed job is compared with the echo measured just before and just
+//! after it (the machine drifts between minutes more than a variant of the engine moves the
+//! calls; run the bench several times to compare two builds).
 //!
 //! Run: `cargo build --release --bin atelier && cargo bench -p atelier-tests --bench tool_path`
 //! (needs `strace`; numbers in docs/benchmarks.md).
@@ -37,7 +39,7 @@ use serde_json::{Value, json};
 
 const CALLS: usize = 200;
 const BATCH: usize = 20;
-const ECHOES: usize = 2_000;
+const ECHOES: usize = 1_000;
 
 fn script(calls: Vec<Value>) -> Script {
     let mut turns: Vec<Value> = calls
@@ -252,7 +254,8 @@ fn percentile<T: Copy + Ord>(values: &mut [T], p: f64) -> T {
     values[index]
 }
 
-async fn echo(nats: &async_nats::Client) -> anyhow::Result<(f64, f64)> {
+/// `ECHOES` raw request/reply round trips on the same server (µs each).
+async fn echo(nats: &async_nats::Client) -> anyhow::Result<Vec<u64>> {
     let mut subscription = nats.subscribe("bench.echo").await?;
     let responder = nats.clone();
     let server = tokio::spawn(async move {
@@ -271,9 +274,18 @@ async fn echo(nats: &async_nats::Client) -> anyhow::Result<(f64, f64)> {
         micros.push(started.elapsed().as_micros() as u64);
     }
     server.abort();
-    let p50 = percentile(&mut micros, 0.5) as f64 / 1000.0;
-    let p99 = percentile(&mut micros, 0.99) as f64 / 1000.0;
-    Ok((p50, p99))
+    Ok(micros)
+}
+
+/// The echo's samples just before and just after a timed job, together: the baseline of that
+/// job, measured in the same minute (the machine drifts between minutes more than the calls
+/// differ).
+fn around(before: &[u64], after: &[u64]) -> Vec<u64> {
+    before.iter().chain(after).copied().collect()
+}
+
+fn ms(micros: u64) -> f64 {
+    micros as f64 / 1000.0
 }
 
 /// The same no-op read sent straight to the office pool by this idle client (no coordinator):
@@ -342,7 +354,6 @@ async fn main() -> anyhow::Result<()> {
     let cluster = Cluster::start()?;
     let nats = async_nats::connect(&cluster.nats.url).await?;
     std::fs::write(cluster.dir.path().join("notes.txt"), "A small text file.\n")?;
-    let (echo_p50, echo_p99) = echo(&nats).await?;
     let empty = run(&cluster, &nats, "empty", Vec::new(), Pass::Counted).await?;
     let writes = run(
         &cluster,
@@ -352,7 +363,6 @@ async fn main() -> anyhow::Result<()> {
         Pass::Counted,
     )
     .await?;
-    let mut timed_writes = run(&cluster, &nats, "writes", write_calls('t'), Pass::Timed).await?;
     let reads = run(
         &cluster,
         &nats,
@@ -361,31 +371,42 @@ async fn main() -> anyhow::Result<()> {
         Pass::Counted,
     )
     .await?;
+    let before_writes = echo(&nats).await?;
+    let mut timed_writes = run(&cluster, &nats, "writes", write_calls('t'), Pass::Timed).await?;
+    let before_reads = echo(&nats).await?;
     let mut timed_reads = run(&cluster, &nats, "reads", read_calls(), Pass::Timed).await?;
+    let mut direct = direct_reads(&nats, "reads").await?;
+    let after_reads = echo(&nats).await?;
     assert_eq!(timed_writes.latencies_us.len(), CALLS);
     assert_eq!(timed_reads.latencies_us.len(), CALLS);
-    let mut direct = direct_reads(&nats, "reads").await?;
-    println!("raw async-nats echo (512 B)  p50 {echo_p50:.3} ms  p99 {echo_p99:.3} ms");
+    let mut writes_echo = around(&before_writes, &before_reads);
+    let mut reads_echo = around(&before_reads, &after_reads);
+    let writes_echo_p50 = ms(percentile(&mut writes_echo, 0.5));
+    let reads_echo_p50 = ms(percentile(&mut reads_echo, 0.5));
+    println!(
+        "raw async-nats echo (512 B)  p50 {reads_echo_p50:.3} ms  p99 {:.3} ms  (around the reads; around the writes p50 {writes_echo_p50:.3} ms)",
+        ms(percentile(&mut reads_echo, 0.99)),
+    );
     report(
         "write_text_file (1 KB)",
         &writes,
         &mut timed_writes,
         &empty,
-        echo_p50,
+        writes_echo_p50,
     );
     report(
         "get_file_info (no-op read)",
         &reads,
         &mut timed_reads,
         &empty,
-        echo_p50,
+        reads_echo_p50,
     );
-    let direct_p50 = percentile(&mut direct, 0.5) as f64 / 1000.0;
+    let direct_p50 = ms(percentile(&mut direct, 0.5));
     println!(
         "{:<28} p50 {direct_p50:.3} ms  p99 {:.3} ms  (p50 = {:.2}× echo)",
         "get_file_info, no coordinator",
-        percentile(&mut direct, 0.99) as f64 / 1000.0,
-        direct_p50 / echo_p50,
+        ms(percentile(&mut direct, 0.99)),
+        direct_p50 / reads_echo_p50,
     );
     Ok(())
 }
