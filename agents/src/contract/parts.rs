@@ -103,6 +103,88 @@ fn part_name(touch: &str) -> Option<String> {
     Some(format!("{kind} {number}"))
 }
 
+/// Where a request points in the document or deck it asks to change, as a plan review tells a
+/// model that declared the change without its parts: the parts that hold a text the request
+/// quotes (`"…"`, `“…”`, `«…»`, `„…“`, `` `…` ``) or a placeholder it names (`{{total}}`), and
+/// the parts there are, with the number a part added after the last of its kind takes.
+pub fn where_the_request_points(request: &str, parts: &Parts) -> String {
+    let literals = quoted(request);
+    let mut names: Vec<&String> = parts.keys().collect();
+    names.sort_by_key(|name| part_order(name));
+    let holding: Vec<String> = names
+        .iter()
+        .filter(|name| {
+            let shown = parts[name.as_str()].to_lowercase();
+            literals.iter().any(|literal| shown.contains(literal))
+        })
+        .map(|name| name.to_string())
+        .collect();
+    let extent = extent(&names);
+    match holding.as_slice() {
+        [] => extent,
+        _ => format!(
+            "the text the request quotes is in {}; {extent}",
+            holding.join(", ")
+        ),
+    }
+}
+
+/// The parts there are, by kind: `paragraphs 0–11 (one added after them is paragraph 12)`.
+fn extent(names: &[&String]) -> String {
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for name in names {
+        let (kind, number) = part_order(name);
+        let kind = name.get(..kind.len()).unwrap_or_default();
+        let next = number.saturating_add(1);
+        let count = counts.entry(kind).or_default();
+        *count = (*count).max(next);
+    }
+    let kinds: Vec<String> = counts
+        .into_iter()
+        .map(|(kind, count)| match count {
+            1 => format!("{kind} 0 (one added after it is {kind} 1)"),
+            _ => format!(
+                "{kind}s 0–{} (one added after them is {kind} {count})",
+                count - 1
+            ),
+        })
+        .collect();
+    match kinds.is_empty() {
+        true => "it has no parts yet (the first added is number 0)".to_string(),
+        false => format!("it has {}", kinds.join(", ")),
+    }
+}
+
+/// The texts a request quotes and the placeholders it names, lowercased.
+fn quoted(request: &str) -> Vec<String> {
+    const PAIRS: [(&str, &str); 6] = [
+        ("{{", "}}"),
+        ("\"", "\""),
+        ("“", "”"),
+        ("«", "»"),
+        ("„", "“"),
+        ("`", "`"),
+    ];
+    let mut found = Vec::new();
+    for (open, close) in PAIRS {
+        let mut rest = request;
+        while let Some(start) = rest.find(open) {
+            let after = &rest[start + open.len()..];
+            let Some(end) = after.find(close) else { break };
+            let inner = after[..end].trim();
+            if (1..=200).contains(&inner.chars().count()) {
+                let literal = match open {
+                    "{{" => format!("{{{{{inner}}}}}"),
+                    _ => inner.to_string(),
+                };
+                found.push(literal.to_lowercase());
+            }
+            rest = &after[end + close.len()..];
+        }
+    }
+    found
+}
+
 /// Parts in document order: by kind, then by number (`slide 10` after `slide 9`).
 fn part_order(name: &str) -> (String, u64) {
     let (kind, number) = name.split_once(' ').unwrap_or((name, ""));
@@ -194,5 +276,41 @@ mod tests {
         let changed = changed_parts(&names(0), &names(11));
         assert_eq!(changed.first().map(String::as_str), Some("slide 0"));
         assert_eq!(changed.last().map(String::as_str), Some("slide 10"));
+    }
+
+    #[test]
+    fn a_request_points_at_the_parts_holding_what_it_quotes() {
+        let document = json!({"blocks": [
+            {"type": "paragraph", "index": 0, "text": "INVOICE"},
+            {"type": "paragraph", "index": 1, "text": "Company: {{company}}"},
+            {"type": "table", "index": 0, "rows": [["Item", "Unit Price"]]},
+            {"type": "paragraph", "index": 2, "text": "Total: {{total}}"},
+        ]});
+        let parts = read_parts(&document).expect("a document's parts");
+        assert_eq!(
+            where_the_request_points(
+                "Fill it: Acme Ltd for {{company}}, 9 for {{total}}.",
+                &parts
+            ),
+            "the text the request quotes is in paragraph 1, paragraph 2; it has paragraphs 0–2 \
+             (one added after them is paragraph 3), table 0 (one added after it is table 1)"
+        );
+        // Nothing quoted, or quoted and not there (a paragraph to append): the parts there are.
+        for request in ["Append a closing line.", "Append \"Conclusion\"."] {
+            assert_eq!(
+                where_the_request_points(request, &parts),
+                "it has paragraphs 0–2 (one added after them is paragraph 3), table 0 (one \
+                 added after it is table 1)"
+            );
+        }
+        let deck = read_parts(&deck(&["Q4 Review", "Highlights"])).expect("a deck's parts");
+        assert_eq!(
+            where_the_request_points(
+                "Retitle the slide “Highlights” to “Highlights 2026”.",
+                &deck
+            ),
+            "the text the request quotes is in slide 1; it has slides 0–1 (one added after them \
+             is slide 2)"
+        );
     }
 }

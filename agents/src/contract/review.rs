@@ -128,6 +128,14 @@ pub fn problem(contract: &Contract, workbench: Workbench<'_>) -> Option<String> 
     None
 }
 
+/// Whether `contract` declares a change to a document, deck or workbook the workbench has
+/// (`existed`) without the parts it touches: `text`, or an `edit` naming none.
+pub fn changes_without_parts(contract: &Contract, existed: bool) -> bool {
+    let holds = contract.holds;
+    let whole = holds == Holds::Text || (holds == Holds::Edit && contract.touches.is_empty());
+    existed && whole && matches!(kind_of(&contract.path), "docx" | "pptx" | "xlsx")
+}
+
 /// Why the content `contract` promises could not be checked, whatever is written: a number,
 /// list or table computed from the workbench's `sources` without the query it comes from, one
 /// in a document, a deck or a binary file (only text files and workbooks are read back as
@@ -156,8 +164,7 @@ pub fn unchecked(contract: &Contract, sources: &Sources, existed: bool) -> Optio
             contract.path
         ));
     }
-    let whole = holds == Holds::Text || (holds == Holds::Edit && contract.touches.is_empty());
-    if existed && whole && matches!(kind_of(&contract.path), "docx" | "pptx" | "xlsx") {
+    if changes_without_parts(contract, existed) {
         return Some(format!(
             "{} is in the workbench: a change to it is an `edit` at the parts it touches (`at \
              slide 2`, `at paragraph 5`, `at Sheet1!B2`; slides, paragraphs and tables numbered \

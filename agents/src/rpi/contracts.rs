@@ -482,7 +482,11 @@ impl Driver<'_> {
     }
 
     /// One `read_file` call's result; `None` when it failed.
-    async fn read(&self, args: Value, call_id: &str) -> Result<Option<Value>, AgentError> {
+    pub(super) async fn read(
+        &self,
+        args: Value,
+        call_id: &str,
+    ) -> Result<Option<Value>, AgentError> {
         Ok(self.call(ToolName::ReadFile, args, call_id).await?.ok())
     }
 

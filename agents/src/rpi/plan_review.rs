@@ -8,9 +8,12 @@
 
 use atelier_messages::contract::Contract;
 use atelier_messages::job::PlanItem;
+use atelier_messages::path::kind_of;
+use serde_json::json;
 
 use super::driver::Driver;
 use crate::AgentError;
+use crate::contract::parts;
 use crate::contract::review::{self, Sources, Workbench};
 use crate::plan;
 
@@ -59,13 +62,44 @@ impl Driver<'_> {
         prefix: &str,
     ) -> Result<Option<String>, AgentError> {
         if let Some(problem) = review::problem(contract, workbench) {
-            return Ok(Some(problem));
+            let existed = workbench.files.contains(&contract.path);
+            if !review::changes_without_parts(contract, existed) {
+                return Ok(Some(problem));
+            }
+            return Ok(Some(
+                match self.where_the_request_points(contract, prefix).await? {
+                    Some(hint) => format!("{problem}; {hint}"),
+                    None => problem,
+                },
+            ));
         }
         let Some(source) = &contract.source else {
             return Ok(None);
         };
         let result = self.query_source(source, prefix).await?;
         Ok(review::source_problem(contract, &result))
+    }
+}
+
+impl Driver<'_> {
+    /// For a change to a document or a deck declared without its parts: where the request
+    /// points in it ([`parts::where_the_request_points`]), from the file as `read_file` reads
+    /// it; `None` for a workbook or a file that does not read as parts.
+    async fn where_the_request_points(
+        &self,
+        contract: &Contract,
+        prefix: &str,
+    ) -> Result<Option<String>, AgentError> {
+        if !matches!(kind_of(&contract.path), "docx" | "pptx") {
+            return Ok(None);
+        }
+        let read = self
+            .read(json!({"path": contract.path}), &format!("{prefix}.parts"))
+            .await?;
+        Ok(read
+            .as_ref()
+            .and_then(parts::read_parts)
+            .map(|parts| parts::where_the_request_points(&self.job.message, &parts)))
     }
 }
 
