@@ -85,7 +85,7 @@ fn push_strings(value: &Value, text: &mut String) {
 /// The words of `text` that can ground it, lowercased: runs of letters, digits and the
 /// characters of addresses and names (`@ . _ - '`), trimmed of those at their ends, with a
 /// letter and at least [`SHORTEST_WORD`] characters.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+pub(super) fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     let joins = |c: char| matches!(c, '@' | '.' | '_' | '-' | '\'' | '\u{2019}');
     text.split(move |c: char| !(c.is_alphanumeric() || joins(c)))
         .map(move |word| word.trim_matches(joins))

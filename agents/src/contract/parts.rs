@@ -6,11 +6,12 @@
 //! style and text; a table's rows. A slide inserted before others moves them, so each of those
 //! changed too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
 use super::cells::touches_report;
+use super::grounded::words;
 
 /// A document's or a deck's parts as read: name (`slide 2`, `paragraph 3`) → what it shows.
 pub type Parts = BTreeMap<String, String>;
@@ -101,6 +102,58 @@ fn part_name(touch: &str) -> Option<String> {
     };
     let number: u64 = number.trim().trim_start_matches('#').trim().parse().ok()?;
     Some(format!("{kind} {number}"))
+}
+
+/// Why the parts an edit changed hold words from nowhere: a changed or added part whose text
+/// has words of its own — in neither the request nor that part before — none of which the
+/// file had anywhere before (a value the request gives written as another, a name guessed).
+/// A part's text is its string values but its kind and style; a rewrite keeps some of the
+/// file's words and holds.
+pub fn words_from_nowhere(
+    before: &Parts,
+    after: &Parts,
+    changed: &[String],
+    request: &str,
+) -> Result<(), String> {
+    let request_words: BTreeSet<String> = words(request).collect();
+    let file_words: BTreeSet<String> = before
+        .values()
+        .flat_map(|shown| text_words(shown))
+        .collect();
+    for name in changed {
+        let Some(now) = after.get(name) else { continue };
+        let was: BTreeSet<String> = before
+            .get(name)
+            .map(|shown| text_words(shown))
+            .unwrap_or_default();
+        let own: BTreeSet<String> = text_words(now)
+            .into_iter()
+            .filter(|word| !request_words.contains(word) && !was.contains(word))
+            .collect();
+        if own.is_empty() || own.iter().any(|word| file_words.contains(word)) {
+            continue;
+        }
+        let shown: Vec<&str> = own.iter().take(6).map(String::as_str).collect();
+        return Err(format!(
+            "{name} now holds words that are in neither the request nor the file ({}): write \
+             what the request gives",
+            shown.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The words of a part's text: its string values, but for what says its kind and its look.
+fn text_words(shown: &str) -> BTreeSet<String> {
+    let Ok(mut part) = serde_json::from_str::<Value>(shown) else {
+        return BTreeSet::new();
+    };
+    if let Some(fields) = part.as_object_mut() {
+        for field in ["type", "style", "layout", "level"] {
+            fields.remove(field);
+        }
+    }
+    words(&super::shown_text(&part)).collect()
 }
 
 /// Where a request points in the document or deck it asks to change, as a plan review tells a
@@ -312,5 +365,46 @@ mod tests {
             "the text the request quotes is in slide 1; it has slides 0–1 (one added after them \
              is slide 2)"
         );
+    }
+
+    #[test]
+    fn an_edited_part_holds_words_from_the_request_or_the_file() {
+        let document = |company: &str| {
+            read_parts(&json!({"blocks": [
+                {"type": "paragraph", "index": 0, "style": "Title", "text": "INVOICE"},
+                {"type": "paragraph", "index": 1, "style": "Normal", "text": company},
+                {"type": "paragraph", "index": 2, "style": "Normal", "text": "Due in 30 days"},
+            ]}))
+            .expect("a document's parts")
+        };
+        let before = document("Company: {{company}}");
+        let request = "Fill invoice.docx: company Acme Ltd (replace the {{company}} placeholder).";
+        let checked = |written: &str| {
+            let after = document(written);
+            let changed = changed_parts(&before, &after);
+            words_from_nowhere(&before, &after, &changed, request)
+        };
+        // The value the request gives, or the file's own words kept: it holds.
+        assert_eq!(checked("Company: Acme Ltd"), Ok(()));
+        assert_eq!(checked("Company: Acme Ltd, invoice due in 30 days"), Ok(()));
+        // A value from nowhere: not what the request gives.
+        let why = checked("Company: Globex Corporation").expect_err("a guessed name");
+        assert!(
+            why.starts_with("paragraph 1 now holds words that are in neither")
+                && why.contains("globex"),
+            "{why}"
+        );
+        // A paragraph added with the request's words holds; one of its own words does not.
+        let appended = |text: &str| {
+            let mut after = before.clone();
+            after.insert(
+                "paragraph 3".into(),
+                json!({"type": "paragraph", "style": "Normal", "text": text}).to_string(),
+            );
+            let changed = changed_parts(&before, &after);
+            words_from_nowhere(&before, &after, &changed, "Append \"Conclusion\" to it.")
+        };
+        assert_eq!(appended("Conclusion"), Ok(()));
+        assert!(appended("Summary").is_err());
     }
 }

@@ -415,7 +415,9 @@ impl Driver<'_> {
                     _ => &empty,
                 };
                 let changed = parts::changed_parts(before, after);
-                parts::check_part_touches(&contract.touches, &changed)
+                parts::check_part_touches(&contract.touches, &changed).and_then(|()| {
+                    parts::words_from_nowhere(before, after, &changed, &self.job.message)
+                })
             }
         };
         Ok(report.err())
