@@ -25,6 +25,7 @@ pub mod python;
 pub mod scripted;
 pub mod up;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -1076,4 +1077,24 @@ pub async fn stored_messages<T: DeserializeOwned>(
         });
     }
     Ok(stored)
+}
+
+/// The body of a docx (`word/document.xml`): the text of every `<w:t>`, in order, with its
+/// markup.
+pub fn docx_paragraph_text(path: &Path) -> anyhow::Result<String> {
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(path)?)?;
+    let mut xml = String::new();
+    archive
+        .by_name("word/document.xml")?
+        .read_to_string(&mut xml)?;
+    Ok(xml)
+}
+
+/// Exports a workbench's draft into a fresh folder and returns it.
+pub fn export_draft(cluster: &Cluster, workbench: &str) -> anyhow::Result<PathBuf> {
+    let dir = cluster.dir.path().join(format!("export-{workbench}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let dir_arg = dir.to_string_lossy().to_string();
+    cluster.cli_ok(&["wb", "export", workbench, &dir_arg, "--draft"])?;
+    Ok(dir)
 }

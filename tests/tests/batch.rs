@@ -3,35 +3,15 @@
 //! coordinator SIGKILL in the middle, retry, publish, cancel and the failure threshold.
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use atelier_messages::batch::{BatchEvent, BatchState, BatchView};
 use atelier_messages::job::{JobOutcome, JobState, JobView};
 use atelier_messages::{Format, decode, subjects};
 use atelier_tests::scripted::{ScriptedModel, launch_plan_export_script};
-use atelier_tests::{Cluster, simple_docx, wait_until};
+use atelier_tests::{Cluster, docx_paragraph_text, export_draft, simple_docx, wait_until};
 use futures::StreamExt;
-
-/// The text of every `<w:t>` of a docx's body, in order.
-fn docx_paragraph_text(path: &Path) -> anyhow::Result<String> {
-    let mut archive = zip::ZipArchive::new(std::fs::File::open(path)?)?;
-    let mut xml = String::new();
-    archive
-        .by_name("word/document.xml")?
-        .read_to_string(&mut xml)?;
-    Ok(xml)
-}
-
-/// Exports a workbench's draft into a fresh folder and returns it.
-fn export_draft(cluster: &Cluster, workbench: &str) -> anyhow::Result<PathBuf> {
-    let dir = cluster.dir.path().join(format!("export-{workbench}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    let dir_arg = dir.to_string_lossy().to_string();
-    cluster.cli_ok(&["wb", "export", workbench, &dir_arg, "--draft"])?;
-    Ok(dir)
-}
 
 fn batch_status(cluster: &Cluster, id: &str) -> anyhow::Result<BatchView> {
     cluster.cli_ok(&["batch", "status", id, "--json"])?.json()

@@ -9,8 +9,8 @@
 use atelier_messages::ErrorCode;
 use atelier_messages::contract::Holds;
 use atelier_messages::job::{ItemStatus, JobState, JobView};
-use atelier_tests::Cluster;
 use atelier_tests::scripted::{Script, ScriptedModel};
+use atelier_tests::{Cluster, docx_paragraph_text, export_draft};
 use calamine::{Data, DataType, Reader, Xlsx, open_workbook};
 use serde_json::{Value, json};
 
@@ -896,5 +896,82 @@ async fn a_write_after_every_query_failed_is_told_then_not_done() -> anyhow::Res
     assert_eq!(done.state, JobState::Succeeded, "{done:?}");
     assert_eq!(done.items[0].attempts, 2);
     assert_eq!(draft_text(&cluster, "islands.txt")?, "3\n");
+    Ok(())
+}
+
+const FILL: &str = "Fill invoice_template.docx: company Acme Ltd, date 2026-03-01, total 1,249.50 EUR \
+                    (replace the {{company}}, {{date}} and {{total}} placeholders).";
+
+/// [`FILL`] on the KeenBench invoice template: planned first as an `edit` naming no part, then
+/// at the paragraphs of `parts`; the item replaces the placeholders with `company` and the
+/// request's date and total, on each attempt.
+async fn fill_invoice(
+    parts: &str,
+    company: &str,
+) -> anyhow::Result<(ScriptedModel, Cluster, JobView)> {
+    let plan = |contract: &str| {
+        json!({"content": format!(
+            "- [ ] 1. Fill — replace the placeholders → invoice_template.docx\n  \
+             - invoice_template.docx: {contract}"
+        )})
+    };
+    let replace = |search: &str, replace: &str| json!({"op": "replace_text", "search": search, "replace": replace});
+    let fill = json!({"tool_calls": [{"name": "docx_operations", "arguments": {
+        "path": "invoice_template.docx",
+        "operations": [
+            replace("{{company}}", company),
+            replace("{{date}}", "2026-03-01"),
+            replace("{{total}}", "1,249.50 EUR"),
+        ]
+    }}]});
+    let script = script(json!({
+        "research": [{"content": "The invoice has three placeholders."}],
+        "plan": [plan("edit"), plan(&format!("edit at {parts}"))],
+        "implement": {
+            "1": [fill.clone(), {"content": "Filled."}],
+            "1@retry": [fill, {"content": "Filled."}]
+        },
+        "summary": [{"content": "Filled."}]
+    }))?;
+    run_on(
+        "keenbench/synthetic/invoice_template.docx",
+        script,
+        FILL,
+        &[],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_filled_template_is_told_where_its_placeholders_are_and_held_to_the_requests_values()
+-> anyhow::Result<()> {
+    // The edit planned without its parts is told which paragraphs hold the placeholders the
+    // request names; planned at those, the fill with the request's values is done.
+    let parts = "paragraph 1, paragraph 2, paragraph 5";
+    let (model, cluster, view) = fill_invoice(parts, "Acme Ltd").await?;
+    let told = told_at_plan_turn(&model, 1);
+    assert!(
+        told.contains(&format!("the text the request quotes is in {parts}")),
+        "{told}"
+    );
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    let body = docx_paragraph_text(&export_draft(&cluster, "w")?.join("invoice_template.docx"))?;
+    for filled in [
+        "Company: Acme Ltd",
+        "Date: 2026-03-01",
+        "Total: 1,249.50 EUR",
+    ] {
+        assert!(body.contains(filled), "{filled}: {body}");
+    }
+    // A company the request does not give, in the right paragraph: not what it asks for.
+    let (_model, _cluster, guessed) = fill_invoice(parts, "Globex Corporation").await?;
+    let failure = not_done_after_its_retry(&guessed);
+    assert!(
+        failure
+            .contains("paragraph 1 now holds words that are in neither the request nor the file")
+            && failure.contains("globex"),
+        "{failure}"
+    );
+    assert_eq!(error_code(&guessed), Some(ErrorCode::ItemsFailed));
     Ok(())
 }
