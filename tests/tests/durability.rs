@@ -10,7 +10,7 @@ use anyhow::Context;
 use atelier_messages::job::{EventKind, ItemStatus, JobEvent, JobState, JobSubmit, JobView};
 use atelier_messages::{ErrorCode, Format, PROTOCOL_VERSION, decode, encode, subjects};
 use atelier_tests::scripted::{Script, ScriptedModel};
-use atelier_tests::{Cluster, nats_request, wait_until};
+use atelier_tests::{Cluster, docx_paragraph_text, export_draft, nats_request, wait_until};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -211,12 +211,7 @@ fn a_workflow_killed_after_each_unflushed_write_completes_with_each_write_once()
             vec![ItemStatus::Done, ItemStatus::Done],
             "{point}"
         );
-        let exported = cluster.dir.path().join("export");
-        let exported_arg = exported.to_string_lossy().to_string();
-        cluster.cli_ok(&["wb", "export", "w", &exported_arg, "--draft"])?;
-        let mut archive = zip::ZipArchive::new(std::fs::File::open(exported.join("notes.docx"))?)?;
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut archive.by_name("word/document.xml")?, &mut text)?;
+        let text = docx_paragraph_text(&export_draft(&cluster, "w")?.join("notes.docx"))?;
         for line in ["first line", "second line"] {
             assert_eq!(text.matches(line).count(), 1, "{point}: {line} in {text}");
         }
