@@ -32,7 +32,8 @@ impl Driver<'_> {
         {
             return Ok(None);
         }
-        let mut files = self.paths().await?;
+        let present = self.paths().await?;
+        let mut files = present.clone();
         let sources = Sources::of(&files);
         let mut problems = Vec::new();
         for item in &items {
@@ -43,7 +44,11 @@ impl Driver<'_> {
             };
             for (index, contract) in item.contracts.iter().enumerate() {
                 let prefix = format!("{}.plan.{turn}.{}.{index}", self.job.job_id, item.index);
-                if let Some(problem) = self.contract_problem(contract, workbench, &prefix).await? {
+                let present = present.contains(&contract.path);
+                if let Some(problem) = self
+                    .contract_problem(contract, workbench, present, &prefix)
+                    .await?
+                {
                     problems.push(format!(
                         "- item {}, {}: {problem}",
                         item.index, contract.path
@@ -55,15 +60,18 @@ impl Driver<'_> {
         Ok((!problems.is_empty()).then(|| told(&items, &problems)))
     }
 
+    /// What is wrong with `contract`, if anything; `present` when its file is in the workbench
+    /// now (not only made by an earlier item), so that it can be read for where the request
+    /// points in it.
     async fn contract_problem(
         &self,
         contract: &Contract,
         workbench: Workbench<'_>,
+        present: bool,
         prefix: &str,
     ) -> Result<Option<String>, AgentError> {
         if let Some(problem) = review::problem(contract, workbench) {
-            let existed = workbench.files.contains(&contract.path);
-            if !review::changes_without_parts(contract, existed) {
+            if !present || !review::changes_without_parts(contract, present) {
                 return Ok(Some(problem));
             }
             return Ok(Some(
