@@ -22,11 +22,19 @@ const KEPT_WORKBENCHES: usize = 256;
 /// (a workbench created or deleted).
 type Seen = (u64, u64);
 
-#[derive(Debug)]
 pub(crate) struct CurrentFiles {
     manifests: Arc<AtomicU64>,
     records: Arc<AtomicU64>,
     kept: Mutex<HashMap<String, (Seen, Arc<Vec<ManifestEntry>>)>>,
+}
+
+impl std::fmt::Debug for CurrentFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CurrentFiles")
+            .field("seen", &self.seen())
+            .field("workbenches", &self.kept().len())
+            .finish()
+    }
 }
 
 impl CurrentFiles {
