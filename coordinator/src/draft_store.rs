@@ -316,20 +316,24 @@ impl DraftStoreHandle {
 
     /// What a tool call about to be sent needs, read at once: the recorded outcome of
     /// `call_id` if its changes were already applied (asked only for a call that writes), and
-    /// the workbench's current files.
+    /// the workbench's current files — for a call that only reads, from memory when no write
+    /// touched them since they were last read (no storage thread).
     pub async fn before_call(
         &self,
         workbench: String,
         call_id: String,
         writes: bool,
-    ) -> Result<(Option<AppliedCall>, Listing), ErrorBody> {
+    ) -> Result<(Option<AppliedCall>, Arc<Vec<ManifestEntry>>), ErrorBody> {
+        if !writes && let Some(files) = self.workbenches.records().kept_current_files(&workbench) {
+            return Ok((None, files));
+        }
         self.read(move |wb| {
             let applied = if writes {
                 wb.applied(&workbench, &call_id)?
             } else {
                 None
             };
-            Ok((applied, wb.list_files(&workbench, View::Current)?))
+            Ok((applied, wb.current_files(&workbench)?))
         })
         .await
     }

@@ -235,7 +235,7 @@ impl JobHost {
         tool: &ToolSpec,
         args: Value,
     ) -> Result<ToolOutput, ErrorBody> {
-        let (applied, listing) = self
+        let (applied, files) = self
             .store
             .before_call(self.workbench(), call_id.into(), !tool.is_read_only())
             .await?;
@@ -267,7 +267,7 @@ impl JobHost {
             workbench: self.workbench(),
             tool: tool.name.to_string(),
             args,
-            files: listing.files,
+            files: files.as_ref().clone(),
         };
         let mut output = self.send(&pool.subject(), &request).await?;
         check_reply(call_id, tool, &output)?;

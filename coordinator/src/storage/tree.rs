@@ -5,9 +5,13 @@
 //! append (replicated) or one fsync (local, [`Log::local`]). Both stores take the same locks
 //! through the same code, and a write that would take the order lock while its thread holds it
 //! (a tree written inside a transaction's closure) is refused rather than left to deadlock.
+//! Each tree's writes are also counted where a reader asked ([`Log::writes_to`]): a copy read
+//! from a tree is current while its count has not moved since.
 
 use std::cell::{Cell, RefCell};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use atelier_messages::shard::Mutation;
 use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
@@ -43,6 +47,28 @@ struct Recorded {
     count: u64,
     /// Told of every group recorded (see [`Log::recorded_since`]).
     told: Arc<tokio::sync::Notify>,
+    /// Writes per tree, for the trees a reader asked about ([`Log::writes_to`]).
+    per_tree: Arc<WritesPerTree>,
+}
+
+/// How many writes each tree had since a reader first asked; bumped after the write is in sled.
+#[derive(Default)]
+struct WritesPerTree(Mutex<HashMap<String, Arc<AtomicU64>>>);
+
+impl WritesPerTree {
+    fn trees(&self) -> MutexGuard<'_, HashMap<String, Arc<AtomicU64>>> {
+        // A panic while holding it left it whole: each change is one insert or lookup.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn count(&self, group: &[Mutation]) {
+        let trees = self.trees();
+        for mutation in group {
+            if let Some(writes) = trees.get(&mutation.tree) {
+                writes.fetch_add(1, Ordering::Release);
+            }
+        }
+    }
 }
 
 impl Recorded {
@@ -50,6 +76,7 @@ impl Recorded {
         if group.is_empty() {
             return;
         }
+        self.per_tree.count(&group);
         self.count += group.len() as u64;
         if self.keep {
             self.groups.push(group);
@@ -106,6 +133,8 @@ struct LogState {
     committed: Mutex<Committed>,
     done: Condvar,
     sink: Box<dyn Sink>,
+    /// The record's, without its lock.
+    per_tree: Arc<WritesPerTree>,
 }
 
 /// The record of a store's writes: what was written, in order, and how much of it is durable.
@@ -134,14 +163,24 @@ impl Log {
             keep,
             ..Recorded::default()
         };
+        let per_tree = Arc::clone(&recorded.per_tree);
         Self {
             state: Arc::new(LogState {
                 recorded: Mutex::new(recorded),
                 committed: Mutex::new(Committed::default()),
                 done: Condvar::new(),
                 sink: Box::new(sink),
+                per_tree,
             }),
         }
+    }
+
+    /// The count of writes to the tree `name` from now on: a copy of what a reader read from the
+    /// tree after loading the count is current while the count still has that value (every
+    /// write through this log bumps it once the write is in sled).
+    pub fn writes_to(&self, name: &str) -> Arc<AtomicU64> {
+        let mut trees = self.state.per_tree.trees();
+        Arc::clone(trees.entry(name.to_string()).or_default())
     }
 
     /// The record, for reading its counts (not the order lock's marker: a reader may be inside
@@ -555,6 +594,46 @@ mod tests {
             woken.is_err(),
             "two writes wake it once; a commit records nothing"
         );
+    }
+
+    #[test]
+    fn every_kind_of_write_moves_its_trees_count_and_no_other() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for storage in both_stores(dir.path()) {
+            let log = storage.log();
+            let (manifests, jobs) = (log.writes_to("manifests"), log.writes_to("jobs"));
+            let tree = storage.tree("manifests").unwrap_or_else(|e| panic!("{e}"));
+            let count = || manifests.load(Ordering::Acquire);
+            tree.insert(b"a", vec![1]).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(count(), 1);
+            tree.remove(b"missing").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(count(), 1, "removing nothing writes nothing");
+            let swapped = tree
+                .compare_and_swap(b"a", Some([9u8]), Some(vec![2]))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(!swapped);
+            assert_eq!(count(), 1, "a failed swap writes nothing");
+            tree.compare_and_swap(b"a", Some([1u8]), Some(vec![2]))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(count(), 2);
+            let mut batch = Batch::default();
+            batch.insert(b"b", vec![3]);
+            tree.apply_batch(batch).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(count(), 3);
+            transaction([&tree], |[tree]| {
+                tree.insert(b"c", vec![4])?;
+                Ok::<_, ConflictableTransactionError<CoordinatorError>>(())
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(count(), 4);
+            tree.remove(b"a").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(count(), 5);
+            assert_eq!(
+                jobs.load(Ordering::Acquire),
+                0,
+                "another tree's count stays"
+            );
+        }
     }
 
     /// A local and a replicated store of a fresh database.

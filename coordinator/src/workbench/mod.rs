@@ -10,10 +10,12 @@
 //! - `conversation`: messages, one job at a time, rewind, regenerate, model switches.
 //! - `checkpoints`: publish, discard, checkpoints, restore, retention, blob collection.
 //! - `context_items`: the situation and skills injected into every model call.
+//! - `current_files`: the files an agent sees, kept in memory between writes.
 
 mod checkpoints;
 mod context_items;
 mod conversation;
+mod current_files;
 mod draft_origin;
 mod refusals;
 mod tx;
@@ -39,6 +41,7 @@ use crate::error::CoordinatorError;
 use crate::storage::txn::{abort, flatten};
 use crate::storage::{self, Records, Storage, trees};
 use atelier_transport::failpoint;
+use current_files::CurrentFiles;
 
 /// A manifest: path → entry, ordered by path.
 pub type Manifest = BTreeMap<String, ManifestEntry>;
@@ -89,6 +92,8 @@ pub struct Workbenches {
     table_cache: Option<std::path::PathBuf>,
     /// How old a draft is before it is pointed out.
     stale_draft_after: std::time::Duration,
+    /// Each workbench's current files as last read, while no write moved them.
+    current: std::sync::Arc<CurrentFiles>,
 }
 
 fn key(workbench: &str, slot: &str) -> Vec<u8> {
@@ -137,6 +142,7 @@ impl Records for Workbenches {
 impl Workbenches {
     pub fn new(storage: Storage, blobs: BlobDir) -> Self {
         Self {
+            current: std::sync::Arc::new(CurrentFiles::new(&storage)),
             storage,
             blobs,
             checkpoints_kept: DEFAULT_CHECKPOINTS_KEPT,
@@ -357,6 +363,29 @@ impl Workbenches {
                 self.manifest(workbench, "published")?.unwrap_or_default(),
             )),
         }
+    }
+
+    /// The files of `workbench`'s current view (the draft, else published), when no write
+    /// touched them since they were last read ([`Workbenches::current_files`]); no storage read.
+    pub fn kept_current_files(
+        &self,
+        workbench: &str,
+    ) -> Option<std::sync::Arc<Vec<ManifestEntry>>> {
+        self.current.get(workbench)
+    }
+
+    /// Reads the files of `workbench`'s current view and keeps them for
+    /// [`Workbenches::kept_current_files`].
+    pub fn current_files(
+        &self,
+        workbench: &str,
+    ) -> Result<std::sync::Arc<Vec<ManifestEntry>>, CoordinatorError> {
+        let seen = self.current.seen();
+        let (_, manifest) = self.resolve(workbench, View::Current)?;
+        let files = std::sync::Arc::new(manifest.into_values().collect::<Vec<_>>());
+        self.current
+            .keep(workbench, seen, std::sync::Arc::clone(&files));
+        Ok(files)
     }
 
     pub fn list_files(&self, workbench: &str, view: View) -> Result<Listing, CoordinatorError> {

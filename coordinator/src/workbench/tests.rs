@@ -625,3 +625,52 @@ fn references_come_in_digest_order_a_page_at_a_time() {
     let (all, more) = wb.references(None, 10).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((all, more), (expected, false));
 }
+
+#[test]
+fn the_current_files_kept_in_memory_follow_every_write_to_them() {
+    let (_dir, wb) = fixture();
+    wb.create("kept").unwrap_or_else(|e| panic!("{e}"));
+    wb.add("kept", vec![file("a.txt", "a")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let paths = |files: &[ManifestEntry]| -> Vec<String> {
+        files.iter().map(|file| file.path.clone()).collect()
+    };
+    let kept = |wb: &Workbenches| wb.kept_current_files("kept").map(|files| paths(&files));
+    let read =
+        |wb: &Workbenches| paths(&wb.current_files("kept").unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(kept(&wb), None, "nothing was read yet");
+    assert_eq!(read(&wb), ["a.txt"]);
+    assert_eq!(kept(&wb).as_deref(), Some(&["a.txt".to_string()][..]));
+
+    // A write to another tree (a job's record) leaves the copy current.
+    let jobs = wb
+        .storage
+        .tree(trees::JOBS)
+        .unwrap_or_else(|e| panic!("{e}"));
+    jobs.insert("job-1", b"record".to_vec())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kept(&wb).as_deref(), Some(&["a.txt".to_string()][..]));
+
+    // Files added, a tool call's write to the draft, a discard: each is seen at once.
+    wb.add("kept", vec![file("b.txt", "b")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kept(&wb), None, "a file was added since the copy was read");
+    assert_eq!(read(&wb), ["a.txt", "b.txt"]);
+    write(
+        &wb,
+        "kept",
+        "call-1",
+        vec![file("c.txt", "c")],
+        &["a.txt".into()],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kept(&wb), None, "the draft was written since");
+    assert_eq!(read(&wb), ["b.txt", "c.txt"]);
+    wb.discard("kept").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kept(&wb), None, "the draft was discarded since");
+    assert_eq!(read(&wb), ["a.txt", "b.txt"]);
+
+    // A workbench that does not exist is never answered from memory.
+    assert_eq!(code(wb.current_files("missing")), Some(ErrorCode::NotFound));
+    assert_eq!(wb.kept_current_files("missing"), None);
+}
