@@ -44,6 +44,10 @@ pub struct WorkerStatsData {
     /// Time from a call's arrival at the worker to the start of its tool, since the start.
     #[serde(default)]
     pub dispatch_wait: WaitHistogram,
+    /// The process's async threads (taking requests, sending replies; tools run on blocking
+    /// threads); 0 from a worker too old to say.
+    #[serde(default)]
+    pub async_threads: u64,
 }
 
 /// Upper bounds (seconds) of latency histogram buckets: tool calls, model turns, dispatch waits.

@@ -65,7 +65,7 @@ fn main() -> ExitCode {
     if !cli.command.is_server() && !matches!(cli.command, Command::Demo { .. }) {
         sigpipe::reset();
     }
-    let runtime = match runtime() {
+    let runtime = match runtime(default_async_threads(&cli.command)) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: {error}");
@@ -81,21 +81,39 @@ fn main() -> ExitCode {
     }
 }
 
-/// The process's runtime. Tokio reads `TOKIO_WORKER_THREADS` itself and panics on a value
-/// that is not a thread count, so such a value is refused here first, by name.
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    if let Some(value) = std::env::var_os(WORKER_THREADS_VARIABLE) {
-        let threads = (value.to_str()).and_then(|value| value.parse::<usize>().ok());
-        if threads.is_none_or(|threads| threads == 0) {
-            return Err(format!(
-                "VALIDATION_FAILED: {WORKER_THREADS_VARIABLE} must be a number of threads of at least 1, not {value:?}; unset it or set it to, e.g., 2"
-            ));
+/// The process's runtime, with `default_threads` async threads unless `TOKIO_WORKER_THREADS`
+/// says otherwise (tokio's own default, a thread per core, when neither does). Tokio reads the
+/// variable itself and panics on a value that is not a thread count, so such a value is
+/// refused here first, by name.
+fn runtime(default_threads: Option<usize>) -> Result<tokio::runtime::Runtime, String> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    match std::env::var_os(WORKER_THREADS_VARIABLE) {
+        Some(value) => {
+            let threads = (value.to_str()).and_then(|value| value.parse::<usize>().ok());
+            if threads.is_none_or(|threads| threads == 0) {
+                return Err(format!(
+                    "VALIDATION_FAILED: {WORKER_THREADS_VARIABLE} must be a number of threads of at least 1, not {value:?}; unset it or set it to, e.g., 2"
+                ));
+            }
+        }
+        None => {
+            if let Some(threads) = default_threads {
+                builder.worker_threads(threads);
+            }
         }
     }
-    tokio::runtime::Builder::new_multi_thread()
+    builder
         .enable_all()
         .build()
         .map_err(|error| format!("cannot start the runtime: {error}"))
+}
+
+/// A tool worker runs one async thread: its async side only takes requests and sends replies
+/// (every tool's work runs on blocking threads, and a pool scales out by processes), so more
+/// threads only add cross-thread wake-ups to each call. Every other command takes tokio's
+/// default.
+fn default_async_threads(command: &Command) -> Option<usize> {
+    matches!(command, Command::Worker { .. }).then_some(1)
 }
 
 /// The variable through which tokio takes its number of worker threads.

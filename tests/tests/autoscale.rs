@@ -1,6 +1,7 @@
 //! Pools that size themselves: `atelier pool` grows a pool from one worker process under a
 //! backlog of slow calls and retires the extra worker after the idle delay; a worker retired
-//! mid-load (SIGTERM) finishes every call it holds, so no call is lost or answered twice.
+//! mid-load (SIGTERM) finishes every call it holds, so no call is lost or answered twice; a
+//! worker process runs one async thread unless told otherwise.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -272,5 +273,31 @@ fn bounds_no_pool_can_keep_are_refused_before_anything_starts() -> anyhow::Resul
         assert!(!out.success, "{args:?} succeeded");
         assert!(out.stderr.contains(message), "{args:?}: {}", out.stderr);
     }
+    Ok(())
+}
+
+/// A worker process runs one async thread (its tools' work runs on blocking threads; a pool
+/// grows by processes), unless `TOKIO_WORKER_THREADS` gives it more; `atelier workers` shows it.
+#[test]
+fn a_worker_runs_one_async_thread_unless_its_environment_says_otherwise() -> anyhow::Result<()> {
+    let mut cluster = Cluster::start_with(&["office"])?;
+    cluster.start_worker_with_env("office", &[("TOKIO_WORKER_THREADS", "3")])?;
+    let mut threads = Vec::new();
+    wait_until(Duration::from_secs(20), || {
+        threads = cluster.pool_view("office").map_or_else(
+            |_| Vec::new(),
+            |pool| {
+                let instances = pool["instances"].as_array().cloned().unwrap_or_default();
+                let mut threads: Vec<u64> = instances
+                    .iter()
+                    .filter_map(|instance| instance["async_threads"].as_u64())
+                    .collect();
+                threads.sort_unstable();
+                threads
+            },
+        );
+        threads.len() == 2
+    })?;
+    assert_eq!(threads, [1, 3]);
     Ok(())
 }

@@ -332,6 +332,14 @@ fn up_with_autoscale_runs_pool_workers_as_processes_and_large_files_move_in_piec
     // A pool not autoscaled is one supervised worker process.
     assert_eq!(pool(&all, "office")["autoscale"]["min"], 1);
     assert_eq!(pool(&all, "office")["autoscale"]["max"], 1);
+    // Each pool's worker process runs one async thread (its tools run on blocking threads).
+    for name in ["tabular", "office"] {
+        assert_eq!(
+            pool(&all, name)["instances"][0]["async_threads"],
+            1,
+            "{name}: {all}"
+        );
+    }
 
     // A 2.4 MB CSV in and out, in pieces, through the client's account.
     let csv = up.data().with_file_name("sales.csv");

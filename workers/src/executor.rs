@@ -225,6 +225,8 @@ async fn register_service(
         worker: config.worker_id.clone(),
         pool: pool.to_string(),
         max_concurrency: u64::try_from(max).unwrap_or(u64::MAX),
+        async_threads: u64::try_from(tokio::runtime::Handle::current().metrics().num_workers())
+            .unwrap_or(u64::MAX),
         ..WorkerStatsData::default()
     };
     let service = client

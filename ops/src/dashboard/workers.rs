@@ -39,6 +39,8 @@ pub struct Instance {
     /// Retiring: takes no new calls.
     pub draining: bool,
     pub last_error: Option<String>,
+    /// The worker process's async threads (0: a worker too old to say).
+    pub async_threads: u64,
     #[serde(skip)]
     pub dispatch_wait: WaitHistogram,
 }
@@ -132,6 +134,7 @@ fn apply_endpoint_stats(instance: &mut Instance, endpoint: &Value) {
     instance.pending = data.pending;
     instance.draining = data.draining;
     instance.dispatch_wait = data.dispatch_wait.clone();
+    instance.async_threads = data.async_threads;
     instance.last_error = data
         .last_error_code
         .or_else(|| Some(text(&endpoint["last_error"])).filter(|e| !e.is_empty()));
