@@ -11,8 +11,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use atelier_messages::store::ManifestEntry;
+use atelier_messages::store::{ManifestEntry, View};
 
+use super::Workbenches;
+use crate::error::CoordinatorError;
 use crate::storage::{Storage, trees};
 
 /// Workbenches whose files are kept at most; past it the copies are dropped and read again.
@@ -22,10 +24,13 @@ const KEPT_WORKBENCHES: usize = 256;
 /// (a workbench created or deleted).
 type Seen = (u64, u64);
 
+/// Each kept workbench's copy of its files and the counts it was read under.
+type Kept = HashMap<String, (Seen, Arc<Vec<ManifestEntry>>)>;
+
 pub(crate) struct CurrentFiles {
     manifests: Arc<AtomicU64>,
     records: Arc<AtomicU64>,
-    kept: Mutex<HashMap<String, (Seen, Arc<Vec<ManifestEntry>>)>>,
+    kept: Mutex<Kept>,
 }
 
 impl std::fmt::Debug for CurrentFiles {
@@ -71,8 +76,29 @@ impl CurrentFiles {
         kept.insert(workbench.to_string(), (seen, files));
     }
 
-    fn kept(&self) -> MutexGuard<'_, HashMap<String, (Seen, Arc<Vec<ManifestEntry>>)>> {
+    fn kept(&self) -> MutexGuard<'_, Kept> {
         // A panic while holding it left it whole: each change is one insert or clear.
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Workbenches {
+    /// The files of `workbench`'s current view (the draft, else published), when no write
+    /// touched them since they were last read ([`Workbenches::current_files`]); no storage read.
+    pub fn kept_current_files(&self, workbench: &str) -> Option<Arc<Vec<ManifestEntry>>> {
+        self.current.get(workbench)
+    }
+
+    /// Reads the files of `workbench`'s current view and keeps them for
+    /// [`Workbenches::kept_current_files`].
+    pub fn current_files(
+        &self,
+        workbench: &str,
+    ) -> Result<Arc<Vec<ManifestEntry>>, CoordinatorError> {
+        let seen = self.current.seen();
+        let (_, manifest) = self.resolve(workbench, View::Current)?;
+        let files = Arc::new(manifest.into_values().collect::<Vec<_>>());
+        self.current.keep(workbench, seen, Arc::clone(&files));
+        Ok(files)
     }
 }

@@ -365,29 +365,6 @@ impl Workbenches {
         }
     }
 
-    /// The files of `workbench`'s current view (the draft, else published), when no write
-    /// touched them since they were last read ([`Workbenches::current_files`]); no storage read.
-    pub fn kept_current_files(
-        &self,
-        workbench: &str,
-    ) -> Option<std::sync::Arc<Vec<ManifestEntry>>> {
-        self.current.get(workbench)
-    }
-
-    /// Reads the files of `workbench`'s current view and keeps them for
-    /// [`Workbenches::kept_current_files`].
-    pub fn current_files(
-        &self,
-        workbench: &str,
-    ) -> Result<std::sync::Arc<Vec<ManifestEntry>>, CoordinatorError> {
-        let seen = self.current.seen();
-        let (_, manifest) = self.resolve(workbench, View::Current)?;
-        let files = std::sync::Arc::new(manifest.into_values().collect::<Vec<_>>());
-        self.current
-            .keep(workbench, seen, std::sync::Arc::clone(&files));
-        Ok(files)
-    }
-
     pub fn list_files(&self, workbench: &str, view: View) -> Result<Listing, CoordinatorError> {
         let (resolved, manifest) = self.resolve(workbench, view)?;
         Ok(Listing {
