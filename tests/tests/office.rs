@@ -1,6 +1,6 @@
 //! The office pool end to end over real NATS: reading the corpus, template filling, workbook and
-//! deck edits written to the draft, file deletes and renames, crafted files, and LibreOffice
-//! opening what the pool writes.
+//! deck edits written to the draft, file deletes and renames, crafted files, small texts read
+//! from memory, and LibreOffice opening what the pool writes.
 
 use std::path::Path;
 
@@ -401,6 +401,61 @@ async fn an_office_call_past_its_time_limit_is_tool_timeout_and_changes_nothing(
     // The worker keeps serving what fits in the limit.
     let listed = wb.ok("list_files", json!({})).await?;
     assert_eq!(listed["files"].as_array().map(Vec::len), Some(FILES.len()));
+    Ok(())
+}
+
+/// A small text or CSV is read from disk once, then from the worker's memory by its digest
+/// (no blocking thread): each answer is the same both times, and a text written since is read
+/// as written, never as the copy held before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_small_text_answers_the_same_from_memory_and_a_written_one_is_read_as_written()
+-> anyhow::Result<()> {
+    let cluster = Cluster::start_with(&["office"])?;
+    let mut wb = bench(&cluster, "held").await?;
+    let dir = cluster.dir.path().join("held");
+    std::fs::create_dir_all(&dir)?;
+    write(&dir, "notes.txt", b"alpha\nbeta\ngamma\n")?;
+    write(&dir, "people.csv", b"id;name\n1;Ada\n2;Grace\n")?;
+    for file in ["notes.txt", "people.csv"] {
+        let path = dir.join(file);
+        cluster.cli_ok(&["wb", "add", "held", path.to_str().unwrap_or_default()])?;
+    }
+    let calls = [
+        ("get_file_info", json!({"path": "notes.txt"})),
+        (
+            "read_file",
+            json!({"path": "notes.txt", "line_start": 2, "line_count": 1}),
+        ),
+        ("get_file_map", json!({"path": "notes.txt"})),
+        ("get_file_info", json!({"path": "people.csv"})),
+    ];
+    let mut first = Vec::new();
+    for (tool, args) in &calls {
+        first.push(wb.ok(tool, args.clone()).await?);
+    }
+    for ((tool, args), earlier) in calls.iter().zip(&first) {
+        assert_eq!(&wb.ok(tool, args.clone()).await?, earlier, "{tool} {args}");
+    }
+    assert_eq!(first[0]["line_count"], 3);
+    assert_eq!(first[0]["encoding"], "utf-8");
+    assert_eq!(first[1]["content"], "beta");
+    assert_eq!(first[2]["line_count"], 3);
+    assert_eq!(first[3]["columns"], json!(["id", "name"]));
+
+    wb.ok(
+        "write_text_file",
+        json!({"path": "notes.txt", "content": "one\ntwo\n"}),
+    )
+    .await?;
+    let info = wb.ok("get_file_info", json!({"path": "notes.txt"})).await?;
+    assert_eq!(info["line_count"], 2);
+    let read = wb
+        .ok(
+            "read_file",
+            json!({"path": "notes.txt", "line_start": 2, "line_count": 1}),
+        )
+        .await?;
+    assert_eq!(read["content"], "two");
     Ok(())
 }
 

@@ -17,6 +17,10 @@ use atelier_transport::blobs::blob_of_bytes;
 use atelier_transport::pieces;
 use sha2::{Digest, Sha256};
 
+mod held;
+
+use held::{HELD_TEXT_BYTES, HeldTexts};
+
 /// Finds a workbench file by path (normalized first: `SANDBOX_VIOLATION` on escapes).
 pub(crate) fn find<'a>(
     files: &'a [ManifestEntry],
@@ -133,6 +137,8 @@ pub(crate) struct FileAccess {
     blob_cache: PathBuf,
     /// Most bytes the fetched-blob cache keeps (least recently used blobs go first).
     cache_bytes: u64,
+    /// Small texts' content, worked on without a blocking thread.
+    held: std::sync::Arc<HeldTexts>,
 }
 
 impl FileAccess {
@@ -147,6 +153,7 @@ impl FileAccess {
             blob_dir,
             blob_cache: cache_dir.join("blobs"),
             cache_bytes,
+            held: std::sync::Arc::default(),
         }
     }
 
@@ -199,6 +206,30 @@ impl FileAccess {
         let fetched = self.fetch(workbench, entry, &cached).await?;
         let cannot_read = unreadable(&entry.path);
         in_thread(move || std::fs::read(fetched).map_err(cannot_read).and_then(work)).await?
+    }
+
+    /// Runs `work` on the content of a text file (`work` being a scan of its bytes): on this
+    /// thread when the content is held in memory ([`held`]), else as [`Self::read_then`] does,
+    /// holding a small content for the next call.
+    pub(crate) async fn text_then<T: Send + 'static>(
+        &self,
+        workbench: Option<&str>,
+        entry: &ManifestEntry,
+        work: impl FnOnce(Vec<u8>) -> Result<T, ErrorBody> + Send + 'static,
+    ) -> Result<T, ErrorBody> {
+        if entry.size > HELD_TEXT_BYTES {
+            return self.read_then(workbench, entry, work).await;
+        }
+        if let Some(content) = self.held.get(&entry.digest) {
+            return work(content.to_vec());
+        }
+        let held = std::sync::Arc::clone(&self.held);
+        let digest = entry.digest.clone();
+        self.read_then(workbench, entry, move |content| {
+            held.hold(&digest, &content);
+            work(content)
+        })
+        .await
     }
 
     /// Where a copy of `entry`'s content may be on this machine.

@@ -110,11 +110,6 @@ fn merge(mut base: Value, extra: Value) -> Value {
     base
 }
 
-/// Whether `get_file_info` needs the content.
-pub(crate) fn info_needs_content(entry: &ManifestEntry) -> bool {
-    !matches!(Format::of(&entry.path), Ok(Format::Binary) | Err(_))
-}
-
 /// `get_file_info`: common fields plus the format's metadata.
 pub(crate) fn describe(entry: &ManifestEntry, bytes: Option<Vec<u8>>) -> Result<Value, ErrorBody> {
     let base =

@@ -1,7 +1,7 @@
 //! The office pool's file engines: text and CSV lines, spreadsheets (calamine to read, XML-level
 //! edits), Word and PowerPoint documents (XML-level reads and edits), PDF text. Functions here
-//! are pure and blocking: the caller fetches content, runs them on a blocking thread, and writes
-//! drafts.
+//! are pure and blocking: the caller fetches content, runs them on a blocking thread (a small
+//! text held in memory on the async thread: `files/held.rs`), and writes drafts.
 //!
 //! # Layout
 //! - `xml`: a small XML tree that writes untouched elements back as read; refuses DTDs.
@@ -38,8 +38,8 @@ use text::{LineWindow, decode, line_window, sniff_delimiter, split_record};
 
 pub(crate) use docx::DocxOp;
 pub(crate) use formats::{
-    Format, Operations, Selector, StylesOf, blank, describe, editable, extension, guard,
-    info_needs_content, map, read, styles,
+    Format, Operations, Selector, StylesOf, blank, describe, editable, extension, guard, map, read,
+    styles,
 };
 pub(crate) use pptx::PptxOp;
 

@@ -65,8 +65,8 @@ impl Toolbox {
         }
     }
 
-    /// Runs `work` on the office file the call's `path` names and its content, on the blocking
-    /// thread that reads it.
+    /// Runs `work` on the office file the call's `path` names and its content
+    /// ([`Self::read_content`]).
     async fn on_content<T: Send + 'static>(
         &self,
         request: &ToolCall,
@@ -74,26 +74,39 @@ impl Toolbox {
         work: impl FnOnce(&ManifestEntry, Vec<u8>) -> Result<T, ErrorBody> + Send + 'static,
     ) -> Result<T, ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?.clone();
-        Format::of(&entry.path)?;
+        let format = Format::of(&entry.path)?;
         let worked = entry.clone();
-        self.files
-            .read_then(Some(&request.workbench), &entry, move |bytes| {
-                work(&worked, bytes)
-            })
+        self.read_content(request, &entry, format, move |bytes| work(&worked, bytes))
             .await
+    }
+
+    /// Runs `work` on `entry`'s content: a text's through the held texts (on this thread when
+    /// held), any other format's on a blocking thread.
+    async fn read_content<T: Send + 'static>(
+        &self,
+        request: &ToolCall,
+        entry: &ManifestEntry,
+        format: Format,
+        work: impl FnOnce(Vec<u8>) -> Result<T, ErrorBody> + Send + 'static,
+    ) -> Result<T, ErrorBody> {
+        let workbench = Some(request.workbench.as_str());
+        match format {
+            Format::Text | Format::Csv => self.files.text_then(workbench, entry, work).await,
+            _ => self.files.read_then(workbench, entry, work).await,
+        }
     }
 
     async fn get_file_info(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
         let entry = files::find(&request.files, args.string("path")?)?.clone();
-        if !office::info_needs_content(&entry) {
-            return blocking(move || office::describe(&entry, None)).await;
-        }
+        let format = match Format::of(&entry.path) {
+            Ok(Format::Binary) | Err(_) => return office::describe(&entry, None),
+            Ok(format) => format,
+        };
         let described = entry.clone();
-        self.files
-            .read_then(Some(&request.workbench), &entry, move |bytes| {
-                office::describe(&described, Some(bytes))
-            })
-            .await
+        self.read_content(request, &entry, format, move |bytes| {
+            office::describe(&described, Some(bytes))
+        })
+        .await
     }
 
     async fn read_file(&self, request: &ToolCall, args: &Args<'_>) -> Result<Value, ErrorBody> {
