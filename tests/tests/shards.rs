@@ -428,10 +428,15 @@ async fn jobs_running_on_shards_handed_over_end_once_on_their_new_owner() -> any
         let job_id = format!("moving-{n}");
         cluster.wait_succeeded(&job_id, Duration::from_secs(60))?;
         let ended = format!("job_id={job_id} workbench");
-        let ends: usize = ["coordinator", "coordinator-b"]
-            .iter()
-            .map(|name| lines_with(&cluster, name, &[&ended, "job finished"]))
-            .sum();
+        let ends = || -> usize {
+            ["coordinator", "coordinator-b"]
+                .iter()
+                .map(|name| lines_with(&cluster, name, &[&ended, "job finished"]))
+                .sum()
+        };
+        // The end is recorded, then logged: the log line may follow the state a moment later.
+        let _ = atelier_tests::wait_until(Duration::from_secs(5), || ends() > 0);
+        let ends = ends();
         assert_eq!(ends, 1, "{job_id} ended {ends} times\n{}", cluster.logs());
         let draft = cluster
             .cli_ok(&["wb", "cat", workbench, "out.md", "--draft"])?
