@@ -32,8 +32,8 @@ impl Driver<'_> {
         {
             return Ok(None);
         }
-        let present = self.paths().await?;
-        let mut files = present.clone();
+        let in_workbench = self.paths().await?;
+        let mut files = in_workbench.clone();
         let sources = Sources::of(&files);
         let mut problems = Vec::new();
         for item in &items {
@@ -44,7 +44,7 @@ impl Driver<'_> {
             };
             for (index, contract) in item.contracts.iter().enumerate() {
                 let prefix = format!("{}.plan.{turn}.{}.{index}", self.job.job_id, item.index);
-                let present = present.contains(&contract.path);
+                let present = in_workbench.contains(&contract.path);
                 if let Some(problem) = self
                     .contract_problem(contract, workbench, present, &prefix)
                     .await?
@@ -71,7 +71,7 @@ impl Driver<'_> {
         prefix: &str,
     ) -> Result<Option<String>, AgentError> {
         if let Some(problem) = review::problem(contract, workbench) {
-            if !present || !review::changes_without_parts(contract, present) {
+            if !review::changes_without_parts(contract, present) {
                 return Ok(Some(problem));
             }
             return Ok(Some(
@@ -87,9 +87,7 @@ impl Driver<'_> {
         let result = self.query_source(source, prefix).await?;
         Ok(review::source_problem(contract, &result))
     }
-}
 
-impl Driver<'_> {
     /// For a change to a document or a deck declared without its parts: where the request
     /// points in it ([`parts::where_the_request_points`]), from the file as `read_file` reads
     /// it; `None` for a workbook or a file that does not read as parts.
