@@ -87,20 +87,15 @@ fn main() -> ExitCode {
 /// refused here first, by name.
 fn runtime(default_threads: Option<usize>) -> Result<tokio::runtime::Runtime, String> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    match std::env::var_os(WORKER_THREADS_VARIABLE) {
-        Some(value) => {
-            let threads = (value.to_str()).and_then(|value| value.parse::<usize>().ok());
-            if threads.is_none_or(|threads| threads == 0) {
-                return Err(format!(
-                    "VALIDATION_FAILED: {WORKER_THREADS_VARIABLE} must be a number of threads of at least 1, not {value:?}; unset it or set it to, e.g., 2"
-                ));
-            }
+    if let Some(value) = std::env::var_os(WORKER_THREADS_VARIABLE) {
+        let threads = (value.to_str()).and_then(|value| value.parse::<usize>().ok());
+        if threads.is_none_or(|threads| threads == 0) {
+            return Err(format!(
+                "VALIDATION_FAILED: {WORKER_THREADS_VARIABLE} must be a number of threads of at least 1, not {value:?}; unset it or set it to, e.g., 2"
+            ));
         }
-        None => {
-            if let Some(threads) = default_threads {
-                builder.worker_threads(threads);
-            }
-        }
+    } else if let Some(threads) = default_threads {
+        builder.worker_threads(threads);
     }
     builder
         .enable_all()
