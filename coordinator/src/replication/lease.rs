@@ -3,7 +3,13 @@
 //! are compare-and-set on the last revision, so an owner that lost its lease (it expired while
 //! the owner was paused, and another created it anew) learns so at its next renewal. The
 //! bucket's `max_age` is the lease's life: each renewal is a new revision, living that long.
+//!
+//! Every read a lease decision rests on goes to the bucket stream's leader. A key-value bucket
+//! answers its own reads with direct gets, which any replica serves, and a replica may not yet
+//! have applied the last write: right after a release it can still show the old holder (the
+//! shard looks held for a whole lease life), right after a take it can show nobody.
 
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, kv};
 use atelier_messages::shard::ShardLease;
 use atelier_messages::{ErrorBody, ErrorCode, Format, PROTOCOL_VERSION, decode, encode, now_ms};
@@ -68,14 +74,25 @@ impl Leases {
     /// Takes `shard` if no one holds it; `None` when someone does.
     pub async fn acquire(&self, shard: u32) -> Result<Option<Lease>, CoordinatorError> {
         // The epoch is the revision the create gets, so the first value cannot name it: 0 reads
-        // as "this revision".
-        match self.kv.create(shard::key(shard), self.value(0)?).await {
+        // as "this revision". A key never written (or whose entries aged out) is created at
+        // last revision 0; a released one at its deletion's revision.
+        let last_revision = match self.last(shard).await? {
+            None => 0,
+            Some(last) if last.released => last.revision,
+            Some(_) => return Ok(None),
+        };
+        match self
+            .kv
+            .update(shard::key(shard), self.value(0)?, last_revision)
+            .await
+        {
             Ok(revision) => Ok(Some(Lease {
                 shard,
                 epoch: revision,
                 revision,
             })),
-            Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
+            // Taken (or renewed, or released) between the read and the create.
+            Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => Ok(None),
             Err(error) => Err(CoordinatorError::nats("acquiring a shard lease")(error)),
         }
     }
@@ -125,17 +142,12 @@ impl Leases {
 
     /// Who holds `shard` now, if anyone.
     pub async fn holder(&self, shard: u32) -> Result<Option<Holder>, CoordinatorError> {
-        let entry = self
-            .kv
-            .entry(shard::key(shard))
-            .await
-            .map_err(CoordinatorError::nats("reading a shard lease"))?;
-        let Some(entry) = entry.filter(|entry| entry.operation == kv::Operation::Put) else {
+        let Some(last) = self.last(shard).await?.filter(|last| !last.released) else {
             return Ok(None);
         };
-        let lease: ShardLease = decode(&entry.value, Format::MessagePack)?;
+        let lease: ShardLease = decode(&last.value, Format::MessagePack)?;
         let epoch = if lease.epoch == 0 {
-            entry.revision
+            last.revision
         } else {
             lease.epoch
         };
@@ -144,6 +156,40 @@ impl Leases {
             epoch,
         }))
     }
+
+    /// The last entry of `shard`'s key, read from the bucket stream's leader.
+    async fn last(&self, shard: u32) -> Result<Option<LastEntry>, CoordinatorError> {
+        let subject = format!("{}{}", self.kv.prefix, shard::key(shard));
+        match self
+            .kv
+            .stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+        {
+            Ok(message) => Ok(Some(LastEntry {
+                revision: message.sequence,
+                released: is_removal(&message.headers),
+                value: message.payload,
+            })),
+            Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(error) => Err(CoordinatorError::nats("reading a shard lease")(error)),
+        }
+    }
+}
+
+/// A lease key's last entry in the bucket's stream.
+struct LastEntry {
+    revision: u64,
+    /// A deletion or purge: the lease was given up (or cleared), and the shard is free.
+    released: bool,
+    value: bytes::Bytes,
+}
+
+/// Whether a key-value entry's headers mark a deletion or purge rather than a value (the header
+/// and its values are the key-value protocol's; a server-placed marker says why instead).
+fn is_removal(headers: &async_nats::HeaderMap) -> bool {
+    let operation = headers.get("KV-Operation").map(|value| value.as_str());
+    matches!(operation, Some("DEL" | "PURGE")) || headers.get("Nats-Marker-Reason").is_some()
 }
 
 fn lost(lease: &Lease) -> CoordinatorError {
