@@ -6,6 +6,10 @@
 //!   required parameter, broken JSON; or no call where text mode required one) is told back to
 //!   the model with the exact problem and the expected shape, up to
 //!   [`MAX_CALL_CORRECTIONS`] times; then the turn fails with `TOOL_CALL_INVALID`.
+//! - A reply cut off by the length limit (`finish_reason` `length`) that is not a usable call or
+//!   answer is answered the same way, counted with the corrections, but only its start is
+//!   replayed and the model is asked for a shorter reply: replaying the whole cut reply and
+//!   calling it broken JSON had a small model write the same long reply again, cut the same way.
 //! - A degenerate reply (empty where a call was required, runaway repetition; see
 //!   [`crate::degenerate`]) is retried once with a nudge; then the turn fails with
 //!   `MODEL_OUTPUT_DEGENERATE`.
@@ -41,6 +45,9 @@ pub(crate) const MAX_CALL_CORRECTIONS: u32 = 3;
 pub(crate) const MAX_NUDGES: u32 = 1;
 /// How much of an unusable reply is kept in the conversation that follows it.
 const REPLAYED_REPLY_CHARS: usize = 2_000;
+/// How much of a reply cut off by the length limit is kept: what it began with, not the whole
+/// long form to write again.
+pub(crate) const REPLAYED_CUT_CHARS: usize = 200;
 
 /// A turn in progress: the conversation sent, and what the retries used so far.
 pub(crate) struct Turn<'r> {
@@ -177,6 +184,9 @@ impl<'r> Turn<'r> {
                 Ok(Some(self.finish(response)))
             }
             _ if self.nudged_after_degenerate(&response)? => Ok(None),
+            Reading::Invalid(_) if cut_by_length(&response) => {
+                self.correct_cut(&response).map(|()| None)
+            }
             Reading::Invalid(problem) => self.correct(&problem, &response).map(|()| None),
             Reading::Answer(_) if self.must_call_in_text() => self
                 .correct(
@@ -209,8 +219,7 @@ impl<'r> Turn<'r> {
         if response.content.trim().is_empty() {
             return required.then_some(Degenerate::Empty);
         }
-        let cut_by_length = response.finish_reason.as_deref() == Some("length");
-        degenerate::repetition(&response.content, cut_by_length)
+        degenerate::repetition(&response.content, cut_by_length(response))
     }
 
     /// True when the reply is degenerate and a nudge was added; an error once nudged enough.
@@ -240,6 +249,29 @@ impl<'r> Turn<'r> {
     }
 
     fn correct(&mut self, problem: &str, response: &ModelResponse) -> Result<(), AgentError> {
+        self.count_correction(problem)?;
+        let text = correction(problem, &self.request.tools);
+        self.push_retry(response, text);
+        Ok(())
+    }
+
+    /// Answers a reply the length limit cut off before it was usable: its start replayed, and
+    /// a request for a shorter reply of the expected shape.
+    fn correct_cut(&mut self, response: &ModelResponse) -> Result<(), AgentError> {
+        self.count_correction(
+            "the reply was cut off by the length limit of one reply before it ended; a larger \
+             `max_tokens` in the model's profile gives it more room",
+        )?;
+        let start: String = response.content.chars().take(REPLAYED_CUT_CHARS).collect();
+        self.transcript
+            .push(ChatMessage::assistant(format!("{start} …"), Vec::new()));
+        self.transcript
+            .push(ChatMessage::user(cut_correction(&self.expected())));
+        Ok(())
+    }
+
+    /// Counts one more correction of `problem`; the turn's error once they ran out.
+    fn count_correction(&mut self, problem: &str) -> Result<(), AgentError> {
         if self.corrections >= MAX_CALL_CORRECTIONS {
             return Err(AgentError::ToolCallInvalid(format!(
                 "{problem} (after {MAX_CALL_CORRECTIONS} corrections)"
@@ -247,8 +279,6 @@ impl<'r> Turn<'r> {
         }
         self.corrections += 1;
         tracing::warn!(%problem, correction = self.corrections, "unusable tool call; correcting");
-        let text = correction(problem, &self.request.tools);
-        self.push_retry(response, text);
         Ok(())
     }
 
@@ -320,6 +350,20 @@ fn shown_answer(mode: ToolMode, answer: &AnswerShape) -> AnswerShape {
     } else {
         AnswerShape::Text
     }
+}
+
+/// True when the server stopped the reply at its length limit (`max_tokens`).
+fn cut_by_length(response: &ModelResponse) -> bool {
+    response.finish_reason.as_deref() == Some("length")
+}
+
+/// The message answering a reply the length limit cut off: what to send instead.
+fn cut_correction(expected: &str) -> String {
+    format!(
+        "Your last reply was cut off before it ended: it was longer than one reply may be, so \
+         it could not be used. Answer again, much shorter (a few words in each text field, \
+         nothing repeated), with {expected}."
+    )
 }
 
 fn offers_tools(request: &ModelRequest) -> bool {

@@ -17,6 +17,7 @@ use crate::http::ReasoningEffort;
 use crate::http::test_server::{self, Received, run, simple_request, sse, status};
 use crate::provider::{ChatMessage, ModelRequest, ToolCall, ToolChoice, Usage};
 use crate::text_tools::ToolMode;
+use crate::turn::REPLAYED_CUT_CHARS;
 
 const KEY: &str = "sk-test-secret-123";
 
@@ -589,6 +590,98 @@ async fn constrained_mode_sends_a_json_schema_response_format() {
         .as_array()
         .expect("anyOf");
     assert_eq!(shapes.len(), crate::catalog::research_tools().len() + 1);
+}
+
+/// The plan phase in constrained mode: plan tools offered, the answer bound to a plan.
+fn plan_request() -> ModelRequest {
+    ModelRequest {
+        phase: "plan".into(),
+        tools: crate::catalog::plan_tools(),
+        answer: crate::answer::AnswerShape::Plan {
+            no_change: false,
+            targets: Vec::new(),
+            sources: vec!["penguins.csv".into()],
+        },
+        ..tool_request(ToolChoice::Auto)
+    }
+}
+
+/// A plan answer that a length limit cut inside its description (a long one, not a repeated
+/// one: a runaway repetition is nudged instead).
+fn cut_plan() -> String {
+    let columns: Vec<String> = (1..=120).map(|n| format!("column {n}")).collect();
+    format!(
+        r#"{{"tool": null, "answer": {{"items": [{{"label": "Count the nests", "description": "read {}"#,
+        columns.join(", ")
+    )
+}
+
+#[tokio::test]
+async fn a_reply_cut_by_the_length_limit_is_asked_again_shorter_with_only_its_start_replayed() {
+    let (base, received) = serve(|n| {
+        if n == 0 {
+            text_reply(&cut_plan(), "length", 900, 256)
+        } else {
+            text_reply(
+                r#"{"tool": null, "answer": {"items": [{"label": "Count", "description": "count the rows", "targets": [{"path": "count.txt", "holds": "number"}]}]}, "terminate": true}"#,
+                "stop",
+                1000,
+                40,
+            )
+        }
+    })
+    .await;
+    let provider = provider_in(&base, ToolMode::Constrained, Duration::from_secs(10), 0);
+    let (result, _) = run(&provider, &plan_request()).await;
+    let response = result.expect("a plan on the second reply");
+    assert!(
+        response
+            .content
+            .starts_with("- [ ] 1. Count — count the rows → count.txt"),
+        "{}",
+        response.content
+    );
+    assert_eq!(
+        response.usage,
+        Usage {
+            prompt_tokens: 1900,
+            completion_tokens: 296
+        }
+    );
+    assert_eq!(received.count(), 2);
+    let retry = received.body(1);
+    let messages = retry["messages"].as_array().expect("messages");
+    let replayed = messages[messages.len() - 2]["content"]
+        .as_str()
+        .expect("the replayed start");
+    let start: String = cut_plan().chars().take(REPLAYED_CUT_CHARS).collect();
+    assert_eq!(replayed, format!("{start} …"));
+    let asked = messages[messages.len() - 1]["content"]
+        .as_str()
+        .expect("the correction");
+    assert!(asked.contains("cut off before it ended"), "{asked}");
+    assert!(
+        asked.contains(r#"{"tool": null, "answer": {"items": [{"label": "<what to do>""#),
+        "the plan's own shape is asked for: {asked}"
+    );
+}
+
+#[tokio::test]
+async fn replies_cut_by_the_length_limit_every_time_fail_naming_max_tokens() {
+    let (base, received) = serve(|_| text_reply(&cut_plan(), "length", 900, 256)).await;
+    let provider = provider_in(&base, ToolMode::Constrained, Duration::from_secs(10), 0);
+    let (result, _) = run(&provider, &plan_request()).await;
+    let error = result.expect_err("cut every time");
+    assert_eq!(error.code(), atelier_messages::ErrorCode::ToolCallInvalid);
+    assert!(error.to_string().contains("`max_tokens`"), "{error}");
+    assert_eq!(received.count(), 4);
+    assert_eq!(
+        error.spent(),
+        Some(Usage {
+            prompt_tokens: 3600,
+            completion_tokens: 1024
+        })
+    );
 }
 
 #[tokio::test]
