@@ -112,6 +112,15 @@ impl<'r> Turn<'r> {
             .collect()
     }
 
+    /// The tools the model may call this turn (none when the turn asks for its answer).
+    fn offered_tools(&self) -> &[ToolSpec] {
+        if offers_tools(self.request) {
+            &self.request.tools
+        } else {
+            &[]
+        }
+    }
+
     /// The tools to offer natively (none in text and constrained modes).
     pub(crate) fn native_tools(&self) -> &[ToolSpec] {
         if self.mode.sends_native_tools() {
@@ -250,7 +259,7 @@ impl<'r> Turn<'r> {
 
     fn correct(&mut self, problem: &str, response: &ModelResponse) -> Result<(), AgentError> {
         self.count_correction(problem)?;
-        let text = correction(problem, &self.request.tools);
+        let text = correction(problem, &self.expected(), self.offered_tools());
         self.push_retry(response, text);
         Ok(())
     }
@@ -302,6 +311,10 @@ impl<'r> Turn<'r> {
             self.mode.sends_native_tools(),
             required,
         ) {
+            (false, false, _) if self.request.answer != AnswerShape::Text => format!(
+                "exactly one JSON object: {}",
+                answer_shape(&shown_answer(self.mode, &self.request.answer))
+            ),
             (false, _, _) => "a short answer".into(),
             (true, true, true) => "a call to one of the offered tools".into(),
             (true, true, false) => {

@@ -479,8 +479,9 @@ async fn text_mode_tells_the_model_what_was_wrong_and_counts_both_requests() {
         messages[3]["content"],
         format!(
             "Your last reply could not be used: `table_query` is missing the required parameter(s) `path`.\n\
-             Answer again with ONLY one JSON object in this exact shape:\n\
-             {{\"tool\": \"TOOL_NAME\", \"parameters\": {{...}}, \"terminate\": false}}\n\
+             Answer again with exactly one JSON object: \
+             {{\"tool\": \"TOOL_NAME\", \"parameters\": {{...}}, \"terminate\": false}}, \
+             or {{\"tool\": null, \"answer\": \"YOUR ANSWER\", \"terminate\": true}}, and nothing else.\n\
              TOOL_NAME is one of: {names}."
         )
     );

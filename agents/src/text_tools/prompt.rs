@@ -191,13 +191,17 @@ pub fn calls_as_text(calls: &[ToolCall]) -> String {
         .join("\n")
 }
 
-/// The message telling the model why its reply was not a usable call, and what to send.
-pub fn correction(problem: &str, tools: &[ToolSpec]) -> String {
-    format!(
-        "Your last reply could not be used: {problem}.\nAnswer again with ONLY one JSON object \
-         in this exact shape:\n{CALL_SHAPE}\nTOOL_NAME is one of: {}.",
-        tool_names(tools)
-    )
+/// The message telling the model why its reply was not usable, and what to send: `expected`,
+/// as [`crate::turn`] words it for the turn (a call, or a call or the phase's answer).
+pub fn correction(problem: &str, expected: &str, tools: &[ToolSpec]) -> String {
+    let mut text = format!(
+        "Your last reply could not be used: {problem}.\nAnswer again with {expected}, and \
+         nothing else."
+    );
+    if !tools.is_empty() {
+        text.push_str(&format!("\nTOOL_NAME is one of: {}.", tool_names(tools)));
+    }
+    text
 }
 
 #[cfg(test)]
