@@ -30,12 +30,34 @@ pub(crate) fn find<'a>(
     files
         .iter()
         .find(|entry| entry.path == wanted)
-        .ok_or_else(|| {
-            ErrorBody::new(
-                ErrorCode::FileReadFailed,
-                format!("no such file in the workbench: {wanted}; call list_files"),
-            )
-        })
+        .ok_or_else(|| not_found(files, &wanted))
+}
+
+/// How many of the workbench's paths a "no such file" refusal names.
+const NAMED_WHEN_NOT_FOUND: usize = 10;
+
+/// The refusal of a path the workbench lacks, naming the paths it has (the first few, and how
+/// to see the rest): a caller that mistook a file it means to write for one it reads, or
+/// misspelt one, can correct itself without another call.
+fn not_found(files: &[ManifestEntry], wanted: &str) -> ErrorBody {
+    let named: Vec<&str> = files
+        .iter()
+        .take(NAMED_WHEN_NOT_FOUND)
+        .map(|entry| entry.path.as_str())
+        .collect();
+    let has = match files.len() {
+        0 => "it has no files yet".to_string(),
+        count if count <= NAMED_WHEN_NOT_FOUND => format!("it has {}", named.join(", ")),
+        count => format!(
+            "it has {} and {} more (call list_files)",
+            named.join(", "),
+            count - NAMED_WHEN_NOT_FOUND
+        ),
+    };
+    ErrorBody::new(
+        ErrorCode::FileReadFailed,
+        format!("no such file in the workbench: {wanted}; {has}"),
+    )
 }
 
 /// Lower-case hex sha256.
@@ -558,10 +580,19 @@ mod tests {
         );
         let missing = find(&files, "b.csv").unwrap_err();
         assert_eq!(missing.code, ErrorCode::FileReadFailed);
-        assert!(
-            missing
-                .message
-                .contains("no such file in the workbench: b.csv; call list_files")
+        assert_eq!(
+            missing.message,
+            "no such file in the workbench: b.csv; it has data/a.csv"
+        );
+        assert_eq!(
+            find(&[], "b.csv").unwrap_err().message,
+            "no such file in the workbench: b.csv; it has no files yet"
+        );
+        let many: Vec<ManifestEntry> = (1..=12).map(|n| entry(&format!("f{n}.txt"))).collect();
+        assert_eq!(
+            find(&many, "b.csv").unwrap_err().message,
+            "no such file in the workbench: b.csv; it has f1.txt, f2.txt, f3.txt, f4.txt, \
+             f5.txt, f6.txt, f7.txt, f8.txt, f9.txt, f10.txt and 2 more (call list_files)"
         );
         assert_eq!(
             find(&files, "../a.csv").unwrap_err().code,
