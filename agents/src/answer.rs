@@ -15,8 +15,14 @@ use serde_json::{Value, json};
 
 /// The most items a schema-bound plan may hold (the plan prompt asks for 1 to 8).
 pub const MAX_PLAN_ITEMS: usize = 8;
-/// The longest label, description or result a schema-bound answer may hold, in characters.
+/// The longest result or reason a schema-bound answer may hold, in characters.
 const MAX_FIELD_CHARS: usize = 300;
+/// The longest label of a schema-bound plan item: a few words.
+const MAX_LABEL_CHARS: usize = 100;
+/// The longest description of a schema-bound plan item: a sentence or two. With its label and
+/// its targets, one item fits in a small reply limit (256 tokens), where a description as long
+/// as a result had small models cut off in the middle of their plan.
+const MAX_DESCRIPTION_CHARS: usize = 240;
 /// The most targets one schema-bound plan item may name.
 const MAX_ITEM_TARGETS: usize = 4;
 
@@ -83,7 +89,11 @@ impl AnswerShape {
 }
 
 fn bounded_string() -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": MAX_FIELD_CHARS})
+    string_of_at_most(MAX_FIELD_CHARS)
+}
+
+fn string_of_at_most(chars: usize) -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": chars})
 }
 
 fn plan_schema(no_change: bool, targets: &[String], sources: &[String]) -> Value {
@@ -96,8 +106,8 @@ fn plan_schema(no_change: bool, targets: &[String], sources: &[String]) -> Value
     let item = json!({
         "type": "object",
         "properties": {
-            "label": bounded_string(),
-            "description": bounded_string(),
+            "label": string_of_at_most(MAX_LABEL_CHARS),
+            "description": string_of_at_most(MAX_DESCRIPTION_CHARS),
             "targets": {"type": "array", "items": target, "maxItems": MAX_ITEM_TARGETS}
         },
         "required": ["label", "description", "targets"],
@@ -342,6 +352,30 @@ mod tests {
         assert_eq!(kind("text")["properties"].get("source"), None);
         assert_eq!(kind("edit")["properties"]["touches"]["type"], "array");
         assert_eq!(kind("number")["properties"].get("touches"), None);
+    }
+
+    #[test]
+    fn a_plan_items_text_fields_are_short_enough_for_a_small_reply_limit() {
+        let shape = AnswerShape::Plan {
+            no_change: false,
+            targets: Vec::new(),
+            sources: vec!["penguins.csv".into()],
+        };
+        let schema = shape.schema().expect("a plan has a schema");
+        let item = &schema["properties"]["items"]["items"];
+        assert_eq!(item["properties"]["label"]["maxLength"], 100);
+        assert_eq!(item["properties"]["description"]["maxLength"], 240);
+        let targets = item["properties"]["targets"]["items"]["anyOf"]
+            .as_array()
+            .expect("one object per kind");
+        let number = targets
+            .iter()
+            .find(|target| target["properties"]["holds"]["enum"][0] == "number")
+            .expect("a number target");
+        assert_eq!(
+            number["properties"]["source"]["properties"]["query"]["maxLength"],
+            500
+        );
     }
 
     #[test]

@@ -169,6 +169,10 @@ pub fn from_json(target: &Value) -> Option<Contract> {
     (!contract.path.is_empty()).then_some(contract)
 }
 
+/// The longest source query a schema-bound target may name: a query giving one figure, list or
+/// table is short, and a reply limit of a few hundred tokens must hold it with its plan.
+const MAX_QUERY_CHARS: usize = 500;
+
 /// The JSON schema of a schema-bound plan's target object; `path` is `path_schema`. Each kind
 /// has its own object, with only the fields it can use (`count` on a list, `columns` on a
 /// table, `touches` on an edit). When the workbench has files a source can name (`sources`:
@@ -186,7 +190,7 @@ pub fn target_schema(path_schema: Value, sources: &[String]) -> Value {
         "type": "object",
         "properties": {
             "path": source_path,
-            "query": {"type": "string", "minLength": 1, "maxLength": 1000}
+            "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS}
         },
         "required": ["path", "query"],
         "additionalProperties": false
