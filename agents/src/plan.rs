@@ -29,14 +29,17 @@ impl Line {
         item
     }
 
-    /// A contract line under the item: its path becomes a target when it is not one; a
-    /// second contract for a path replaces the first.
+    /// A contract line under the item: its path becomes a target when it is not one. A second
+    /// contract for a path is kept beside the first and both are checked (were it to replace
+    /// the first, a weaker line after a checked one would undo the check); the same line twice
+    /// is kept once.
     fn add_contract(&mut self, contract: Contract) {
         if !self.targets.contains(&contract.path) {
             self.targets.push(contract.path.clone());
         }
-        self.contracts.retain(|known| known.path != contract.path);
-        self.contracts.push(contract);
+        if !self.contracts.contains(&contract) {
+            self.contracts.push(contract);
+        }
     }
 }
 
@@ -462,6 +465,18 @@ mod tests {
             2,
         );
         assert_eq!(amendment.items[0].contracts[0].path, "mass.txt");
+        // A second contract for a path is kept beside the first, the same one once.
+        let twice = parse(
+            "- [ ] 1. Count → n.txt\n  - n.txt: number from t.csv = SELECT count(*) FROM data\n  \
+             - n.txt: text\n  - n.txt: text",
+        );
+        let kinds: Vec<String> = twice[0]
+            .contracts
+            .iter()
+            .map(|contract| contract.holds.to_string())
+            .collect();
+        assert_eq!(kinds, ["number", "text"]);
+        assert_eq!(twice[0].targets, ["n.txt"]);
         // A source outside the workbench is found like a target.
         let outside =
             parse("- [ ] 1. Count → n.txt\n  - n.txt: number from ../secret.csv = SELECT 1");

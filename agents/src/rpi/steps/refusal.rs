@@ -51,10 +51,16 @@ pub(in crate::rpi) struct Shown<'a> {
 }
 
 impl Shown<'_> {
-    /// The contract of the file `call` writes, if the item has one.
-    fn contract(&self, call: &ToolCall) -> Option<&Contract> {
+    /// The path of the file `call` writes and the item's contracts for it (none when it has
+    /// none).
+    fn contracts_of(&self, call: &ToolCall) -> Option<(String, Vec<&Contract>)> {
         let path = crate::contract::clean_path(&grounding::written_path(call)?);
-        self.contracts.iter().find(|contract| contract.path == path)
+        let contracts: Vec<&Contract> = self
+            .contracts
+            .iter()
+            .filter(|contract| contract.path == path)
+            .collect();
+        (!contracts.is_empty()).then_some((path, contracts))
     }
 }
 
@@ -82,8 +88,13 @@ pub(in crate::rpi) fn of(call: &ToolCall, shown: &Shown<'_>) -> Option<Refusal> 
     if let Some(why) = quotes::added_again(call, shown.results) {
         return Some(told(why));
     }
-    let contract = shown.contract(call);
-    let rows_asked = contract.is_some_and(|c| matches!(c.holds, Holds::Table | Holds::List));
+    let written = shown.contracts_of(call);
+    let contracts = written
+        .as_ref()
+        .map_or(&[][..], |(_, contracts)| &contracts[..]);
+    let rows_asked = contracts
+        .iter()
+        .any(|c| matches!(c.holds, Holds::Table | Holds::List));
     if let Some(row) = grounding::copied_row(call, shown.results).filter(|_| !rows_asked) {
         return Some(Refusal {
             told: grounding::copied_row_refusal(&row),
@@ -93,12 +104,10 @@ pub(in crate::rpi) fn of(call: &ToolCall, shown: &Shown<'_>) -> Option<Refusal> 
     if grounding::restates(call, shown.task, shown.quoted) {
         return Some(told(grounding::restated_refusal()));
     }
-    let rules = match contract {
-        Some(contract) => form::with_contracts(
-            shown.form,
-            shown.contracts,
-            std::slice::from_ref(&contract.path),
-        ),
+    let rules = match &written {
+        Some((path, _)) => {
+            form::with_contracts(shown.form, shown.contracts, std::slice::from_ref(path))
+        }
         None => shown.form.to_vec(),
     };
     let broken = grounding::text_content(call)
@@ -107,7 +116,7 @@ pub(in crate::rpi) fn of(call: &ToolCall, shown: &Shown<'_>) -> Option<Refusal> 
     if let Some(why) = broken {
         return Some(told(not_written(format!("not written: {why}"))));
     }
-    if contract.is_some_and(|contract| contract.source.is_some()) {
+    if contracts.iter().any(|contract| contract.source.is_some()) {
         return None;
     }
     let made_up = grounding::made_up_numbers(call, shown.facts, shown.results);
