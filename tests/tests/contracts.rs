@@ -196,6 +196,46 @@ async fn a_wrong_number_against_its_source_never_ends_succeeded() -> anyhow::Res
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_later_item_that_rewrites_an_earlier_items_target_is_held_to_its_contract()
+-> anyhow::Result<()> {
+    // Item 1 writes the checked number; item 2, held only to `text`, writes prose over it. Were
+    // each item checked against its own contracts alone, the job would end `succeeded` with no
+    // number in islands.txt.
+    let prose = "The penguins come from Biscoe, Dream and Torgersen.\n";
+    let script = script(json!({
+        "research": [{"content": "penguins.csv has an island column."}],
+        "plan": [{"content": "- [ ] 1. Count — count the distinct islands → islands.txt\n  \
+            - islands.txt: number from penguins.csv = SELECT count(DISTINCT island) FROM data\n\
+            - [ ] 2. Explain — say where they come from → islands.txt\n  \
+            - islands.txt: text"}],
+        "implement": {
+            "1": [write("islands.txt", "3\n"), {"content": "Wrote 3."}],
+            "2": [write("islands.txt", prose), {"content": "Wrote the islands."}],
+            "2@retry": [write("islands.txt", prose), {"content": "Wrote the islands."}]
+        },
+        "summary": [{"content": "Islands."}]
+    }))?;
+    let (_model, cluster, view) = run(script, REQUEST).await?;
+    assert_eq!(view.state, JobState::Failed, "{view:?}");
+    assert_eq!(error_code(&view), Some(ErrorCode::ItemsFailed));
+    assert_eq!(view.items[0].status, ItemStatus::Done);
+    let item = &view.items[1];
+    assert_eq!(item.status, ItemStatus::Failed);
+    assert_eq!(item.failure_code, Some(ErrorCode::ItemNotDone));
+    assert_eq!(item.attempts, 2, "told once, then failed");
+    let failure = item.failure.clone().unwrap_or_default();
+    assert!(
+        failure.contains(
+            "islands.txt (as item 1 declared it, and this item rewrote it): it should hold one \
+             number alone"
+        ),
+        "{failure}"
+    );
+    assert_eq!(draft_text(&cluster, "islands.txt")?, prose);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_list_and_a_table_are_checked_against_their_sources() -> anyhow::Result<()> {
     let plan = "- [ ] 1. List — the islands and their penguins → islands.txt, counts.csv\n  \
         - islands.txt: list of 3 from penguins.csv = SELECT DISTINCT island FROM data ORDER BY island\n  \

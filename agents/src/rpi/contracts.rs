@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 
 use atelier_messages::contract::{Contract, Holds};
-use atelier_messages::job::PlanItem;
+use atelier_messages::job::{ItemStatus, PlanItem};
 use atelier_messages::journal;
 use atelier_messages::path::kind_of;
 use atelier_messages::tool::ToolName;
@@ -112,6 +112,35 @@ impl Checked {
     }
 }
 
+/// The contracts of the done items before `item` on the files it changed, with the item that
+/// declared each, so that `item` is checked against them too: a later item that rewrites an
+/// earlier one's target must leave it holding what the earlier item promised (else a weaker
+/// contract on the rewrite, or none, would end the job with content no check held). An
+/// `edit` is left out: it compares one item's change to the file, and a later item may change
+/// other parts of it; so is one the item itself declares.
+pub(super) fn earlier_contracts(
+    item: &PlanItem,
+    items: &[PlanItem],
+    changed: &[String],
+) -> Vec<(u32, Contract)> {
+    items
+        .iter()
+        .filter(|earlier| earlier.index != item.index && earlier.status == ItemStatus::Done)
+        .flat_map(|earlier| {
+            earlier
+                .contracts
+                .iter()
+                .map(move |contract| (earlier.index, contract))
+        })
+        .filter(|(_, contract)| {
+            contract.holds != Holds::Edit
+                && changed.contains(&contract.path)
+                && !item.contracts.contains(contract)
+        })
+        .map(|(index, contract)| (index, contract.clone()))
+        .collect()
+}
+
 /// How one contract is broken.
 enum Broken {
     /// The content differs from what the contract promises.
@@ -166,17 +195,24 @@ impl Driver<'_> {
             .map(|parts| Edited::Parts { parts }))
     }
 
-    /// Checks the contracts of an item whose final answer was accepted; `changed` are the paths
-    /// the item changed, `start` the workbench as the item's first attempt found it.
+    /// Checks the contracts of an item whose final answer was accepted — its own, then
+    /// `earlier` ones ([`earlier_contracts`]) — `changed` are the paths the item changed,
+    /// `start` the workbench as the item's first attempt found it.
     pub(super) async fn check_contracts(
         &self,
         contracts: &[Contract],
+        earlier: &[(u32, Contract)],
         call_prefix: &str,
         changed: &[String],
         start: &ItemBefore<'_>,
     ) -> Result<Checked, AgentError> {
         let mut checked = Checked::default();
-        for (index, contract) in contracts.iter().enumerate() {
+        let declared = contracts.iter().map(|contract| (None, contract)).chain(
+            earlier
+                .iter()
+                .map(|(item, contract)| (Some(*item), contract)),
+        );
+        for (index, (by_earlier_item, contract)) in declared.enumerate() {
             let prefix = format!("{call_prefix}.{index}");
             let broken = if compares_edit(contract) && changed.contains(&contract.path) {
                 self.check_edit(contract, &prefix, start.edits.get(&contract.path))
@@ -194,7 +230,13 @@ impl Driver<'_> {
                     why
                 }
             };
-            checked.broken.push(format!("{}: {why}", contract.path));
+            checked.broken.push(match by_earlier_item {
+                None => format!("{}: {why}", contract.path),
+                Some(item) => format!(
+                    "{} (as item {item} declared it, and this item rewrote it): {why}",
+                    contract.path
+                ),
+            });
         }
         Ok(checked)
     }
@@ -524,4 +566,49 @@ fn compares_edit(contract: &Contract) -> bool {
 /// True for a target whose text `read_file` gives as it is: a text or delimited file.
 fn is_text(path: &str) -> bool {
     matches!(kind_of(path), "text" | "csv")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(index: u32, status: ItemStatus, contracts: Vec<Contract>) -> PlanItem {
+        let mut item = PlanItem::pending(index, format!("item {index}"), String::new());
+        item.status = status;
+        item.contracts = contracts;
+        item
+    }
+
+    #[test]
+    fn a_later_item_is_held_to_the_earlier_done_items_content_contracts_on_what_it_changed() {
+        let number = Contract::new("n.txt", Holds::Number);
+        let edit = Contract::new("book.xlsx", Holds::Edit);
+        let list = Contract::new("names.txt", Holds::List);
+        let items = vec![
+            item(1, ItemStatus::Done, vec![number.clone(), edit.clone()]),
+            item(2, ItemStatus::Failed, vec![list.clone()]),
+            item(
+                3,
+                ItemStatus::Done,
+                vec![Contract::new("other.txt", Holds::Text)],
+            ),
+            item(
+                4,
+                ItemStatus::Pending,
+                vec![Contract::new("n.txt", Holds::Text)],
+            ),
+        ];
+        let changed: Vec<String> = ["n.txt", "book.xlsx", "names.txt"]
+            .map(String::from)
+            .to_vec();
+        // The number is kept; the edit (a comparison of item 1's own change), the failed
+        // item's list and a file item 4 did not change are not.
+        assert_eq!(
+            earlier_contracts(&items[3], &items, &changed),
+            vec![(1, number.clone())]
+        );
+        // A contract the item declares itself is checked once, as its own.
+        let same = item(4, ItemStatus::Pending, vec![number]);
+        assert!(earlier_contracts(&same, &items, &changed).is_empty());
+    }
 }

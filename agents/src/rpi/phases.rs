@@ -10,7 +10,7 @@ use atelier_messages::job::{EventKind, ItemStatus, Phase, PlanItem};
 use atelier_messages::{ErrorBody, ErrorCode, journal};
 use tracing::{Instrument, info_span};
 
-use super::contracts::{BROKEN_CONTRACT, EditsBefore, ItemBefore};
+use super::contracts::{BROKEN_CONTRACT, EditsBefore, ItemBefore, earlier_contracts};
 use super::driver::Driver;
 use super::item_end::{
     Answered, Done, Failure, ItemOutcome, LEFT_A_COPY, answered_item, changed_paths, copy_kept,
@@ -487,8 +487,9 @@ impl Driver<'_> {
             edits: &attempt.before.edits,
             sources: &Sources::of(&files),
         };
+        let earlier = earlier_contracts(item, &state.items, &changed);
         let checked = self
-            .check_contracts(&item.contracts, &prefix, &changed, &start)
+            .check_contracts(&item.contracts, &earlier, &prefix, &changed, &start)
             .await?;
         Ok(match checked.reason() {
             Some(reason) => Err(contract_broken(
