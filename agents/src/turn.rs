@@ -253,14 +253,14 @@ impl<'r> Turn<'r> {
         self.nudges += 1;
         tracing::warn!(problem = %degenerate.describe(), "degenerate model output; nudging once");
         let nudge = degenerate.nudge(&self.expected());
-        self.push_retry(response, nudge);
+        self.push_retry(start_of(response, REPLAYED_REPLY_CHARS), nudge);
         Ok(())
     }
 
     fn correct(&mut self, problem: &str, response: &ModelResponse) -> Result<(), AgentError> {
         self.count_correction(problem)?;
         let text = correction(problem, &self.expected(), self.offered_tools());
-        self.push_retry(response, text);
+        self.push_retry(start_of(response, REPLAYED_REPLY_CHARS), text);
         Ok(())
     }
 
@@ -271,11 +271,9 @@ impl<'r> Turn<'r> {
             "the reply was cut off by the length limit of one reply before it ended; a larger \
              `max_tokens` in the model's profile gives it more room",
         )?;
-        let start: String = response.content.chars().take(REPLAYED_CUT_CHARS).collect();
-        self.transcript
-            .push(ChatMessage::assistant(format!("{start} …"), Vec::new()));
-        self.transcript
-            .push(ChatMessage::user(cut_correction(&self.expected())));
+        let start = format!("{} …", start_of(response, REPLAYED_CUT_CHARS));
+        let text = cut_correction(&self.expected());
+        self.push_retry(start, text);
         Ok(())
     }
 
@@ -291,15 +289,10 @@ impl<'r> Turn<'r> {
         Ok(())
     }
 
-    /// The unusable reply (cut) and the message that answers it.
-    fn push_retry(&mut self, response: &ModelResponse, message: String) {
-        let reply: String = response
-            .content
-            .chars()
-            .take(REPLAYED_REPLY_CHARS)
-            .collect();
+    /// The unusable reply, as replayed, and the message that answers it.
+    fn push_retry(&mut self, replayed: String, message: String) {
         self.transcript
-            .push(ChatMessage::assistant(reply, Vec::new()));
+            .push(ChatMessage::assistant(replayed, Vec::new()));
         self.transcript.push(ChatMessage::user(message));
     }
 
@@ -363,6 +356,11 @@ fn shown_answer(mode: ToolMode, answer: &AnswerShape) -> AnswerShape {
     } else {
         AnswerShape::Text
     }
+}
+
+/// The first `chars` characters of a reply, as the conversation replays it.
+fn start_of(response: &ModelResponse, chars: usize) -> String {
+    response.content.chars().take(chars).collect()
 }
 
 /// True when the server stopped the reply at its length limit (`max_tokens`).
