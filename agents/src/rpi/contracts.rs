@@ -115,9 +115,11 @@ impl Checked {
 /// The contracts of the done items before `item` on the files it changed, with the item that
 /// declared each, so that `item` is checked against them too: a later item that rewrites an
 /// earlier one's target must leave it holding what the earlier item promised (else a weaker
-/// contract on the rewrite, or none, would end the job with content no check held). An
-/// `edit` is left out: it compares one item's change to the file, and a later item may change
-/// other parts of it; so is one the item itself declares.
+/// contract on the rewrite, or none, would end the job with content no check held). Left out:
+/// an `edit` (it compares one item's change to the file, and a later item may change other
+/// parts of it); a document, deck or workbook declared as new `text` (held to being written,
+/// its words not read back, and once the file exists the same line reads as a change naming
+/// no parts, [`review::changes_without_parts`]); and one the item itself declares.
 pub(super) fn earlier_contracts(
     item: &PlanItem,
     items: &[PlanItem],
@@ -134,6 +136,7 @@ pub(super) fn earlier_contracts(
         })
         .filter(|(_, contract)| {
             contract.holds != Holds::Edit
+                && !review::changes_without_parts(contract, true)
                 && changed.contains(&contract.path)
                 && !item.contracts.contains(contract)
         })
@@ -607,6 +610,17 @@ mod tests {
             earlier_contracts(&items[3], &items, &changed),
             vec![(1, number.clone())]
         );
+        // A document an earlier item wrote as new `text` is held to being written, not read
+        // back; once it exists, the same line would read as a change declaring no parts, and
+        // a later item's edit of its paragraphs would fail for it.
+        let created = item(
+            1,
+            ItemStatus::Done,
+            vec![Contract::new("notes.docx", Holds::Text)],
+        );
+        let edits = item(2, ItemStatus::Pending, Vec::new());
+        let written = vec!["notes.docx".to_string()];
+        assert!(earlier_contracts(&edits, &[created, edits.clone()], &written).is_empty());
         // A contract the item declares itself is checked once, as its own.
         let same = item(4, ItemStatus::Pending, vec![number]);
         assert!(earlier_contracts(&same, &items, &changed).is_empty());
